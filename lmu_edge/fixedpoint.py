@@ -1,0 +1,243 @@
+"""Fixed-point types and the integer operations every integer path shares.
+
+A value ``x`` of type ``FixedType(width, frac, signed)`` is stored as the
+integer ``round(x * 2**frac)``, saturated (or wrapped) to ``width`` bits. The
+rounding and saturation rules are defined here, once; the C runtime
+(``lmu_runtime.h``) mirrors them and the two are tested against each other.
+
+Rounding modes (of an exact rational result to an integer):
+
+``floor``      toward minus infinity: an arithmetic right shift, the cheapest in C
+``half_up``    to nearest, ties toward plus infinity: ``(x + (1 << (s-1))) >> s``
+``half_away``  to nearest, ties away from zero (TFLite's ``RoundingDivideByPOT``)
+``half_even``  to nearest, ties to even (IEEE, numpy's ``round``)
+
+Saturation: ``saturate`` clamps to the type's range, ``wrap`` keeps the low
+``width`` bits (two's complement), as unchecked C arithmetic would.
+
+The TFLite int8 requantization (a 32-bit fixed-point multiplier and a shift)
+is here too: :func:`quantize_multiplier`, :func:`multiply_by_quantized_multiplier`.
+
+All integer helpers take and return ``numpy.int64`` arrays; products of two
+32-bit values fit in int64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+ROUNDINGS = ("floor", "half_up", "half_away", "half_even")
+SATURATIONS = ("saturate", "wrap")
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class FixedType:
+    """A fixed-point number type: ``width`` bits, ``frac`` of them after the point.
+
+    ``frac`` may be negative (a scale above one) or larger than ``width``
+    (values below one half). The real value of the stored integer ``n`` is
+    ``n * 2**-frac``.
+    """
+
+    width: int
+    frac: int
+    signed: bool = True
+    rounding: str = "half_up"
+    saturation: str = "saturate"
+
+    def __post_init__(self):
+        if not (1 <= int(self.width) <= 64) or int(self.width) != self.width:
+            raise ValueError(f"FixedType width must be an integer in 1..64, got {self.width!r}")
+        if int(self.frac) != self.frac:
+            raise ValueError(f"FixedType frac must be an integer, got {self.frac!r}")
+        if self.rounding not in ROUNDINGS:
+            raise ValueError(f"unknown rounding {self.rounding!r}; known: {', '.join(ROUNDINGS)}")
+        if self.saturation not in SATURATIONS:
+            raise ValueError(f"unknown saturation {self.saturation!r}; known: {', '.join(SATURATIONS)}")
+
+    # --- ranges ---------------------------------------------------------------------------
+    @property
+    def min_int(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max_int(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def scale(self) -> float:
+        """The real value of one least significant bit."""
+        return math.ldexp(1.0, -self.frac)
+
+    @property
+    def min(self) -> float:
+        return self.min_int * self.scale
+
+    @property
+    def max(self) -> float:
+        return self.max_int * self.scale
+
+    @property
+    def storage_bits(self) -> int:
+        """Bits of the C integer type that holds it (8, 16, 32 or 64)."""
+        for b in (8, 16, 32, 64):
+            if self.width <= b:
+                return b
+        raise AssertionError
+
+    @property
+    def c_type(self) -> str:
+        return f"{'' if self.signed else 'u'}int{self.storage_bits}_t"
+
+    def __str__(self) -> str:
+        s = "fixed" if self.signed else "ufixed"
+        return f"{s}<{self.width},{self.frac}>"
+
+    # --- conversions ----------------------------------------------------------------------
+    def saturate(self, n) -> np.ndarray:
+        """Bring integers into range by this type's saturation rule."""
+        n = np.asarray(n, dtype=np.int64)
+        if self.saturation == "saturate":
+            return np.clip(n, self.min_int, self.max_int)
+        if self.width == 64:
+            return n
+        mod = 1 << self.width
+        w = np.bitwise_and(n, mod - 1)
+        if self.signed:
+            w = np.where(w > self.max_int, w - mod, w)
+        return w.astype(np.int64)
+
+    def quantize(self, x) -> np.ndarray:
+        """Float to stored integer: ``round(x * 2**frac)`` with this type's rules."""
+        x = np.asarray(x, dtype=np.float64)
+        if not np.all(np.isfinite(x)):
+            raise ValueError(f"cannot quantize non-finite values to {self}")
+        y = np.ldexp(x, self.frac)
+        return self.saturate(round_real(y, self.rounding))
+
+    def dequantize(self, n) -> np.ndarray:
+        return np.ldexp(np.asarray(n, dtype=np.float64), -self.frac)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FixedType":
+        return cls(**d)
+
+
+def round_real(y, rounding: str = "half_up") -> np.ndarray:
+    """Round real numbers to integers (int64) by one of :data:`ROUNDINGS`."""
+    y = np.asarray(y, dtype=np.float64)
+    if rounding == "floor":
+        r = np.floor(y)
+    elif rounding == "half_up":
+        r = np.floor(y + 0.5)
+    elif rounding == "half_away":
+        r = np.sign(y) * np.floor(np.abs(y) + 0.5)
+    elif rounding == "half_even":
+        r = np.round(y)
+    else:
+        raise ValueError(f"unknown rounding {rounding!r}; known: {', '.join(ROUNDINGS)}")
+    return r.astype(np.int64)
+
+
+def shift_round(x, shift: int, rounding: str = "half_up") -> np.ndarray:
+    """``x / 2**shift`` rounded to an integer, exactly, for int64 ``x``.
+
+    A negative ``shift`` is an exact left shift.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    shift = int(shift)
+    if shift <= 0:
+        return np.left_shift(x, -shift)
+    if rounding == "floor":
+        return np.right_shift(x, shift)
+    half = np.int64(1) << np.int64(shift - 1)
+    if rounding == "half_up":
+        return np.right_shift(x + half, shift)
+    q = np.right_shift(x, shift)                      # floor
+    rem = x - np.left_shift(q, shift)                 # 0 <= rem < 2**shift
+    if rounding == "half_away":
+        up = (rem > half) | ((rem == half) & (x >= 0))
+    elif rounding == "half_even":
+        up = (rem > half) | ((rem == half) & (np.bitwise_and(q, 1) == 1))
+    else:
+        raise ValueError(f"unknown rounding {rounding!r}; known: {', '.join(ROUNDINGS)}")
+    return q + up.astype(np.int64)
+
+
+def mul_shift(a, b, shift: int, out: FixedType) -> np.ndarray:
+    """``saturate(round(a * b / 2**shift))`` in the rounding and saturation of ``out``."""
+    p = np.asarray(a, dtype=np.int64) * np.asarray(b, dtype=np.int64)
+    return out.saturate(shift_round(p, shift, out.rounding))
+
+
+# --- the TFLite requantization scheme ------------------------------------------------------
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """Split a positive real multiplier into ``(m, shift)``: ``real ~= m * 2**(shift - 31)``.
+
+    ``m`` is an int32 in ``[2**30, 2**31)`` (or 0), as TFLite's ``QuantizeMultiplier``.
+    """
+    real = float(real)
+    if real < 0 or not math.isfinite(real):
+        raise ValueError(f"multiplier must be finite and >= 0, got {real!r}")
+    if real == 0.0:
+        return 0, 0
+    mant, shift = math.frexp(real)
+    m = int(math.floor(abs(mant) * (1 << 31) + 0.5))  # std::round: half away from zero (mant > 0)
+    if m == (1 << 31):
+        m //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if shift > 30:
+        raise ValueError(f"multiplier {real!r} is too large for the int32 requantization scheme")
+    return m, shift
+
+
+def _trunc_div(a: np.ndarray, d: int) -> np.ndarray:
+    """C integer division (truncation toward zero)."""
+    q = np.abs(a) // d
+    return np.where(a < 0, -q, q)
+
+
+def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
+    """gemmlowp's ``SaturatingRoundingDoublingHighMul`` on int32 values (as int64 arrays)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ab = a * b
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    r = _trunc_div(ab + nudge, 1 << 31)
+    overflow = (a == INT32_MIN) & (b == INT32_MIN)
+    return np.where(overflow, INT32_MAX, r).astype(np.int64)
+
+
+def rounding_divide_by_pot(x, exponent: int) -> np.ndarray:
+    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent``, ties away from zero."""
+    x = np.asarray(x, dtype=np.int64)
+    exponent = int(exponent)
+    if exponent == 0:
+        return x
+    mask = np.int64((1 << exponent) - 1)
+    remainder = np.bitwise_and(x, mask)
+    threshold = (mask >> 1) + (x < 0).astype(np.int64)
+    return np.right_shift(x, exponent) + (remainder > threshold).astype(np.int64)
+
+
+def multiply_by_quantized_multiplier(x, multiplier: int, shift: int) -> np.ndarray:
+    """TFLite's ``MultiplyByQuantizedMultiplier``: ``x * m * 2**(shift-31)``, rounded.
+
+    ``x`` is int32 (as int64), the result is int32 (as int64).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    xl = np.clip(x * (1 << left), INT32_MIN, INT32_MAX)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(xl, multiplier), right)
