@@ -1,0 +1,163 @@
+"""The IR file format: one ``.npz`` archive holding a JSON header and plain arrays.
+
+Spec (version 1; see docs/ir-format.md for the full text):
+
+* The file is a zip archive as written by ``numpy.savez`` (uncompressed).
+* The member ``header.json.npy`` is a 1-D ``uint8`` array: the UTF-8 bytes of
+  a JSON object ``{"format": "lmu-edge-ir", "version": 1, "graph": NODE}``.
+* A NODE is a JSON object with a ``"type"`` key (``graph``, ``dense``, ``lmu``,
+  ...; one per class of :mod:`lmu_edge.ir`) and one key per field. Scalars and
+  strings are plain JSON; a nested node is a NODE; an array is
+  ``{"array": KEY, "shape": [...], "dtype": "float32"|"float64"}`` and lives in
+  the member ``KEY.npy`` (a standard ``.npy`` file).
+* Readers refuse unknown versions, unknown node types, unknown or missing
+  fields, missing arrays, arrays whose shape or dtype disagree with the
+  header, and any object array. Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from . import ir
+from .errors import IRFormatError, LmuEdgeError
+
+HEADER_KEY = "header.json"
+
+
+def _encode(node, prefix: str, arrays: dict) -> dict:
+    out = {"type": node.TYPE}
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        key = f"{prefix}.{f.name}"
+        if isinstance(v, np.ndarray):
+            arrays[key] = v
+            out[f.name] = {"array": key, "shape": list(v.shape), "dtype": str(v.dtype)}
+        elif dataclasses.is_dataclass(v):
+            out[f.name] = _encode(v, key, arrays)
+        elif f.name == "layers":
+            out[f.name] = [_encode(l, f"{key}{i}", arrays) for i, l in enumerate(v)]
+        elif isinstance(v, (np.integer, np.floating)):
+            out[f.name] = v.item()
+        else:
+            out[f.name] = v
+    return out
+
+
+def _decode(obj, arrays, where: str):
+    if not isinstance(obj, dict) or "type" not in obj:
+        raise IRFormatError(f"{where}: expected a node object with a 'type', got {type(obj).__name__}")
+    cls = ir.NODE_TYPES.get(obj["type"])
+    if cls is None:
+        raise IRFormatError(f"{where}: unknown node type {obj['type']!r}; known: {', '.join(sorted(ir.NODE_TYPES))}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    extra = set(obj) - set(fields) - {"type"}
+    if extra:
+        raise IRFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))} for a {obj['type']!r} node")
+    kwargs = {}
+    for name, f in fields.items():
+        w = f"{where}.{name}"
+        if name not in obj:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise IRFormatError(f"{w}: required field is missing")
+            continue
+        v = obj[name]
+        if isinstance(v, dict) and "array" in v:
+            key = v["array"]
+            if key not in arrays:
+                raise IRFormatError(f"{w}: array {key!r} is missing from the file")
+            a = arrays[key]
+            if list(a.shape) != list(v.get("shape", [])) or str(a.dtype) != v.get("dtype"):
+                raise IRFormatError(f"{w}: array {key!r} has shape {a.shape} and dtype {a.dtype}, "
+                                    f"the header says {tuple(v.get('shape', []))} and {v.get('dtype')}")
+            v = a
+        elif isinstance(v, dict) and "type" in v:
+            v = _decode(v, arrays, w)
+        elif name == "layers":
+            if not isinstance(v, list):
+                raise IRFormatError(f"{w}: expected a list of layers")
+            v = [_decode(l, arrays, f"{w}[{i}]") for i, l in enumerate(v)]
+        kwargs[name] = v
+    try:
+        return cls(**kwargs)
+    except LmuEdgeError as e:
+        raise IRFormatError(f"{where}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise IRFormatError(f"{where}: malformed {obj['type']!r} node: {e}") from None
+
+
+def graph_to_header(graph: ir.Graph) -> tuple[dict, dict]:
+    """``(header, arrays)`` of a graph, as stored in the file."""
+    arrays: dict = {}
+    body = _encode(graph, "g", arrays)
+    return {"format": ir.IR_FORMAT, "version": ir.IR_VERSION, "graph": body}, arrays
+
+
+def save(graph: ir.Graph, path) -> Path:
+    """Write ``graph`` to ``path`` (an ``.npz`` IR file), atomically."""
+    if not isinstance(graph, ir.Graph):
+        raise TypeError(f"save() expects an lmu_edge.ir.Graph, got {type(graph).__name__}")
+    path = Path(path)
+    header, arrays = graph_to_header(graph)
+    text = json.dumps(header, indent=1, sort_keys=True)
+    members = {HEADER_KEY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
+    members.update(arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **members)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; give the file the user's usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_ir(path) -> ir.Graph:
+    """Read an IR file; every defect is an :class:`IRFormatError` that names the file."""
+    path = Path(path)
+    hint = "re-export it with lmu_edge.save(graph, path)"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            names = list(z.files)
+            if HEADER_KEY not in names:
+                raise IRFormatError(f"{path}: not an lmu-edge IR file (no {HEADER_KEY} member); {hint}")
+            arrays = {k: z[k] for k in names}
+    except IRFormatError:
+        raise
+    except FileNotFoundError:
+        raise IRFormatError(f"{path}: no such file") from None
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError, NotImplementedError) as e:
+        raise IRFormatError(f"{path}: not a readable lmu-edge IR file ({type(e).__name__}: {e}); {hint}") from None
+    raw = arrays.pop(HEADER_KEY)
+    try:
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise ValueError("header is not a byte string")
+        header = json.loads(raw.tobytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise IRFormatError(f"{path}: the JSON header is malformed ({e}); {hint}") from None
+    if not isinstance(header, dict) or header.get("format") != ir.IR_FORMAT:
+        raise IRFormatError(f"{path}: the header does not say format {ir.IR_FORMAT!r}; {hint}")
+    version = header.get("version")
+    if version != ir.IR_VERSION:
+        raise IRFormatError(f"{path}: IR version {version!r} is not supported by this lmu-edge "
+                            f"(it reads version {ir.IR_VERSION}); upgrade lmu-edge or re-export the model")
+    for k, a in arrays.items():
+        if a.dtype.kind not in "f":
+            raise IRFormatError(f"{path}: array {k!r} has dtype {a.dtype}; IR arrays are float32 or float64")
+    graph = _decode(header.get("graph"), arrays, f"{path}: graph")
+    if not isinstance(graph, ir.Graph):
+        raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")
+    return graph
