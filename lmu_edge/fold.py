@@ -1,0 +1,279 @@
+"""Parallel form -> recurrent form: choose a realization of each LMU memory and prove it.
+
+Every candidate realization of a layer's memory is a linear one-step map
+``m' = M m + N u``. For measuring, the map is built as dense matrices (an RK
+step is a linear map: :func:`lmu_edge.lti.rk_map` runs the structured step on
+the identity), so measuring costs the same for every realization; only the
+deployed form is structured. Its impulse response ``M^k N`` is compared with
+the reference over a horizon of at least ``5 * theta`` steps:
+
+* the exact float64 response of the layer's ``(order, theta, discretizer)``
+  when the source model's memory is analytic;
+* the layer's stored kernel (zero beyond its length) when the source model
+  convolved with a truncated or learned kernel.
+
+The error is ``max|H - H_ref| / max|H_ref|`` (relative to the output scale, as
+everywhere in lmu-edge). ``auto`` picks the cheapest candidate (operations per
+step, then numbers stored) whose error is within the budget and whose spectral
+radius is below one. Recurrent layers (already realized, e.g. keras-lmu's RNN
+path) pass through unchanged, so ``fold`` is always safe to call.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import ir, lti
+from .errors import FoldError
+
+REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir")
+DEFAULT_ERROR_BUDGET = 1e-6
+MAX_SUBSTEPS = 4096
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One measured realization of one layer."""
+
+    name: str
+    memory: object          # the realization node (ir.DenseSS, ir.RungeKutta, ir.FIR)
+    measurement: ir.Measurement
+    ok: bool                # within budget and stable
+
+    def describe(self) -> str:
+        m = self.measurement
+        extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, ir.RungeKutta) else ""
+        return (f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
+                f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {m.spectral_radius:.6f}")
+
+
+class _Reference:
+    """The response a layer's realizations are measured against."""
+
+    def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
+        self.layer = layer
+        self.rho = 0.0        # a finite kernel is stable
+        mem = layer.memory
+        base = max(int(math.ceil(5 * layer.theta)), 32)
+        if isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None:
+            self.kernel = np.asarray(mem.kernel, dtype=np.float64)
+            self.length = max(base, self.kernel.shape[1])
+            self.what = f"stored {mem.provenance} kernel ({self.kernel.shape[1]} steps)"
+        else:
+            self.kernel = None
+            self.Abar, self.Bbar = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
+            self.length = base
+            self.what = f"exact float64 {layer.discretizer} response"
+            self.rho = lti.spectral_radius(self.Abar)
+        if horizon is not None:
+            self.length = max(self.length, int(horizon))
+
+    def blocks(self, length: int, block: int = 512):
+        if self.kernel is None:
+            yield from lti.iter_impulse_response(self.Abar, self.Bbar, length, block)
+            return
+        q, K = self.kernel.shape
+        for start in range(0, length, block):
+            n = min(block, length - start)
+            blk = np.zeros((q, n))
+            if start < K:
+                part = self.kernel[:, start:start + n]
+                blk[:, :part.shape[1]] = part
+            yield start, blk
+
+
+def _stable(rho: float, ref: _Reference) -> bool:
+    """Below one, or no worse than a source layer that is itself unstable (an Euler
+    discretization with theta small against the order grows without bound, and the
+    dense Euler realization reproduces exactly that)."""
+    return bool(np.isfinite(rho) and (rho < 1.0 or rho <= ref.rho * (1 + 1e-12)))
+
+
+def _map_error(M, N, ref: _Reference, length: int) -> tuple[float, float]:
+    """``(relative error, spectral radius)`` of the map's impulse response against ``ref``."""
+    rho = lti.spectral_radius(M)
+    if not _stable(rho, ref):
+        return math.inf, rho
+    worst, scale = 0.0, 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length), ref.blocks(length)):
+            assert s0 == s1 and a.shape == b.shape
+            d = np.max(np.abs(a - b))
+            if not np.isfinite(d):
+                return math.inf, rho
+            worst = max(worst, float(d))
+            scale = max(scale, float(np.max(np.abs(b))))
+    return (worst / scale if scale > 0 else worst), rho
+
+
+def _fir_error(kernel: np.ndarray, ref: _Reference, length: int) -> float:
+    worst, scale = 0.0, 0.0
+    q, K = kernel.shape
+    for start, b in ref.blocks(length):
+        n = b.shape[1]
+        a = np.zeros_like(b)
+        if start < K:
+            part = kernel[:, start:start + n]
+            a[:, :part.shape[1]] = part
+        worst = max(worst, float(np.max(np.abs(a - b))))
+        scale = max(scale, float(np.max(np.abs(b))))
+    return worst / scale if scale > 0 else worst
+
+
+def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -> Candidate:
+    q, d = layer.order, layer.memory_d
+    if isinstance(memory, ir.FIR):
+        K = memory.kernel.shape[1]
+        length = ref.length if ref.kernel is not None else max(ref.length, 2 * K)
+        err = _fir_error(np.asarray(memory.kernel, dtype=np.float64), ref, length)
+        rho, (ops, coeffs), state = 0.0, lti.fir_cost(q, K), K * d
+    else:
+        length = ref.length
+        if isinstance(memory, ir.DenseSS):
+            M, N = memory.Abar, memory.Bbar
+            ops, coeffs = lti.dense_cost(q)
+        else:
+            M, N = lti.rk_map(q, layer.theta, memory.rk_order, memory.substeps)
+            ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
+        err, rho = _map_error(M, N, ref, length)
+        state = q * d
+    meas = ir.Measurement(error=float(err), horizon=int(length), reference=ref.what, ops_per_step=int(ops * d),
+                          coeffs_stored=int(coeffs), state_size=int(state), spectral_radius=float(rho))
+    return Candidate(name, memory, meas, ok=bool(err <= budget and _stable(rho, ref)))
+
+
+def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress) -> Candidate:
+    name = f"rk{r}"
+    if substeps is not None:
+        return _measure(layer, name, ir.RungeKutta(r, int(substeps)), ref, budget)
+    tried = {}
+
+    def at(s):
+        if s not in tried:
+            tried[s] = _measure(layer, name, ir.RungeKutta(r, s), ref, budget)
+            if progress:
+                progress(f"  {layer.name}: {tried[s].describe()}")
+        return tried[s]
+
+    s = 1
+    while not at(s).ok:                 # grow until the budget is met ...
+        if s >= max_substeps:
+            return min(tried.values(), key=lambda c: c.measurement.error)
+        s = min(2 * s, max_substeps)
+    lo, hi = s // 2, s                  # ... then bisect for the smallest count that meets it
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid).ok:
+            hi = mid
+        else:
+            lo = mid
+    return at(hi)
+
+
+def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=None, *,
+               substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS, horizon: Optional[int] = None,
+               progress: Optional[Callable[[str], None]] = None) -> list:
+    """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
+
+    ``auto`` considers the dense form of the layer's own discretizer, the
+    structured RK form (RK4 with searched substeps for ZOH; RK1 with one
+    substep, which is Euler exactly, for Euler), and a FIR of the stored kernel
+    when the source model convolved with one.
+    """
+    if not isinstance(layer, ir.LMU):
+        raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
+    mem = layer.memory
+    stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
+    if names is None:
+        names = [layer.discretizer, "rk4" if layer.discretizer == "zoh" else "rk1"] + (["fir"] if stored else [])
+    ref = _Reference(layer, horizon)
+    out = []
+    for name in names:
+        if progress:
+            progress(f"measuring {name} for layer {layer.name!r} over {ref.length} steps against the {ref.what}")
+        if name in ("zoh", "euler"):
+            A, B = lti.legendre_discrete(layer.order, layer.theta, name)
+            out.append(_measure(layer, name, ir.DenseSS(name, A, B), ref, error_budget))
+        elif name in ("rk1", "rk2", "rk4"):
+            r = int(name[2])
+            s = substeps
+            if s is None and name == "rk1" and layer.discretizer == "euler":
+                s = 1
+            out.append(_rk_candidate(layer, r, ref, error_budget, s, max_substeps, progress))
+        elif name == "fir":
+            kernel = mem.kernel if stored else lti.legendre_impulse_response(
+                layer.order, layer.theta, ref.length, layer.discretizer)
+            out.append(_measure(layer, name, ir.FIR(kernel), ref, error_budget))
+        else:
+            raise FoldError(f"unknown realization {name!r}; known: {', '.join(REALIZATIONS)}")
+    return out
+
+
+def _choose(layer, cands, budget, requested) -> Candidate:
+    good = [c for c in cands if c.ok]
+    if not good:
+        lines = "; ".join(c.describe() for c in cands)
+        hint = ("raise the error budget (--error-budget), " if requested == "auto" else
+                "try --realization auto, raise the error budget (--error-budget), ")
+        if isinstance(layer.memory, ir.ImpulseResponse) and layer.memory.kernel is not None:
+            hint += "or use the 'fir' realization, which reproduces the stored kernel exactly"
+        else:
+            hint += "or allow more substeps"
+        raise FoldError(f"layer {layer.name!r}: no {requested!r} realization is within the error budget "
+                        f"{budget:g} ({lines}); {hint}")
+    return min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored))
+
+
+def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, **kw) -> ir.LMU:
+    """One LMU layer in recurrent form, with the measurement that proves its realization."""
+    if not layer.is_parallel:
+        return layer
+    if realization not in REALIZATIONS:
+        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; known: {', '.join(REALIZATIONS)}")
+    names = None if realization == "auto" else [realization]
+    chosen = _choose(layer, candidates(layer, error_budget, names, **kw), error_budget, realization)
+    return replace(layer, memory=chosen.memory, measurement=chosen.measurement)
+
+
+def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
+         substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
+         progress: Optional[Callable[[str], None]] = None) -> ir.Graph:
+    """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
+
+    Parameters
+    ----------
+    realization : str or dict
+        One of :data:`REALIZATIONS` for every layer, or ``{layer_name: name}``
+        (layers not named get ``auto``).
+    error_budget : float
+        Largest accepted ``max|H - H_ref| / max|H_ref|`` of the memory's impulse response.
+    substeps : int, optional
+        Fix the RK substep count instead of searching for the smallest that meets the budget.
+    """
+    if not isinstance(graph, ir.Graph):
+        raise TypeError(f"fold() expects an lmu_edge.ir.Graph, got {type(graph).__name__}")
+    if not (error_budget > 0):
+        raise FoldError(f"error_budget must be positive, got {error_budget!r}")
+    per_layer = dict(realization) if isinstance(realization, dict) else {}
+    unknown = set(per_layer) - {l.name for l in graph.lmu_layers}
+    if unknown:
+        raise FoldError(f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
+                        f"LMU layers: {', '.join(l.name for l in graph.lmu_layers) or 'none'}")
+    default = "auto" if isinstance(realization, dict) else realization
+    layers, changed = [], False
+    for layer in graph.layers:
+        if isinstance(layer, ir.LMU) and layer.is_parallel:
+            layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,
+                               max_substeps=max_substeps, progress=progress)
+            changed = True
+        layers.append(layer)
+    if not changed:
+        return graph
+    meta = dict(graph.metadata)
+    meta["fold"] = {"realization": realization if isinstance(realization, str) else dict(realization),
+                    "error_budget": float(error_budget)}
+    return graph.replace(layers=tuple(layers), metadata=meta)

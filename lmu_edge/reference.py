@@ -1,0 +1,281 @@
+"""The float oracle: runs an IR graph the way its source model's ``predict`` would.
+
+* Recurrent layers run one step at a time (:class:`Stream` steps every layer
+  per sample; :func:`simulate` runs layer by layer over whole sequences with
+  the same step functions, which is the same arithmetic).
+* Parallel-form LMU memories run as the papers do: a causal convolution of the
+  encoded input with the impulse response, by FFT.
+
+``simulate`` returns what ``predict`` returns: ``(N, T, F_out)``, or
+``(N, F_out)`` when the model ends after an LMU with ``return_sequences=False``
+or a pooling layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ir, lti
+from .errors import ShapeError
+
+
+# --- activations --------------------------------------------------------------------------
+
+def activation(name: str, x: np.ndarray) -> np.ndarray:
+    if name == "linear":
+        return x
+    if name == "relu":
+        return np.maximum(x, 0)
+    if name == "relu6":
+        return np.clip(x, 0, 6)
+    if name == "tanh":
+        return np.tanh(x)
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    if name == "silu":
+        return x / (1 + np.exp(-x))
+    if name == "softmax":
+        e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+        return e / np.sum(e, axis=-1, keepdims=True)
+    raise ShapeError(f"unknown activation {name!r}; known: {', '.join(ir.ACTIVATIONS)}")
+
+
+def _c(a, dtype):
+    return None if a is None else np.asarray(a, dtype=dtype)
+
+
+# --- one layer, one step -------------------------------------------------------------------
+
+class _DenseRun:
+    def __init__(self, layer: ir.Dense, dtype):
+        self.W, self.b, self.act = _c(layer.kernel, dtype), _c(layer.bias, dtype), layer.activation
+
+    def reset(self, batch):
+        pass
+
+    def step(self, x):
+        y = x @ self.W
+        if self.b is not None:
+            y = y + self.b
+        return activation(self.act, y)
+
+    seq = step  # works on (N, T, F) as well
+
+
+class _ActRun(_DenseRun):
+    def __init__(self, layer: ir.Activation, dtype):
+        self.act = layer.activation
+
+    def step(self, x):
+        return activation(self.act, x)
+
+    seq = step
+
+
+class _PoolRun:
+    def __init__(self, layer, dtype):
+        self.dtype = dtype
+
+    def reset(self, batch):
+        self.sum, self.n = None, 0
+
+    def step(self, x):
+        self.sum = x.copy() if self.sum is None else self.sum + x
+        self.n += 1
+        return self.sum / self.dtype(self.n)
+
+    def seq(self, X):
+        n = np.arange(1, X.shape[1] + 1, dtype=self.dtype)[None, :, None]
+        return np.cumsum(X, axis=1) / n
+
+
+class _HiddenRun:
+    def __init__(self, cell, dtype):
+        self.cell = cell
+        if cell is not None:
+            self.W, self.b = _c(cell.kernel, dtype), _c(cell.bias, dtype)
+            self.U = _c(getattr(cell, "recurrent_kernel", None), dtype)
+
+    def __call__(self, z, h_prev):
+        if self.cell is None:
+            return z
+        y = z @ self.W
+        if self.U is not None:
+            y = y + h_prev @ self.U
+        if self.b is not None:
+            y = y + self.b
+        return activation(self.cell.activation, y)
+
+
+class _LMURun:
+    def __init__(self, layer: ir.LMU, n_in: int, dtype):
+        self.L, self.dtype, self.n_in = layer, dtype, n_in
+        self.enc, self.bias = _c(layer.input_encoders, dtype), _c(layer.encoder_bias, dtype)
+        self.henc, self.menc = _c(layer.hidden_encoders, dtype), _c(layer.memory_encoders, dtype)
+        self.hidden = _HiddenRun(layer.hidden, dtype)
+        self.units = layer.out_features(n_in)
+        mem = layer.memory
+        if isinstance(mem, ir.ImpulseResponse):
+            # stepping a parallel memory: the exact recurrence (analytic), or the kernel as FIR
+            if mem.kernel is None:
+                mem = ir.DenseSS(layer.discretizer, *lti.legendre_discrete(layer.order, layer.theta, layer.discretizer))
+            else:
+                mem = ir.FIR(mem.kernel)
+        self.mem = mem
+        if isinstance(mem, ir.DenseSS):
+            self.AT, self.B = _c(mem.Abar, dtype).T.copy(), _c(mem.Bbar, dtype)
+        elif isinstance(mem, ir.FIR):
+            self.HT = _c(mem.kernel, dtype).T.copy()      # (L, q)
+        elif isinstance(mem, ir.RungeKutta):
+            self.coeffs = lti.structure_coefficients(layer.order, layer.theta).astype(dtype)
+
+    def reset(self, batch):
+        L, dt = self.L, self.dtype
+        self.m = np.zeros((batch, L.memory_d, L.order), dtype=dt)
+        self.h = np.zeros((batch, self.units), dtype=dt)
+        if isinstance(self.mem, ir.FIR):
+            self.buf = np.zeros((batch, L.memory_d, self.HT.shape[0]), dtype=dt)
+
+    def encode(self, x):
+        u = x @ self.enc
+        return u if self.bias is None else u + self.bias
+
+    def memory_step(self, u):
+        mem = self.mem
+        if isinstance(mem, ir.DenseSS):
+            self.m = self.m @ self.AT + u[..., None] * self.B
+        elif isinstance(mem, ir.RungeKutta):
+            self.m = lti.rk_step(self.m, u, self.L.theta, mem.rk_order, mem.substeps, coeffs=self.coeffs)
+        else:
+            self.buf = np.concatenate([u[..., None], self.buf[..., :-1]], axis=-1)
+            self.m = self.buf @ self.HT
+
+    def step(self, x):
+        N = x.shape[0]
+        u = self.encode(x)
+        if self.henc is not None:
+            u = u + self.h @ self.henc
+        if self.menc is not None:
+            u = u + self.m.reshape(N, -1) @ self.menc
+        self.memory_step(u)
+        z = self.m.reshape(N, -1)
+        if self.L.input_to_hidden:
+            z = np.concatenate([z, x], axis=-1)
+        self.h = self.hidden(z, self.h)
+        return self.h
+
+    def seq(self, X):
+        if not self.L.is_parallel:
+            self.reset(X.shape[0])
+            return np.stack([self.step(X[:, t]) for t in range(X.shape[1])], axis=1)
+        N, T = X.shape[:2]
+        M = parallel_memory(self.L, self.encode(X), self.dtype)        # (N, T, d, q)
+        Z = M.reshape(N, T, -1)
+        if self.L.input_to_hidden:
+            Z = np.concatenate([Z, X], axis=-1)
+        if isinstance(self.L.hidden, ir.HiddenSimpleRNN):
+            self.reset(N)
+            out = []
+            for t in range(T):
+                self.h = self.hidden(Z[:, t], self.h)
+                out.append(self.h)
+            return np.stack(out, axis=1)
+        return self.hidden(Z, None)
+
+
+def parallel_kernel(layer: ir.LMU, length: int) -> np.ndarray:
+    """The (q, min(length, L)) kernel a parallel-form layer convolves with (float64)."""
+    mem = layer.memory
+    if mem.kernel is not None:
+        return np.asarray(mem.kernel[:, :length], dtype=np.float64)
+    return lti.legendre_impulse_response(layer.order, layer.theta, length, layer.discretizer)
+
+
+def parallel_memory(layer: ir.LMU, U: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """Memory ``(N, T, d, q)`` of a parallel-form layer for encoded inputs ``U (N, T, d)``,
+    by FFT convolution with the impulse response (causal, ``H[:, 0]`` on the current input)."""
+    N, T, d = U.shape
+    H = parallel_kernel(layer, T)                      # (q, K), K <= T
+    K = H.shape[1]
+    n = 1 << int(np.ceil(np.log2(max(T + K - 1, 1))))
+    Hf = np.fft.rfft(H, n=n, axis=1).T                 # (n/2+1, q)
+    out = np.empty((N, T, d, layer.order), dtype=dtype)
+    for i in range(N):                                 # one sequence at a time bounds memory
+        Uf = np.fft.rfft(np.asarray(U[i], dtype=np.float64), n=n, axis=0)    # (n/2+1, d)
+        out[i] = np.fft.irfft(Uf[:, :, None] * Hf[:, None, :], n=n, axis=0)[:T]
+    return out
+
+
+_RUNNERS = {ir.Dense: _DenseRun, ir.Activation: _ActRun, ir.TimePooling: _PoolRun}
+
+
+def _runners(graph: ir.Graph, dtype):
+    out = []
+    for layer, n_in, _, _ in graph.shapes():
+        if isinstance(layer, ir.LMU):
+            out.append(_LMURun(layer, n_in, dtype))
+        else:
+            out.append(_RUNNERS[type(layer)](layer, dtype))
+    return out
+
+
+def check_input(graph: ir.Graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
+    """``(x as (N, T, F) float64, had_batch_axis)``, or a ShapeError that says what to pass."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise ShapeError(f"{what}: expected numbers, got dtype {x.dtype}")
+    batched = x.ndim == 3
+    if x.ndim == 2:
+        x = x[None]
+    if x.ndim != 3:
+        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}")
+    if x.shape[2] != graph.input_features:
+        raise ShapeError(f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
+                         f"got {x.shape[2]} (shape {x.shape})")
+    if x.shape[1] < 1:
+        raise ShapeError(f"{what}: the sequence is empty (shape {x.shape})")
+    if not np.all(np.isfinite(x)):
+        raise ShapeError(f"{what}: holds NaN or infinite values")
+    return x.astype(np.float64), batched
+
+
+def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
+    """Run ``graph`` on ``x`` ``(N, T, F)`` (or ``(T, F)``); returns what ``predict`` returns."""
+    dtype = np.dtype(dtype).type
+    x, batched = check_input(graph, x)
+    X = x.astype(dtype)
+    for r in _runners(graph, dtype):
+        X = r.seq(X)
+    y = X if graph.output_is_sequence else X[:, -1]
+    return y if batched else y[0]
+
+
+class Stream:
+    """Step a recurrent graph one sample at a time: ``reset(batch)``, ``step(x_t)``.
+
+    A parallel-form LMU is stepped by its exact recurrence (analytic kernels)
+    or as a FIR of its stored kernel. ``step`` returns the model's output for
+    the sequence seen so far (for a model that returns only the last step, the
+    output it would give if the sequence ended here).
+    """
+
+    def __init__(self, graph: ir.Graph, dtype=np.float64):
+        self.graph, self.dtype = graph, np.dtype(dtype).type
+        self.runners = _runners(graph, self.dtype)
+        self.reset()
+
+    def reset(self, batch: int = 1) -> None:
+        self.batch = int(batch)
+        for r in self.runners:
+            r.reset(self.batch)
+
+    def step(self, x_t) -> np.ndarray:
+        x = np.asarray(x_t, dtype=self.dtype)
+        single = x.ndim == 1
+        x = x.reshape(-1, self.graph.input_features) if single else x
+        if x.shape != (self.batch, self.graph.input_features):
+            raise ShapeError(f"step: expected shape ({self.graph.input_features},) or "
+                             f"({self.batch}, {self.graph.input_features}), got {np.shape(x_t)}")
+        for r in self.runners:
+            x = r.step(x)
+        return x[0] if single else x
