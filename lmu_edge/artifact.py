@@ -1,0 +1,254 @@
+"""``convert`` and ``Artifact``: an output directory a target wrote, and how to run it.
+
+Every artifact directory holds ``artifact.json`` (the manifest: target,
+options, files, tolerance), ``source.lmu.npz`` (the model it came from, as
+converted), ``model.lmu.npz`` (the recurrent graph it implements),
+``report.json`` (what the conversion measured), and the target's own files.
+Directories are written next to their final place and renamed into it only
+when everything succeeded, so a failed conversion leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import fold as _fold
+from . import ir, irfile, reference, registry
+from .arrays import load_array
+from .errors import ArtifactError, LmuEdgeError, OutputExistsError, QuantizationError, VerificationError
+from .metrics import relative_error
+
+MANIFEST = "artifact.json"
+ARTIFACT_FORMAT = "lmu-edge-artifact"
+ARTIFACT_VERSION = 1
+DEFAULT_TOLERANCE = 1e-4  # float artifacts: fold budget 1e-6 on the impulse response, plus float32 rounding
+                          # of dense layers, stays well inside this relative error; quantized targets set their own
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+class Artifact:
+    """An emitted model: ``run(x)`` in its real runtime, ``stream()`` one sample at a time."""
+
+    def __init__(self, path, manifest: dict):
+        self.path = Path(path)
+        self.manifest = manifest
+        self.target = manifest["target"]
+        self.module = registry.target(self.target)
+        self._graph = self._source = None
+
+    def __repr__(self) -> str:
+        return f"Artifact(target={self.target!r}, path={str(self.path)!r})"
+
+    @property
+    def graph(self) -> ir.Graph:
+        """The recurrent graph the artifact implements."""
+        if self._graph is None:
+            self._graph = irfile.load_ir(self.path / "model.lmu.npz")
+        return self._graph
+
+    @property
+    def source(self) -> ir.Graph:
+        """The model it was converted from (parallel form, float)."""
+        if self._source is None:
+            self._source = irfile.load_ir(self.path / "source.lmu.npz")
+        return self._source
+
+    @property
+    def runtimes(self) -> tuple:
+        return tuple(self.module.RUNTIMES)
+
+    @property
+    def tolerance(self) -> float:
+        return float(self.manifest.get("tolerance", DEFAULT_TOLERANCE))
+
+    def _runtime(self, runtime: Optional[str]) -> str:
+        runtime = runtime or self.module.DEFAULT_RUNTIME
+        if runtime not in self.module.RUNTIMES:
+            raise ArtifactError(f"target {self.target!r} has no runtime {runtime!r}; "
+                                f"its runtimes: {', '.join(self.module.RUNTIMES)}")
+        return runtime
+
+    def run(self, x, runtime: Optional[str] = None) -> np.ndarray:
+        """Float in ``(N, T, F)`` or ``(T, F)``, float out: what the source model's predict returns."""
+        x, batched = reference.check_input(self.graph, x)
+        y = self.module.run(self, x, self._runtime(runtime))
+        return y if batched else y[0]
+
+    def stream(self, runtime: Optional[str] = None):
+        """An object with ``reset(batch=1)`` and ``step(x_t)``, driving the artifact one sample at a time."""
+        return self.module.stream(self, self._runtime(runtime))
+
+    def reference(self, x) -> np.ndarray:
+        """The source model's output (float64 reference simulation)."""
+        return reference.simulate(self.source, x)
+
+    def verify(self, x, runtime: Optional[str] = None, tolerance: Optional[float] = None) -> dict:
+        """Run the artifact and the source model on ``x``; raise :class:`VerificationError` beyond tolerance."""
+        tol = self.tolerance if tolerance is None else float(tolerance)
+        err = relative_error(self.run(x, runtime), self.reference(x))
+        result = {"error": err, "tolerance": tol, "passed": bool(err <= tol), "runtime": self._runtime(runtime)}
+        if not result["passed"]:
+            raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
+                                    f"(relative to the output scale), more than the tolerance {tol:g}")
+        return result
+
+
+def open_artifact(out_dir) -> Artifact:
+    """Reopen an output directory written by :func:`convert`."""
+    path = Path(out_dir)
+    man = path / MANIFEST
+    if not man.is_file():
+        raise ArtifactError(f"{path}: not an lmu-edge output directory (no {MANIFEST}); "
+                            f"create one with 'lmu-edge convert MODEL --target T -o {path}'")
+    try:
+        manifest = json.loads(man.read_text())
+    except ValueError as e:
+        raise ArtifactError(f"{man}: malformed manifest ({e}); convert the model again") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{man}: not an lmu-edge artifact manifest; convert the model again")
+    if manifest.get("version") != ARTIFACT_VERSION:
+        raise ArtifactError(f"{man}: artifact version {manifest.get('version')!r} is not supported "
+                            f"(this lmu-edge reads version {ARTIFACT_VERSION}); convert the model again")
+    if manifest.get("target") not in registry.TARGETS:
+        raise ArtifactError(f"{man}: unknown target {manifest.get('target')!r}; "
+                            f"available targets: {', '.join(sorted(registry.TARGETS))}")
+    return Artifact(path, manifest)
+
+
+def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
+    """A seeded random input long enough to exercise every memory (10 theta, at most 4000 steps)."""
+    T = graph.seq_len
+    if T is None:
+        thetas = [l.theta for l in graph.lmu_layers] or [10.0]
+        T = int(min(max(10 * max(thetas), 16), 4000))
+    return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
+
+
+def _prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise OutputExistsError(f"{out_dir}: exists and is not a directory; choose another output path")
+        if any(out_dir.iterdir()) and not overwrite:
+            raise OutputExistsError(f"{out_dir}: output directory exists and is not empty; "
+                                    f"pass overwrite=True (--force) to replace it, or choose another path")
+
+
+def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
+            realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
+            tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
+            **target_options) -> Artifact:
+    """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
+
+    Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
+    asked, emits the target's files, runs the artifact in its runtime on the
+    calibration data (or a seeded probe input) against the source model, and
+    writes the manifest and ``report.json``. Returns the :class:`Artifact`.
+
+    ``tolerance`` is the largest accepted relative output error against the
+    source model, checked here and stored for ``verify``. By default it is the
+    target's own (for float targets ``max(1e-4, 100 * error_budget)``: an
+    impulse-response error spreads over the whole window of the memory, so the
+    output error of a model can exceed the budget by the window length's order).
+    """
+    from . import load
+    if out_dir is None:
+        raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")
+    out_dir = Path(out_dir)
+    module = registry.target(target)
+    modes = tuple(getattr(module, "QUANTIZE", ("float",)))
+    quantize = quantize or "float"
+    if quantize not in modes:
+        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}")
+    unknown = set(target_options) - set(getattr(module, "OPTIONS", {}))
+    if unknown:
+        known = ", ".join(sorted(getattr(module, "OPTIONS", {}))) or "none"
+        raise ArtifactError(f"target {target!r} has no option(s) {', '.join(sorted(unknown))}; its options: {known}")
+    options = dict(getattr(module, "OPTIONS", {}))
+    options.update(target_options)
+    cal = None if calibration is None else load_array(calibration, "calibration")
+    if quantize != "float" and cal is None:
+        raise QuantizationError(f"quantize={quantize!r} needs calibration data: pass calibration= "
+                                f"(an array or a .npy / .npz file of typical inputs, shape (N, T, F))")
+    _prepare_out_dir(out_dir, overwrite)
+
+    source = model if isinstance(model, ir.Graph) else load(model)
+    if cal is not None:
+        cal, _ = reference.check_input(source, cal, "calibration")
+    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        irfile.save(source, tmp / "source.lmu.npz")
+        irfile.save(graph, tmp / "model.lmu.npz")
+        extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
+        manifest = {
+            "format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, "target": target,
+            "lmu_edge_version": _version(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
+            "quantize": quantize, "options": {k: v for k, v in options.items()},
+            "tolerance": float(tolerance if tolerance is not None else
+                               extra.pop("tolerance", max(DEFAULT_TOLERANCE, 100 * float(error_budget)))),
+        }
+        manifest.update(extra)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        art = Artifact(tmp, manifest)
+        x = cal if cal is not None else _probe_input(source)
+        err = relative_error(art.run(x), reference.simulate(source, x))
+        report = {
+            "model": source.name, "target": target, "quantize": quantize,
+            "layers": [_layer_report(l) for l in graph.layers],
+            "verification": {"input": "calibration data" if cal is not None else "seeded random probe",
+                             "input_shape": list(x.shape), "runtime": module.DEFAULT_RUNTIME,
+                             "error_vs_source": err, "tolerance": manifest["tolerance"],
+                             "passed": bool(err <= manifest["tolerance"])},
+        }
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+        if not report["verification"]["passed"]:
+            raise VerificationError(f"the converted model differs from the source by {err:.3g} on the "
+                                    f"{report['verification']['input']}, more than the tolerance "
+                                    f"{manifest['tolerance']:g}; nothing was written to {out_dir}")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return open_artifact(out_dir)
+
+
+def _layer_report(layer) -> dict:
+    d = {"name": layer.name, "type": layer.TYPE}
+    if isinstance(layer, ir.LMU):
+        d.update(order=layer.order, theta=layer.theta, memory_d=layer.memory_d, discretizer=layer.discretizer,
+                 realization=realization_name(layer.memory))
+        if layer.measurement is not None:
+            m = layer.measurement
+            d["measurement"] = {k: getattr(m, k) for k in ("error", "horizon", "reference", "ops_per_step",
+                                                          "coeffs_stored", "state_size", "spectral_radius")}
+    return d
+
+
+def realization_name(memory) -> str:
+    if isinstance(memory, ir.DenseSS):
+        return f"dense {memory.method}"
+    if isinstance(memory, ir.RungeKutta):
+        return f"rk{memory.rk_order} x{memory.substeps}"
+    if isinstance(memory, ir.FIR):
+        return f"fir {memory.kernel.shape[1]}"
+    if isinstance(memory, ir.ImpulseResponse):
+        return f"parallel ({memory.provenance})"
+    return type(memory).__name__

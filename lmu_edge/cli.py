@@ -1,0 +1,216 @@
+"""The ``lmu-edge`` command line: inspect, convert, run, verify (mirrors the Python API)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from . import __version__
+
+EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a traceback."
+
+
+class _Group(click.Group):
+    """Turns every error into one line on stderr and a non-zero exit code."""
+
+    def invoke(self, ctx):
+        from .errors import LmuEdgeError
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except LmuEdgeError as e:
+            self._fail(e, 1)
+        except (OSError, MemoryError) as e:
+            self._fail(f"{type(e).__name__}: {e}", 1)
+        except Exception as e:  # a bug of ours: still one line, with the way to see more
+            self._fail(f"internal error ({type(e).__name__}: {e}); please report it with "
+                       f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)", 70)
+
+    @staticmethod
+    def _fail(msg, code):
+        if os.environ.get("LMU_EDGE_DEBUG"):
+            raise
+        click.echo(f"lmu-edge: error: {' '.join(str(msg).split())}", err=True)
+        sys.exit(code)
+
+
+@click.group(cls=_Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="lmu-edge")
+def main():
+    """Convert Legendre Memory Unit models trained in parallel form into
+    constant-memory recurrent models for devices, and check them.
+
+    \b
+    Typical session:
+      lmu-edge inspect model.lmu.npz
+      lmu-edge convert model.lmu.npz --target ir -o out/
+      lmu-edge run out/ --input x.npy -o y.npy
+      lmu-edge verify out/ --input x.npy
+    """
+
+
+def _progress(quiet):
+    return None if quiet else (lambda msg: click.echo(msg, err=True))
+
+
+def _targets():
+    from .registry import TARGETS
+    return sorted(TARGETS)
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--error-budget", type=float, default=1e-6, show_default=True,
+              help="Largest relative impulse-response error a realization may have.")
+@click.option("--candidates/--no-candidates", default=True, show_default=True,
+              help="Measure every candidate realization of each parallel LMU layer (may take seconds for large orders).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON description instead of text.")
+def inspect(model, error_budget, candidates, as_json):
+    """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
+    realizations of its memory with their measured error and per-step cost."""
+    import lmu_edge
+    from .artifact import realization_name
+    from .ir import LMU
+
+    g = lmu_edge.load(model)
+    rows = []
+    for layer, n_in, n_out, seq in g.shapes():
+        row = {"name": layer.name, "type": layer.TYPE, "in": n_in, "out": n_out, "sequence": seq}
+        if isinstance(layer, LMU):
+            row.update(memory_d=layer.memory_d, order=layer.order, theta=layer.theta,
+                       discretizer=layer.discretizer, memory=realization_name(layer.memory),
+                       hidden=None if layer.hidden is None else layer.hidden.TYPE,
+                       input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences,
+                       rnn_path=layer.is_rnn_path)
+            if candidates and layer.is_parallel:
+                cs = lmu_edge.candidates(layer, error_budget)
+                ok = [c for c in cs if c.ok]
+                best = min(ok, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) if ok else None
+                row["candidates"] = [dict(name=c.name, substeps=getattr(c.memory, "substeps", None),
+                                          error=c.measurement.error, ops_per_step=c.measurement.ops_per_step,
+                                          coeffs_stored=c.measurement.coeffs_stored,
+                                          state_size=c.measurement.state_size,
+                                          spectral_radius=c.measurement.spectral_radius,
+                                          within_budget=c.ok, auto_choice=c is best) for c in cs]
+            elif layer.measurement is not None:
+                m = layer.measurement
+                row["measurement"] = dict(error=m.error, ops_per_step=m.ops_per_step, reference=m.reference)
+        rows.append(row)
+    info = {"model": str(model), "name": g.name, "form": g.form, "input": [g.seq_len, g.input_features],
+            "output_is_sequence": g.output_is_sequence, "layers": rows}
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    T = "any length" if g.seq_len is None else f"{g.seq_len} steps"
+    click.echo(f"model {g.name!r} ({model}), {g.form} form")
+    click.echo(f"input: {T} x {g.input_features} features; output: "
+               f"{'every step' if g.output_is_sequence else 'last step only'}, {g.output_features} features")
+    for r in rows:
+        click.echo(f"  {r['name']:<20} {r['type']:<13} {r['in']:>5} -> {r['out']:<5}"
+                   + ("" if r["sequence"] else " (last step)"))
+        if r["type"] == "lmu":
+            click.echo(f"      memory_d={r['memory_d']} order={r['order']} theta={r['theta']:g} "
+                       f"discretizer={r['discretizer']} memory: {r['memory']}, hidden: {r['hidden'] or 'none'}"
+                       + (", input_to_hidden" if r["input_to_hidden"] else "")
+                       + (", RNN path (hidden/memory feed back into the memory)" if r["rnn_path"] else ""))
+            for c in r.get("candidates", []):
+                sub = f" x{c['substeps']}" if c["substeps"] else ""
+                mark = "  <- auto" if c["auto_choice"] else ("" if c["within_budget"] else "  (over budget)")
+                click.echo(f"      {c['name'] + sub:<10} error {c['error']:9.2e}  {c['ops_per_step']:>10} ops/step "
+                           f"{c['coeffs_stored']:>9} coeffs  state {c['state_size']}{mark}")
+            if "measurement" in r:
+                m = r["measurement"]
+                click.echo(f"      measured: error {m['error']:.2e} against the {m['reference']}, "
+                           f"{m['ops_per_step']} ops/step")
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", "-t", type=click.Choice(_targets()), required=True, help="What to emit.")
+@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Output directory (must be empty or new unless --force).")
+@click.option("--quantize", default="float", show_default=True,
+              help="Number format of the artifact (each target lists what it supports).")
+@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
+              help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
+                   "needed to quantize, and used to verify the artifact.")
+@click.option("--realization", default="auto", show_default=True,
+              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+              help="How to run each LMU memory; auto picks the cheapest within the error budget.")
+@click.option("--error-budget", type=float, default=1e-6, show_default=True,
+              help="Largest relative impulse-response error a realization may have.")
+@click.option("--substeps", type=click.IntRange(min=1), help="Fix the RK substep count (default: searched).")
+@click.option("--tolerance", type=float,
+              help="Largest accepted relative output error against MODEL (default: the target's).")
+@click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
+def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, tolerance, force,
+            quiet):
+    """Convert MODEL for a target into an output directory, verify it against
+    MODEL, and write report.json next to the artifact."""
+    import lmu_edge
+    art = lmu_edge.convert(model, target=target, out_dir=out_dir, quantize=quantize, calibration=calibration,
+                           realization=realization, error_budget=error_budget, substeps=substeps,
+                           tolerance=tolerance, overwrite=force, progress=_progress(quiet))
+    rep = json.loads((art.path / "report.json").read_text())
+    v = rep["verification"]
+    click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
+               f"on the {v['input']} (tolerance {v['tolerance']:g})")
+    for l in rep["layers"]:
+        if "realization" in l:
+            m = l.get("measurement") or {}
+            click.echo(f"  {l['name']}: {l['realization']}"
+                       + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else ""))
+
+
+def _load_input(path):
+    from .arrays import load_array
+    return load_array(path, f"--input {path}")
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
+@click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write the outputs (.npy).")
+@click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
+def run(out_dir, input_path, output_path, runtime):
+    """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
+    import lmu_edge
+    art = lmu_edge.open_artifact(out_dir)
+    y = art.run(_load_input(input_path), runtime=runtime)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(output_path, y)
+    click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
+
+
+@main.command()
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
+@click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
+@click.option("--tolerance", type=float, help="Largest accepted relative error (default: the artifact's).")
+def verify(out_dir, input_path, runtime, tolerance):
+    """Run the artifact and its source model on inputs, print the error, and
+    exit non-zero when it is beyond the tolerance."""
+    import lmu_edge
+    from .errors import VerificationError
+    art = lmu_edge.open_artifact(out_dir)
+    try:
+        r = art.verify(_load_input(input_path), runtime=runtime, tolerance=tolerance)
+    except VerificationError as e:
+        click.echo(f"FAIL: {e}", err=True)
+        sys.exit(1)
+    click.echo(f"PASS: error {r['error']:.3e} (relative to the output scale) <= tolerance {r['tolerance']:g} "
+               f"[runtime {r['runtime']}]")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

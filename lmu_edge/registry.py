@@ -1,0 +1,54 @@
+"""Names -> converters and targets, imported lazily.
+
+Heavy runtimes (TensorFlow, LiteRT, ONNX, Nengo, ...) are optional extras;
+nothing here imports them. :func:`require` turns a missing one into an error
+that says which extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from .errors import LmuEdgeError, MissingDependencyError, ModelFormatError
+
+#: target name -> (module, extra that provides its build-time dependencies, one-line description)
+TARGETS = {
+    "ir": ("lmu_edge.targets.ir", None,
+           "the folded recurrent model as an lmu-edge IR file, run by the reference simulator"),
+}
+
+#: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)
+CONVERTERS = {
+    ".npz": ("lmu_edge.irfile", "lmu-edge IR file"),
+    ".keras": ("lmu_edge.converters.keras_lmu", "Keras 3 model with keras-lmu layers"),
+    ".h5": ("lmu_edge.converters.keras_lmu", "legacy Keras HDF5 model with keras-lmu layers"),
+}
+
+
+def require(module: str, extra: str, purpose: str = ""):
+    """Import an optional dependency or raise :class:`MissingDependencyError` naming the extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        what = f" for {purpose}" if purpose else ""
+        raise MissingDependencyError(
+            f"the Python package {module.split('.')[0]!r} is needed{what} but cannot be imported ({e}); "
+            f"install it with: pip install 'lmu-edge[{extra}]'") from None
+
+
+def target(name: str):
+    """The target module called ``name``."""
+    if name not in TARGETS:
+        raise LmuEdgeError(f"unknown target {name!r}; available targets: {', '.join(sorted(TARGETS))}")
+    return importlib.import_module(TARGETS[name][0])
+
+
+def converter_for(path) -> str:
+    """The module that reads ``path``, chosen by its suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in CONVERTERS:
+        known = ", ".join(f"{s} ({d})" for s, (_, d) in sorted(CONVERTERS.items()))
+        raise ModelFormatError(f"{path}: no converter reads {suffix or 'files without a suffix'!r}; "
+                               f"supported model files: {known}")
+    return CONVERTERS[suffix][0]

@@ -1,0 +1,34 @@
+"""The ``ir`` target: the folded recurrent model as an IR file, run by the reference simulator.
+
+Useful on its own (hand the recurrent form to another tool through the
+documented IR format) and as the simplest complete target: ``model.lmu.npz``
+in the artifact directory is the artifact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import reference
+
+QUANTIZE = ("float",)
+RUNTIMES = ("reference", "reference-float32")
+DEFAULT_RUNTIME = "reference"
+OPTIONS: dict = {}
+
+
+def emit(graph, out_dir, options) -> dict:
+    # model.lmu.npz, written by convert for every target, is this target's whole output.
+    return {"files": ["model.lmu.npz"]}
+
+
+def _dtype(runtime):
+    return np.float32 if runtime == "reference-float32" else np.float64
+
+
+def run(artifact, x, runtime):
+    return reference.simulate(artifact.graph, x, dtype=_dtype(runtime))
+
+
+def stream(artifact, runtime):
+    return reference.Stream(artifact.graph, dtype=_dtype(runtime))

@@ -1,0 +1,109 @@
+"""The command line, run as a user runs it: the installed console script in a subprocess."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import lmu_edge
+
+from conftest import EXAMPLES, lmu_edge_cli
+from graphs import chain
+
+
+def cli(*args, cwd=None):
+    return subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def assert_one_line_error(r, *words):
+    assert r.returncode != 0, r.stdout
+    assert "Traceback" not in r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_help_and_version():
+    r = cli("--help")
+    assert r.returncode == 0 and "inspect" in r.stdout and "convert" in r.stdout and "verify" in r.stdout
+    r = cli("--version")
+    assert r.returncode == 0 and lmu_edge.__version__ in r.stdout
+    r = cli("convert", "--help")
+    assert r.returncode == 0 and "--error-budget" in r.stdout and "--realization" in r.stdout
+
+
+def test_inspect_shows_layers_and_measured_candidates():
+    r = cli("inspect", EXAMPLES / "digits_lmu.lmu.npz")
+    assert r.returncode == 0, r.stderr
+    assert "order=32" in r.stdout and "theta=64" in r.stdout
+    assert "<- auto" in r.stdout and "rk4" in r.stdout and "ops/step" in r.stdout
+    r = cli("inspect", EXAMPLES / "digits_lmu.lmu.npz", "--json")
+    info = json.loads(r.stdout)
+    cands = info["layers"][0]["candidates"]
+    assert {c["name"] for c in cands} == {"zoh", "rk4"}
+    assert all(c["error"] <= 1e-6 for c in cands if c["within_budget"])
+
+
+def test_convert_run_verify_round_trip(tmp_path):
+    out = tmp_path / "out"
+    r = cli("convert", EXAMPLES / "digits_lmu.lmu.npz", "--target", "ir", "-o", out, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "error vs source" in r.stdout
+    x = np.load(EXAMPLES / "digits_test_x.npy")
+    r = cli("run", out, "--input", EXAMPLES / "digits_test_x.npy", "-o", tmp_path / "y.npy")
+    assert r.returncode == 0, r.stderr
+    y = np.load(tmp_path / "y.npy")
+    np.testing.assert_allclose(y, lmu_edge.simulate(lmu_edge.load(EXAMPLES / "digits_lmu.lmu.npz"), x), atol=1e-9)
+    labels = np.load(EXAMPLES / "digits_test_y.npy")
+    assert np.mean(y.argmax(-1) == labels) > 0.85       # the shipped model really classifies digits
+    r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy")
+    assert r.returncode == 0 and r.stdout.startswith("PASS"), r.stdout + r.stderr
+    r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy", "--tolerance", "0")
+    assert r.returncode == 1 and "FAIL" in r.stderr
+
+
+@pytest.mark.parametrize("case", ["missing_model", "not_a_model", "bad_input_shape", "existing_output",
+                                  "over_budget", "not_an_artifact", "bad_runtime", "bad_npy"])
+def test_errors_are_one_line_with_nonzero_exit(case, tmp_path, rng):
+    model = lmu_edge.save(chain(rng, q=6, theta=8.0), tmp_path / "m.lmu.npz")
+    good = tmp_path / "good"
+    lmu_edge.convert(model, "ir", good)
+    if case == "missing_model":
+        r = cli("inspect", tmp_path / "nope.lmu.npz")
+        assert_one_line_error(r, "nope.lmu.npz")
+    elif case == "not_a_model":
+        (tmp_path / "junk.npz").write_bytes(b"\x00" * 100)
+        r = cli("convert", tmp_path / "junk.npz", "-t", "ir", "-o", tmp_path / "o")
+        assert_one_line_error(r, "junk.npz")
+        assert not (tmp_path / "o").exists()
+    elif case == "bad_input_shape":
+        np.save(tmp_path / "x.npy", np.zeros((2, 10, 5)))
+        r = cli("run", good, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy")
+        assert_one_line_error(r, "takes 2 features")
+        assert not (tmp_path / "y.npy").exists()
+    elif case == "existing_output":
+        r = cli("convert", model, "-t", "ir", "-o", good)
+        assert_one_line_error(r, "not empty", "--force")
+    elif case == "over_budget":
+        r = cli("convert", model, "-t", "ir", "-o", tmp_path / "o", "--realization", "rk4", "--substeps", "1", "-q")
+        assert_one_line_error(r, "error budget")
+        assert not (tmp_path / "o").exists()
+    elif case == "not_an_artifact":
+        r = cli("run", tmp_path, "-i", model, "-o", tmp_path / "y.npy")
+        assert_one_line_error(r, "not an lmu-edge output directory")
+    elif case == "bad_runtime":
+        np.save(tmp_path / "x.npy", np.zeros((1, 10, 2)))
+        r = cli("run", good, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--runtime", "qemu")
+        assert_one_line_error(r, "no runtime 'qemu'")
+    elif case == "bad_npy":
+        (tmp_path / "x.npy").write_text("not numpy")
+        r = cli("verify", good, "-i", tmp_path / "x.npy")
+        assert_one_line_error(r, "x.npy")
+
+
+def test_usage_errors_exit_nonzero():
+    r = cli("convert")
+    assert r.returncode == 2 and "Missing argument" in r.stderr

@@ -1,0 +1,57 @@
+"""The distribution: wheel contents, lazy heavy imports, the editable install's import names."""
+
+import importlib
+import importlib.metadata
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+
+HEAVY = ("tensorflow", "keras", "keras_lmu", "ai_edge_litert", "tflite_runtime", "tflite_micro", "onnx",
+         "onnxruntime", "nengo", "nengo_loihi", "torch")
+
+
+def test_sub_packages_import_under_lmu_edge():
+    for name in ("lmu_edge.converters", "lmu_edge.targets", "lmu_edge.targets.ir", "lmu_edge.firmware_templates"):
+        importlib.import_module(name)
+    import lmu_edge.firmware_templates as ft
+    assert ft.path().name == "firmware_templates"
+
+
+def test_core_requirements_pull_no_heavy_runtime():
+    reqs = importlib.metadata.requires("lmu-edge") or []
+    core = [r for r in reqs if "extra ==" not in r]
+    names = {r.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower() for r in core}
+    assert names == {"numpy", "scipy", "click", "h5py", "jinja2"}
+    extras = importlib.metadata.metadata("lmu-edge").get_all("Provides-Extra")
+    assert {"keras", "tflite", "onnx", "nengo", "loihi", "all", "test"} <= set(extras)
+
+
+def test_importing_the_core_imports_no_heavy_runtime():
+    code = ("import sys, lmu_edge, lmu_edge.cli, lmu_edge.targets.ir, lmu_edge.fold, lmu_edge.reference;"
+            f"bad = [m for m in {HEAVY!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_wheel_holds_the_three_sub_packages(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next(tmp_path.glob("lmu_edge-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for f in ("lmu_edge/__init__.py", "lmu_edge/cli.py", "lmu_edge/ir.py", "lmu_edge/lti.py", "lmu_edge/fold.py",
+              "lmu_edge/reference.py", "lmu_edge/fixedpoint.py", "lmu_edge/converters/__init__.py",
+              "lmu_edge/targets/__init__.py", "lmu_edge/targets/ir.py",
+              "lmu_edge/firmware_templates/__init__.py"):
+        assert f in names, f
+    assert not any(n.startswith(("tests/", "converters/", "targets/", "examples/", "bench/")) for n in names)
+    meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = zipfile.ZipFile(wheel).read(meta).decode()
+    assert "Requires-Dist: numpy" in text and "tensorflow" not in text.split("Provides-Extra")[0]
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "lmu-edge = lmu_edge.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
