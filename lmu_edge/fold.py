@@ -61,7 +61,9 @@ class _Reference:
         base = max(int(math.ceil(5 * layer.theta)), 32)
         if isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None:
             self.kernel = np.asarray(mem.kernel, dtype=np.float64)
-            self.length = max(base, self.kernel.shape[1])
+            # past a truncated kernel's end the reference is zero: measure at least 5 theta beyond it,
+            # so a realization's tail there (what the source model cut off) counts as error
+            self.length = max(base, self.kernel.shape[1] + (base if mem.provenance == "truncated" else 0))
             self.what = f"stored {mem.provenance} kernel ({self.kernel.shape[1]} steps)"
         else:
             self.kernel = None

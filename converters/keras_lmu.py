@@ -1,0 +1,350 @@
+"""Keras models with keras-lmu layers (``.keras`` and legacy ``.h5``) -> :class:`lmu_edge.ir.Graph`.
+
+Reads the file with zipfile, json and h5py only (see
+:mod:`lmu_edge.converters.keras_files`); TensorFlow, Keras and keras-lmu are
+never imported. One handler per Keras layer class (``_HANDLERS``) turns a
+serialized layer into an IR layer, or drops it (Dropout and the like are the
+identity at inference).
+
+keras-lmu semantics, as mapped onto the IR (checked against keras-lmu 0.9):
+
+* The memory input is ``u = [x, h_prev] @ kernel + bias + m_prev @ recurrent_kernel``.
+  The rows of ``kernel`` for ``x`` are ``LMU.input_encoders`` (F_in, memory_d),
+  those for ``h_prev`` (``hidden_to_memory``) ``LMU.hidden_encoders``;
+  ``recurrent_kernel`` (``memory_to_memory``) is ``LMU.memory_encoders``.
+  ``kernel_initializer=None`` means no kernel: ``u = x`` (identity encoders).
+* keras-lmu stores A and B transposed; the IR rebuilds them from ``(order,
+  theta, discretizer)`` in float64 (keras-lmu never saves them). Memory is
+  flattened ``d * order + i`` in both.
+* ``trainable_theta`` keeps the trained value as the weight ``theta_inv``; the
+  config's ``theta`` is only the initial one. The IR's ``theta`` is the
+  effective one, ``1 / theta_inv``.
+* Parallel form (``LMUFeedforward``; ``LMU`` without hidden_to_memory,
+  memory_to_memory and trainable_theta): an :class:`~lmu_edge.ir.ImpulseResponse`.
+  keras-lmu convolves with the first L steps of the response: L is the
+  sequence length when the input shape fixes it, else ``5 * theta``; in raw
+  mode with ``truncate_ir`` it then drops the tail whose relative l1 mass is
+  below ``truncate_ir`` in every dimension. The IR response is ``analytic``
+  when that kernel is the exact response over every input the model accepts,
+  else ``truncated`` with the (order, L') kernel, computed in float64 by
+  :mod:`lmu_edge.lti` and cut exactly as keras-lmu cuts it.
+* Recurrent form (``LMU`` on its RNN path, ``RNN(LMUCell)``): a
+  :class:`~lmu_edge.ir.DenseSS` with the float64 discretization.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from lmu_edge import ir, lti
+from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError
+
+from .keras_files import KerasModelFile, class_name, layer_name, open_model
+
+__all__ = ["load", "SUPPORTED_LAYERS"]
+
+SUPPORTED_LAYERS = ("InputLayer", "Dense", "TimeDistributed(Dense)", "Activation", "ReLU", "Softmax",
+                    "Dropout", "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity",
+                    "GlobalAveragePooling1D", "LMUFeedforward", "LMU", "RNN(LMUCell)")
+HIDDEN_CELLS = ("Dense", "SimpleRNNCell", "none")
+#: Keras activation names -> IR activation names
+ACTIVATIONS = {None: "linear", "linear": "linear", "relu": "relu", "relu6": "relu6", "tanh": "tanh",
+               "sigmoid": "sigmoid", "softmax": "softmax", "silu": "silu", "swish": "silu"}
+DISCRETIZERS = ("zoh", "euler")
+CONV_MODES = ("fft", "raw")
+_INFERENCE_IDENTITY = ("Dropout", "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity")
+
+
+def load(path) -> ir.Graph:
+    """Read a Keras model with keras-lmu layers into a parallel-form :class:`~lmu_edge.ir.Graph`.
+
+    Parameters
+    ----------
+    path : str or Path
+        A Keras 3 ``.keras`` file or a legacy ``.h5`` file saved with ``model.save``.
+
+    Raises
+    ------
+    ModelFormatError
+        The file is not a (complete, undamaged) Keras model file.
+    UnsupportedLayerError
+        The model holds a layer, an option or a topology lmu-edge does not convert.
+    ShapeError
+        The weights disagree with the config.
+    """
+    p = Path(path)
+    try:
+        with open_model(p) as mf:
+            return _Converter(mf).graph()
+    except LmuEdgeError:
+        raise
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:   # h5py and malformed configs
+        raise ModelFormatError(f"{p}: cannot be read as a Keras model ({type(e).__name__}: {e}); "
+                               f"re-save the model with model.save('model.keras')") from None
+
+
+class _Converter:
+    def __init__(self, mf: KerasModelFile):
+        self.mf = mf
+        self.file = mf.path
+
+    def graph(self) -> ir.Graph:
+        T, F, chain = self.mf.chain()
+        self.seq_len = T
+        layers, n = [], F
+        for layer in chain:
+            cls, name = class_name(layer), layer_name(layer)
+            handler = _HANDLERS.get(cls)
+            where = f"{self.file}: layer {name!r} ({cls})"
+            if handler is None:
+                raise UnsupportedLayerError(f"{where} is not supported; supported layers: "
+                                            f"{', '.join(SUPPORTED_LAYERS)}")
+            try:
+                if not isinstance(layer.get("config"), dict):
+                    raise ModelFormatError("no config in the file; re-save the model")
+                node = handler(self, layer, layer["config"], n)
+                if node is not None:
+                    n = node.out_features(n)
+            except LmuEdgeError as e:
+                msg = str(e)
+                raise type(e)(msg if msg.startswith(str(self.file)) else f"{where}: {msg}") from None
+            except (KeyError, TypeError, ValueError) as e:
+                raise ModelFormatError(f"{where}: config lmu-edge cannot read ({type(e).__name__}: {e}); "
+                                       f"re-save the model with keras-lmu") from None
+            if node is not None:
+                layers.append(node)
+        meta = {"source": "keras", "file": self.file.name, "container": self.mf.container,
+                "keras_version": self.mf.keras_version}
+        try:
+            return ir.Graph(name=str(self.mf.config["config"].get("name") or self.file.stem), input_features=F,
+                            layers=tuple(layers), seq_len=T, metadata=meta)
+        except ShapeError as e:
+            raise ShapeError(f"{self.file}: {e}") from None
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def weights(self, layer, names, part="own", hidden=None) -> dict:
+        return self.mf.weights(layer, names, part, hidden)
+
+
+def _activation(value, what="activation") -> str:
+    if isinstance(value, dict):           # a serialized function: {"class_name": "function", "config": "relu"}
+        value = value.get("config") if isinstance(value.get("config"), str) else value.get("class_name")
+    if value not in ACTIVATIONS:
+        known = ", ".join(k for k in ACTIVATIONS if k)
+        raise UnsupportedLayerError(f"{what} {value!r} is not supported; supported: {known}")
+    return ACTIVATIONS[value]
+
+
+def _check(arrays: dict, shapes: dict) -> None:
+    for k, shape in shapes.items():
+        if k in arrays and tuple(arrays[k].shape) != tuple(shape):
+            raise ShapeError(f"weight {k!r} has shape {tuple(arrays[k].shape)}, but the config implies "
+                             f"{tuple(shape)}; the weights do not belong to this config; re-save the model")
+
+
+def _flag(cfg, key, default=False) -> bool:
+    v = cfg.get(key, default)
+    return bool(v)
+
+
+# --- plain layers -------------------------------------------------------------------------------
+
+def _dense_parts(conv, layer, cfg, n_in, part="own", hidden=None):
+    """(kernel, bias, activation) of a serialized Dense, checked against its input size."""
+    if cfg.get("lora_rank") or cfg.get("quantization_config"):
+        raise UnsupportedLayerError("LoRA and quantized Dense layers are not supported; merge or remove them first")
+    units, use_bias = int(cfg["units"]), _flag(cfg, "use_bias", True)
+    act = _activation(cfg.get("activation", "linear"))
+    names = ["kernel"] + (["bias"] if use_bias else [])
+    w = conv.weights(layer, names, part, hidden)
+    _check(w, {"kernel": (n_in, units), "bias": (units,)})
+    return w["kernel"], w.get("bias"), act
+
+
+def _dense(conv, layer, cfg, n_in):
+    k, b, act = _dense_parts(conv, layer, cfg, n_in)
+    return ir.Dense(layer_name(layer), k, b, act)
+
+
+def _time_distributed(conv, layer, cfg, n_in):
+    inner = cfg.get("layer") or {}
+    if class_name(inner) != "Dense":
+        raise UnsupportedLayerError(f"TimeDistributed({class_name(inner)}) is not supported; supported: TimeDistributed(Dense)")
+    k, b, act = _dense_parts(conv, layer, inner["config"], n_in)
+    return ir.Dense(layer_name(layer), k, b, act)
+
+
+def _activation_layer(conv, layer, cfg, n_in):
+    return ir.Activation(layer_name(layer), _activation(cfg.get("activation")))
+
+
+def _relu(conv, layer, cfg, n_in):
+    mx, slope, thr = cfg.get("max_value"), cfg.get("negative_slope", 0) or 0, cfg.get("threshold", 0) or 0
+    if slope == 0 and thr == 0 and mx is None:
+        return ir.Activation(layer_name(layer), "relu")
+    if slope == 0 and thr == 0 and mx is not None and float(mx) == 6.0:
+        return ir.Activation(layer_name(layer), "relu6")
+    raise UnsupportedLayerError(f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; supported: plain "
+                                f"ReLU and ReLU(max_value=6)")
+
+
+def _softmax(conv, layer, cfg, n_in):
+    axis = cfg.get("axis", -1)
+    if axis not in (-1, [-1], 2, [2]):
+        raise UnsupportedLayerError(f"softmax over axis={axis} is not supported; supported: axis=-1 (the features)")
+    return ir.Activation(layer_name(layer), "softmax")
+
+
+def _identity(conv, layer, cfg, n_in):
+    return None                 # the identity at inference: dropped
+
+
+def _pooling(conv, layer, cfg, n_in):
+    if cfg.get("data_format", "channels_last") != "channels_last" or cfg.get("keepdims"):
+        raise UnsupportedLayerError(f"data_format={cfg.get('data_format')!r}, keepdims={cfg.get('keepdims')} is not "
+                                    f"supported; supported: channels_last without keepdims")
+    return ir.TimePooling(layer_name(layer), "mean")
+
+
+# --- LMU layers -----------------------------------------------------------------------------------
+
+def _lmu_feedforward(conv, layer, cfg, n_in):
+    mode = str(cfg.get("conv_mode", "fft")).lower()
+    if mode not in CONV_MODES:
+        raise UnsupportedLayerError(f"conv_mode={mode!r} is not supported; supported: "
+                                    f"{', '.join(CONV_MODES)}")
+    return _lmu(conv, layer, cfg, n_in, parallel=True, return_sequences=_flag(cfg, "return_sequences"),
+                conv_mode=mode, truncate_ir=cfg.get("truncate_ir", 1e-4))
+
+
+def _lmu_layer(conv, layer, cfg, n_in):
+    rnn = any(_flag(cfg, k) for k in ("hidden_to_memory", "memory_to_memory", "trainable_theta"))
+    # keras-lmu's LMU builds an LMUFeedforward (fft) when none of the three flags is set
+    return _lmu(conv, layer, cfg, n_in, parallel=not rnn, return_sequences=_flag(cfg, "return_sequences"),
+                conv_mode="fft", truncate_ir=None)
+
+
+def _rnn(conv, layer, cfg, n_in):
+    cell = cfg.get("cell") or {}
+    if class_name(cell) != "LMUCell":
+        raise UnsupportedLayerError(f"RNN({class_name(cell)}) is not supported; the only supported RNN is RNN(LMUCell) "
+                                    f"(supported layers: {', '.join(SUPPORTED_LAYERS)})")
+    for key in ("return_state", "go_backwards", "stateful"):
+        if _flag(cfg, key):
+            raise UnsupportedLayerError(f"{key}=True is not supported")
+    return _lmu(conv, layer, cell["config"], n_in, parallel=False, return_sequences=_flag(cfg, "return_sequences"))
+
+
+def _hidden_cell(conv, layer, hcfg, z: int):
+    """The IR hidden cell of a keras-lmu layer whose hidden input has ``z`` features."""
+    if hcfg is None:
+        return None, None
+    cls, cfg = class_name(hcfg), hcfg.get("config") or {}
+    name = cfg.get("name")
+    if cls == "Dense":
+        k, b, act = _dense_parts(conv, layer, cfg, z, "hidden", name)
+        return ir.HiddenDense(k, b, act), name
+    if cls == "SimpleRNNCell":
+        units, use_bias = int(cfg["units"]), _flag(cfg, "use_bias", True)
+        act = _activation(cfg.get("activation", "tanh"), "hidden activation")
+        names = ["kernel", "recurrent_kernel"] + (["bias"] if use_bias else [])
+        w = conv.weights(layer, names, "hidden", name)
+        _check(w, {"kernel": (z, units), "recurrent_kernel": (units, units), "bias": (units,)})
+        return ir.HiddenSimpleRNN(w["kernel"], w["recurrent_kernel"], w.get("bias"), act), name
+    raise UnsupportedLayerError(f"hidden cell of class {cls} is not supported; supported hidden "
+                                f"cells: {', '.join(HIDDEN_CELLS)}")
+
+
+def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft", truncate_ir=None):
+    """An IR LMU from the config of an LMUCell, LMU or LMUFeedforward."""
+    d, q = int(cfg["memory_d"]), int(cfg["order"])
+    theta0 = float(cfg["theta"])
+    disc = str(cfg.get("discretizer", "zoh"))
+    if disc not in DISCRETIZERS:
+        raise UnsupportedLayerError(f"discretizer={disc!r} is not supported; supported: "
+                                    f"{', '.join(DISCRETIZERS)}")
+    h2m, m2m, tt = (_flag(cfg, k) for k in ("hidden_to_memory", "memory_to_memory", "trainable_theta"))
+    i2h, use_bias = _flag(cfg, "input_to_hidden"), _flag(cfg, "use_bias")
+    has_kernel = cfg.get("kernel_initializer", "glorot_uniform") is not None
+    z = d * q + (n_in if i2h else 0)
+    hidden, hidden_name = _hidden_cell(conv, layer, cfg.get("hidden_cell"), z)
+    if h2m and hidden is None:
+        raise UnsupportedLayerError("hidden_to_memory=True without a hidden cell is not supported (keras-lmu cannot run it either)")
+    enc_d = n_in + (hidden.units if h2m else 0)
+    names = [n for n, on in (("kernel", has_kernel), ("bias", use_bias), ("theta_inv", tt),
+                             ("recurrent_kernel", m2m)) if on]
+    w = conv.weights(layer, names, "own", hidden_name)
+    _check(w, {"kernel": (enc_d, d), "bias": (d,), "theta_inv": (), "recurrent_kernel": (d * q, d)})
+    if has_kernel:
+        K = w["kernel"]
+    elif enc_d == d:
+        K = np.eye(d, dtype=np.float32)
+    else:
+        raise ShapeError(f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); re-save the model")
+    theta = theta0
+    if tt:
+        tinv = float(w["theta_inv"])
+        if not (np.isfinite(tinv) and tinv > 0):
+            raise UnsupportedLayerError(f"trained theta_inv = {tinv:g} is not supported: the memory would not change "
+                                        f"over time (theta infinite)")
+        theta = 1.0 / tinv
+    if parallel:
+        memory = _impulse_response(conv.seq_len, q, theta, disc, conv_mode, truncate_ir)
+    else:
+        memory = ir.DenseSS(disc, *lti.legendre_discrete(q, theta, disc))
+    return ir.LMU(layer_name(layer), memory_d=d, order=q, theta=theta, discretizer=disc,
+                  input_encoders=K[:n_in], memory=memory, encoder_bias=w.get("bias"),
+                  hidden_encoders=K[n_in:] if h2m else None, memory_encoders=w.get("recurrent_kernel"),
+                  hidden=hidden, input_to_hidden=i2h, return_sequences=return_sequences)
+
+
+def truncation_length(H: np.ndarray, truncate_ir: float) -> int:
+    """How many steps of ``H`` (q, L) keras-lmu's raw mode keeps for ``truncate_ir``.
+
+    keras-lmu sums ``|H|`` from each step to the end, relative to the sum from
+    the start, per memory dimension, and drops the steps from the first one at
+    which this tail is below ``truncate_ir`` in every dimension, provided the
+    last step is one of them (else nothing).
+    """
+    tail = np.cumsum(np.abs(H)[:, ::-1], axis=1)[:, ::-1]
+    drop = np.all(tail / tail[:, :1] < truncate_ir, axis=0)
+    return int(np.argmax(drop)) if drop[-1] else H.shape[1]
+
+
+def _impulse_response(seq_len: Optional[int], q: int, theta: float, disc: str, mode: str,
+                      truncate_ir) -> ir.ImpulseResponse:
+    if seq_len is None:
+        if not float(theta).is_integer():
+            raise ModelFormatError(f"theta={theta:g} with an unknown sequence length is not supported; keras-lmu cannot build "
+                                   f"that (its impulse response has 5*theta steps); re-save with a fixed length")
+        length, why = 5 * int(theta), f"the sequence length is unknown, so keras-lmu convolves with the first " \
+                                      f"5*theta = {5 * int(theta)} steps of the response"
+    else:
+        length, why = int(seq_len), None
+    if mode == "fft" and seq_len is not None:
+        return ir.ImpulseResponse(note=f"fft convolution over the whole fixed sequence length ({seq_len} steps): "
+                                       f"the exact response")
+    H = lti.legendre_impulse_response(q, theta, length, disc)
+    if mode == "raw" and truncate_ir is not None:
+        keep = truncation_length(H, float(truncate_ir))
+        if keep < length:
+            return ir.ImpulseResponse(
+                H[:, :keep], "truncated",
+                f"raw convolution with truncate_ir={float(truncate_ir):g}: keras-lmu keeps the first {keep} of "
+                f"{length} steps of the response" + (f" ({why})" if why else ""))
+    if why is None:
+        return ir.ImpulseResponse(note=f"{mode} convolution over the whole fixed sequence length ({seq_len} steps), "
+                                       f"nothing truncated: the exact response")
+    return ir.ImpulseResponse(H, "truncated", f"{mode} convolution; {why}")
+
+
+_HANDLERS = {
+    "Dense": _dense, "TimeDistributed": _time_distributed, "Activation": _activation_layer, "ReLU": _relu,
+    "Softmax": _softmax, "GlobalAveragePooling1D": _pooling,
+    "LMUFeedforward": _lmu_feedforward, "LMU": _lmu_layer, "RNN": _rnn,
+    **{c: _identity for c in _INFERENCE_IDENTITY},
+}
