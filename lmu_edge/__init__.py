@@ -46,3 +46,7 @@ def load(path) -> "ir.Graph":
 
 __all__ = ["Artifact", "LmuEdgeError", "Stream", "candidates", "convert", "errors", "fold", "ir", "load",
            "lti", "open_artifact", "save", "simulate", "__version__"]
+
+from .quantize import quantize  # noqa: E402
+
+__all__.append("quantize")

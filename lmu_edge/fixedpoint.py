@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class FixedType:
     ``n * 2**-frac``.
     """
 
+    TYPE: ClassVar[str] = "fixed_type"   # its node name in IR files
     width: int
     frac: int
     signed: bool = True
@@ -219,25 +221,42 @@ def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
     return np.where(overflow, INT32_MAX, r).astype(np.int64)
 
 
-def rounding_divide_by_pot(x, exponent: int) -> np.ndarray:
-    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent``, ties away from zero."""
-    x = np.asarray(x, dtype=np.int64)
-    exponent = int(exponent)
-    if exponent == 0:
-        return x
-    mask = np.int64((1 << exponent) - 1)
-    remainder = np.bitwise_and(x, mask)
-    threshold = (mask >> 1) + (x < 0).astype(np.int64)
-    return np.right_shift(x, exponent) + (remainder > threshold).astype(np.int64)
+def rounding_divide_by_pot(x, exponent) -> np.ndarray:
+    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent``, ties away from zero.
 
-
-def multiply_by_quantized_multiplier(x, multiplier: int, shift: int) -> np.ndarray:
-    """TFLite's ``MultiplyByQuantizedMultiplier``: ``x * m * 2**(shift-31)``, rounded.
-
-    ``x`` is int32 (as int64), the result is int32 (as int64).
+    ``exponent`` may be an array broadcasting against ``x`` (per-channel shifts).
     """
     x = np.asarray(x, dtype=np.int64)
-    left = shift if shift > 0 else 0
-    right = -shift if shift < 0 else 0
-    xl = np.clip(x * (1 << left), INT32_MIN, INT32_MAX)
+    e = np.asarray(exponent, dtype=np.int64)
+    mask = np.left_shift(np.int64(1), e) - 1
+    remainder = np.bitwise_and(x, mask)
+    threshold = np.right_shift(mask, 1) + (x < 0).astype(np.int64)
+    return np.right_shift(x, e) + (remainder > threshold).astype(np.int64)
+
+
+def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
+    """TFLite's ``MultiplyByQuantizedMultiplier``: ``x * m * 2**(shift-31)``, rounded.
+
+    ``x`` is int32 (as int64); ``multiplier`` and ``shift`` may be per-channel
+    arrays broadcasting against ``x``. The result is int32 (as int64).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    xl = np.clip(np.left_shift(x, left), INT32_MIN, INT32_MAX)
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(xl, multiplier), right)
+
+
+def div_round(a, n) -> np.ndarray:
+    """``a / n`` rounded to nearest, ties away from zero, for int64 ``a`` and positive ``n``
+    (C: ``(2a + sign(a) n) / (2n)`` with truncating division)."""
+    a = np.asarray(a, dtype=np.int64)
+    n = np.asarray(n, dtype=np.int64)
+    num = 2 * a + np.where(a >= 0, n, -n)
+    return _trunc_div_vec(num, 2 * n)
+
+
+def _trunc_div_vec(a, d):
+    q = np.abs(a) // d
+    return np.where(a < 0, -q, q)

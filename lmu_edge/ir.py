@@ -116,6 +116,8 @@ class TimePooling:
     """Mean over time (GlobalAveragePooling1D); in streaming form a running mean."""
 
     TYPE: ClassVar[str] = "time_pooling"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
+    POOLS: ClassVar[bool] = True
     name: str
     mode: str = "mean"
 
@@ -269,6 +271,7 @@ class LMU:
     """
 
     TYPE: ClassVar[str] = "lmu"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
     name: str
     memory_d: int
     order: int
@@ -346,6 +349,20 @@ class LMU:
 
 Layer = Union[Dense, Activation, TimePooling, LMU]
 
+#: every class that may stand in a Graph's layer chain (quantized layers register themselves in lmu_edge.qir)
+LAYER_CLASSES = [Dense, Activation, TimePooling, LMU]
+
+
+def _needs_sequence(layer) -> bool:
+    """Layers with memory across time need a sequence as input (LMU, pooling, their integer forms)."""
+    return bool(getattr(layer, "NEEDS_SEQUENCE", False))
+
+
+def _returns_last_step(layer) -> bool:
+    if getattr(layer, "POOLS", False):
+        return True
+    return getattr(layer, "NEEDS_SEQUENCE", False) and not getattr(layer, "return_sequences", True)
+
 
 @dataclass(frozen=True, eq=False)
 class Graph:
@@ -375,12 +392,12 @@ class Graph:
         """``[(layer, in_features, out_features, output_is_sequence)]`` along the chain."""
         out, n, seq = [], int(self.input_features), True
         for layer in self.layers:
-            if not isinstance(layer, (Dense, Activation, TimePooling, LMU)):
+            if not isinstance(layer, tuple(LAYER_CLASSES)):
                 raise ShapeError(f"graph {self.name!r}: {type(layer).__name__} is not a layer type of the IR")
-            if isinstance(layer, (LMU, TimePooling)) and not seq:
+            if _needs_sequence(layer) and not seq:
                 raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer before it returns only the last step")
             m = layer.out_features(n)
-            if isinstance(layer, TimePooling) or (isinstance(layer, LMU) and not layer.return_sequences):
+            if _returns_last_step(layer):
                 seq = False
             out.append((layer, n, m, seq))
             n = m
@@ -401,8 +418,16 @@ class Graph:
         return [l for l in self.layers if isinstance(l, LMU)]
 
     @property
+    def quantized(self) -> bool:
+        """True for a graph of integer layers (made by :func:`lmu_edge.quantize`)."""
+        return any(getattr(l, "QUANTIZED", False) for l in self.layers)
+
+    @property
     def form(self) -> str:
-        """``"parallel"`` if any LMU memory is an impulse response, else ``"recurrent"``."""
+        """``"parallel"`` if any LMU memory is an impulse response, ``"quantized"`` for an
+        integer graph, else ``"recurrent"``."""
+        if self.quantized:
+            return "quantized"
         return "parallel" if any(l.is_parallel for l in self.lmu_layers) else "recurrent"
 
     def replace(self, **changes) -> "Graph":
@@ -417,6 +442,7 @@ class Graph:
 
 NODE_TYPES = {c.TYPE: c for c in (Dense, Activation, TimePooling, HiddenDense, HiddenSimpleRNN, ImpulseResponse,
                                   DenseSS, RungeKutta, FIR, Measurement, LMU, Graph)}
+INT_NODE_TYPES: set = set()   # node types whose arrays are integers (the quantized layers of lmu_edge.qir)
 
 
 def equal(a: Any, b: Any) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ir
+from . import ir, qir  # noqa: F401  (qir registers the quantized node types)
 from .errors import IRFormatError, LmuEdgeError
 
 HEADER_KEY = "header.json"
@@ -42,7 +42,7 @@ def _encode(node, prefix: str, arrays: dict) -> dict:
             out[f.name] = {"array": key, "shape": list(v.shape), "dtype": str(v.dtype)}
         elif dataclasses.is_dataclass(v):
             out[f.name] = _encode(v, key, arrays)
-        elif f.name == "layers":
+        elif isinstance(v, (list, tuple)) and any(dataclasses.is_dataclass(e) for e in v):
             out[f.name] = [_encode(l, f"{key}{i}", arrays) for i, l in enumerate(v)]
         elif isinstance(v, (np.integer, np.floating)):
             out[f.name] = v.item()
@@ -80,9 +80,9 @@ def _decode(obj, arrays, where: str):
             v = a
         elif isinstance(v, dict) and "type" in v:
             v = _decode(v, arrays, w)
-        elif name == "layers":
+        elif name in ("layers", "parts"):
             if not isinstance(v, list):
-                raise IRFormatError(f"{w}: expected a list of layers")
+                raise IRFormatError(f"{w}: expected a list of nodes")
             v = [_decode(l, arrays, f"{w}[{i}]") for i, l in enumerate(v)]
         kwargs[name] = v
     try:
@@ -155,8 +155,9 @@ def load_ir(path) -> ir.Graph:
         raise IRFormatError(f"{path}: IR version {version!r} is not supported by this lmu-edge "
                             f"(it reads version {ir.IR_VERSION}); upgrade lmu-edge or re-export the model")
     for k, a in arrays.items():
-        if a.dtype.kind not in "f":
-            raise IRFormatError(f"{path}: array {k!r} has dtype {a.dtype}; IR arrays are float32 or float64")
+        if a.dtype.kind not in "fiu":
+            raise IRFormatError(f"{path}: array {k!r} has dtype {a.dtype}; IR arrays are numbers "
+                                f"(float32 / float64, or integers in quantized layers)")
     graph = _decode(header.get("graph"), arrays, f"{path}: graph")
     if not isinstance(graph, ir.Graph):
         raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")

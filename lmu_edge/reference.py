@@ -44,9 +44,21 @@ def _c(a, dtype):
     return None if a is None else np.asarray(a, dtype=dtype)
 
 
+class _Recorder:
+    """Optional range recording for calibration: ``rec[key] = [min, max]`` over everything seen."""
+
+    rec = None
+
+    def _rec(self, key, a):
+        if self.rec is not None and np.size(a):
+            lo, hi = float(np.min(a)), float(np.max(a))
+            old = self.rec.get(key)
+            self.rec[key] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
+
+
 # --- one layer, one step -------------------------------------------------------------------
 
-class _DenseRun:
+class _DenseRun(_Recorder):
     def __init__(self, layer: ir.Dense, dtype):
         self.W, self.b, self.act = _c(layer.kernel, dtype), _c(layer.bias, dtype), layer.activation
 
@@ -57,6 +69,7 @@ class _DenseRun:
         y = x @ self.W
         if self.b is not None:
             y = y + self.b
+        self._rec("pre", y)
         return activation(self.act, y)
 
     seq = step  # works on (N, T, F) as well
@@ -72,7 +85,7 @@ class _ActRun(_DenseRun):
     seq = step
 
 
-class _PoolRun:
+class _PoolRun(_Recorder):
     def __init__(self, layer, dtype):
         self.dtype = dtype
 
@@ -89,7 +102,7 @@ class _PoolRun:
         return np.cumsum(X, axis=1) / n
 
 
-class _HiddenRun:
+class _HiddenRun(_Recorder):
     def __init__(self, cell, dtype):
         self.cell = cell
         if cell is not None:
@@ -104,10 +117,11 @@ class _HiddenRun:
             y = y + h_prev @ self.U
         if self.b is not None:
             y = y + self.b
+        self._rec("pre", y)
         return activation(self.cell.activation, y)
 
 
-class _LMURun:
+class _LMURun(_Recorder):
     def __init__(self, layer: ir.LMU, n_in: int, dtype):
         self.L, self.dtype, self.n_in = layer, dtype, n_in
         self.enc, self.bias = _c(layer.input_encoders, dtype), _c(layer.encoder_bias, dtype)
@@ -161,6 +175,11 @@ class _LMURun:
         z = self.m.reshape(N, -1)
         if self.L.input_to_hidden:
             z = np.concatenate([z, x], axis=-1)
+        if self.rec is not None:
+            self._rec("u", u)
+            self._rec("m", self.m)
+            self._rec("z", z)
+            self.hidden.rec = self.rec
         self.h = self.hidden(z, self.h)
         return self.h
 
@@ -239,8 +258,29 @@ def check_input(graph: ir.Graph, x, what: str = "input") -> tuple[np.ndarray, bo
     return x.astype(np.float64), batched
 
 
+def record_ranges(graph: ir.Graph, x) -> list:
+    """Run a recurrent graph on ``x`` (float64) and return, per layer, the ranges of its input
+    (``in``), output (``out``) and internals (LMU: ``u``, ``m``, ``z``, hidden ``pre``; Dense: ``pre``)."""
+    if graph.form == "parallel":
+        raise ShapeError("record_ranges needs a recurrent graph; fold it first")
+    x, _ = check_input(graph, x)
+    recs = []
+    X = x
+    for r in _runners(graph, np.float64):
+        r.rec = {}
+        rec = r.rec
+        _Recorder._rec(r, "in", X)
+        X = r.seq(X)
+        _Recorder._rec(r, "out", X)
+        recs.append(rec)
+    return recs
+
+
 def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     """Run ``graph`` on ``x`` ``(N, T, F)`` (or ``(T, F)``); returns what ``predict`` returns."""
+    if graph.quantized:
+        from .intsim import simulate_quantized
+        return simulate_quantized(graph, x)
     dtype = np.dtype(dtype).type
     x, batched = check_input(graph, x)
     X = x.astype(dtype)

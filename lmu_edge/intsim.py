@@ -1,0 +1,273 @@
+"""The bit-exact oracle: runs a quantized graph in integers exactly as the C runtime does.
+
+Tensors between layers are int8 values (held in int64 arrays here); the LMU
+state is the layer's ``state_type`` (8..32 bits). Every multiply-accumulate
+that the C code does in int32 is checked here to stay in int32. One step of a
+:class:`~lmu_edge.qir.QLMU`::
+
+    mz_prev = clamp8(z_zp + MBQM(m_prev, m_to_z))                  (only with memory_to_memory)
+    u  = QLinear(encoder; x [, h_prev] [, mz_prev])               u in u_type, zero point 0
+    m  = memory update (dense delta/direct, RK, FIR; see lmu_edge.qir)
+    mz = clamp8(z_zp + MBQM(m, m_to_z))
+    z  = concat(mz, clamp8(z_zp + MBQM(x - x_zp, x_to_z))) if input_to_hidden else mz
+    h  = QLinear(hidden; z [, h_prev]) if hidden else z
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ir, qir
+from .errors import ShapeError
+from .fixedpoint import div_round, multiply_by_quantized_multiplier as mbqm, shift_round
+
+I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _check_i32(acc, where):
+    if acc.size and (acc.min() < I32_MIN or acc.max() > I32_MAX):
+        raise OverflowError(f"{where}: int32 accumulator overflow (this is a bug in the quantizer; please report it)")
+
+
+def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
+    """Integer ``QLinear`` on ``inputs`` (one int array ``(N, n_in_p)`` per part)."""
+    total = 0
+    for k, (p, x) in enumerate(zip(q.parts, inputs)):
+        acc = (np.asarray(x, np.int64) - p.in_zp) @ p.kernel.astype(np.int64)
+        if k == 0 and q.bias is not None:
+            acc = acc + q.bias.astype(np.int64)
+        _check_i32(acc, "QLinear")
+        total = total + mbqm(acc, p.multiplier.astype(np.int64), p.shift.astype(np.int64))
+    y = np.clip(q.out_zp + total, q.clamp_min, q.clamp_max)
+    if q.lut is not None:
+        y = q.lut.astype(np.int64)[y + 128]
+    return y
+
+
+def requant8(v, multiplier, shift, zp) -> np.ndarray:
+    return np.clip(zp + mbqm(v, multiplier, shift), -128, 127)
+
+
+class _Run:
+    def reset(self, batch):
+        pass
+
+
+class _InputRun(_Run):
+    def __init__(self, layer):
+        self.L = layer
+
+    def step(self, x):
+        return x
+
+
+class _DenseRun(_Run):
+    def __init__(self, layer):
+        self.L = layer
+
+    def step(self, x):
+        return linear(self.L.linear, [x])
+
+
+class _LutRun(_Run):
+    def __init__(self, layer):
+        self.lut = layer.lut.astype(np.int64)
+
+    def step(self, x):
+        return self.lut[x + 128]
+
+
+class _SoftmaxRun(_Run):
+    def __init__(self, layer):
+        self.lut = layer.exp_lut.astype(np.int64)
+
+    def step(self, x):
+        d = np.max(x, axis=-1, keepdims=True) - x
+        e = self.lut[d]
+        s = np.sum(e, axis=-1, keepdims=True)
+        return np.clip(div_round(e * 256, s) - 128, -128, 127)
+
+
+class _PoolRun(_Run):
+    def __init__(self, layer):
+        self.L = layer
+
+    def reset(self, batch):
+        self.sum, self.n = 0, 0
+
+    def step(self, x):
+        L = self.L
+        self.sum = self.sum + (x - L.in_zp)
+        self.n += 1
+        mean8 = div_round(self.sum * 256, self.n)
+        return np.clip(L.out_zp + mbqm(mean8, L.multiplier, L.shift), -128, 127)
+
+
+_ALT = {}
+
+
+def _alt(q):
+    if q not in _ALT:
+        _ALT[q] = np.where(np.arange(q) % 2 == 0, 1, -1).astype(np.int64)
+    return _ALT[q]
+
+
+class _LMURun(_Run):
+    def __init__(self, layer: qir.QLMU, n_in: int, x_zp: int):
+        self.L, self.n_in, self.x_zp = layer, n_in, x_zp
+        self.st, self.ut = layer.state_type, layer.u_type
+        mem = layer.memory
+        if isinstance(mem, qir.QDenseMemory):
+            self.CT = mem.coeffs.astype(np.int64).T.copy()
+            self.B = mem.B.astype(np.int64)
+        elif isinstance(mem, qir.QFIRMemory):
+            self.KT = mem.kernel.astype(np.int64).T.copy()          # (L, q)
+            self.fir_shift = mem.kernel_frac + self.ut.frac - self.st.frac
+        else:
+            self.hc = mem.hc.astype(np.int64)
+        self.max_abs_state = 0
+
+    def reset(self, batch):
+        L = self.L
+        self.m = np.zeros((batch, L.memory_d, L.order), np.int64)
+        self.h = np.full((batch, L.hidden.units if L.hidden is not None else 0),
+                         L.hidden.out_zp if L.hidden is not None else 0, np.int64)
+        if isinstance(L.memory, qir.QFIRMemory):
+            self.buf = np.zeros((batch, L.memory_d, L.memory.kernel.shape[1]), np.int64)
+
+    def _mz(self, m):
+        L = self.L
+        return requant8(m.reshape(m.shape[0], -1), L.m_to_z[0], L.m_to_z[1], L.z_zp)
+
+    def _memory(self, u):
+        L, st, m = self.L, self.st, self.m
+        mem = L.memory
+        if isinstance(mem, qir.QDenseMemory):
+            acc = u[..., None] * self.B + m @ self.CT
+            step = shift_round(acc, mem.coeff_frac, st.rounding)
+            return st.saturate(m + step if mem.form == "delta" else step)
+        if isinstance(mem, qir.QFIRMemory):
+            self.buf = np.concatenate([u[..., None], self.buf[..., :-1]], axis=-1)
+            return st.saturate(shift_round(self.buf @ self.KT, self.fir_shift, st.rounding))
+        alt, hc, f = _alt(L.order), self.hc, mem.hc_frac
+        um = shift_round(u, self.ut.frac - st.frac, st.rounding)[..., None]
+        for _ in range(mem.substeps):
+            P = np.cumsum(m, axis=-1)
+            S = np.cumsum(m * alt, axis=-1)
+            w = [shift_round(hc * (P - P[..., -1:] + alt * (um - S)), f, st.rounding)]
+            for _k in range(1, mem.rk_order):
+                P = np.cumsum(w[-1], axis=-1)
+                S = np.cumsum(w[-1] * alt, axis=-1)
+                w.append(shift_round(hc * (P - P[..., -1:] - alt * S), f, st.rounding))
+            acc = w[-1]
+            for k in range(mem.rk_order - 1, 0, -1):
+                acc = w[k - 1] + shift_round(acc * qir.RK_INV16[k + 1], 16, st.rounding)
+            m = st.saturate(m + acc)
+        return m
+
+    def step(self, x):
+        L = self.L
+        parts = [x]
+        if L.hidden_to_memory:
+            parts.append(self.h)
+        if L.memory_to_memory:
+            parts.append(self._mz(self.m))
+        u = linear(L.encoder, parts)
+        self.m = self._memory(u)
+        self.max_abs_state = max(self.max_abs_state, int(np.max(np.abs(self.m))) if self.m.size else 0)
+        z = self._mz(self.m)
+        if L.input_to_hidden:
+            mult, sh, zp = L.x_to_z
+            z = np.concatenate([z, np.clip(L.z_zp + mbqm(x - zp, mult, sh), -128, 127)], axis=-1)
+        if L.hidden is None:
+            return z
+        self.h = linear(L.hidden, [z, self.h] if L.hidden_recurrent else [z])
+        return self.h
+
+
+def _runners(graph: ir.Graph):
+    out, zp = [], 0
+    for layer, n_in, _, _ in graph.shapes():
+        if isinstance(layer, qir.QInput):
+            r = _InputRun(layer)
+        elif isinstance(layer, qir.QDense):
+            r = _DenseRun(layer)
+        elif isinstance(layer, qir.QLut):
+            r = _LutRun(layer)
+        elif isinstance(layer, qir.QSoftmax):
+            r = _SoftmaxRun(layer)
+        elif isinstance(layer, qir.QPool):
+            r = _PoolRun(layer)
+        elif isinstance(layer, qir.QLMU):
+            r = _LMURun(layer, n_in, zp)
+        else:
+            raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) is not a quantized layer; "
+                             f"quantize the whole graph with lmu_edge.quantize")
+        zp = layer.out_zp
+        out.append(r)
+    return out
+
+
+def input_qparams(graph: ir.Graph) -> tuple:
+    first = graph.layers[0]
+    if not isinstance(first, qir.QInput):
+        raise ShapeError("a quantized graph starts with a QInput layer")
+    return first.out_scale, first.out_zp
+
+
+def output_qparams(graph: ir.Graph) -> tuple:
+    last = graph.layers[-1]
+    return last.out_scale, last.out_zp
+
+
+def quantize_input(graph: ir.Graph, x) -> np.ndarray:
+    """Float inputs -> int8 (round half away from zero, saturate), as the C float API does."""
+    scale, zp = input_qparams(graph)
+    q = np.sign(x) * np.floor(np.abs(np.asarray(x, np.float64) / scale) + 0.5)
+    return np.clip(q + zp, -128, 127).astype(np.int64)
+
+
+def dequantize_output(graph: ir.Graph, y) -> np.ndarray:
+    scale, zp = output_qparams(graph)
+    return (np.asarray(y, np.float64) - zp) * scale
+
+
+class IntStream:
+    """Step a quantized graph in integers: ``reset(batch)``, ``step(x_int8) -> y_int8``."""
+
+    def __init__(self, graph: ir.Graph):
+        self.graph = graph
+        self.runners = _runners(graph)
+        self.reset()
+
+    def reset(self, batch: int = 1):
+        for r in self.runners:
+            r.reset(batch)
+
+    def step(self, xq):
+        x = np.asarray(xq, np.int64)
+        for r in self.runners:
+            x = r.step(x)
+        return x
+
+    def state_peaks(self) -> dict:
+        """Largest |state integer| each LMU layer reached since construction."""
+        return {r.L.name: r.max_abs_state for r in self.runners if isinstance(r, _LMURun)}
+
+
+def run_int(graph: ir.Graph, xq) -> np.ndarray:
+    """int8 inputs ``(N, T, F)`` -> int8 outputs of every step ``(N, T, F_out)`` (int64 array)."""
+    xq = np.asarray(xq, np.int64)
+    s = IntStream(graph)
+    s.reset(xq.shape[0])
+    return np.stack([s.step(xq[:, t]) for t in range(xq.shape[1])], axis=1)
+
+
+def simulate_quantized(graph: ir.Graph, x) -> np.ndarray:
+    """Float in, float out, through the exact integer arithmetic (what ``lmu_edge.simulate`` does
+    for a quantized graph)."""
+    from .reference import check_input
+    x, batched = check_input(graph, x)
+    y = dequantize_output(graph, run_int(graph, quantize_input(graph, x)))
+    y = y if graph.output_is_sequence else y[:, -1]
+    return y if batched else y[0]

@@ -1,0 +1,283 @@
+"""Integer layers: the recurrent graph after :func:`lmu_edge.quantize`.
+
+Every quantized layer maps int8 activations (``real = scale * (q - zero_point)``)
+to int8 activations; the LMU state is a :class:`FixedType` (power-of-two
+scale, 8..32 bits). The integer arithmetic of each node is defined in
+:mod:`lmu_edge.intsim` and mirrored, operation for operation, by the C runtime
+``firmware_templates/lmu_runtime.h``.
+
+:class:`QLinear` is the one multiply-accumulate node: ``y = clamp(out_zp +
+sum_p MBQM(acc_p, M_p, S_p))`` with ``acc_p = sum_i (x_p[i] - zp_p) W_p[i, :]``
+(plus the int32 bias in the first part's accumulator), then an optional 256-entry
+lookup table for tanh / sigmoid / silu. Several parts let a layer read inputs
+of different scales (input and previous hidden state, ...) without a
+requantizing concatenation; MBQM is TFLite's fixed-point multiplier and shift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+import numpy as np
+
+from . import ir
+from .errors import ShapeError
+from .fixedpoint import FixedType
+
+
+def _int_array(obj, name, ndim, lo=None, hi=None):
+    a = getattr(obj, name)
+    if a is None:
+        return
+    a = np.array(a, copy=True)
+    where = f"{type(obj).__name__} {getattr(obj, 'name', '')}.{name}".replace(" .", ".")
+    if a.dtype.kind not in "iu":
+        raise ShapeError(f"{where}: expected an integer array, got dtype {a.dtype}")
+    if a.ndim != ndim:
+        raise ShapeError(f"{where}: expected a {ndim}-D array, got shape {a.shape}")
+    if a.size and ((lo is not None and a.min() < lo) or (hi is not None and a.max() > hi)):
+        raise ShapeError(f"{where}: values outside [{lo}, {hi}]")
+    a.setflags(write=False)
+    object.__setattr__(obj, name, a)
+
+
+I32 = (-(1 << 31), (1 << 31) - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class QPart:
+    """One input of a :class:`QLinear`: int8 weights (n_in, n_out), the input's zero point,
+    and the per-output requantization ``(multiplier, shift)`` to the output scale."""
+
+    TYPE: ClassVar[str] = "q_part"
+    kernel: np.ndarray
+    in_zp: int
+    multiplier: np.ndarray
+    shift: np.ndarray
+
+    def __post_init__(self):
+        _int_array(self, "kernel", 2, -128, 127)
+        _int_array(self, "multiplier", 1, 0, I32[1])
+        _int_array(self, "shift", 1, -31, 30)
+        n = self.kernel.shape[1]
+        if self.multiplier.shape != (n,) or self.shift.shape != (n,):
+            raise ShapeError(f"QPart: multiplier and shift need shape ({n},)")
+
+
+@dataclass(frozen=True, eq=False)
+class QLinear:
+    """``clamp(out_zp + sum_p MBQM(acc_p, M_p, S_p), lo, hi)``, then ``lut`` when given."""
+
+    TYPE: ClassVar[str] = "q_linear"
+    parts: tuple
+    out_zp: int
+    clamp_min: int
+    clamp_max: int
+    bias: Optional[np.ndarray] = None
+    lut: Optional[np.ndarray] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "parts", tuple(self.parts))
+        _int_array(self, "bias", 1, *I32)
+        _int_array(self, "lut", 1, -128, 127)
+        n = self.units
+        if any(p.kernel.shape[1] != n for p in self.parts):
+            raise ShapeError("QLinear: every part must have the same number of outputs")
+        if self.bias is not None and self.bias.shape != (n,):
+            raise ShapeError(f"QLinear.bias: expected shape ({n},)")
+        if self.lut is not None and self.lut.shape != (256,):
+            raise ShapeError("QLinear.lut: expected 256 entries")
+
+    @property
+    def units(self) -> int:
+        return int(self.parts[0].kernel.shape[1])
+
+    @property
+    def in_sizes(self) -> list:
+        return [int(p.kernel.shape[0]) for p in self.parts]
+
+
+class _QLayer:
+    QUANTIZED: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, eq=False)
+class QInput(_QLayer):
+    """Float input -> int8: ``q = clamp(round(x / scale) + zero_point)`` (the float API only)."""
+
+    TYPE: ClassVar[str] = "q_input"
+    name: str
+    out_scale: float
+    out_zp: int
+
+    def out_features(self, n_in):
+        return n_in
+
+
+@dataclass(frozen=True, eq=False)
+class QDense(_QLayer):
+    TYPE: ClassVar[str] = "q_dense"
+    name: str
+    linear: QLinear
+    out_scale: float
+    out_zp: int
+
+    def out_features(self, n_in):
+        if self.linear.in_sizes != [n_in]:
+            raise ShapeError(f"QDense {self.name!r}: kernel takes {self.linear.in_sizes} inputs, the layer gets {n_in}")
+        return self.linear.units
+
+
+@dataclass(frozen=True, eq=False)
+class QLut(_QLayer):
+    """An activation as a table from the 256 int8 inputs to int8 outputs."""
+
+    TYPE: ClassVar[str] = "q_lut"
+    name: str
+    lut: np.ndarray
+    out_scale: float
+    out_zp: int
+
+    def __post_init__(self):
+        _int_array(self, "lut", 1, -128, 127)
+
+    def out_features(self, n_in):
+        return n_in
+
+
+@dataclass(frozen=True, eq=False)
+class QSoftmax(_QLayer):
+    """Integer softmax: ``e_i = exp_lut[max - x_i]`` (Q16), ``y_i = clamp(round(256 e_i / sum e) - 128)``;
+    output scale 1/256, zero point -128 (as TFLite)."""
+
+    TYPE: ClassVar[str] = "q_softmax"
+    name: str
+    exp_lut: np.ndarray
+    out_scale: float = 1.0 / 256
+    out_zp: int = -128
+
+    def __post_init__(self):
+        _int_array(self, "exp_lut", 1, 0, 1 << 16)
+
+    def out_features(self, n_in):
+        return n_in
+
+
+@dataclass(frozen=True, eq=False)
+class QPool(_QLayer):
+    """Running mean: ``y = clamp(out_zp + div_round(MBQM(sum_t (x_t - in_zp), M, S), n))``."""
+
+    TYPE: ClassVar[str] = "q_pool"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
+    POOLS: ClassVar[bool] = True
+    name: str
+    in_zp: int
+    multiplier: int
+    shift: int
+    out_scale: float
+    out_zp: int
+
+    def out_features(self, n_in):
+        return n_in
+
+
+@dataclass(frozen=True, eq=False)
+class QDenseMemory:
+    """``acc = B u + C m`` (int64), then ``m = sat(m + round(acc >> coeff_frac))`` (form ``delta``,
+    ``C = Abar - I``) or ``m = sat(round(acc >> coeff_frac))`` (form ``direct``, ``C = Abar``).
+    ``B`` carries ``b_frac = coeff_frac + state.frac - u.frac`` fractional bits."""
+
+    TYPE: ClassVar[str] = "q_dense_memory"
+    form: str
+    coeffs: np.ndarray
+    coeff_frac: int
+    coeff_bits: int
+    B: np.ndarray
+    b_frac: int
+
+    def __post_init__(self):
+        _int_array(self, "coeffs", 2, -(1 << 31), (1 << 31) - 1)
+        _int_array(self, "B", 1, -(1 << 31), (1 << 31) - 1)
+        if self.form not in ("delta", "direct"):
+            raise ShapeError(f"QDenseMemory: unknown form {self.form!r}; known: delta, direct")
+
+
+@dataclass(frozen=True, eq=False)
+class QRKMemory:
+    """Structured RK in integers: per substep ``w1 = rnd(hc * (P - T + alt (u_m - S)))``,
+    ``w_{k+1} = rnd(hc * (P(w_k) - T(w_k) - alt S(w_k)))`` (``rnd`` drops ``hc_frac`` bits), then
+    Horner ``acc = w_k + rnd16(acc * inv[k+1])`` and ``m = sat(m + acc)``; ``u_m`` is u at the state's scale."""
+
+    TYPE: ClassVar[str] = "q_rk_memory"
+    rk_order: int
+    substeps: int
+    hc: np.ndarray
+    hc_frac: int
+
+    def __post_init__(self):
+        _int_array(self, "hc", 1, 0, (1 << 31) - 1)
+
+
+#: Horner constants 1/k with 16 fractional bits (1/2 and 1/4 exact)
+RK_INV16 = {2: 32768, 3: 21845, 4: 16384}
+
+
+@dataclass(frozen=True, eq=False)
+class QFIRMemory:
+    """``m = sat(round(sum_k K[:, k] u[t-k] >> (kernel_frac + u.frac - state.frac)))`` over a ring buffer."""
+
+    TYPE: ClassVar[str] = "q_fir_memory"
+    kernel: np.ndarray
+    kernel_frac: int
+    coeff_bits: int
+
+    def __post_init__(self):
+        _int_array(self, "kernel", 2, -(1 << 31), (1 << 31) - 1)
+
+
+@dataclass(frozen=True, eq=False)
+class QLMU(_QLayer):
+    """An LMU layer in integers; see the module docstring of :mod:`lmu_edge.intsim` for the step."""
+
+    TYPE: ClassVar[str] = "q_lmu"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
+    name: str
+    memory_d: int
+    order: int
+    theta: float
+    realization: str
+    encoder: QLinear                     # parts: x [, h_prev] [, m_prev as z]; output u (zp 0) in u_type
+    state_type: FixedType
+    u_type: FixedType
+    memory: object                       # QDenseMemory | QRKMemory | QFIRMemory
+    z_scale: float                       # int8 view of the memory (and of x when input_to_hidden)
+    z_zp: int
+    m_to_z: tuple                        # (multiplier, shift): state -> z
+    state_bound: float                   # proven bound on |m| (real units)
+    out_scale: float
+    out_zp: int
+    x_to_z: Optional[tuple] = None       # (multiplier, shift, in_zp) when input_to_hidden
+    hidden: Optional[QLinear] = None     # parts: z [, h_prev]
+    hidden_recurrent: bool = False       # SimpleRNN hidden: h_prev is the second part
+    hidden_to_memory: bool = False
+    memory_to_memory: bool = False
+    input_to_hidden: bool = False
+    return_sequences: bool = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "m_to_z", tuple(int(v) for v in self.m_to_z))
+        if self.x_to_z is not None:
+            object.__setattr__(self, "x_to_z", tuple(int(v) for v in self.x_to_z))
+
+    def out_features(self, n_in):
+        if self.encoder.in_sizes[0] != n_in:
+            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, the layer gets {n_in}")
+        z = self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
+        return self.hidden.units if self.hidden is not None else z
+
+
+QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU)
+for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
+    ir.NODE_TYPES[_c.TYPE] = _c
+ir.LAYER_CLASSES.extend(QLAYERS)

@@ -1,0 +1,414 @@
+"""Calibration and fixed-point type selection: recurrent float graph -> integer graph.
+
+Dense layers follow the TFLite int8 scheme: per-channel symmetric weights
+(``weight_bits`` 2..8, stored in int8), int8 activations with a zero point,
+int32 biases, requantization by a fixed-point multiplier and shift
+(:func:`lmu_edge.fixedpoint.quantize_multiplier`). tanh, sigmoid and silu are
+256-entry tables, softmax an exp table and an integer division.
+
+The LMU state is a :class:`FixedType` of ``state_bits`` (8..32) with a
+power-of-two scale, chosen from a **proven bound**: the encoder output ``u``
+saturates at its type's range ``U``, so for every input
+``|m_i| <= U * sum_k |(Aq^k Bq)_i| + noise``, where the noise term bounds the
+accumulated rounding (half an LSB per rounding, carried through
+``sum_k |Aq^k|``). The state's fractional bits are the most for which that
+bound fits: the state never saturates, whatever the input. Coefficients get
+``coeff_bits`` (default 16 for states of up to 16 bits, else as many as the
+int64 accumulator allows), and for the dense realization both the direct form
+(``Abar``) and the delta form (``m += (Abar - I) m + Bbar u``, whose
+coefficients are ~1/theta and so keep their precision for long windows) are
+measured; the one with the smaller impulse-response error is used. A quantized
+system that is not stable is refused with a suggestion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Optional
+
+import numpy as np
+
+from . import ir, lti, qir, reference
+from .errors import QuantizationError
+from .fixedpoint import FixedType, quantize_multiplier
+from .metrics import relative_error
+
+LUT_ACTIVATIONS = ("tanh", "sigmoid", "silu")
+
+
+# --- small helpers -----------------------------------------------------------------------
+
+def qparams(lo: float, hi: float) -> tuple:
+    """Asymmetric int8 ``(scale, zero_point)`` covering ``[lo, hi]`` and zero."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    if hi - lo < 1e-12:
+        hi = lo + 1e-6
+    scale = (hi - lo) / 255.0
+    zp = int(np.clip(round(-128 - lo / scale), -128, 127))
+    return scale, zp
+
+
+def _q8(x, scale, zp):
+    return np.clip(np.round(np.asarray(x) / scale) + zp, -128, 127)
+
+
+def _weights(W, bits):
+    """Per-output-channel symmetric quantization: ``(int8 array, scales)``."""
+    W = np.asarray(W, np.float64)
+    qmax = (1 << (bits - 1)) - 1
+    s = np.max(np.abs(W), axis=0) / qmax
+    s = np.where(s > 0, s, 1e-12)
+    return np.clip(np.round(W / s), -qmax, qmax).astype(np.int8), s
+
+
+def _requant(real):
+    pairs = [quantize_multiplier(float(r)) for r in np.atleast_1d(real)]
+    return (np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32))
+
+
+def _part(W, bits, in_scale, in_zp, out_scale):
+    Wq, sw = _weights(W, bits)
+    M, S = _requant(in_scale * sw / out_scale)
+    return qir.QPart(Wq, int(in_zp), M, S), sw
+
+
+def _lut(fn, in_scale, in_zp, out_scale, out_zp):
+    q = np.arange(-128, 128)
+    y = fn(in_scale * (q - in_zp))
+    return _q8(y, out_scale, out_zp).astype(np.int8)
+
+
+def _act_out(act, pre_range, out_range):
+    """Output qparams of an activation: fixed for tanh / sigmoid (as TFLite), else calibrated."""
+    if act == "tanh":
+        return 1.0 / 128, 0
+    if act == "sigmoid":
+        return 1.0 / 256, -128
+    return qparams(*out_range)
+
+
+def _linear(parts, bias, act, pre_range, out_range, name):
+    """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
+
+    ``parts`` holds ``(W, in_scale, in_zp)``; ``bias`` is float (added in part 0)."""
+    if act in LUT_ACTIVATIONS or act == "softmax":
+        acc_scale, acc_zp = qparams(*pre_range)
+    else:
+        acc_scale, acc_zp = qparams(*out_range) if act != "linear" else qparams(*out_range)
+    qparts, s0 = [], None
+    for k, (W, s_in, zp_in, bits) in enumerate(parts):
+        p, sw = _part(W, bits, s_in, zp_in, acc_scale)
+        qparts.append(p)
+        if k == 0:
+            s0 = s_in * sw
+    qb = None if bias is None else np.clip(np.round(np.asarray(bias) / s0), -(1 << 31), (1 << 31) - 1).astype(np.int32)
+    lo, hi = -128, 127
+    if act == "relu":
+        lo = acc_zp
+    elif act == "relu6":
+        lo, hi = acc_zp, int(min(127, acc_zp + round(6.0 / acc_scale)))
+    lut, out_scale, out_zp = None, acc_scale, acc_zp
+    if act in LUT_ACTIVATIONS:
+        out_scale, out_zp = _act_out(act, pre_range, out_range)
+        lut = _lut(lambda v: reference.activation(act, v), acc_scale, acc_zp, out_scale, out_zp)
+    return qir.QLinear(tuple(qparts), acc_zp, lo, hi, qb, lut), out_scale, out_zp
+
+
+def _softmax_lut(scale):
+    d = np.arange(256)
+    return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
+
+
+# --- the LMU memory ------------------------------------------------------------------------
+
+def _l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = True) -> tuple:
+    """``(max_i sum_k |(Aq^k Bq)_i|, max_i sum_k ||row_i Aq^k||_1)`` summed until the terms vanish.
+
+    Summation runs over at least ``horizon`` steps and stops once a block adds less than 1e-9 of the
+    total; the remainder is bounded by a geometric tail with the block's own decay ratio."""
+    q = Aq.shape[0]
+    g = np.zeros(q)
+    n = np.zeros(q)
+    v = np.asarray(Bq, np.float64).copy()
+    P = np.eye(q)
+    do_noise = with_noise and q ** 3 * horizon <= 4e9
+    k, block, last_blk = 0, 256, None
+    limit = max(horizon, 64) * 60
+    while k < limit:
+        blk_g = np.zeros(q)
+        blk_n = np.zeros(q)
+        for _ in range(block):
+            blk_g += np.abs(v)
+            v = Aq @ v
+            if do_noise:
+                blk_n += np.abs(P).sum(axis=1)
+                P = Aq @ P
+        g += blk_g
+        n += blk_n
+        k += block
+        total = g.max() + n.max()
+        if k >= horizon and last_blk is not None:
+            now = blk_g.max() + blk_n.max()
+            if now <= 1e-9 * total:
+                break
+            ratio = now / last_blk if last_blk > 0 else 0.0
+            if ratio < 1 and now <= 1e-6 * total:
+                g += blk_g * ratio / (1 - ratio)
+                n += blk_n * ratio / (1 - ratio)
+                break
+        last_blk = blk_g.max() + blk_n.max()
+    if not do_noise:
+        # too large to sum exactly: bound ||row_i Aq^k||_1 by sqrt(q) times the l2 norm of the power,
+        # itself bounded through the response of Bq's direction (documented approximation)
+        n = np.full(q, g.max() / max(np.abs(Bq).max(), 1e-30) * math.sqrt(q))
+    return float(g.max()), float(n.max())
+
+
+_CALIBRATED: dict = {}   # set per layer by _quantize_lmu: the calibrated max |m|, for the unprovable case
+
+
+def _fit_state(G, N, U, bits, noise_lsb=1.0):
+    """Largest fractional bits f with ``G*U*2^f + N*noise_lsb <= max_int`` (so no saturation).
+
+    When no f can satisfy it (a state too narrow for its rounding noise, e.g. 8 bits for a long
+    window), fall back to the calibrated range with 25% headroom and record that the bound is
+    not proven: the state may saturate, and the report says so."""
+    max_int = (1 << (bits - 1)) - 1
+    room = max_int - N * noise_lsb - 2
+    if room <= 0:
+        _CALIBRATED["proven"] = False
+        m_abs = max(_CALIBRATED.get("m_abs", 1.0), 1e-12)
+        return int(math.floor(math.log2(max_int / (1.25 * m_abs))))
+    if G * U <= 0:
+        return bits - 1
+    return int(math.floor(math.log2(room / (G * U * (1 + 1e-6)))))
+
+
+def _ir_error(Aq, Bq, Abar, Bbar, horizon):
+    errs, scale = 0.0, 0.0
+    for (s0, a), (_, b) in zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon)):
+        errs = max(errs, float(np.max(np.abs(a - b))))
+        scale = max(scale, float(np.max(np.abs(b))))
+    return errs / scale if scale else errs
+
+
+def _coeff_frac(C, bits):
+    m = float(np.max(np.abs(C)))
+    return (bits - 2) if m == 0 else int(math.floor(math.log2(((1 << (bits - 1)) - 1) / m)))
+
+
+def _dense_memory(mem: ir.DenseSS, q, theta, st_bits, coeff_bits, u_type, horizon, notes):
+    Abar, Bbar = np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64)
+    rho_f = lti.spectral_radius(Abar)
+    best = None
+    for form in ("delta", "direct"):
+        C = Abar - np.eye(q) if form == "delta" else Abar
+        fc = _coeff_frac(C, coeff_bits)
+        Cq = np.round(C * 2.0 ** fc)
+        Aq = Cq * 2.0 ** -fc + (np.eye(q) if form == "delta" else 0)
+        rho = lti.spectral_radius(Aq)
+        err = _ir_error(Aq, Bbar, Abar, Bbar, horizon)
+        notes.append(f"{form} form: coefficients fixed<{coeff_bits},{fc}>, impulse-response error {err:.2e}, "
+                     f"spectral radius {rho:.6f} (float {rho_f:.6f})")
+        stable = rho < 1 or rho <= rho_f
+        if stable and (best is None or err < best[0]):
+            best = (err, form, fc, Cq, Aq, rho)
+    if best is None:
+        raise QuantizationError(f"the quantized memory is unstable with {coeff_bits}-bit coefficients "
+                                f"(spectral radius >= 1); use more coefficient bits (coeff_bits=32), "
+                                f"a wider state (--state-bits 32) or the RK realization (--realization rk4)")
+    err, form, fc, Cq, Aq, rho = best
+    G, N = _l1_gains(Aq, Bbar, horizon)
+    fm = _fit_state(G, N, u_type.max, st_bits, noise_lsb=0.5)
+    fb = fc + fm - u_type.frac
+    while np.max(np.abs(Bbar)) * 2.0 ** fb >= 2 ** 31 - 1:
+        fb -= 1
+        fm -= 1
+    Bq = np.round(Bbar * 2.0 ** fb)
+    G, N = _l1_gains(Aq, Bq * 2.0 ** -fb, horizon)
+    while _CALIBRATED.get("proven", True) and G * u_type.max * 2.0 ** fm + 0.5 * N > (1 << (st_bits - 1)) - 1:
+        fm -= 1
+        fb -= 1
+        Bq = np.round(Bbar * 2.0 ** fb)
+    node = qir.QDenseMemory(form, Cq.astype(np.int32 if coeff_bits > 16 else np.int16), fc, coeff_bits,
+                            Bq.astype(np.int32), fb)
+    return node, fm, G * u_type.max + 0.5 * N * 2.0 ** -fm, err, rho
+
+
+def _rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes):
+    c = lti.structure_coefficients(q, theta) / mem.substeps
+    hb = min(31, 62 - (st_bits + int(math.ceil(math.log2(q + 1))) + 3))
+    fh = _coeff_frac(c, hb)
+    hcq = np.round(c * 2.0 ** fh)
+    M, N = lti.rk_map(q, theta, mem.rk_order, mem.substeps)   # (hc rounding is measured below)
+    Mq, Nq = _rk_map_coeffs(q, hcq * 2.0 ** -fh * mem.substeps, mem.rk_order, mem.substeps)
+    err = _ir_error(Mq, Nq, M, N, horizon)
+    rho = lti.spectral_radius(Mq)
+    G, Ngain = _l1_gains(Mq, Nq, horizon)
+    noise = mem.substeps * (2 * mem.rk_order) * 0.5           # roundings per sample, half an LSB each
+    fm = _fit_state(G, Ngain, u_type.max, st_bits, noise_lsb=noise)
+    notes.append(f"rk{mem.rk_order} x{mem.substeps}: coefficients fixed<{hb},{fh}>, impulse-response error {err:.2e}, "
+                 f"spectral radius {rho:.6f}")
+    return qir.QRKMemory(mem.rk_order, mem.substeps, hcq.astype(np.int32), fh), fm, \
+        G * u_type.max + Ngain * noise * 2.0 ** -fm, err, rho
+
+
+def _rk_map_coeffs(q, coeffs, r, s):
+    M = lti.rk_step(np.eye(q), np.zeros(q), 1.0, r, s, coeffs=coeffs).T
+    N = lti.rk_step(np.zeros((1, q)), np.ones(1), 1.0, r, s, coeffs=coeffs)[0]
+    return M, N
+
+
+def _fir_memory(mem: ir.FIR, q, st_bits, coeff_bits, u_type, notes):
+    K = np.asarray(mem.kernel, np.float64)
+    L = K.shape[1]
+    cb = min(coeff_bits, 62 - st_bits - int(math.ceil(math.log2(L + 1))))
+    fk = _coeff_frac(K, cb)
+    Kq = np.round(K * 2.0 ** fk)
+    G = float(np.max(np.abs(Kq).sum(axis=1))) * 2.0 ** -fk
+    fm = _fit_state(G, 1.0, u_type.max, st_bits, noise_lsb=0.5)
+    err = float(np.max(np.abs(Kq * 2.0 ** -fk - K)) / max(np.max(np.abs(K)), 1e-30))
+    notes.append(f"fir {L}: coefficients fixed<{cb},{fk}>, kernel error {err:.2e}")
+    return qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb), fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
+
+
+# --- the graph -------------------------------------------------------------------------------
+
+def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int = 16,
+             coeff_bits: Optional[int] = None, rounding: str = "half_up") -> ir.Graph:
+    """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
+
+    Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
+    integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
+    """
+    from .arrays import load_array
+    if calibration is None:
+        raise QuantizationError("quantize() needs calibration data: typical inputs, shape (N, T, F)")
+    if graph.form == "parallel":
+        raise QuantizationError("quantize() needs a recurrent graph: call lmu_edge.fold(graph) first")
+    if graph.quantized:
+        return graph
+    if not 2 <= int(weight_bits) <= 8:
+        raise QuantizationError(f"weight_bits must be in 2..8, got {weight_bits}")
+    if not 8 <= int(state_bits) <= 32:
+        raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
+    if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
+        raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
+    x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
+    x, _ = reference.check_input(graph, x, "calibration")
+    recs = reference.record_ranges(graph, x)
+    wb, sb = int(weight_bits), int(state_bits)
+    in_lo, in_hi = float(x.min()), float(x.max())
+    s, zp = qparams(in_lo, in_hi)
+    layers = [qir.QInput("input", s, zp)]
+    info = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
+            "layers": []}
+    for (layer, n_in, n_out, _), rec in zip(graph.shapes(), recs):
+        lay_info = {"name": layer.name, "type": layer.TYPE}
+        if isinstance(layer, ir.Dense):
+            act = layer.activation
+            lin, os_, oz = _linear([(layer.kernel, s, zp, wb)], layer.bias, "linear" if act == "softmax" else act,
+                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"], layer.name)
+            layers.append(qir.QDense(layer.name, lin, os_, oz))
+            s, zp = os_, oz
+            if act == "softmax":
+                layers.append(qir.QSoftmax(layer.name + "_softmax", _softmax_lut(s)))
+                s, zp = 1.0 / 256, -128
+        elif isinstance(layer, ir.Activation):
+            if layer.activation == "softmax":
+                layers.append(qir.QSoftmax(layer.name, _softmax_lut(s)))
+                s, zp = 1.0 / 256, -128
+            else:
+                os_, oz = _act_out(layer.activation, rec["in"], rec["out"])
+                lut = _lut(lambda v: reference.activation(layer.activation, v), s, zp, os_, oz)
+                layers.append(qir.QLut(layer.name, lut, os_, oz))
+                s, zp = os_, oz
+        elif isinstance(layer, ir.TimePooling):
+            os_, oz = qparams(*rec["out"])
+            M, S = quantize_multiplier(s / (256 * os_))
+            layers.append(qir.QPool(layer.name, zp, M, S, os_, oz))
+            s, zp = os_, oz
+        elif isinstance(layer, ir.LMU):
+            q_layer, s, zp, lay_info = _quantize_lmu(layer, rec, s, zp, wb, sb, coeff_bits, rounding)
+            layers.append(q_layer)
+        else:
+            raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
+        lay_info.update(out_scale=s, out_zero_point=zp)
+        info["layers"].append(lay_info)
+    meta = dict(graph.metadata)
+    meta["quantization"] = info
+    qg = ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta)
+    y_f = reference.simulate(graph, x)
+    y_q = reference.simulate(qg, x)
+    meta["quantization"]["calibration_error"] = relative_error(y_q, y_f)
+    return qg.replace(metadata=meta)
+
+
+def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
+    d, q = layer.memory_d, layer.order
+    notes: list = []
+    u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
+    fu = int(math.floor(math.log2(((1 << (sb - 1)) - 1) / u_abs)))
+    u_type = FixedType(sb, fu, rounding=rounding)
+    cb = coeff_bits or (16 if sb <= 16 else min(32, 62 - sb - int(math.ceil(math.log2(q + 1)))))
+    horizon = max(int(math.ceil(5 * layer.theta)), 64)
+    mem = layer.memory
+    m_abs = max(abs(rec["m"][0]), abs(rec["m"][1]))
+    _CALIBRATED.clear()
+    _CALIBRATED.update(m_abs=m_abs, proven=True)
+    if isinstance(mem, ir.DenseSS):
+        qmem, fm, bound, mem_err, rho = _dense_memory(mem, q, layer.theta, sb, cb, u_type, horizon, notes)
+    elif isinstance(mem, ir.RungeKutta):
+        qmem, fm, bound, mem_err, rho = _rk_memory(mem, q, layer.theta, sb, u_type, horizon, notes)
+    elif isinstance(mem, ir.FIR):
+        qmem, fm, bound, mem_err, rho = _fir_memory(mem, q, sb, cb, u_type, notes)
+    else:
+        raise QuantizationError(f"layer {layer.name!r}: fold the graph before quantizing it")
+    st = FixedType(sb, fm, rounding=rounding)
+    # int8 view z of the memory (and of x when input_to_hidden)
+    z_lo, z_hi = rec["z"]
+    s_z, z_z = qparams(z_lo, z_hi)
+    m_to_z = quantize_multiplier(2.0 ** -fm / s_z)
+    x_to_z = (*quantize_multiplier(s_x / s_z), zp_x) if layer.input_to_hidden else None
+    # hidden cell first: hidden_to_memory reads its output
+    hidden, s_h, z_h, rec_h = None, s_z, z_z, False
+    if layer.hidden is not None:
+        act = layer.hidden.activation
+        parts = [(layer.hidden.kernel, s_z, z_z, wb)]
+        if isinstance(layer.hidden, ir.HiddenSimpleRNN):
+            rec_h = True
+            s_h, z_h = _act_out(act, rec["pre"], rec["out"])
+            parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb))
+        hidden, s_h, z_h = _linear(parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name)
+    enc_scale = 2.0 ** -fu
+    enc_parts = [(layer.input_encoders, s_x, zp_x, wb)]
+    if layer.hidden_encoders is not None:
+        enc_parts.append((layer.hidden_encoders, s_h, z_h, wb))
+    if layer.memory_encoders is not None:
+        enc_parts.append((layer.memory_encoders, s_z, z_z, wb))
+    qparts, s0 = [], None
+    for k, (W, s_in, zp_in, bits) in enumerate(enc_parts):
+        p, sw = _part(W, bits, s_in, zp_in, enc_scale)
+        qparts.append(p)
+        s0 = s_in * sw if k == 0 else s0
+    qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0).astype(np.int32)
+    encoder = qir.QLinear(tuple(qparts), 0, u_type.min_int, u_type.max_int, qb, None)
+    out_s, out_z = (s_h, z_h) if hidden is not None else (s_z, z_z)
+    ql = qir.QLMU(layer.name, d, q, float(layer.theta), type(mem).TYPE, encoder, st, u_type, qmem, s_z, z_z,
+                  m_to_z, float(bound), out_s, out_z, x_to_z=x_to_z, hidden=hidden, hidden_recurrent=rec_h,
+                  hidden_to_memory=layer.hidden_encoders is not None,
+                  memory_to_memory=layer.memory_encoders is not None,
+                  input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences)
+    proven = _CALIBRATED.get("proven", True)
+    if not proven:
+        import warnings
+        warnings.warn(f"layer {layer.name!r}: a {sb}-bit state cannot be proven free of overflow; its scale "
+                      f"comes from the calibration data and it may saturate (use more state bits)", stacklevel=3)
+    info = {"name": layer.name, "type": "lmu", "state_type": str(st), "u_type": str(u_type),
+            "memory": type(qmem).TYPE, "form": getattr(qmem, "form", None), "coeff_bits": cb,
+            "memory_error": mem_err, "spectral_radius": rho, "state_bound": bound,
+            "state_bound_lsb": bound * 2.0 ** fm, "state_max_int": st.max_int, "bound_proven": proven,
+            "calibrated_state_max": m_abs, "headroom_bits": math.log2(st.max_int / max(m_abs * 2.0 ** fm, 1)),
+            "notes": notes}
+    return ql, out_s, out_z, info

@@ -1,0 +1,113 @@
+"""Calibration, type selection and the integer reference."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import intsim, ir, qir
+from lmu_edge.errors import QuantizationError
+from lmu_edge.metrics import sqnr_db
+from lmu_edge.quantize import qparams
+
+from graphs import chain
+
+
+@pytest.fixture
+def folded(rng):
+    return lmu_edge.fold(chain(rng, q=8, theta=12.0))
+
+
+def test_quantized_graph_tracks_the_float_model(folded, rng):
+    x = rng.standard_normal((6, 120, 2))
+    qg = lmu_edge.quantize(folded, x)
+    assert qg.form == "quantized" and qg.quantized
+    assert sqnr_db(lmu_edge.simulate(qg, x), lmu_edge.simulate(folded, x)) > 25    # int8 activations: ~30 dB
+    info = qg.metadata["quantization"]
+    assert info["weight_bits"] == 8 and info["state_bits"] == 16
+
+
+def test_more_state_bits_never_hurt_and_narrow_weights_cost(rng):
+    g = lmu_edge.fold(chain(rng, q=16, theta=200.0))
+    x = rng.standard_normal((4, 600, 2))
+    y = lmu_edge.simulate(g, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s8 = sqnr_db(lmu_edge.simulate(lmu_edge.quantize(g, x, state_bits=8), x), y)
+    s16 = sqnr_db(lmu_edge.simulate(lmu_edge.quantize(g, x, state_bits=16), x), y)
+    s32 = sqnr_db(lmu_edge.simulate(lmu_edge.quantize(g, x, state_bits=32), x), y)
+    w3 = sqnr_db(lmu_edge.simulate(lmu_edge.quantize(g, x, state_bits=16, weight_bits=3), x), y)
+    assert s8 < s16 <= s32 + 1.0
+    assert w3 < s16
+
+
+def test_eight_bit_state_for_a_long_window_is_flagged_as_unproven(rng):
+    g = lmu_edge.fold(chain(rng, q=16, theta=500.0))
+    x = rng.standard_normal((2, 800, 2))
+    with pytest.warns(UserWarning, match="cannot be proven free of overflow"):
+        qg = lmu_edge.quantize(g, x, state_bits=8)
+    lmu = [l for l in qg.metadata["quantization"]["layers"] if l["type"] == "lmu"][0]
+    assert lmu["bound_proven"] is False
+
+
+def test_state_bound_is_an_l1_bound_on_the_quantized_system(folded, rng):
+    x = rng.standard_normal((4, 100, 2))
+    qg = lmu_edge.quantize(folded, x)
+    lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+    mem = lmu.memory
+    q = lmu.order
+    A = mem.coeffs * 2.0 ** -mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
+    B = mem.B * 2.0 ** -mem.b_frac
+    v, g = B.copy(), np.zeros(q)
+    for _ in range(5000):
+        g += np.abs(v)
+        v = A @ v
+    independent = g.max() * lmu.u_type.max
+    assert independent <= lmu.state_bound <= independent * 1.5 + 0.01
+
+
+def test_delta_form_is_chosen_for_long_windows(rng):
+    g = lmu_edge.fold(chain(rng, q=8, theta=2000.0), "zoh")
+    qg = lmu_edge.quantize(g, rng.standard_normal((2, 300, 2)))
+    lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+    assert lmu.memory.form == "delta"   # Abar ~ I + A/theta: only the delta keeps the dynamics in 16 bits
+
+
+def test_quantized_graph_round_trips_through_the_ir_file(folded, rng, tmp_path):
+    x = rng.standard_normal((3, 50, 2))
+    qg = lmu_edge.quantize(folded, x)
+    back = lmu_edge.load(lmu_edge.save(qg, tmp_path / "q.lmu.npz"))
+    assert ir.equal(qg, back)
+    np.testing.assert_array_equal(lmu_edge.simulate(back, x), lmu_edge.simulate(qg, x))
+
+
+def test_integer_stream_equals_batch(folded, rng):
+    x = rng.standard_normal((2, 60, 2))
+    qg = lmu_edge.quantize(folded, x)
+    xq = intsim.quantize_input(qg, x)
+    y = intsim.run_int(qg, xq)
+    s = intsim.IntStream(qg)
+    s.reset(2)
+    np.testing.assert_array_equal(np.stack([s.step(xq[:, t]) for t in range(60)], axis=1), y)
+
+
+def test_qparams_cover_the_range_and_zero():
+    s, zp = qparams(-1.0, 3.0)
+    assert -128 <= zp <= 127
+    assert abs((-128 - zp) * s - -1.0) < s and abs((127 - zp) * s - 3.0) < s
+    s, zp = qparams(0.5, 2.0)                # the range is widened to include zero, which is the zero point
+    assert zp == -128 and abs(127 - zp) * s == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("bad", [dict(weight_bits=1), dict(weight_bits=9), dict(state_bits=7), dict(state_bits=40)])
+def test_bad_bit_widths_are_clear_errors(folded, rng, bad):
+    with pytest.raises(QuantizationError, match="bits must be in"):
+        lmu_edge.quantize(folded, rng.standard_normal((1, 10, 2)), **bad)
+
+
+def test_quantize_needs_calibration_and_a_folded_graph(folded, rng):
+    with pytest.raises(QuantizationError, match="calibration"):
+        lmu_edge.quantize(folded, None)
+    with pytest.raises(QuantizationError, match="fold"):
+        lmu_edge.quantize(chain(rng), rng.standard_normal((1, 10, 2)))
