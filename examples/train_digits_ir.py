@@ -57,6 +57,8 @@ def main():
     out = HERE / "models" / "digits_lmu.lmu.npz"
     lmu_edge.save(model, out)
     np.save(HERE / "models" / "digits_test_x.npy", x[test][:64])
+    # calibration data for quantization: typical inputs from the training split, never the test split
+    np.save(HERE / "models" / "digits_calibration_x.npy", x[train[:256]])
     np.save(HERE / "models" / "digits_test_y.npy", y[test][:64])
     pred = lmu_edge.simulate(model, x).argmax(-1)
     print(f"wrote {out.relative_to(HERE.parent)}")

@@ -16,6 +16,8 @@ from .errors import LmuEdgeError, MissingDependencyError, ModelFormatError
 TARGETS = {
     "ir": ("lmu_edge.targets.ir", None,
            "the folded recurrent model as an lmu-edge IR file, run by the reference simulator"),
+    "c": ("lmu_edge.targets.c", None,
+          "constant-memory streaming C (float32 or integer), run on the host or on Cortex-M4/M0 under QEMU"),
 }
 
 #: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)
@@ -38,7 +40,7 @@ def require(module: str, extra: str, purpose: str = ""):
 
 
 def target(name: str):
-    """The target module called ``name``."""
+    """The target module called ``name`` (its heavy runtimes are imported later, when used)."""
     if name not in TARGETS:
         raise LmuEdgeError(f"unknown target {name!r}; available targets: {', '.join(sorted(TARGETS))}")
     return importlib.import_module(TARGETS[name][0])

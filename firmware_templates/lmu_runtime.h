@@ -1,0 +1,434 @@
+/*
+ * lmu_runtime.h -- the lmu-edge runtime: header-only C99, static inline, no malloc, no globals.
+ *
+ * Integer path (no floating point at all, so it runs on an FPU-less Cortex-M0):
+ *   - int8 activations with zero points, TFLite-style requantization (lmu_mbqm),
+ *   - lmu_qlinear: sum over parts of MBQM((x_p - zp_p) . W_p [+ bias]), clamp, optional 256-entry LUT,
+ *   - LMU memories in fixed point: dense (delta / direct form), structured Runge-Kutta, FIR ring buffer,
+ *   - running-mean pooling and softmax in integers.
+ * Every operation mirrors lmu_edge/intsim.py and lmu_edge/fixedpoint.py bit for bit; the tests compare
+ * the two. Rounding of state updates is "half_up" ((x + 2^(s-1)) >> s); right shifts of negative
+ * values are arithmetic (as gcc and clang define them).
+ *
+ * Float path (define LMU_NO_FLOAT to leave it out): the same layers in float32.
+ */
+#ifndef LMU_RUNTIME_H
+#define LMU_RUNTIME_H
+
+#include <stdint.h>
+#include <string.h>
+#ifndef LMU_NO_FLOAT
+#include <math.h>
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* integer helpers                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+static inline int64_t lmu_clamp64(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* saturate to a signed type of `bits` bits */
+static inline int64_t lmu_sat(int64_t v, int bits) {
+    const int64_t hi = ((int64_t)1 << (bits - 1)) - 1;
+    return lmu_clamp64(v, -hi - 1, hi);
+}
+
+/* x / 2^s rounded half up; s <= 0 is an exact left shift */
+static inline int64_t lmu_shift_round(int64_t x, int s) {
+    if (s <= 0) {
+        return (int64_t)((uint64_t)x << (-s));
+    }
+    return (x + ((int64_t)1 << (s - 1))) >> s;
+}
+
+/* gemmlowp SaturatingRoundingDoublingHighMul */
+static inline int32_t lmu_srdhm(int32_t a, int32_t b) {
+    int64_t ab, nudge, r;
+    if (a == INT32_MIN && b == INT32_MIN) {
+        return INT32_MAX;
+    }
+    ab = (int64_t)a * (int64_t)b;
+    nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
+    r = (ab + nudge) / ((int64_t)1 << 31);   /* C division truncates toward zero */
+    return (int32_t)r;
+}
+
+/* gemmlowp RoundingDivideByPOT: ties away from zero */
+static inline int32_t lmu_rdbpot(int32_t x, int e) {
+    const int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
+    const int32_t remainder = x & mask;
+    const int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+/* TFLite MultiplyByQuantizedMultiplier: x * m * 2^(s - 31), rounded */
+static inline int32_t lmu_mbqm(int64_t x, int32_t m, int32_t s) {
+    const int left = s > 0 ? s : 0;
+    const int right = s > 0 ? 0 : -s;
+    const int64_t xl = lmu_clamp64(x * ((int64_t)1 << left), INT32_MIN, INT32_MAX);
+    return lmu_rdbpot(lmu_srdhm((int32_t)xl, m), right);
+}
+
+/* a / n rounded half away from zero, n > 0 */
+static inline int64_t lmu_div_round(int64_t a, int64_t n) {
+    return (2 * a + (a >= 0 ? n : -n)) / (2 * n);
+}
+
+static inline int8_t lmu_clamp8(int64_t v) {
+    return (int8_t)lmu_clamp64(v, -128, 127);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* int8 linear layers                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const int8_t *w;          /* (n_out, n_in), row-major: one row per output */
+    int32_t n_in;
+    int32_t in_zp;
+    const int32_t *mult;      /* (n_out) */
+    const int32_t *shift;     /* (n_out) */
+} lmu_qpart_t;
+
+typedef struct {
+    const lmu_qpart_t *parts;
+    int32_t n_parts;
+    int32_t n_out;
+    const int32_t *bias;      /* (n_out) or NULL, in the first part's accumulator */
+    int32_t out_zp;
+    int32_t clamp_min;
+    int32_t clamp_max;
+    const int8_t *lut;        /* 256 entries indexed by y + 128, or NULL */
+} lmu_qlinear_t;
+
+/* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))) */
+static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
+    int32_t j, k, i;
+    for (j = 0; j < L->n_out; ++j) {
+        int64_t total = L->out_zp;
+        for (k = 0; k < L->n_parts; ++k) {
+            const lmu_qpart_t *p = &L->parts[k];
+            const int8_t *w = p->w + (int32_t)j * p->n_in;
+            const int8_t *x = in[k];
+            int32_t acc = (k == 0 && L->bias) ? L->bias[j] : 0;
+            for (i = 0; i < p->n_in; ++i) {
+                acc += ((int32_t)x[i] - p->in_zp) * (int32_t)w[i];
+            }
+            total += lmu_mbqm(acc, p->mult[j], p->shift[j]);
+        }
+        total = lmu_clamp64(total, L->clamp_min, L->clamp_max);
+        out[j] = L->lut ? (int32_t)L->lut[total + 128] : (int32_t)total;
+    }
+}
+
+static inline void lmu_qlinear_i8(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *acc, int8_t *y) {
+    int32_t j;
+    lmu_qlinear(L, in, acc);
+    for (j = 0; j < L->n_out; ++j) {
+        y[j] = (int8_t)acc[j];
+    }
+}
+
+static inline void lmu_qlut(const int8_t *lut, const int8_t *x, int8_t *y, int32_t n) {
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        y[i] = lut[(int32_t)x[i] + 128];
+    }
+}
+
+/* y_i = clamp(round(256 e_i / sum e) - 128), e_i = exp_lut[max - x_i]; scale 1/256, zero point -128 */
+static inline void lmu_qsoftmax(const int32_t *exp_lut, const int8_t *x, int8_t *y, int32_t n) {
+    int32_t i, mx = -128;
+    int64_t sum = 0;
+    for (i = 0; i < n; ++i) {
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (i = 0; i < n; ++i) {
+        sum += exp_lut[mx - x[i]];
+    }
+    for (i = 0; i < n; ++i) {
+        y[i] = lmu_clamp8(lmu_div_round((int64_t)exp_lut[mx - x[i]] * 256, sum) - 128);
+    }
+}
+
+/* running mean: sum += x - in_zp; y = clamp(out_zp + MBQM(div_round(256 sum, n), m, s)) */
+static inline void lmu_qpool(int64_t *sum, int32_t *count, const int8_t *x, int8_t *y, int32_t n, int32_t in_zp,
+                             int32_t m, int32_t s, int32_t out_zp) {
+    int32_t i;
+    if (*count < INT32_MAX) {
+        *count += 1;
+    }
+    for (i = 0; i < n; ++i) {
+        sum[i] += (int64_t)x[i] - in_zp;
+        y[i] = lmu_clamp8(out_zp + (int64_t)lmu_mbqm(lmu_div_round(sum[i] * 256, *count), m, s));
+    }
+}
+
+/* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values) */
+static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
+    return lmu_clamp8(zp + (int64_t)lmu_mbqm(v, m, s));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* fixed-point LMU memories, for each state storage type ST and coefficient type CT           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* dense: acc = B u + C m (int64); delta: m += round(acc >> f); direct: m = round(acc >> f) */
+#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT)                                                      \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
+                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
+                            int64_t *tmp) {                                                         \
+        int32_t c, i, j;                                                                            \
+        for (c = 0; c < d; ++c) {                                                                   \
+            ST *mc = m + c * q;                                                                     \
+            for (i = 0; i < q; ++i) {                                                               \
+                const CT *row = C + i * q;                                                          \
+                int64_t acc = (int64_t)B[i] * (int64_t)u[c];                                        \
+                int64_t step;                                                                       \
+                for (j = 0; j < q; ++j) {                                                           \
+                    acc += (int64_t)row[j] * (int64_t)mc[j];                                        \
+                }                                                                                   \
+                step = lmu_shift_round(acc, coeff_frac);                                            \
+                tmp[i] = lmu_sat(delta ? (int64_t)mc[i] + step : step, bits);                       \
+            }                                                                                       \
+            for (i = 0; i < q; ++i) {                                                               \
+                mc[i] = (ST)tmp[i];                                                                 \
+            }                                                                                       \
+        }                                                                                           \
+    }
+
+/* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
+#define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                              \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const int32_t *hc,       \
+                            int32_t hc_frac, int32_t r, int32_t substeps, int32_t u_shift,          \
+                            int32_t bits, int64_t *w) {                                             \
+        static const int64_t inv16[5] = {0, 0, 32768, 21845, 16384};                               \
+        int32_t c, s, i, k;                                                                         \
+        for (c = 0; c < d; ++c) {                                                                   \
+            ST *mc = m + c * q;                                                                     \
+            const int64_t um = lmu_shift_round((int64_t)u[c], u_shift);                             \
+            for (s = 0; s < substeps; ++s) {                                                        \
+                int64_t P = 0, S = 0, T = 0;                                                        \
+                for (i = 0; i < q; ++i) {                                                           \
+                    T += mc[i];                                                                     \
+                }                                                                                   \
+                for (i = 0; i < q; ++i) {                                                           \
+                    const int64_t alt = (i & 1) ? -1 : 1;                                           \
+                    P += mc[i];                                                                     \
+                    S += alt * mc[i];                                                               \
+                    w[i] = lmu_shift_round((int64_t)hc[i] * (P - T + alt * (um - S)), hc_frac);     \
+                }                                                                                   \
+                for (k = 1; k < r; ++k) {                                                           \
+                    const int64_t *prev = w + (k - 1) * q;                                          \
+                    int64_t *cur = w + k * q;                                                       \
+                    P = 0;                                                                          \
+                    S = 0;                                                                          \
+                    T = 0;                                                                          \
+                    for (i = 0; i < q; ++i) {                                                       \
+                        T += prev[i];                                                               \
+                    }                                                                               \
+                    for (i = 0; i < q; ++i) {                                                       \
+                        const int64_t alt = (i & 1) ? -1 : 1;                                       \
+                        P += prev[i];                                                               \
+                        S += alt * prev[i];                                                         \
+                        cur[i] = lmu_shift_round((int64_t)hc[i] * (P - T - alt * S), hc_frac);      \
+                    }                                                                               \
+                }                                                                                   \
+                for (i = 0; i < q; ++i) {                                                           \
+                    int64_t acc = w[(r - 1) * q + i];                                               \
+                    for (k = r - 1; k >= 1; --k) {                                                  \
+                        acc = w[(k - 1) * q + i] + lmu_shift_round(acc * inv16[k + 1], 16);         \
+                    }                                                                               \
+                    mc[i] = (ST)lmu_sat((int64_t)mc[i] + acc, bits);                                \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }
+
+/* FIR ring buffer: buf holds the last L inputs of each channel, *head the newest */
+#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT)                                                         \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *K, int32_t L,  \
+                            int32_t shift, int32_t bits, ST *buf, int32_t *head) {                  \
+        int32_t c, i, k;                                                                            \
+        *head = (*head + 1) % L;                                                                    \
+        for (c = 0; c < d; ++c) {                                                                   \
+            ST *bc = buf + c * L;                                                                   \
+            bc[*head] = (ST)u[c];                                                                   \
+            for (i = 0; i < q; ++i) {                                                               \
+                const CT *row = K + i * L;                                                          \
+                int64_t acc = 0;                                                                    \
+                int32_t pos = *head;                                                                \
+                for (k = 0; k < L; ++k) {                                                           \
+                    acc += (int64_t)row[k] * (int64_t)bc[pos];                                      \
+                    pos = pos == 0 ? L - 1 : pos - 1;                                               \
+                }                                                                                   \
+                m[c * q + i] = (ST)lmu_sat(lmu_shift_round(acc, shift), bits);                      \
+            }                                                                                       \
+        }                                                                                           \
+    }
+
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c16, int16_t, int16_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t)
+LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s8, int8_t)
+LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s16, int16_t)
+LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s32, int32_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c16, int8_t, int16_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c32, int8_t, int32_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c16, int16_t, int16_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c32, int16_t, int32_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c16, int32_t, int16_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c32, int32_t, int32_t)
+
+/* ------------------------------------------------------------------------------------------ */
+/* float32 path                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+#ifndef LMU_NO_FLOAT
+
+enum { LMU_LINEAR = 0, LMU_RELU, LMU_RELU6, LMU_TANH, LMU_SIGMOID, LMU_SOFTMAX, LMU_SILU };
+
+static inline void lmu_f_activation(int32_t act, float *y, int32_t n) {
+    int32_t i;
+    float mx, sum;
+    switch (act) {
+    case LMU_RELU:
+        for (i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        break;
+    case LMU_RELU6:
+        for (i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : (y[i] > 6.0f ? 6.0f : y[i]);
+        break;
+    case LMU_TANH:
+        for (i = 0; i < n; ++i) y[i] = tanhf(y[i]);
+        break;
+    case LMU_SIGMOID:
+        for (i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + expf(-y[i]));
+        break;
+    case LMU_SILU:
+        for (i = 0; i < n; ++i) y[i] = y[i] / (1.0f + expf(-y[i]));
+        break;
+    case LMU_SOFTMAX:
+        mx = y[0];
+        for (i = 1; i < n; ++i) mx = y[i] > mx ? y[i] : mx;
+        sum = 0.0f;
+        for (i = 0; i < n; ++i) {
+            y[i] = expf(y[i] - mx);
+            sum += y[i];
+        }
+        for (i = 0; i < n; ++i) y[i] /= sum;
+        break;
+    default:
+        break;
+    }
+}
+
+/* y = x @ W (+ y when accumulate), W given transposed: (n_out, n_in) */
+static inline void lmu_f_matvec(const float *W, const float *x, float *y, int32_t n_in, int32_t n_out,
+                                int32_t accumulate) {
+    int32_t j, i;
+    for (j = 0; j < n_out; ++j) {
+        const float *w = W + j * n_in;
+        float acc = accumulate ? y[j] : 0.0f;
+        for (i = 0; i < n_in; ++i) {
+            acc += w[i] * x[i];
+        }
+        y[j] = acc;
+    }
+}
+
+static inline void lmu_f_add_bias(float *y, const float *b, int32_t n) {
+    int32_t i;
+    if (b) {
+        for (i = 0; i < n; ++i) y[i] += b[i];
+    }
+}
+
+/* m = Abar m + Bbar u per channel; tmp has q floats */
+static inline void lmu_f_dense_memory(float *m, const float *u, int32_t d, int32_t q, const float *A,
+                                      const float *B, float *tmp) {
+    int32_t c, i, j;
+    for (c = 0; c < d; ++c) {
+        float *mc = m + c * q;
+        for (i = 0; i < q; ++i) {
+            float acc = 0.0f;
+            for (j = 0; j < q; ++j) acc += A[i * q + j] * mc[j];
+            tmp[i] = acc + B[i] * u[c];
+        }
+        memcpy(mc, tmp, sizeof(float) * (size_t)q);
+    }
+}
+
+/* structured RK (Taylor / Horner form, see lmu_edge/lti.py); hc = c_i / substeps; w has r*q floats */
+static inline void lmu_f_rk_memory(float *m, const float *u, int32_t d, int32_t q, const float *hc, int32_t r,
+                                   int32_t substeps, float *w) {
+    static const float inv[5] = {0.0f, 1.0f, 0.5f, 1.0f / 3.0f, 0.25f};
+    int32_t c, s, i, k;
+    for (c = 0; c < d; ++c) {
+        float *mc = m + c * q;
+        for (s = 0; s < substeps; ++s) {
+            float P = 0.0f, S = 0.0f, T = 0.0f;
+            for (i = 0; i < q; ++i) T += mc[i];
+            for (i = 0; i < q; ++i) {
+                const float alt = (i & 1) ? -1.0f : 1.0f;
+                P += mc[i];
+                S += alt * mc[i];
+                w[i] = hc[i] * (P - T + alt * (u[c] - S));
+            }
+            for (k = 1; k < r; ++k) {
+                const float *prev = w + (k - 1) * q;
+                float *cur = w + k * q;
+                P = 0.0f;
+                S = 0.0f;
+                T = 0.0f;
+                for (i = 0; i < q; ++i) T += prev[i];
+                for (i = 0; i < q; ++i) {
+                    const float alt = (i & 1) ? -1.0f : 1.0f;
+                    P += prev[i];
+                    S += alt * prev[i];
+                    cur[i] = hc[i] * (P - T - alt * S);
+                }
+            }
+            for (i = 0; i < q; ++i) {
+                float acc = w[(r - 1) * q + i];
+                for (k = r - 1; k >= 1; --k) acc = w[(k - 1) * q + i] + acc * inv[k + 1];
+                mc[i] += acc;
+            }
+        }
+    }
+}
+
+static inline void lmu_f_fir_memory(float *m, const float *u, int32_t d, int32_t q, const float *K, int32_t L,
+                                    float *buf, int32_t *head) {
+    int32_t c, i, k;
+    *head = (*head + 1) % L;
+    for (c = 0; c < d; ++c) {
+        float *bc = buf + c * L;
+        bc[*head] = u[c];
+        for (i = 0; i < q; ++i) {
+            const float *row = K + i * L;
+            float acc = 0.0f;
+            int32_t pos = *head;
+            for (k = 0; k < L; ++k) {
+                acc += row[k] * bc[pos];
+                pos = pos == 0 ? L - 1 : pos - 1;
+            }
+            m[c * q + i] = acc;
+        }
+    }
+}
+
+static inline void lmu_f_pool(float *sum, int32_t *count, const float *x, float *y, int32_t n) {
+    int32_t i;
+    *count += 1;
+    for (i = 0; i < n; ++i) {
+        sum[i] += x[i];
+        y[i] = sum[i] / (float)(*count);
+    }
+}
+
+#endif /* LMU_NO_FLOAT */
+#endif /* LMU_RUNTIME_H */

@@ -1,0 +1,363 @@
+"""The C target: constant-memory streaming C for microcontrollers and hosts.
+
+``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
+runtime ``lmu_runtime.h``, a test harness, the Cortex-M startup and linker
+script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
+activations, a fixed-point LMU state of ``state_bits``); ``"float"`` emits
+float32.
+
+Runtimes:
+
+``host``        the harness compiled with the host gcc (-O2), run on the inputs
+``cortex-m4``   arm-none-eabi-gcc -mcpu=cortex-m4 (hard float), run under
+                ``qemu-system-arm -M mps2-an386`` with semihosting
+``cortex-m0``   -mcpu=cortex-m0 (ARMv6-M, no FPU, integer path only), run on the
+                same board (ARMv7-M executes ARMv6-M code; QEMU's one real
+                Cortex-M0 board has 16 KB of RAM)
+
+Integer artifacts are run through their int8 API: inputs are quantized in
+Python exactly as :func:`lmu_edge.intsim.quantize_input` does, and outputs are
+compared with the integer reference bit for bit. Instructions per step are
+counted with QEMU's ``-icount`` (one instruction = 32 ns of virtual time) and
+the SysTick counter (25 MHz on mps2), so they are deterministic.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__, intsim, irfile, qir
+from ..errors import ArtifactError, LmuEdgeError, QuantizationError
+from . import c_codegen
+
+QUANTIZE = ("float", "int8")
+RUNTIMES = ("host", "cortex-m4", "cortex-m0")
+DEFAULT_RUNTIME = "host"
+OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16, "coeff_bits": None,
+           "measure": True}
+
+#: device profiles: flash and RAM in bytes (what the artifact may use of them)
+DEVICES = {
+    "cortex-m0-32k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 32 * 1024,
+                      "example": "a Cortex-M0+ part with 256 KB flash / 32 KB RAM"},
+    "cortex-m4-128k": {"cpu": "cortex-m4", "flash": 1024 * 1024, "ram": 128 * 1024,
+                       "example": "a Cortex-M4F part with 1 MB flash / 128 KB RAM"},
+    "cortex-m4-64k": {"cpu": "cortex-m4", "flash": 256 * 1024, "ram": 64 * 1024,
+                      "example": "a Cortex-M4F part with 256 KB flash / 64 KB RAM"},
+}
+ICOUNT_SHIFT = 5
+INSN_PER_TICK = 40 / 2 ** ICOUNT_SHIFT       # 25 MHz SysTick, 2^shift ns per instruction
+TEMPLATES = Path(__file__).resolve().parent.parent / "firmware_templates"
+QEMU_ARGS = ["-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "none",
+             "-semihosting-config", "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}"]
+
+
+class ToolMissingError(LmuEdgeError, FileNotFoundError):
+    """A compiler or emulator the runtime needs is not installed."""
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise ToolMissingError(f"{tool} is not installed; install the Debian package {package} "
+                               f"(bash scripts/test.sh installs it)")
+    return path
+
+
+def _jinja():
+    import jinja2
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=False)
+
+
+# --- emit ------------------------------------------------------------------------------------
+
+def emit(graph, out_dir, options) -> dict:
+    from .. import quantize as _quantize
+    out_dir = Path(out_dir)
+    try:
+        prefix = c_codegen.check_prefix(options.get("prefix") or "model")
+    except ValueError as e:
+        raise ArtifactError(str(e)) from None
+    device = options.get("device")
+    if device is not None and device not in DEVICES:
+        raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
+    quantized = options.get("quantize") == "int8"
+    report = {}
+    if quantized:
+        qg = _quantize(graph, options["calibration"], weight_bits=int(options.get("weight_bits") or 8),
+                       state_bits=int(options.get("state_bits") or 16), coeff_bits=options.get("coeff_bits"))
+        irfile.save(qg, out_dir / "quantized.lmu.npz")
+        code = c_codegen.generate_int(qg, prefix)
+        in_s, in_zp = intsim.input_qparams(qg)
+        out_s, out_zp = intsim.output_qparams(qg)
+        report["quantization"] = qg.metadata.get("quantization", {})
+        emitted = qg
+    else:
+        if device is not None and DEVICES[device]["cpu"] == "cortex-m0":
+            raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
+        code = c_codegen.generate_float(graph, prefix)
+        emitted = graph
+    ctx = {"prefix": prefix, "PREFIX": prefix.upper(), "version": __version__, "model_name": graph.name,
+           "header": "model.h", "quantized": quantized, "n_inputs": graph.input_features,
+           "n_outputs": graph.output_features, "state_bytes": code.state_bytes,
+           "state_fields": code.struct_fields(), "arrays": code.arrays, "objects": code.objects,
+           "reset_lines": code.reset_lines, "step_lines": code.step_lines,
+           "description": ("integer path: int8 activations, fixed-point LMU state, no floating point in "
+                           f"{prefix}_step_int8" if quantized else "float32 path")}
+    if quantized:
+        ctx.update(input_scale=c_codegen.c_float(in_s), input_zp=in_zp, output_scale=c_codegen.c_float(out_s),
+                   output_zp=out_zp)
+    env = _jinja()
+    for name, template in (("model.h", "model.h.j2"), ("model.c", "model.c.j2"), ("harness.c", "harness.c.j2"),
+                           ("Makefile", "Makefile.j2")):
+        (out_dir / name).write_text(env.get_template(template).render(**ctx))
+    for name in ("lmu_runtime.h", "startup.c", "mps2.ld"):
+        shutil.copyfile(TEMPLATES / name, out_dir / name)
+    files = ["model.c", "model.h", "lmu_runtime.h", "harness.c", "startup.c", "mps2.ld", "Makefile"]
+    sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
+    flash = _arm_flash(out_dir, quantized)
+    sizes.update(flash)
+    report["c"] = {"prefix": prefix, "quantized": quantized, **sizes}
+    if device is not None:
+        _check_fit(device, sizes, quantized, graph)
+        report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
+    result = {"files": files, "report": report,
+              "c": {"prefix": prefix, "quantized": quantized, "measure": bool(options.get("measure", True)),
+                    "state_bytes": code.state_bytes}}
+    if quantized:
+        result["tolerance"] = None   # measured and reported; the integer path is checked bit for bit instead
+    return result
+
+
+def _arm_flash(out_dir: Path, quantized: bool) -> dict:
+    """Flash bytes of model.o (text + rodata + data) for Cortex-M4 and M0, when the toolchain is here."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        return {"flash_bytes": None, "flash_note": "arm-none-eabi-gcc not installed"}
+    out = {}
+    for cpu in ("m4", "m0") if quantized else ("m4",):
+        _make(out_dir, f"model_{cpu}.o")
+        sec = _sections(out_dir / f"model_{cpu}.o")
+        out[f"flash_bytes_{cpu}"] = sec["text"] + sec["rodata"] + sec["data"]
+        out[f"sections_{cpu}"] = sec
+    out["flash_bytes"] = out["flash_bytes_m4"]
+    return out
+
+
+def _sections(obj: Path) -> dict:
+    r = subprocess.run([_need("arm-none-eabi-size", "binutils-arm-none-eabi"), "-A", str(obj)],
+                       capture_output=True, text=True, check=True)
+    sec = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit():
+            name = parts[0]
+            for k in sec:
+                if name.startswith("." + k):
+                    sec[k] += int(parts[1])
+    return sec
+
+
+def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
+    dev = DEVICES[device]
+    flash = sizes.get(f"flash_bytes_{dev['cpu'][-2:]}") or sizes.get("flash_bytes") or sizes["const_data_bytes"]
+    problems = []
+    if flash > dev["flash"]:
+        problems.append(f"flash: needs {flash} bytes, the device has {dev['flash']} (over by {flash - dev['flash']})")
+    if sizes["ram_bytes"] > dev["ram"]:
+        problems.append(f"RAM: needs {sizes['ram_bytes']} bytes, the device has {dev['ram']} "
+                        f"(over by {sizes['ram_bytes'] - dev['ram']})")
+    if problems:
+        hints = []
+        if not quantized:
+            hints.append("--quantize int8 (4x smaller weights)")
+        if any(getattr(getattr(l, "memory", None), "TYPE", "") == "dense_ss" for l in graph.lmu_layers):
+            hints.append("--realization rk4 (stores q numbers instead of a q*q matrix)")
+        hints.append("--state-bits 16 or fewer")
+        raise ArtifactError(f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
+                            f"try {', '.join(hints)}")
+
+
+# --- building and running -------------------------------------------------------------------
+
+def _make(directory: Path, target: str) -> Path:
+    make = _need("make", "make")
+    if target.endswith(".elf") or target.endswith(".o"):
+        _need("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi")
+    else:
+        _need("gcc", "gcc")
+    r = subprocess.run([make, "-s", target], cwd=directory, capture_output=True, text=True)
+    if r.returncode != 0:
+        msg = (r.stderr or r.stdout).strip().splitlines()
+        raise LmuEdgeError(f"building {target} in {directory} failed: {' / '.join(msg[-3:])}")
+    return Path(directory).resolve() / target
+
+
+def _is_quantized(art) -> bool:
+    return bool(art.manifest.get("c", {}).get("quantized"))
+
+
+def _qgraph(art):
+    if not hasattr(art, "_qgraph"):
+        art._qgraph = irfile.load_ir(art.path / "quantized.lmu.npz")
+    return art._qgraph
+
+
+def _write_input(path: Path, data: np.ndarray, dtype_code: int):
+    N, T, F = data.shape
+    with open(path, "wb") as f:
+        f.write(b"LMUX")
+        f.write(np.array([dtype_code, N, T, F], dtype="<i4").tobytes())
+        f.write(np.ascontiguousarray(data).tobytes())
+
+
+def _read_output(path: Path, n_out: int) -> np.ndarray:
+    raw = path.read_bytes()
+    if raw[:4] != b"LMUY":
+        raise LmuEdgeError(f"{path}: the harness wrote no output (bad magic)")
+    code, N, T, F = np.frombuffer(raw[4:20], dtype="<i4")
+    dt = np.int8 if code == 1 else np.float32
+    return np.frombuffer(raw[20:], dtype=dt).reshape(N, T, F)
+
+
+def run_native(art, data: np.ndarray, runtime: str) -> tuple:
+    """Run int8 (quantized artifacts) or float32 data ``(N, T, F)`` through the compiled harness.
+
+    Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``."""
+    quantized = data.dtype == np.int8
+    if runtime == "host":
+        exe = _make(art.path, "harness_host")
+        cmd_prefix = [str(exe)]
+    elif runtime in ("cortex-m4", "cortex-m0"):
+        if runtime == "cortex-m0" and not _is_quantized(art):
+            raise ArtifactError("runtime cortex-m0 runs the integer path only (no FPU): convert with --quantize int8")
+        qemu = _need("qemu-system-arm", "qemu-system-arm")
+        exe = _make(art.path, "model_m4.elf" if runtime == "cortex-m4" else "model_m0.elf")
+        cmd_prefix = [qemu, *QEMU_ARGS, "-kernel", str(exe)]
+    else:
+        raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
+    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp:
+        tmp = Path(tmp)
+        _write_input(tmp / "lmu_in.bin", data, 1 if quantized else 4)
+        cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
+        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            raise LmuEdgeError(f"the {runtime} harness failed (exit {r.returncode}): "
+                               f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}")
+        y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
+    stats = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("lmu-edge:"):
+            stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+    if runtime != "host" and stats.get("steps"):
+        stats["instructions_per_step"] = stats["ticks"] * INSN_PER_TICK / stats["steps"]
+    return y, stats
+
+
+def run(art, x, runtime):
+    g = art.graph
+    if _is_quantized(art):
+        qg = _qgraph(art)
+        yq, _ = run_native(art, intsim.quantize_input(qg, x).astype(np.int8), runtime)
+        y = intsim.dequantize_output(qg, yq)
+    else:
+        y, _ = run_native(art, x.astype(np.float32), runtime)
+        y = y.astype(np.float64)
+    return y if g.output_is_sequence else y[:, -1]
+
+
+def check(art, x) -> dict:
+    """Bit-exactness of the host build against the integer reference (integer artifacts), and
+    instructions per step on Cortex-M under QEMU when the toolchain is installed."""
+    out = {}
+    man = art.manifest.get("c", {})
+    if man.get("quantized"):
+        qg = _qgraph(art)
+        xq = intsim.quantize_input(qg, x)
+        y_ref = intsim.run_int(qg, xq)
+        y_c, stats = run_native(art, xq.astype(np.int8), "host")
+        out["bit_exact_host"] = bool(np.array_equal(y_c.astype(np.int64), y_ref))
+        out["state_bytes_reported_by_c"] = stats.get("state_bytes")
+        if not out["bit_exact_host"]:
+            out["passed"] = False
+    if man.get("measure") and shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc"):
+        probe = x[:1, : min(x.shape[1], 200)]
+        for rt in ("cortex-m4", "cortex-m0") if man.get("quantized") else ("cortex-m4",):
+            data = intsim.quantize_input(_qgraph(art), probe).astype(np.int8) if man.get("quantized") \
+                else probe.astype(np.float32)
+            _, stats = run_native(art, data, rt)
+            out[f"instructions_per_step_{rt.replace('cortex-', '')}"] = round(stats["instructions_per_step"], 1)
+    return out
+
+
+# --- streaming through ctypes -------------------------------------------------------------------
+
+class CStream:
+    """Drive the compiled C one sample at a time (host build, through ctypes)."""
+
+    def __init__(self, art):
+        self.art = art
+        lib_path = _make(art.path, "libmodel.so")
+        self.lib = ctypes.CDLL(str(lib_path))
+        p = art.manifest["c"]["prefix"]
+        self.quantized = _is_quantized(art)
+        self._size = getattr(self.lib, f"{p}_state_size")
+        self._size.restype = ctypes.c_size_t
+        self._reset = getattr(self.lib, f"{p}_reset")
+        self._step = getattr(self.lib, f"{p}_step_int8" if self.quantized else f"{p}_step")
+        self.n_in, self.n_out = art.graph.input_features, art.graph.output_features
+        self.reset()
+
+    def reset(self, batch: int = 1):
+        self.batch = int(batch)
+        size = self._size()
+        self.states = [ctypes.create_string_buffer(size) for _ in range(self.batch)]
+        for s in self.states:
+            self._reset(s)
+
+    def step(self, x_t):
+        x = np.asarray(x_t, np.float64)
+        single = x.ndim == 1
+        x = x.reshape(-1, self.n_in)
+        if x.shape[0] != self.batch:
+            raise ArtifactError(f"step: expected {self.batch} samples (the batch given to reset), got {x.shape[0]}")
+        out = np.empty((self.batch, self.n_out))
+        for b, s in enumerate(self.states):
+            if self.quantized:
+                qg = _qgraph(self.art)
+                xq = intsim.quantize_input(qg, x[b][None, None])[0, 0].astype(np.int8)
+                yq = np.zeros(self.n_out, np.int8)
+                self._step(s, xq.ctypes.data_as(ctypes.c_void_p), yq.ctypes.data_as(ctypes.c_void_p))
+                out[b] = intsim.dequantize_output(qg, yq)
+            else:
+                xf = np.ascontiguousarray(x[b], np.float32)
+                yf = np.zeros(self.n_out, np.float32)
+                self._step(s, xf.ctypes.data_as(ctypes.c_void_p), yf.ctypes.data_as(ctypes.c_void_p))
+                out[b] = yf
+        return out[0] if single else out
+
+    def step_int8(self, xq):
+        """One step of the int8 API on int8 inputs ``(batch, F)``; returns int8 outputs."""
+        xq = np.ascontiguousarray(np.asarray(xq, np.int8).reshape(self.batch, self.n_in))
+        out = np.zeros((self.batch, self.n_out), np.int8)
+        for b, s in enumerate(self.states):
+            row = np.ascontiguousarray(xq[b])
+            y = np.zeros(self.n_out, np.int8)
+            self._step(s, row.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p))
+            out[b] = y
+        return out
+
+
+def stream(art, runtime):
+    if runtime != "host":
+        raise ArtifactError(f"stream() drives the host build through ctypes; runtime {runtime!r} runs whole "
+                            f"sequences only (use run())")
+    return CStream(art)

@@ -1,0 +1,345 @@
+"""C code generation: a graph -> the data and glue of model.c / model.h.
+
+The generated code holds constant arrays, parameter structs and the sequence of
+runtime calls for one step; the algorithms live in ``lmu_runtime.h``. Integer
+graphs (from :func:`lmu_edge.quantize`) produce ``<prefix>_step_int8`` plus a
+float32 wrapper; float graphs produce a float32 ``<prefix>_step``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import List
+
+import numpy as np
+
+from .. import ir, lti, qir
+
+C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+              "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+              "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+              "volatile", "while", "main"}
+ACT_CODES = {"linear": "LMU_LINEAR", "relu": "LMU_RELU", "relu6": "LMU_RELU6", "tanh": "LMU_TANH",
+             "sigmoid": "LMU_SIGMOID", "softmax": "LMU_SOFTMAX", "silu": "LMU_SILU"}
+SIZES = {"int64_t": 8, "int32_t": 4, "float": 4, "int16_t": 2, "int8_t": 1}
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS \
+            or prefix.startswith("__") or prefix.startswith("lmu_"):
+        raise ValueError(f"--prefix {prefix!r} is not usable as a C identifier prefix: use letters, digits and "
+                         f"underscores, start with a letter, and avoid C keywords and the runtime's 'lmu_' prefix")
+    return prefix
+
+
+def c_float(v) -> str:
+    """A float32 literal that round-trips exactly."""
+    f = np.float32(v)
+    if not np.isfinite(f):
+        raise ValueError(f"cannot write the non-finite value {v!r} into C")
+    s = f"{float(f):.9g}"
+    if not any(ch in s for ch in ".en"):
+        s += ".0"
+    return s + "f"
+
+
+def _body(values, ctype) -> str:
+    flat = np.asarray(values).ravel()
+    if ctype == "float":
+        items = [c_float(v) for v in flat]
+    else:
+        items = [str(int(v)) for v in flat]
+    if not items:
+        items = ["0"]
+    per = 8 if ctype == "float" else 16
+    return "\n".join("    " + ", ".join(items[i:i + per]) + "," for i in range(0, len(items), per))
+
+
+def _ctype_bits(bits: int) -> str:
+    return "int8_t" if bits <= 8 else ("int16_t" if bits <= 16 else "int32_t")
+
+
+@dataclass
+class Code:
+    prefix: str
+    arrays: List[dict] = field(default_factory=list)
+    objects: List[str] = field(default_factory=list)
+    fields: List[tuple] = field(default_factory=list)      # (ctype, name, count)
+    reset_lines: List[str] = field(default_factory=list)
+    step_lines: List[str] = field(default_factory=list)
+    const_bytes: int = 0
+    macs: int = 0
+
+    def array(self, name, ctype, values, comment="") -> str:
+        sym = f"{self.prefix}_{name}"
+        vals = np.asarray(values).ravel()
+        self.arrays.append({"name": sym, "ctype": ctype, "count": max(vals.size, 1), "body": _body(vals, ctype),
+                            "comment": comment or name})
+        self.const_bytes += SIZES[ctype] * max(vals.size, 1)
+        return sym
+
+    def state(self, ctype, name, count=1) -> str:
+        self.fields.append((ctype, name, int(count)))
+        return f"s->{name}"
+
+    def struct_fields(self) -> list:
+        order = sorted(self.fields, key=lambda f: -SIZES[f[0]])    # widest first: no padding inside
+        return [f"{t} {n}[{c}];" for t, n, c in order]
+
+    @property
+    def state_bytes(self) -> int:
+        total = sum(SIZES[t] * c for t, _, c in self.fields)
+        align = max((SIZES[t] for t, _, _ in self.fields), default=1)
+        return -(-total // align) * align
+
+
+# --- integer graphs -------------------------------------------------------------------------
+
+class _Bufs:
+    """Two ping-pong activation buffers; ``next_for(cur)`` never returns the buffer being read."""
+
+    def __init__(self, code, ctype, width):
+        self.a = code.state(ctype, "act0", width)
+        self.b = code.state(ctype, "act1", width)
+
+    def next_for(self, cur):
+        return self.b if cur == self.a else self.a
+
+
+def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
+    parts = []
+    for k, p in enumerate(q.parts):
+        w = code.array(f"{name}_p{k}_w", "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)")
+        m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
+        s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
+        parts.append(f"{{{w}, {p.kernel.shape[0]}, {p.in_zp}, {m}, {s}}}")
+        code.macs += int(p.kernel.size)
+    bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
+    lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table") if q.lut is not None else "NULL"
+    sym = f"{code.prefix}_{name}"
+    code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{{', '.join(parts)}}};")
+    code.objects.append(f"static const lmu_qlinear_t {sym} = {{{sym}_parts, {len(parts)}, {q.units}, {bias}, "
+                        f"{q.out_zp}, {q.clamp_min}, {q.clamp_max}, {lut}}};")
+    return sym
+
+
+def generate_int(graph: ir.Graph, prefix: str) -> Code:
+    code = Code(prefix)
+    shapes = graph.shapes()
+    widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
+    units = [l.linear.units for l in graph.layers if isinstance(l, qir.QDense)]
+    for l in graph.layers:
+        if isinstance(l, qir.QLMU):
+            units += [l.encoder.units] + ([l.hidden.units] if l.hidden is not None else [])
+    bufs = _Bufs(code, "int8_t", max(widths))
+    acc = code.state("int32_t", "acc", max(units + [1]))
+    cur = "x"
+    for i, (layer, n_in, n_out, _) in enumerate(shapes):
+        tag = f"l{i}"
+        if isinstance(layer, qir.QInput):
+            continue
+        nxt = bufs.next_for(cur)
+        if isinstance(layer, qir.QDense):
+            lin = _qlinear(code, f"{tag}_dense", layer.linear)
+            code.step_lines.append(f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, {nxt}); }}"
+                                   f"  /* {layer.name} */")
+            cur = nxt
+        elif isinstance(layer, qir.QLut):
+            lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{layer.name}: activation table")
+            code.step_lines.append(f"lmu_qlut({lut}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+            cur = nxt
+        elif isinstance(layer, qir.QSoftmax):
+            lut = code.array(f"{tag}_exp", "int32_t", layer.exp_lut, f"{layer.name}: exp table (Q16)")
+            code.step_lines.append(f"lmu_qsoftmax({lut}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+            cur = nxt
+        elif isinstance(layer, qir.QPool):
+            sm = code.state("int64_t", f"{tag}_sum", n_in)
+            cnt = code.state("int32_t", f"{tag}_count", 1)
+            code.step_lines.append(f"lmu_qpool({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
+                                   f"{layer.shift}, {layer.out_zp});  /* {layer.name} */")
+            cur = nxt
+        elif isinstance(layer, qir.QLMU):
+            cur = _int_lmu(code, tag, layer, n_in, cur, acc)
+        else:  # pragma: no cover - quantize() makes only these
+            raise TypeError(f"no C generator for {type(layer).__name__}")
+    n_out = graph.output_features
+    code.step_lines.append(f"memcpy(y, {cur}, {n_out});")
+    return code
+
+
+def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -> str:
+    d, q = L.memory_d, L.order
+    st = _ctype_bits(L.state_type.width)
+    bits = L.state_type.width
+    m = code.state(st, f"{tag}_m", d * q)
+    u = code.state("int32_t", f"{tag}_u", d)
+    h = None
+    if L.hidden is not None:
+        h = code.state("int8_t", f"{tag}_h", L.hidden.units)
+        code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
+    zlen = d * q + (n_in if L.input_to_hidden else 0)
+    z = code.state("int8_t", f"{tag}_z", zlen)
+    mz_m, mz_s = L.m_to_z
+    ins = [cur]
+    lines = [f"/* {L.name}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
+    if L.hidden_to_memory:
+        ins.append(h)
+    if L.memory_to_memory:
+        mzp = code.state("int8_t", f"{tag}_mzp", d * q)
+        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = lmu_requant8({m}[k_], {mz_m}, "
+                     f"{mz_s}, {L.z_zp}); }}")
+        ins.append(mzp)
+    enc = _qlinear(code, f"{tag}_enc", L.encoder)
+    lines.append(f"{{ const int8_t *in_[{len(ins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(ins))
+                 + f" lmu_qlinear(&{enc}, in_, {u}); }}")
+    mem = L.memory
+    if isinstance(mem, qir.QDenseMemory):
+        ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
+        C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{L.name}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
+        B = code.array(f"{tag}_B", "int32_t", mem.B, f"{L.name}: Bbar, {mem.b_frac} fractional bits")
+        tmp = code.state("int64_t", f"{tag}_tmp", q)
+        lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
+                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp});")
+        code.macs += d * (q * q + q)
+    elif isinstance(mem, qir.QRKMemory):
+        hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{L.name}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
+        w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
+        lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
+                     f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
+        code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
+    else:
+        ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
+        Lk = mem.kernel.shape[1]
+        K = code.array(f"{tag}_kernel", ct, mem.kernel, f"{L.name}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
+        buf = code.state(st, f"{tag}_buf", d * Lk)
+        head = code.state("int32_t", f"{tag}_head", 1)
+        shift = mem.kernel_frac + L.u_type.frac - L.state_type.frac
+        lines.append(f"lmu_fir_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {K}, {Lk}, "
+                     f"{shift}, {bits}, {buf}, {head});")
+        code.macs += d * q * Lk
+    lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, "
+                 f"{L.z_zp}); }}")
+    if L.input_to_hidden:
+        xm, xs, xzp = L.x_to_z
+        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = lmu_requant8((int32_t){cur}[k_] - "
+                     f"({xzp}), {xm}, {xs}, {L.z_zp}); }}")
+    out = z
+    if L.hidden is not None:
+        hid = _qlinear(code, f"{tag}_hidden", L.hidden)
+        hins = [z, h] if L.hidden_recurrent else [z]
+        lines.append(f"{{ const int8_t *in_[{len(hins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
+                     + f" lmu_qlinear_i8(&{hid}, in_, {acc}, {h}); }}")
+        out = h
+    code.step_lines.extend(lines)
+    return out
+
+
+def bits_tag(ctype: str) -> int:
+    return {"int8_t": 8, "int16_t": 16, "int32_t": 32}[ctype]
+
+
+# --- float graphs ---------------------------------------------------------------------------
+
+def generate_float(graph: ir.Graph, prefix: str) -> Code:
+    code = Code(prefix)
+    shapes = graph.shapes()
+    widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
+    bufs = _Bufs(code, "float", max(widths))
+    cur = "x"
+    for i, (layer, n_in, n_out, _) in enumerate(shapes):
+        tag = f"l{i}"
+        nxt = bufs.next_for(cur)
+        if isinstance(layer, ir.Dense):
+            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T, f"{layer.name}: kernel (out, in)")
+            b = code.array(f"{tag}_bias", "float", layer.bias, f"{layer.name}: bias") if layer.bias is not None else "NULL"
+            code.step_lines += [f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {layer.name} */",
+                                f"lmu_f_add_bias({nxt}, {b}, {n_out});",
+                                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});"]
+            code.macs += n_in * n_out
+        elif isinstance(layer, ir.Activation):
+            code.step_lines += [f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {layer.name} */",
+                                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_in});"]
+        elif isinstance(layer, ir.TimePooling):
+            sm = code.state("float", f"{tag}_sum", n_in)
+            cnt = code.state("int32_t", f"{tag}_count", 1)
+            code.step_lines.append(f"lmu_f_pool({sm}, {cnt}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+        elif isinstance(layer, ir.LMU):
+            nxt = _float_lmu(code, tag, layer, n_in, cur)
+        else:  # pragma: no cover
+            raise TypeError(f"no C generator for {type(layer).__name__}")
+        cur = nxt
+    code.step_lines.append(f"memcpy(y, {cur}, sizeof(float) * {graph.output_features});")
+    return code
+
+
+def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
+    d, q = L.memory_d, L.order
+    m = code.state("float", f"{tag}_m", d * q)
+    u = code.state("float", f"{tag}_u", d)
+    units = L.hidden.units if L.hidden is not None else 0
+    h = code.state("float", f"{tag}_h", max(units, 1)) if L.hidden is not None else None
+    lines = [f"/* {L.name}: LMU, memory_d={d}, order={q}, theta={L.theta:g} */"]
+    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T, f"{L.name}: input encoders (d, in)")
+    lines.append(f"lmu_f_matvec({enc}, {cur}, {u}, {n_in}, {d}, 0);")
+    code.macs += n_in * d
+    if L.encoder_bias is not None:
+        b = code.array(f"{tag}_enc_bias", "float", L.encoder_bias, f"{L.name}: encoder bias")
+        lines.append(f"lmu_f_add_bias({u}, {b}, {d});")
+    if L.hidden_encoders is not None:
+        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T, f"{L.name}: hidden encoders (d, units)")
+        lines.append(f"lmu_f_matvec({he}, {h}, {u}, {units}, {d}, 1);")
+        code.macs += units * d
+    if L.memory_encoders is not None:
+        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T, f"{L.name}: memory encoders (d, d*order)")
+        lines.append(f"lmu_f_matvec({me}, {m}, {u}, {d * q}, {d}, 1);")
+        code.macs += d * q * d
+    mem = L.memory
+    if isinstance(mem, ir.DenseSS):
+        A = code.array(f"{tag}_Abar", "float", mem.Abar, f"{L.name}: Abar ({mem.method})")
+        B = code.array(f"{tag}_Bbar", "float", mem.Bbar, f"{L.name}: Bbar")
+        tmp = code.state("float", f"{tag}_tmp", q)
+        lines.append(f"lmu_f_dense_memory({m}, {u}, {d}, {q}, {A}, {B}, {tmp});")
+        code.macs += d * (q * q + q)
+    elif isinstance(mem, ir.RungeKutta):
+        hc = code.array(f"{tag}_hc", "float", lti.structure_coefficients(q, L.theta) / mem.substeps,
+                        f"{L.name}: (2i+1)/theta/substeps")
+        w = code.state("float", f"{tag}_w", mem.rk_order * q)
+        lines.append(f"lmu_f_rk_memory({m}, {u}, {d}, {q}, {hc}, {mem.rk_order}, {mem.substeps}, {w});")
+        code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
+    elif isinstance(mem, ir.FIR):
+        Lk = mem.kernel.shape[1]
+        K = code.array(f"{tag}_kernel", "float", mem.kernel, f"{L.name}: FIR kernel (order, {Lk})")
+        buf = code.state("float", f"{tag}_buf", d * Lk)
+        head = code.state("int32_t", f"{tag}_head", 1)
+        lines.append(f"lmu_f_fir_memory({m}, {u}, {d}, {q}, {K}, {Lk}, {buf}, {head});")
+        code.macs += d * q * Lk
+    else:
+        raise TypeError(f"layer {L.name!r} is in parallel form: fold the graph first")
+    zlen = d * q + (n_in if L.input_to_hidden else 0)
+    if L.hidden is None and not L.input_to_hidden:
+        code.step_lines.extend(lines)
+        return m
+    z = code.state("float", f"{tag}_z", zlen)
+    lines.append(f"memcpy({z}, {m}, sizeof(float) * {d * q});")
+    if L.input_to_hidden:
+        lines.append(f"memcpy({z} + {d * q}, {cur}, sizeof(float) * {n_in});")
+    if L.hidden is None:
+        code.step_lines.extend(lines)
+        return z
+    acc = code.state("float", f"{tag}_hacc", units)
+    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T, f"{L.name}: hidden kernel (units, in)")
+    lines.append(f"lmu_f_matvec({W}, {z}, {acc}, {zlen}, {units}, 0);")
+    code.macs += zlen * units
+    if isinstance(L.hidden, ir.HiddenSimpleRNN):
+        U = code.array(f"{tag}_recurrent", "float", np.asarray(L.hidden.recurrent_kernel).T,
+                       f"{L.name}: recurrent kernel (units, units)")
+        lines.append(f"lmu_f_matvec({U}, {h}, {acc}, {units}, {units}, 1);")
+        code.macs += units * units
+    if L.hidden.bias is not None:
+        hb = code.array(f"{tag}_hidden_bias", "float", L.hidden.bias, f"{L.name}: hidden bias")
+        lines.append(f"lmu_f_add_bias({acc}, {hb}, {units});")
+    lines.append(f"lmu_f_activation({ACT_CODES[L.hidden.activation]}, {acc}, {units});")
+    lines.append(f"memcpy({h}, {acc}, sizeof(float) * {units});")
+    code.step_lines.extend(lines)
+    return h

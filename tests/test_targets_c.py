@@ -1,0 +1,236 @@
+"""The C target, run for real: host gcc, and Cortex-M4 / M0 images under qemu-system-arm."""
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import intsim, ir, lti
+from lmu_edge.errors import ArtifactError, LmuEdgeError
+from lmu_edge.metrics import relative_error
+
+from conftest import lmu_edge_cli
+from graphs import chain
+
+ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
+needs_arm = pytest.mark.skipif(not ARM, reason="arm-none-eabi-gcc / qemu-system-arm not installed "
+                                               "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+
+
+def _fir_pool_softmax(rng):
+    q = 6
+    kernel = lti.legendre_impulse_response(q, 8.0, 20)
+    g = chain(rng, q=q, theta=8.0, memory=ir.ImpulseResponse(kernel, "truncated"))
+    layers = g.layers[:2] + (ir.TimePooling("pool"), ir.Dense("cls", rng.standard_normal((5, 3)), np.zeros(3), "softmax"))
+    return ir.Graph("fps", 2, layers)
+
+
+CONFIGS = {
+    # name: (graph builder, realization, state bits)
+    "memory_d3_input_to_hidden": (lambda r: chain(r, d=3, q=6, theta=9.0, input_to_hidden=True), "auto", 16),
+    "rnn_path_simple_rnn": (lambda r: chain(r, q=6, theta=10.0, hidden="simple_rnn", rnn_path=True), "auto", 16),
+    "rk4": (lambda r: chain(r, q=8, theta=12.0), "rk4", 32),
+    "fir_pool_softmax": (_fir_pool_softmax, "auto", 16),
+    "euler_no_hidden_last_step": (lambda r: chain(r, q=8, theta=40.0, disc="euler", hidden=None,
+                                                   return_sequences=False), "auto", 32),
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Each configuration converted once to int8 C and once to float32 C."""
+    out = {}
+    for name, (make, real, bits) in CONFIGS.items():
+        rng = np.random.default_rng(abs(hash(name)) % 2**32)
+        g = lmu_edge.fold(make(rng), real)
+        theta = max(l.theta for l in g.lmu_layers)
+        x = rng.standard_normal((3, int(10 * theta) + 5, g.input_features))
+        d = tmp_path_factory.mktemp(name)
+        a_int = lmu_edge.convert(g, "c", d / "int8", quantize="int8", calibration=x, state_bits=bits, measure=False)
+        a_flt = lmu_edge.convert(g, "c", d / "float", measure=False)
+        out[name] = (g, x, a_int, a_flt)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_integer_c_is_bit_exact_with_the_integer_reference_on_the_host(built, name):
+    g, x, art, _ = built[name]
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    xq = intsim.quantize_input(qg, x)
+    y_c, stats = art.module.run_native(art, xq.astype(np.int8), "host")
+    assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq))
+    assert stats["state_bytes"] == art.manifest["c"]["state_bytes"]      # the RAM figure is sizeof(state)
+    # and the dequantized outputs are what lmu_edge.simulate gives for the quantized graph
+    np.testing.assert_array_equal(art.run(x), lmu_edge.simulate(qg, x))
+
+
+@needs_arm
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("cpu", ["cortex-m4", "cortex-m0"])
+def test_integer_c_is_bit_exact_on_cortex_m_under_qemu(built, name, cpu):
+    g, x, art, _ = built[name]
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    xq = intsim.quantize_input(qg, x[:1])
+    y_arm, stats = art.module.run_native(art, xq.astype(np.int8), cpu)
+    assert np.array_equal(y_arm.astype(np.int64), intsim.run_int(qg, xq))
+    assert stats["instructions_per_step"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_float32_c_matches_the_float_reference(built, name):
+    g, x, _, art = built[name]
+    assert relative_error(art.run(x), lmu_edge.simulate(g, x)) <= 1e-5
+
+
+@needs_arm
+@pytest.mark.slow
+def test_float32_c_on_cortex_m4_matches_the_float_reference(built):
+    g, x, _, art = built["rk4"]
+    assert relative_error(art.run(x[:1], runtime="cortex-m4"), lmu_edge.simulate(g, x[:1])) <= 1e-5
+
+
+@pytest.mark.parametrize("kind", ["int8", "float"])
+def test_streaming_equals_batch_and_reset_resets(built, kind):
+    g, x, a_int, a_flt = built["rnn_path_simple_rnn"]
+    art = a_int if kind == "int8" else a_flt
+    y = art.run(x)
+    s = art.stream()
+    for _ in range(2):                                 # the second pass proves reset() really resets
+        s.reset(batch=3)
+        ys = np.stack([s.step(x[:, t]) for t in range(x.shape[1])], axis=1)
+        if kind == "int8":
+            np.testing.assert_array_equal(ys, y)
+        else:
+            np.testing.assert_allclose(ys, y, rtol=0, atol=1e-6 * np.abs(y).max())
+
+
+def test_adversarial_inputs_never_saturate_the_state(built):
+    """Inputs pinned at the edges of the calibrated range for a long time, in the sign pattern that
+    drives each state component hardest; the state stays inside the proven bound, below saturation."""
+    for name in ("memory_d3_input_to_hidden", "rk4", "euler_no_hidden_last_step"):
+        g, x, art, _ = built[name]
+        qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+        lmu = next(l for l in qg.layers if l.TYPE == "q_lmu")
+        lo, hi = x.min(), x.max()
+        T = int(20 * lmu.theta)
+        period = max(2, int(lmu.theta))
+        square = np.where((np.arange(T) // period) % 2 == 0, hi, lo)
+        patterns = np.stack([np.full(T, hi), np.full(T, lo), square, square[::-1]])
+        xs = np.repeat(patterns[:, :, None], g.input_features, axis=2)
+        xs[1::2, :, ::2] = lo                        # mixed signs across features
+        xs[0::2, :, 1::2] = hi
+        s = intsim.IntStream(qg)
+        xq = intsim.quantize_input(qg, xs)
+        s.reset(xq.shape[0])
+        for t in range(T):
+            s.step(xq[:, t])
+        peak = s.state_peaks()[lmu.name]
+        bound_lsb = lmu.state_bound * 2.0 ** lmu.state_type.frac
+        assert peak <= bound_lsb <= lmu.state_type.max_int, (name, peak, bound_lsb)
+        assert peak < lmu.state_type.max_int
+        # the C agrees on the same adversarial stream
+        y_c, _ = art.module.run_native(art, xq[:2].astype(np.int8), "host")
+        assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq[:2]))
+
+
+def test_report_has_sizes_costs_bound_and_error(built):
+    _, _, art, _ = built["memory_d3_input_to_hidden"]
+    rep = json.loads((art.path / "report.json").read_text())
+    c = rep["c"]
+    assert c["ram_bytes"] == art.manifest["c"]["state_bytes"] > 0
+    assert c["macs_per_step"] > 0 and c["const_data_bytes"] > 0
+    lmu = [l for l in rep["quantization"]["layers"] if l["type"] == "lmu"][0]
+    assert lmu["bound_proven"] and lmu["state_bound_lsb"] <= lmu["state_max_int"]
+    assert rep["verification"]["bit_exact_host"] is True
+    assert np.isfinite(rep["verification"]["error_vs_source"])
+
+
+@needs_arm
+def test_flash_and_instruction_counts_are_measured(tmp_path, rng):
+    g = lmu_edge.fold(chain(rng, q=6, theta=8.0))
+    x = rng.standard_normal((2, 40, 2))
+    art = lmu_edge.convert(g, "c", tmp_path / "o", quantize="int8", calibration=x)
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["c"]["flash_bytes_m4"] > rep["c"]["const_data_bytes"] > 0
+    assert rep["c"]["flash_bytes_m0"] > 0
+    v = rep["verification"]
+    assert v["instructions_per_step_m4"] > rep["c"]["macs_per_step"]     # at least one instruction per MAC
+    assert v["instructions_per_step_m0"] > v["instructions_per_step_m4"]  # ARMv6-M has no SMLAL, no DSP
+
+
+@needs_arm
+def test_cortex_m0_object_uses_no_floating_point(built):
+    _, _, art, _ = built["rk4"]
+    art.module._make(art.path, "model_m0.o")
+    r = subprocess.run(["arm-none-eabi-nm", "-u", str(art.path / "model_m0.o")], capture_output=True, text=True)
+    undefined = r.stdout.split()
+    assert not [s for s in undefined if s.startswith(("__aeabi_f", "__aeabi_d", "__aeabi_i2f", "__aeabi_l2f"))]
+
+
+def test_symbols_carry_the_prefix_and_bad_prefixes_are_refused(tmp_path, rng):
+    g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
+    art = lmu_edge.convert(g, "c", tmp_path / "o", prefix="kws_v2", measure=False)
+    art.module._make(art.path, "libmodel.so")
+    r = subprocess.run(["nm", "-D", "--defined-only", str(art.path / "libmodel.so")], capture_output=True, text=True)
+    syms = [l.split()[-1] for l in r.stdout.splitlines() if l.split() and l.split()[-2] in ("T", "D", "R")]
+    assert syms and all(s.startswith("kws_v2_") for s in syms), syms
+    for bad in ("2fast", "int", "my-model", "lmu_x"):
+        with pytest.raises(ArtifactError, match="C identifier"):
+            lmu_edge.convert(g, "c", tmp_path / bad, prefix=bad)
+        assert not (tmp_path / bad).exists()
+
+
+def test_float_literals_round_trip():
+    from lmu_edge.targets.c_codegen import c_float
+    for v in [0.1, -1 / 3, 1.0, 3.4028235e38, 1e-45, 123456789.0, 0.0]:
+        text = c_float(v)
+        assert text.endswith("f")
+        assert np.float32(float(text[:-1])) == np.float32(v)
+
+
+def test_model_that_does_not_fit_the_device_is_a_clear_error(tmp_path, rng):
+    big = lmu_edge.fold(chain(rng, q=256, theta=2000.0, units=8), "zoh")    # a 256 x 256 float Abar: 256 KB
+    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m4-64k.*flash: needs \d+ bytes.*over by "
+                                            r"\d+.*--quantize int8.*--realization rk4"):
+        lmu_edge.convert(big, "c", tmp_path / "o", device="cortex-m4-64k", measure=False)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ArtifactError, match="no FPU"):
+        lmu_edge.convert(big, "c", tmp_path / "o", device="cortex-m0-32k", measure=False)
+
+
+def test_generated_code_is_data_and_calls(built):
+    _, _, art, _ = built["rk4"]
+    src = (art.path / "model.c").read_text()
+    body = src.split("_step_int8(", 1)[1]
+    assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")   # only copy loops
+    assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "Makefile").read_text()
+
+
+@needs_arm
+def test_cli_converts_and_runs_on_cortex_m4(tmp_path, rng):
+    g = lmu_edge.fold(chain(rng, q=6, theta=8.0))
+    model = lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    x = rng.standard_normal((2, 60, 2))
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    r = subprocess.run(lmu_edge_cli() + ["convert", str(model), "-t", "c", "--quantize", "int8", "--calibration",
+                                         str(tmp_path / "x.npy"), "--prefix", "kws", "-o", str(out), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"),
+                                         "--runtime", "cortex-m4"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    qg = lmu_edge.load(out / "quantized.lmu.npz")
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), lmu_edge.simulate(qg, x))
+
+
+def test_missing_toolchain_is_named(tmp_path, rng, monkeypatch):
+    g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
+    art = lmu_edge.convert(g, "c", tmp_path / "o", measure=False)
+    monkeypatch.setenv("PATH", str(tmp_path))      # no gcc, no qemu on this PATH
+    with pytest.raises(LmuEdgeError, match="qemu-system-arm is not installed"):
+        art.run(rng.standard_normal((1, 5, 2)), runtime="cortex-m4")
