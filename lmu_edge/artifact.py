@@ -227,6 +227,15 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=_json_default))
+        # the accuracy report (report.json + report.html) on a bounded slice of the same data
+        from . import report as _report
+        qpath = tmp / "quantized.lmu.npz"
+        qg = irfile.load_ir(qpath) if qpath.exists() else None
+        if progress:
+            progress("writing the accuracy report")
+        analysis = _report.analyze(source, graph, qg, x[:16, :2000], artifacts=(art,))
+        report.update({k: v for k, v in analysis.items() if k not in report})
+        _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:
             raise VerificationError(f"the converted model differs from the source by {err:.3g} on the "
                                     f"{verification['input']}, more than the tolerance {tol:g}; "

@@ -236,5 +236,86 @@ def verify(out_dir, input_path, runtime, tolerance):
     click.echo(f"PASS: error {r['error']:.3e} (relative to the output scale) {bound} [runtime {r['runtime']}]")
 
 
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.")
+@click.option("--labels", "labels_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Labels (.npy): integer classes give accuracy, anything else NRMSE.")
+@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for report.json, report.html and the artifacts.")
+@click.option("--target", "-t", "targets", multiple=True, default=["c"], show_default=True,
+              help="Targets to emit and run (repeatable).")
+@click.option("--quantize", default="int8", show_default=True, help="Number format of the artifacts.")
+@click.option("--weight-bits", type=click.IntRange(2, 8), default=8, show_default=True)
+@click.option("--state-bits", type=click.IntRange(8, 32), default=16, show_default=True)
+@click.option("--realization", default="auto", show_default=True,
+              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]))
+@click.option("--error-budget", type=float, default=1e-6, show_default=True)
+@click.option("--tolerance", type=float, help="Pass / fail bound on each target's error against the source model.")
+@click.option("--sweep", is_flag=True, help="Also sweep weight bits 2..8 against state bits 8..32 (slow).")
+@click.option("--max-sequences", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Evaluate on at most this many sequences of --data.")
+@click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
+def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bits, state_bits, realization,
+           error_budget, tolerance, sweep, max_sequences, force, quiet):
+    """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
+    each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
+    bit-width sweep. Writes report.json and a self-contained report.html."""
+    import warnings
+
+    import lmu_edge
+    from . import report as rep_mod
+    from .arrays import load_array
+    from .artifact import _prepare_out_dir
+    from .reference import check_input
+    _prepare_out_dir(out_dir, force)
+    source = lmu_edge.load(model)
+    x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
+    x = x[:max_sequences]
+    labels = None
+    if labels_path is not None:
+        labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
+    say = _progress(quiet)
+    folded = lmu_edge.fold(source, realization, error_budget, progress=say)
+    qg = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if quantize != "float":
+            qg = lmu_edge.quantize(folded, x, weight_bits=weight_bits, state_bits=state_bits)
+    for w in caught:
+        if say:
+            say(f"warning: {w.message}")
+    if out_dir.exists() and force:
+        import shutil
+        shutil.rmtree(out_dir)
+    arts = []
+    for t in targets:
+        opts = {"weight_bits": weight_bits, "state_bits": state_bits} if quantize != "float" else {}
+        arts.append(lmu_edge.convert(folded if t != "ir" else source, t, out_dir / t, quantize=quantize,
+                                     calibration=x if quantize != "float" else None, realization=realization,
+                                     error_budget=error_budget, progress=None, **opts))
+    data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=arts, tolerance=tolerance, progress=say)
+    if sweep:
+        grid = [(w, s) for s in (8, 12, 16, 24, 32) for w in range(2, 9)]
+        with click.progressbar(length=len(grid), label="bit-width sweep", file=None if not quiet else open(os.devnull, "w"),
+                               show_pos=True) as bar:
+            data["sweep"] = rep_mod.sweep(folded, x[:16], None if labels is None else labels[:16],
+                                          progress=lambda m: bar.update(1))
+    j, h = rep_mod.write(data, out_dir, title=f"{source.name} ({quantize})")
+    click.echo(f"wrote {j} and {h}")
+    if data.get("diagnosis"):
+        click.echo(data["diagnosis"]["text"])
+    for v in data["variants"]:
+        metric = f", {v['metric']['name']} {v['metric']['value']:.4f}" if "metric" in v else ""
+        sq = "inf" if v["sqnr_db"] is None else f"{v['sqnr_db']:.1f}"
+        click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
+    failed = [t for t in data["targets"] if not t["passed"]]
+    if failed:
+        click.echo(f"FAIL: {', '.join(t['target'] for t in failed)} beyond the tolerance {tolerance:g}", err=True)
+        sys.exit(1)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -174,6 +174,7 @@ class _LMURun(_Run):
             parts.append(self._mz(self.m))
         u = linear(L.encoder, parts)
         self.m = self._memory(u)
+        self.last = {"u": u, "state": self.m.reshape(self.m.shape[0], -1)}   # for reports
         self.max_abs_state = max(self.max_abs_state, int(np.max(np.abs(self.m))) if self.m.size else 0)
         z = self._mz(self.m)
         if L.input_to_hidden:

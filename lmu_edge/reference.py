@@ -172,6 +172,7 @@ class _LMURun(_Recorder):
         if self.menc is not None:
             u = u + self.m.reshape(N, -1) @ self.menc
         self.memory_step(u)
+        self.last = {"u": u, "state": self.m.reshape(N, -1)}   # for reports: the layer's internals this step
         z = self.m.reshape(N, -1)
         if self.L.input_to_hidden:
             z = np.concatenate([z, x], axis=-1)

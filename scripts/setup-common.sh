@@ -19,6 +19,8 @@ apt_install() {
 
 # the C target: host compiler, ARM cross compiler with newlib, and QEMU for Cortex-M
 C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
+# the report test opens the HTML page in a real browser
+REPORT_TEST_PACKAGES=(chromium)
 
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     local PY="${PYTHON:-python3}"

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
-apt_install "${C_TARGET_PACKAGES[@]}"
+apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}"
 make_venv "test,keras"
 
 echo "== pytest"

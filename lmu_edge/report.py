@@ -1,0 +1,416 @@
+"""The quantization accuracy report: what each choice cost, layer by layer and step by step.
+
+:func:`analyze` compares the source model (parallel form, float64), the folded float recurrence,
+the integer reference and every emitted artifact run in its runtime, on the user's data. It
+returns a JSON-able dict (schema :data:`SCHEMA_VERSION`, documented in docs/report.md);
+:func:`write` stores it as ``report.json`` and renders ``report.html``, one self-contained page
+with every plot embedded.
+
+Error attribution: the tensors of the integer graph are listed in data-flow order (each layer's
+encoder output ``u`` and LMU ``state`` before its output); the report names the tensor where the
+signal-to-quantization-noise ratio drops the most as the main source of error.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import intsim, ir, lti, qir, reference
+from .metrics import relative_error, sqnr_db
+
+SCHEMA_VERSION = 1
+
+
+def _finite(v):
+    """JSON has no infinity: an exact match (infinite SQNR) is written as null and shown as 'exact'."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+# --- traces --------------------------------------------------------------------------------
+
+def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
+    """Per layer: its output, and for LMU layers ``u`` and ``state``, every step ``(N, T, ...)``."""
+    runners = reference._runners(graph, np.float64)
+    N, T = x.shape[:2]
+    for r in runners:
+        r.reset(N)
+    out = {layer.name: {"out": []} for layer in graph.layers}
+    for t in range(T):
+        v = x[:, t]
+        for layer, r in zip(graph.layers, runners):
+            v = r.step(v)
+            rec = out[layer.name]
+            rec["out"].append(v)
+            if isinstance(layer, ir.LMU):
+                rec.setdefault("u", []).append(r.last["u"])
+                rec.setdefault("state", []).append(r.last["state"])
+    return {k: {kk: np.stack(vv, axis=1) for kk, vv in d.items()} for k, d in out.items()}
+
+
+def trace_int(qg: ir.Graph, x: np.ndarray) -> dict:
+    """As :func:`trace_float` for an integer graph, dequantized to real values."""
+    runners = intsim._runners(qg)
+    xq = intsim.quantize_input(qg, x)
+    N, T = x.shape[:2]
+    for r in runners:
+        r.reset(N)
+    out = {layer.name: {"out": []} for layer in qg.layers}
+    for t in range(T):
+        v = xq[:, t]
+        for layer, r in zip(qg.layers, runners):
+            v = r.step(v)
+            rec = out[layer.name]
+            rec["out"].append((v - layer.out_zp) * layer.out_scale)
+            if isinstance(layer, qir.QLMU):
+                rec.setdefault("u", []).append(layer.u_type.dequantize(r.last["u"]))
+                rec.setdefault("state", []).append(layer.state_type.dequantize(r.last["state"]))
+    return {k: {kk: np.stack(vv, axis=1) for kk, vv in d.items()} for k, d in out.items()}
+
+
+def _q_name(layer, qg) -> Optional[str]:
+    names = {l.name for l in qg.layers}
+    if isinstance(layer, ir.Dense) and layer.activation == "softmax" and layer.name + "_softmax" in names:
+        return layer.name + "_softmax"
+    return layer.name if layer.name in names else None
+
+
+def _type_range(qlayer, key) -> list:
+    if key == "state":
+        return [qlayer.state_type.min, qlayer.state_type.max]
+    if key == "u":
+        return [qlayer.u_type.min, qlayer.u_type.max]
+    return [(-128 - qlayer.out_zp) * qlayer.out_scale, (127 - qlayer.out_zp) * qlayer.out_scale]
+
+
+def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
+    """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
+    tf, ti = trace_float(graph, x), trace_int(qg, x)
+    qlayers = {l.name: l for l in qg.layers}
+    rows = []
+    for layer in graph.layers:
+        qn = _q_name(layer, qg)
+        if qn is None:
+            continue
+        keys = (["u", "state"] if isinstance(layer, ir.LMU) else []) + ["out"]
+        for key in keys:
+            a, b = ti[qn][key], tf[layer.name][key]
+            src = ti[layer.name][key] if key != "out" else a
+            ql = qlayers[layer.name if key != "out" else qn]
+            rng = _type_range(ql, key)
+            hi = max(abs(float(b.min())), abs(float(b.max())), 1e-30)
+            row = {"layer": layer.name, "tensor": key, "name": f"{layer.name}.{key}",
+                   "sqnr_db": _finite(sqnr_db(src, b)), "max_error": float(np.max(np.abs(src - b))),
+                   "relative_error": relative_error(src, b),
+                   "float_range": [float(b.min()), float(b.max())], "type_range": [float(v) for v in rng],
+                   "range_used": hi / max(abs(rng[0]), abs(rng[1]), 1e-30),
+                   "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else "int8"),
+                   "hist": np.histogram(b, bins=40)[0].tolist(),
+                   "hist_edges": np.histogram(b, bins=40)[1].tolist()}
+            if key == "state":
+                row["bound"] = float(ql.state_bound)
+                row["saturated"] = bool(np.max(np.abs(ti[layer.name]["state"])) >= ql.state_type.max * (1 - 1e-12))
+            rows.append(row)
+    # attribution: the largest SQNR drop from one tensor to the next
+    prev = None
+    for row in rows:
+        s = row["sqnr_db"] if row["sqnr_db"] is not None else 300.0   # null: exact
+        row["sqnr_drop_db"] = 0.0 if prev is None else max(0.0, prev - s)
+        prev = min(s, prev) if prev is not None else s
+    return rows
+
+
+def diagnose(rows: list) -> dict:
+    if not rows:
+        return {}
+    worst = max(rows, key=lambda r: (r["sqnr_drop_db"], -(r["sqnr_db"] or 300)))
+    if rows[0]["sqnr_drop_db"] == 0 and worst["sqnr_drop_db"] == 0:
+        worst = min(rows, key=lambda r: r["sqnr_db"] if r["sqnr_db"] is not None else 300)
+    text = f"most of the error appears at {worst['name']} (SQNR {worst['sqnr_db']:.1f} dB"
+    text += f", {worst['sqnr_drop_db']:.1f} dB lost there)" if worst["sqnr_drop_db"] else ")"
+    if worst["tensor"] == "state":
+        text += (f": the LMU state type {worst['type']} is too narrow for this memory; "
+                 f"raise --state-bits (or use the delta form / more coefficient bits)")
+    elif worst["tensor"] == "u":
+        text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
+    else:
+        text += ": an int8 activation; raise --weight-bits or check the calibration data covers the inputs"
+    return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
+
+
+def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
+    """Per LMU layer: float vs quantized impulse response (first, middle, last row) and poles."""
+    out = []
+    qlayers = {l.name: l for l in qg.layers}
+    for layer in graph.lmu_layers:
+        ql = qlayers.get(layer.name)
+        if ql is None:
+            continue
+        q = layer.order
+        L = int(min(max(5 * layer.theta, 32), 4000))
+        Mf, Nf, Mq, Nq = _maps(layer, ql)
+        if Mf is None:      # FIR: kernels directly
+            Hf = np.asarray(layer.memory.kernel, np.float64)
+            Hq = ql.memory.kernel * 2.0 ** -ql.memory.kernel_frac
+            poles_f = poles_q = []
+            rho_f = rho_q = 0.0
+        else:
+            Hf, Hq = lti.impulse_response(Mf, Nf, L), lti.impulse_response(Mq, Nq, L)
+            pf, pq = np.linalg.eigvals(Mf), np.linalg.eigvals(Mq)
+            poles_f, poles_q = [[float(z.real), float(z.imag)] for z in pf], [[float(z.real), float(z.imag)] for z in pq]
+            rho_f, rho_q = float(np.max(np.abs(pf))), float(np.max(np.abs(pq)))
+        rows = sorted({0, q // 2, q - 1})
+        out.append({"layer": layer.name, "order": q, "theta": layer.theta, "realization": ql.realization,
+                    "impulse_response_error": relative_error(Hq, Hf), "rows": rows,
+                    "h_float": Hf[rows].tolist(), "h_quantized": Hq[rows].tolist(),
+                    "poles_float": poles_f, "poles_quantized": poles_q,
+                    "spectral_radius_float": rho_f, "spectral_radius_quantized": rho_q,
+                    "state_type": str(ql.state_type), "state_bound": ql.state_bound})
+    return out
+
+
+def _maps(layer, ql):
+    q = layer.order
+    mem, qm = layer.memory, ql.memory
+    if isinstance(mem, ir.DenseSS):
+        Aq = qm.coeffs * 2.0 ** -qm.coeff_frac + (np.eye(q) if qm.form == "delta" else 0)
+        return (np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64), Aq, qm.B * 2.0 ** -qm.b_frac)
+    if isinstance(mem, ir.RungeKutta):
+        from .quantize import _rk_map_coeffs
+        Mf, Nf = lti.rk_map(q, layer.theta, mem.rk_order, mem.substeps)
+        Mq, Nq = _rk_map_coeffs(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
+        return Mf, Nf, Mq, Nq
+    return None, None, None, None
+
+
+def step_errors(y: np.ndarray, y_ref: np.ndarray) -> dict:
+    """Error per time step (max and mean over the batch), relative to the output scale."""
+    scale = max(float(np.max(np.abs(y_ref))), 1e-30)
+    d = np.abs(np.asarray(y) - np.asarray(y_ref)) / scale
+    d = d.reshape(d.shape[0], d.shape[1], -1)
+    return {"max": d.max(axis=(0, 2)).tolist(), "mean": d.mean(axis=(0, 2)).tolist()}
+
+
+def task_metric(y: np.ndarray, labels: np.ndarray) -> dict:
+    """Accuracy for integer class labels, NRMSE (RMSE / std of the targets) otherwise."""
+    labels = np.asarray(labels)
+    if labels.dtype.kind in "iu" and y.ndim >= 2 and y.shape[-1] > 1 and labels.shape == y.shape[:-1]:
+        return {"name": "accuracy", "value": float(np.mean(np.argmax(y, -1) == labels)), "higher_is_better": True}
+    if y.shape != labels.shape:
+        raise ValueError(f"labels of shape {labels.shape} do not match outputs of shape {y.shape}")
+    rmse = float(np.sqrt(np.mean((y - labels) ** 2)))
+    return {"name": "nrmse", "value": rmse / max(float(np.std(labels)), 1e-30), "higher_is_better": False}
+
+
+def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.ndarray, labels=None,
+            artifacts: tuple = (), tolerance: Optional[float] = None,
+            progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Compare every variant of a model on ``x``; see the module docstring."""
+    say = progress or (lambda m: None)
+    x, _ = reference.check_input(source, x, "data")
+    say("running the source model (parallel form)")
+    y_src = reference.simulate(source, x)
+    variants = {"source (parallel, float64)": y_src}
+    say("running the folded recurrence")
+    variants["recurrent float64"] = reference.simulate(folded, x)
+    variants["recurrent float32"] = reference.simulate(folded, x, dtype=np.float32)
+    if qg is not None:
+        say("running the integer reference")
+        variants["integer reference"] = reference.simulate(qg, x)
+    targets = []
+    for art in artifacts:
+        say(f"running the {art.target} artifact in {art.module.DEFAULT_RUNTIME}")
+        y = art.run(x)
+        variants[f"{art.target} ({art.manifest.get('quantize')}, {art.module.DEFAULT_RUNTIME})"] = y
+        rep = json.loads((art.path / "report.json").read_text()) if (art.path / "report.json").exists() else {}
+        err = relative_error(y, y_src)
+        c = rep.get("c", {})
+        ver = rep.get("verification", {})
+        targets.append({"target": art.target, "quantize": art.manifest.get("quantize"), "path": str(art.path),
+                        "error_vs_source": err, "sqnr_db": _finite(sqnr_db(y, y_src)),
+                        "flash_bytes": c.get("flash_bytes"), "ram_bytes": c.get("ram_bytes"),
+                        "macs_per_step": c.get("macs_per_step"),
+                        "instructions_per_step_m4": ver.get("instructions_per_step_m4"),
+                        "instructions_per_step_m0": ver.get("instructions_per_step_m0"),
+                        "bit_exact_host": ver.get("bit_exact_host"), "tolerance": tolerance,
+                        "passed": bool(tolerance is None or err <= tolerance)})
+    rep = {"schema_version": SCHEMA_VERSION, "model": source.name, "data_shape": list(x.shape),
+           "variants": [{"name": k, "error_vs_source": relative_error(v, y_src),
+                         "sqnr_db": _finite(sqnr_db(v, y_src))} for k, v in variants.items()],
+           "targets": targets}
+    if labels is not None:
+        labels = np.asarray(labels)
+        for v in rep["variants"]:
+            v["metric"] = task_metric(variants[v["name"]], labels)
+    out_y = variants.get("integer reference", variants["recurrent float32"])
+    if source.output_is_sequence:
+        rep["step_errors"] = step_errors(out_y, y_src)
+    if qg is not None:
+        say("tracing every tensor (float and integer)")
+        rows = tensor_table(folded, qg, x)
+        rep["tensors"] = rows
+        rep["diagnosis"] = diagnose(rows)
+        rep["lmu"] = lmu_memories(folded, qg)
+        rep["quantization"] = qg.metadata.get("quantization", {})
+        if not source.output_is_sequence:
+            # error over time of a last-step model: its streamed output at every step
+            rep["step_errors"] = step_errors(trace_int(qg, x)[qg.layers[-1].name]["out"],
+                                             trace_float(folded, x)[folded.layers[-1].name]["out"])
+    return rep
+
+
+def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9), state_bits=(8, 12, 16, 24, 32),
+          progress: Optional[Callable[[str], None]] = None) -> list:
+    """Metric (or SQNR) against memory for a grid of weight and state bit widths."""
+    import warnings
+
+    from .quantize import quantize
+    from .targets.c_codegen import generate_int
+    y_f = reference.simulate(folded, x)
+    out = []
+    for sb in state_bits:
+        for wb in weight_bits:
+            if progress:
+                progress(f"sweep: weight bits {wb}, state bits {sb}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                qg = quantize(folded, x, weight_bits=wb, state_bits=sb)
+            y = reference.simulate(qg, x)
+            code = generate_int(qg, "sweep")
+            row = {"weight_bits": wb, "state_bits": sb, "sqnr_db": _finite(sqnr_db(y, y_f)),
+                   "flash_data_bytes": code.const_bytes, "ram_bytes": code.state_bytes,
+                   "memory_bytes": code.const_bytes + code.state_bytes}
+            if labels is not None:
+                row["metric"] = task_metric(y, labels)
+            out.append(row)
+    return out
+
+
+# --- output ----------------------------------------------------------------------------------
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def figures(rep: dict) -> dict:
+    """The report's plots as base64 PNGs (matplotlib, Agg backend)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figs = {}
+    if rep.get("tensors"):
+        rows = rep["tensors"]
+        fig, ax = plt.subplots(figsize=(8, 3))
+        names = [r["name"] for r in rows]
+        vals = [r["sqnr_db"] if r["sqnr_db"] is not None else 0 for r in rows]
+        colors = ["#d62728" if r["name"] == rep.get("diagnosis", {}).get("tensor") else "#1f77b4" for r in rows]
+        ax.bar(range(len(rows)), vals, color=colors)
+        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("SQNR (dB)")
+        ax.set_title("SQNR of every tensor, integer vs float (red: main error source)")
+        figs["sqnr"] = _png(fig)
+        n = len(rows)
+        cols = min(4, n)
+        fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(3.2 * cols, 2.4 * ((n + cols - 1) // cols)),
+                                 squeeze=False)
+        for ax, r in zip(axes.ravel(), rows):
+            e = np.asarray(r["hist_edges"])
+            ax.bar(e[:-1], r["hist"], width=np.diff(e), align="edge", color="#1f77b4")
+            for v in r["type_range"]:
+                ax.axvline(v, color="#d62728", ls="--", lw=1)
+            if "bound" in r:
+                for v in (-r["bound"], r["bound"]):
+                    ax.axvline(v, color="#2ca02c", ls=":", lw=1)
+            ax.set_title(f"{r['name']} ({r['type']})", fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in axes.ravel()[n:]:
+            ax.axis("off")
+        fig.suptitle("values used (histogram) against the type's range (red) and the state bound (green)", fontsize=9)
+        figs["ranges"] = _png(fig)
+    if rep.get("step_errors"):
+        fig, ax = plt.subplots(figsize=(8, 2.6))
+        ax.plot(rep["step_errors"]["max"], label="max over the batch")
+        ax.plot(rep["step_errors"]["mean"], label="mean")
+        ax.set_xlabel("time step")
+        ax.set_ylabel("|error| / output scale")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        ax.set_title("error of the quantized model over time")
+        figs["steps"] = _png(fig)
+    for m in rep.get("lmu", []):
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3))
+        for i, (hf, hq) in enumerate(zip(m["h_float"], m["h_quantized"])):
+            a1.plot(hf, color=f"C{i}", lw=1.2, label=f"row {m['rows'][i]} float")
+            a1.plot(hq, color=f"C{i}", lw=1, ls="--", label=f"row {m['rows'][i]} quantized")
+        a1.set_title(f"{m['layer']}: impulse response (rel. error {m['impulse_response_error']:.1e})", fontsize=9)
+        a1.legend(fontsize=6)
+        t = np.linspace(0, 2 * np.pi, 200)
+        a2.plot(np.cos(t), np.sin(t), color="0.7", lw=1)
+        if m["poles_float"]:
+            pf, pq = np.array(m["poles_float"]), np.array(m["poles_quantized"])
+            a2.scatter(pf[:, 0], pf[:, 1], s=14, label=f"float, radius {m['spectral_radius_float']:.6f}")
+            a2.scatter(pq[:, 0], pq[:, 1], s=14, marker="x", label=f"quantized, radius {m['spectral_radius_quantized']:.6f}")
+        a2.set_aspect("equal")
+        a2.set_title("poles of Abar and the unit circle", fontsize=9)
+        a2.legend(fontsize=6, loc="lower left")
+        figs[f"lmu_{m['layer']}"] = _png(fig)
+    if rep.get("sweep"):
+        fig, ax = plt.subplots(figsize=(7, 3.2))
+        sw = rep["sweep"]
+        key = "metric" if "metric" in sw[0] else "sqnr_db"
+        for sb in sorted({r["state_bits"] for r in sw}):
+            pts = [r for r in sw if r["state_bits"] == sb]
+            ys = [r["metric"]["value"] if key == "metric" else (r["sqnr_db"] or 0) for r in pts]
+            ax.plot([r["memory_bytes"] for r in pts], ys, marker="o", label=f"state {sb} bits")
+            for r, yv in zip(pts, ys):
+                ax.annotate(str(r["weight_bits"]), (r["memory_bytes"], yv), fontsize=6)
+        ax.set_xlabel("flash data + RAM (bytes); labels: weight bits")
+        ax.set_ylabel(sw[0]["metric"]["name"] if key == "metric" else "SQNR (dB)")
+        ax.legend(fontsize=7)
+        ax.set_title("metric against memory")
+        figs["sweep"] = _png(fig)
+    return figs
+
+
+def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
+    """Write ``report.json`` and the self-contained ``report.html`` into ``out_dir``."""
+    import jinja2
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=_json_default))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+                             autoescape=True, undefined=jinja2.ChainableUndefined)
+    html = env.get_template("report.html.j2").render(rep=rep, figs=figures(rep), title=title or rep.get("model", ""),
+                                                     fmt=_fmt)
+    (out_dir / "report.html").write_text(html)
+    return out_dir / "report.json", out_dir / "report.html"
+
+
+def _fmt(v, spec=".3g"):
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        return format(v, spec)
+    return str(v)
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot write {type(o).__name__} to JSON")

@@ -1,0 +1,143 @@
+"""The accuracy report: numbers checked against independent computations, the page in a real browser."""
+
+import json
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import intsim, report
+from lmu_edge.metrics import sqnr_db
+
+from conftest import ROOT, lmu_edge_cli
+from graphs import chain
+
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def test_sqnr_of_a_known_error():
+    y = np.ones((2, 10, 3))
+    noisy = y + 0.01                                  # signal power 1, error power 1e-4 per element
+    assert sqnr_db(noisy, y) == pytest.approx(40.0)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    x = np.load(ROOT / "examples/models/keras_digits_test_x.npy")[:40]
+    y = np.load(ROOT / "examples/models/keras_digits_test_y.npy")[:40]
+    src = lmu_edge.load(ROOT / "examples/models/keras_digits.keras")
+    folded = lmu_edge.fold(src)
+    qg = lmu_edge.quantize(folded, np.load(ROOT / "examples/models/digits_calibration_x.npy"))
+    return src, folded, qg, x, y
+
+
+def test_report_numbers_match_independent_computations(digits):
+    src, folded, qg, x, labels = digits
+    rep = report.analyze(src, folded, qg, x, labels=labels)
+    y_src, y_int = lmu_edge.simulate(src, x), lmu_edge.simulate(qg, x)
+    v = {r["name"]: r for r in rep["variants"]}
+    assert v["integer reference"]["sqnr_db"] == pytest.approx(sqnr_db(y_int, y_src))
+    assert v["integer reference"]["metric"]["value"] == pytest.approx(np.mean(y_int.argmax(-1) == labels))
+    assert v["source (parallel, float64)"]["sqnr_db"] is None       # exact: infinite SQNR
+    # the final tensor's row is the integer output against the float recurrence at every streamed step
+    fs, qs = lmu_edge.Stream(folded), intsim.IntStream(qg)
+    fs.reset(len(x))
+    qs.reset(len(x))
+    xq = intsim.quantize_input(qg, x)
+    yf = np.stack([fs.step(x[:, t]) for t in range(x.shape[1])], axis=1)
+    yq = intsim.dequantize_output(qg, np.stack([qs.step(xq[:, t]) for t in range(x.shape[1])], axis=1))
+    last = rep["tensors"][-1]
+    assert last["sqnr_db"] == pytest.approx(sqnr_db(yq, yf), abs=1e-9)
+    assert last["max_error"] == pytest.approx(np.max(np.abs(yq - yf)))
+    # the LMU state's range check uses the chosen type
+    st = next(r for r in rep["tensors"] if r["tensor"] == "state")
+    lmu = next(l for l in qg.layers if l.TYPE == "q_lmu")
+    assert st["type_range"] == [lmu.state_type.min, lmu.state_type.max]
+    assert st["range_used"] <= 1 and not st["saturated"]
+    # the memory's impulse response and its poles
+    m = rep["lmu"][0]
+    assert m["spectral_radius_float"] == pytest.approx(np.max(np.abs(np.linalg.eigvals(folded.layers[0].memory.Abar))))
+    assert 0 < m["impulse_response_error"] < 1e-2
+
+
+def test_step_errors_are_per_step_maxima():
+    y_ref = np.arange(24, dtype=float).reshape(2, 4, 3) + 1
+    y = y_ref.copy()
+    y[1, 2, 0] += 2.4
+    e = report.step_errors(y, y_ref)
+    assert e["max"] == pytest.approx([0, 0, 2.4 / 24, 0])
+
+
+def test_metric_kinds():
+    y = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    assert report.task_metric(y, np.array([1, 0, 0])) == {"name": "accuracy", "value": 2 / 3, "higher_is_better": True}
+    reg = report.task_metric(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0]))
+    assert reg["name"] == "nrmse" and reg["value"] == pytest.approx(np.sqrt(1 / 3) / np.std([1.0, 2.0, 4.0]))
+
+
+def test_too_narrow_state_is_named_as_the_source_of_error(rng):
+    g = lmu_edge.fold(chain(rng, q=16, theta=300.0, hidden="dense", units=6))
+    x = rng.standard_normal((6, 900, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qg8 = lmu_edge.quantize(g, x, state_bits=8)
+    rep = report.analyze(g, g, qg8, x[:4])
+    assert rep["diagnosis"]["kind"] == "state" and rep["diagnosis"]["layer"] == "lmu"
+    assert "--state-bits" in rep["diagnosis"]["text"]
+    qg32 = lmu_edge.quantize(g, x, state_bits=32)
+    rep32 = report.analyze(g, g, qg32, x[:4])
+    assert rep32["diagnosis"]["kind"] != "state"           # with a wide enough state the blame moves elsewhere
+    st8 = next(r for r in rep["tensors"] if r["tensor"] == "state")
+    st32 = next(r for r in rep32["tensors"] if r["tensor"] == "state")
+    assert st8["sqnr_db"] < st32["sqnr_db"] - 20
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (Debian package chromium)")
+def test_html_renders_its_plots_in_headless_chromium(digits, tmp_path):
+    src, folded, qg, x, labels = digits
+    rep = report.analyze(src, folded, qg, x, labels=labels)
+    rep["sweep"] = report.sweep(folded, x[:8], labels[:8], weight_bits=(4, 8), state_bits=(12, 16))
+    _, html = report.write(rep, tmp_path, title="digits")
+    text = html.read_text()
+    assert text.count("data:image/png;base64,") >= 5 and "http" not in text.replace("http-equiv", "")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report_screenshot.png"
+    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,2600",
+                    f"--screenshot={shot}", html.as_uri()], capture_output=True, timeout=120, check=True)
+    import matplotlib.image
+    img = matplotlib.image.imread(shot)[..., :3]
+    assert img.shape[0] >= 2000 and img.std() > 0.05                      # not a blank page
+    blue = np.all(np.abs(img - np.array([0x1f, 0x77, 0xb4]) / 255) < 0.06, axis=-1)
+    assert blue.sum() > 2000                                                # matplotlib's bars and lines are there
+
+
+def test_cli_report_writes_json_and_html(tmp_path):
+    out = tmp_path / "rep"
+    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"),
+                                         "--data", str(ROOT / "examples/models/keras_digits_test_x.npy"),
+                                         "--labels", str(ROOT / "examples/models/keras_digits_test_y.npy"),
+                                         "--max-sequences", "24", "-o", str(out), "-q"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["schema_version"] == report.SCHEMA_VERSION
+    assert rep["targets"][0]["target"] == "c" and rep["targets"][0]["bit_exact_host"] is True
+    assert (out / "report.html").stat().st_size > 20000
+    assert (out / "c" / "report.html").exists()          # convert writes one next to every artifact
+    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"), "--data",
+                                         str(tmp_path / "missing.npy"), "-o", str(tmp_path / "r2")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
