@@ -157,7 +157,8 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--variant", help="[tflite] 'external' state inputs/outputs or 'internal' resource variables.")
 @click.option("--spiking", is_flag=True, default=None, help="[nengo] Build the LMU memory from spiking ensembles.")
 @click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
-@click.option("--neuron-type", type=click.Choice(["lif", "spiking-relu"]), help="[nengo] Spiking neuron model.")
+@click.option("--neuron-type", type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
+              help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).")
 @click.option("--tau", type=float, help="[nengo] Lowpass synapse time constant (seconds).")
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
 @click.option("--option", "-O", "extra_options", multiple=True, metavar="KEY=VALUE",

@@ -18,6 +18,8 @@ TARGETS = {
            "the folded recurrent model as an lmu-edge IR file, run by the reference simulator"),
     "c": ("lmu_edge.targets.c", None,
           "constant-memory streaming C (float32 or integer), run on the host or on Cortex-M4/M0 under QEMU"),
+    "nengo": ("lmu_edge.targets.nengo", "nengo",
+              "a Nengo network (exact or spiking), run in Nengo or on the Loihi emulator"),
 }
 
 #: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)

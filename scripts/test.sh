@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
 apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}"
-make_venv "test,keras"
+make_venv "test,keras,nengo"
 
 echo "== pytest"
 set +e
