@@ -20,6 +20,10 @@ TARGETS = {
           "constant-memory streaming C (float32 or integer), run on the host or on Cortex-M4/M0 under QEMU"),
     "nengo": ("lmu_edge.targets.nengo", "nengo",
               "a Nengo network (exact or spiking), run in Nengo or on the Loihi emulator"),
+    "tflite": ("lmu_edge.targets.tflite", "tflite",
+               "a TFLite step model (float32, int8, int16x8), run in LiteRT or TFLite Micro"),
+    "onnx": ("lmu_edge.targets.onnx", "onnx",
+             "an ONNX step model and a Scan sequence model (float32, int8 QDQ), run in ONNX Runtime"),
 }
 
 #: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)

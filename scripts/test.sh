@@ -2,26 +2,43 @@
 # Sets up everything the test suite needs on a fresh machine and runs every test.
 #   bash scripts/test.sh                 (as root, or with sudo, where Debian packages are missing)
 #   bash scripts/test.sh -m "not slow"   extra arguments go to the main pytest run
-# Installs: the C toolchains and QEMU (Debian), .venv with lmu-edge[test,keras] (TensorFlow and
-# keras-lmu build the models the converter is checked against), then runs pytest.
+# Installs: the C toolchains, QEMU and Chromium (Debian); .venv with lmu-edge and the extras whose
+# real runtimes the tests run (TensorFlow + keras-lmu build the reference models); then the second
+# environment with numpy < 2 (nengo-loihi, legacy tflite-runtime) through scripts/numpy1_tests.sh.
+# Ends with one line "N passed, N failed" over both environments.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
 apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}"
-make_venv "test,keras,nengo"
+make_venv "test,keras,nengo,tflite,onnx"
 
+logs=$(mktemp -d)
+rc=0
+# The numpy<2 environment first: its tflite-runtime worker is used by the main suite too. Its tests
+# convert models in the main environment (TensorFlow cannot be imported next to tflite-runtime).
+export LMU_EDGE_MAIN_PYTHON="$PWD/.venv/bin/python"
+if [ -f scripts/numpy1_tests.sh ]; then
+    echo "== tests in the numpy<2 environment (nengo-loihi, tflite-runtime 2.14)"
+    set +e
+    bash scripts/numpy1_tests.sh 2>&1 | tee "$logs/numpy1.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    export LMU_EDGE_TFLITE_RUNTIME_PYTHON="$PWD/.venv-numpy1/bin/python"
+fi
 echo "== pytest"
 set +e
-.venv/bin/python -m pytest "$@"
-rc=$?
+.venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/main.log"
+rc_main=${PIPESTATUS[0]}
 set -e
-if [ $rc -eq 5 ]; then
+if [ "$rc_main" -eq 5 ]; then
     echo "pytest collected no tests (exit 5)"
-    exit 1
+    rc_main=1
 fi
-if [ $rc -eq 0 ] && [ -f scripts/numpy1_tests.sh ]; then
-    echo "== tests in the numpy<2 environment"
-    bash scripts/numpy1_tests.sh || rc=$?
-fi
-exit $rc
+[ "$rc" -eq 0 ] && rc=$rc_main
+summary() { grep -hE "^=+ .*(passed|failed|error)" "$logs"/*.log | grep -oE "[0-9]+ $1" | awk '{s += $1} END {print s + 0}'; }
+passed=$(summary passed)
+failed=$(( $(summary failed) + $(summary error) ))
+rm -rf "$logs"
+echo "${passed} passed, ${failed} failed"
+exit "$rc"

@@ -1,0 +1,122 @@
+"""The step model both the TFLite and the ONNX targets build: ``(x_t, state) -> (y_t, state')``.
+
+A recurrent :class:`lmu_edge.ir.Graph` is one step function of a flat set of
+named state vectors (batch 1, shape ``(1, size)`` each):
+
+========================  =====================  ===========================================
+layer                     state                  update
+========================  =====================  ===========================================
+LMU, dense / RK memory    ``L<i>_m``  (d*q)      ``m = Abar m + Bbar u`` (or the structured RK step)
+LMU, FIR memory           ``L<i>_buf`` (d*L)     ring buffer of the last L encoded inputs
+LMU with a recurrent      ``L<i>_h``  (units)    the hidden output of the previous step
+hidden or hidden_to_memory
+TimePooling               ``L<i>_mean`` (F),     running mean ``mean += (x - mean) / (n + 1)``
+                          ``L<i>_n`` (1)         and the step count
+========================  =====================  ===========================================
+
+Every state starts at zero. :func:`record` runs the float oracle
+(:class:`lmu_edge.reference.Stream`) over calibration data and returns the
+inputs and the states each step saw: the representative data for
+quantization, and the ranges the ONNX QDQ model uses.
+
+Quantized forms of the memory change coordinates: ``m = sigma * mt`` per
+Legendre coefficient (``sigma_i`` = the largest ``|m_i|`` seen in
+calibration), so that every coefficient of the state uses the whole range of
+its integer type (``Abar`` becomes ``diag(1/sigma) Abar diag(sigma)``). The
+map is exact in real arithmetic; :class:`StatePlan` holds the scales and the
+recorded states are given in the model's coordinates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmu_edge import ir, reference
+
+
+def state_spec(graph: ir.Graph) -> list:
+    """``[(name, layer_index, kind, size)]`` of every state vector, in a fixed order."""
+    out = []
+    for i, (layer, n_in, n_out, _) in enumerate(graph.shapes()):
+        if isinstance(layer, ir.LMU):
+            mem = layer.memory
+            if isinstance(mem, ir.ImpulseResponse):
+                raise ValueError(f"layer {layer.name!r} is in parallel form; fold the graph first")
+            if isinstance(mem, ir.FIR):
+                out.append((f"L{i}_buf", i, "buf", layer.memory_d * mem.kernel.shape[1]))
+            else:
+                out.append((f"L{i}_m", i, "m", layer.state_size))
+            if isinstance(layer.hidden, ir.HiddenSimpleRNN) or layer.hidden_encoders is not None:
+                out.append((f"L{i}_h", i, "h", n_out))
+        elif isinstance(layer, ir.TimePooling):
+            out.append((f"L{i}_mean", i, "mean", n_in))
+            out.append((f"L{i}_n", i, "n", 1))
+    return out
+
+
+def _read_state(runner, kind, batch):
+    if kind == "m":
+        return runner.m.reshape(batch, -1)
+    if kind == "buf":
+        return runner.buf.reshape(batch, -1)
+    if kind == "h":
+        return runner.h.reshape(batch, -1)
+    if kind == "mean":
+        return runner.sum / runner.n if runner.sum is not None else None
+    if kind == "n":
+        return np.full((batch, 1), float(runner.n))
+    raise AssertionError(kind)
+
+
+def record(graph: ir.Graph, x: np.ndarray, max_samples: int = 0, seed: int = 0) -> dict:
+    """Run the float oracle over ``x`` ``(N, T, F)`` step by step.
+
+    Returns ``{"x": (S, F), "<state name>": (S, size), ..., "y": (S, F_out)}``: the
+    input, the states *before* the step and the step's output, for every step
+    of every sequence (or ``max_samples`` of them drawn at random, seeded).
+    """
+    spec = state_spec(graph)
+    N, T, F = x.shape
+    s = reference.Stream(graph)
+    s.reset(N)
+    rows = {"x": [], "y": []}
+    rows.update({name: [] for name, *_ in spec})
+    for t in range(T):
+        for name, i, kind, size in spec:
+            v = _read_state(s.runners[i], kind, N)
+            rows[name].append(np.zeros((N, size)) if v is None else np.array(v, dtype=np.float64))
+        rows["x"].append(x[:, t])
+        rows["y"].append(s.step(x[:, t]))
+    out = {k: np.concatenate(v, axis=0) for k, v in rows.items()}
+    S = out["x"].shape[0]
+    if max_samples and S > max_samples:
+        idx = np.sort(np.random.default_rng(seed).choice(S, max_samples, replace=False))
+        out = {k: v[idx] for k, v in out.items()}
+    return out
+
+
+class StatePlan:
+    """Coordinates of each memory state: ``m = sigma * mt`` (all ones in float models)."""
+
+    def __init__(self, graph: ir.Graph, rec: dict | None = None, balance: bool = False):
+        self.graph, self.spec = graph, state_spec(graph)
+        self.sigma = {}
+        for name, i, kind, size in self.spec:
+            layer = graph.layers[i]
+            if kind == "m" and balance and rec is not None and isinstance(layer.memory, ir.DenseSS):
+                m = np.abs(rec[name]).reshape(-1, layer.memory_d, layer.order).max(axis=(0, 1))
+                sig = np.where(m > 0, m, max(float(m.max()), 1e-6))
+                self.sigma[i] = sig / sig.max()        # relative scales: the largest stays at 1
+            elif kind == "m":
+                self.sigma[i] = np.ones(layer.order)
+
+    def to_model(self, name: str, value: np.ndarray) -> np.ndarray:
+        """A recorded state (oracle coordinates) in the model's coordinates."""
+        for n, i, kind, size in self.spec:
+            if n == name and kind == "m":
+                L = self.graph.layers[i]
+                return (value.reshape(-1, L.memory_d, L.order) / self.sigma[i]).reshape(value.shape)
+        return value
+
+    def model_states(self, rec: dict) -> dict:
+        return {name: self.to_model(name, rec[name]) for name, *_ in self.spec}

@@ -1,0 +1,328 @@
+"""Build the TFLite step model with TensorFlow and convert it (float32, int8, int16x8).
+
+The step function is written with plain TensorFlow ops that the TFLite
+converter maps onto builtin ops (FULLY_CONNECTED, ADD, MUL, CONCATENATION,
+RESHAPE, STRIDED_SLICE, CUMSUM, TANH, LOGISTIC, SOFTMAX, ...), so the models
+run in LiteRT and in TFLite Micro.
+
+Quantized LMU memory ("split" form)
+-----------------------------------
+Converted plainly, ``m' = m @ Abar^T + u * Bbar`` becomes one FULLY_CONNECTED
+whose weights are 8-bit: ``Abar`` is close to the identity and its 8-bit
+rounding changes the impulse response by ~20-30 %, which no state width can
+repair. The split form writes each coefficient as a high part on the 8-bit
+grid of its output channel plus the remainder::
+
+    W_hi[:, c] = round(W[:, c] / s_c) * s_c,   s_c = max|W[:, c]| / 127
+    W_lo       = W - W_hi                      (|W_lo| <= s_c / 2)
+    m'         = m @ W_hi + m @ W_lo + u * Bbar
+
+Both products are FULLY_CONNECTED ops over the same input; the converter
+quantizes ``W_hi`` exactly (it is already on the per-channel grid) and
+``W_lo`` with its own, 254 times finer scale, so the coefficients carry ~15
+bits. With the state in balanced coordinates (:mod:`._stepplan`: every
+Legendre coefficient of the state uses its whole integer range), the int16x8
+model keeps the LMU within ~60 dB of float. In full int8 the state itself is
+an 8-bit tensor, and its rounding every step limits the memory to ~20-25 dB
+(measured, see docs/tflite_onnx.md) whatever the weights are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmu_edge import ir, lti
+from lmu_edge.registry import require
+
+from ._stepplan import StatePlan
+
+
+def _tf():
+    return require("tensorflow", "tflite", "building TFLite models")
+
+
+def split_weights(W: np.ndarray) -> tuple:
+    """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid, ``W_lo = W - W_hi``."""
+    W = np.asarray(W, dtype=np.float64)
+    s = np.abs(W).max(axis=0, keepdims=True) / 127.0
+    s = np.where(s > 0, s, 1.0)
+    hi = np.round(W / s) * s
+    return hi, W - hi
+
+
+def _act(tf, name, x):
+    if name == "linear":
+        return x
+    if name == "relu":
+        return tf.nn.relu(x)
+    if name == "relu6":
+        return tf.nn.relu6(x)
+    if name == "tanh":
+        return tf.tanh(x)
+    if name == "sigmoid":
+        return tf.sigmoid(x)
+    if name == "softmax":
+        return tf.nn.softmax(x, axis=-1)
+    if name == "silu":
+        return x * tf.sigmoid(x)
+    raise ValueError(f"unknown activation {name!r}")
+
+
+class StepBuilder:
+    """Turns a recurrent graph into a TF step function of ``(x, states)``."""
+
+    def __init__(self, graph: ir.Graph, plan: StatePlan, form: str = "plain"):
+        if form not in ("plain", "split"):
+            raise ValueError(f"unknown memory form {form!r}; known: plain, split")
+        self.graph, self.plan, self.form = graph, plan, form
+
+    def _c(self, a):
+        return self.tf.constant(np.asarray(a, dtype=np.float32))
+
+    def _matmul(self, x, W, b=None):
+        tf = self.tf
+        y = tf.matmul(x, self._c(W))
+        return y if b is None else y + self._c(b)
+
+    def step(self, x, states: dict):
+        """Returns ``(y, new_states)``; ``states`` maps state names to ``(1, size)`` tensors."""
+        import tensorflow as tf
+        self.tf = tf
+        new = {}
+        for i, (layer, n_in, n_out, _) in enumerate(self.graph.shapes()):
+            if isinstance(layer, ir.Dense):
+                x = _act(tf, layer.activation, self._matmul(x, layer.kernel, layer.bias))
+            elif isinstance(layer, ir.Activation):
+                x = _act(tf, layer.activation, x)
+            elif isinstance(layer, ir.TimePooling):
+                mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
+                n1 = n + 1.0
+                mean = mean + (x - mean) / n1
+                new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
+                x = mean
+            else:
+                x = self._lmu(i, layer, n_in, x, states, new)
+        return x, new
+
+    def _lmu(self, i, L: ir.LMU, n_in, x, states, new):
+        tf = self.tf
+        d, q = L.memory_d, L.order
+        mem = L.memory
+        sigma = self.plan.sigma.get(i)
+        hk = f"L{i}_h"
+        h_prev = states.get(hk)
+        u = self._matmul(x, L.input_encoders, L.encoder_bias)
+        if L.hidden_encoders is not None:
+            u = u + self._matmul(h_prev, L.hidden_encoders)
+        if isinstance(mem, ir.FIR):
+            H = np.asarray(mem.kernel, dtype=np.float64)          # (q, K)
+            K = H.shape[1]
+            buf = tf.reshape(states[f"L{i}_buf"], (d, K))
+            if L.memory_encoders is not None:                      # m_prev from the previous buffer
+                m_prev = tf.reshape(self._matmul(buf, H.T), (1, d * q))
+                u = u + self._matmul(m_prev, L.memory_encoders)
+            buf = tf.concat([tf.reshape(u, (d, 1)), buf[:, :K - 1]], axis=1)
+            new[f"L{i}_buf"] = tf.reshape(buf, (1, d * K))
+            m_flat = tf.reshape(self._matmul(buf, H.T), (1, d * q))
+            row_scale = np.ones(d * q)
+        else:
+            m_prev = states[f"L{i}_m"]                             # model coordinates: m = sigma * mt
+            row_scale = np.tile(sigma, d)
+            if L.memory_encoders is not None:
+                u = u + self._matmul(m_prev, np.asarray(L.memory_encoders) * row_scale[:, None])
+            m2 = tf.reshape(m_prev, (d, q))
+            u2 = tf.reshape(u, (d, 1))
+            if isinstance(mem, ir.DenseSS):
+                W = np.asarray(mem.Abar, dtype=np.float64).T * sigma[:, None] / sigma[None, :]
+                Bt = np.asarray(mem.Bbar, dtype=np.float64) / sigma
+                if self.form == "split":
+                    hi, lo = split_weights(W)
+                    m2 = tf.matmul(m2, self._c(hi)) + tf.matmul(m2, self._c(lo)) + u2 * self._c(Bt[None, :])
+                else:
+                    m2 = tf.matmul(m2, self._c(W)) + u2 * self._c(Bt[None, :])
+            else:
+                m2 = self._rk(L, mem, m2, u2)
+            m_flat = tf.reshape(m2, (1, d * q))
+            new[f"L{i}_m"] = m_flat
+        z_rows = row_scale                                         # fold sigma into the consumer's rows
+        if L.hidden is None:
+            z = m_flat if np.all(z_rows == 1) else m_flat * self._c(z_rows[None, :])
+            if L.input_to_hidden:
+                z = tf.concat([z, x], axis=1)
+            h = z
+        else:
+            Wk = np.asarray(L.hidden.kernel, dtype=np.float64).copy()
+            Wk[:d * q] *= z_rows[:, None]
+            pre = self._matmul(m_flat, Wk[:d * q], L.hidden.bias)
+            if L.input_to_hidden:
+                pre = pre + self._matmul(x, Wk[d * q:])
+            if isinstance(L.hidden, ir.HiddenSimpleRNN):
+                pre = pre + self._matmul(h_prev, L.hidden.recurrent_kernel)
+            h = _act(tf, L.hidden.activation, pre)
+        if hk in states:
+            new[hk] = h
+        return h
+
+    def _rk(self, L, mem: ir.RungeKutta, m, u):
+        """The structured RK step of :func:`lmu_edge.lti.rk_step` (CUMSUM, no q*q matrix)."""
+        tf = self.tf
+        q = L.order
+        hc = self._c(lti.structure_coefficients(q, L.theta)[None, :] / mem.substeps)
+        alt = self._c(((-1.0) ** np.arange(q))[None, :])
+
+        def f(w, uu):
+            P = tf.cumsum(w, axis=1)
+            S = tf.cumsum(w * alt, axis=1)
+            inner = P - P[:, q - 1:q] - alt * S
+            if uu is not None:
+                inner = inner + alt * uu
+            return hc * inner
+
+        r = mem.rk_order
+        for _ in range(mem.substeps):
+            w = [f(m, u)]
+            for _k in range(1, r):
+                w.append(f(w[-1], None))
+            acc = w[-1]
+            for k in range(r - 1, 0, -1):
+                acc = w[k - 1] + acc * (1.0 / (k + 1))
+            m = m + acc
+        return m
+
+
+def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
+    """A ``tf.Module`` with a ``step`` function (and ``reset`` for the internal variant)."""
+    tf = _tf()
+    builder = StepBuilder(graph, plan, form)
+    F = graph.input_features
+    spec = plan.spec
+
+    if not internal:
+        sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [tf.TensorSpec((1, s), tf.float32, name=n)
+                                                              for n, _, _, s in spec]
+
+        class Step(tf.Module):
+            @tf.function(input_signature=sig)
+            def step(self, x, *states):
+                y, new = builder.step(x, {n: v for (n, *_), v in zip(spec, states)})
+                out = {"y": y}
+                out.update({f"{n}_out": new[n] for n, *_ in spec})
+                return out
+
+        m = Step()
+        return m, [m.step.get_concrete_function()]
+
+    class StepInternal(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.vars = [tf.Variable(np.zeros((1, s), np.float32), name=n) for n, _, _, s in spec]
+
+        @tf.function(input_signature=[tf.TensorSpec((1, F), tf.float32, name="x")])
+        def step(self, x):
+            y, new = builder.step(x, {n: v.read_value() for (n, *_), v in zip(spec, self.vars)})
+            for (n, *_), v in zip(spec, self.vars):
+                v.assign(new[n])
+            return {"y": y}
+
+        @tf.function(input_signature=[])
+        def step_reset(self):
+            for (_, _, _, s), v in zip(spec, self.vars):
+                v.assign(tf.zeros((1, s), tf.float32))
+            return {"done": tf.constant(0, tf.int32)}
+
+    m = StepInternal()
+    return m, [m.step.get_concrete_function(), m.step_reset.get_concrete_function()]
+
+
+def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, rep: dict | None) -> bytes:
+    """The ``.tflite`` flatbuffer of the step model.
+
+    ``rep`` (quantized modes): ``{"x": (S, F), <state>: (S, size)}`` in model
+    coordinates, recorded by the float oracle on the calibration data. For the
+    internal variant the states are not inputs: the calibration runs the
+    representative inputs in their recorded order, so the variables follow the
+    real trajectory.
+    """
+    tf = _tf()
+    module, fns = build_module(graph, plan, form, internal)
+    conv = tf.lite.TFLiteConverter.from_concrete_functions(fns, module)
+    if quantize != "float":
+        names = ["x"] + ([] if internal else [n for n, *_ in plan.spec])
+        S = rep["x"].shape[0]
+
+        def data():
+            for k in range(S):
+                feed = {n: rep[n][k:k + 1].astype(np.float32) for n in names}
+                yield ("step", feed) if internal else feed
+
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = data
+        if quantize == "int8":
+            conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+            io = tf.int8
+        else:
+            conv.target_spec.supported_ops = [
+                tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+            io = tf.int16
+        conv.inference_input_type = io
+        conv.inference_output_type = io
+    model = conv.convert()
+    if quantize != "float" and not internal:
+        model = tie_state_scales(model, [n for n, *_ in plan.spec])
+    return model
+
+
+def _range(scale, zp, dtype):
+    info = np.iinfo(dtype)
+    return (info.min - zp) * scale, (info.max - zp) * scale
+
+
+def tie_state_scales(model: bytes, state_names) -> bytes:
+    """Give each external state input and its ``*_out`` output one quantization.
+
+    The converter calibrates the two tensors separately, so their scales
+    differ slightly, and a state handed back unchanged (as a device does)
+    would be misread. Both get the union of the two ranges; the biases of the
+    FULLY_CONNECTED ops that read either tensor are requantized to the new
+    input scale (their scale must be input scale * weight scale).
+    """
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    sg = m.subgraphs[0]
+    sig = next(s for s in m.signatureDefs if s.subgraphIndex == 0)
+    ins = {t.name.decode() if isinstance(t.name, bytes) else t.name: t.tensorIndex for t in sig.inputs}
+    outs = {t.name.decode() if isinstance(t.name, bytes) else t.name: t.tensorIndex for t in sig.outputs}
+    dtypes = {9: np.int8, 7: np.int16}                                     # schema TensorType codes
+    fc_codes = {i for i, c in enumerate(m.operatorCodes) if max(c.builtinCode, c.deprecatedBuiltinCode) == 9}
+    for name in state_names:
+        ti, to = ins[name], outs[f"{name}_out"]
+        a, b = sg.tensors[ti], sg.tensors[to]
+        if a.type not in dtypes or a.quantization is None or a.quantization.scale is None:
+            continue
+        dt = dtypes[a.type]
+        lo = min(_range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[0],
+                 _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[0])
+        hi = max(_range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[1],
+                 _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[1])
+        info = np.iinfo(dt)
+        if dt == np.int16:                                                 # symmetric
+            s, z = max(-lo, hi) / info.max, 0
+        else:
+            s = (hi - lo) / (info.max - info.min)
+            z = int(np.clip(round(info.min - lo / s), info.min, info.max))
+        for t in (ti, to):
+            old = float(sg.tensors[t].quantization.scale[0])
+            for op in sg.operators:
+                if op.opcodeIndex in fc_codes and len(op.inputs) > 2 and op.inputs[0] == t and op.inputs[2] >= 0:
+                    bt = sg.tensors[op.inputs[2]]
+                    buf = m.buffers[bt.buffer]
+                    bdt = np.int64 if bt.type == 4 else np.int32
+                    vals = np.frombuffer(bytes(bytearray(buf.data)), dtype=bdt).astype(np.float64)
+                    bs = np.asarray(bt.quantization.scale, dtype=np.float64)
+                    new_bs = bs * s / old
+                    vals = np.round(vals * bs / new_bs).astype(bdt)
+                    buf.data = np.frombuffer(vals.tobytes(), dtype=np.uint8)
+                    bt.quantization.scale = [float(v) for v in new_bs]
+            sg.tensors[t].quantization.scale = [float(s)]
+            sg.tensors[t].quantization.zeroPoint = [int(z)]
+    return bytes(fb.convert_object_to_bytearray(m))

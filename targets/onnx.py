@@ -1,0 +1,390 @@
+"""The ``onnx`` target: an ONNX step model and a whole-sequence Scan model, built with onnx.helper.
+
+Files:
+
+``step.onnx``
+    ``(x [1, F], L<i>_m [1, size], ...) -> (y [1, F_out], L<i>_m_out, ...)``: the
+    state is explicit, the caller feeds each ``*_out`` back (zeros to reset).
+``sequence.onnx``
+    ``x_seq [T, 1, F] -> y_seq [T, 1, F_out]``: the same step as the body of a
+    ``Scan`` whose carried values are the states (starting at zero).
+
+Opset 19 (QuantizeLinear / DequantizeLinear with per-axis scales), no
+TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
+initializers (symmetric, per output channel) behind DequantizeLinear, every
+activation and state behind a QuantizeLinear / DequantizeLinear pair whose
+scale comes from lmu_edge's own calibration (the ranges every tensor of the
+float step model takes when it is run over the calibration data). The LMU
+weights use the split form of the TFLite target (``Abar = hi + lo``, both int8).
+
+Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
+(``onnx.reference.ReferenceEvaluator`` on ``sequence.onnx``); ``stream`` steps
+``step.onnx``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmu_edge import ir, lti, reference
+from lmu_edge.errors import ArtifactError
+from lmu_edge.metrics import relative_error, sqnr_db
+from lmu_edge.registry import require
+
+from . import _stepplan
+
+QUANTIZE = ("float", "int8")
+RUNTIMES = ("onnxruntime", "onnx-reference")
+DEFAULT_RUNTIME = "onnxruntime"
+OPTIONS: dict = {"calibration_steps": 2000}
+OPSET = 19
+STEP, SEQ = "step.onnx", "sequence.onnx"
+
+
+def _onnx():
+    return require("onnx", "onnx", "building ONNX models")
+
+
+class _Builder:
+    """Writes the step computation as ONNX nodes; ``qdq`` maps tensor names to (scale, zero_point)."""
+
+    def __init__(self, graph, plan, qdq=None, prefix=""):
+        self.onnx = _onnx()
+        self.h = self.onnx.helper
+        self.graph, self.plan, self.qdq, self.p = graph, plan, qdq, prefix
+        self.nodes, self.inits, self.n = [], [], 0
+        self.values = []          # every activation tensor name (for calibration)
+
+    def name(self, base):
+        self.n += 1
+        return f"{self.p}{base}_{self.n}"
+
+    def const(self, a, dtype=np.float32):
+        """A float initializer, or (quantized) an int8 initializer behind DequantizeLinear."""
+        a = np.asarray(a, dtype=dtype)
+        nm = self.name("w")
+        if self.qdq is None or a.ndim != 2:
+            self.inits.append(self.onnx.numpy_helper.from_array(a, nm))
+            return nm
+        s = np.abs(a).max(axis=0) / 127.0
+        s = np.where(s > 0, s, 1.0).astype(np.float32)
+        qa = np.clip(np.round(a / s), -127, 127).astype(np.int8)
+        self.inits += [self.onnx.numpy_helper.from_array(qa, nm + "_q"),
+                       self.onnx.numpy_helper.from_array(s, nm + "_s"),
+                       self.onnx.numpy_helper.from_array(np.zeros(s.shape, np.int8), nm + "_z")]
+        self.nodes.append(self.h.make_node("DequantizeLinear", [nm + "_q", nm + "_s", nm + "_z"], [nm], axis=1))
+        return nm
+
+    def op(self, op_type, inputs, **attrs):
+        out = self.name(op_type.lower())
+        self.nodes.append(self.h.make_node(op_type, list(inputs), [out], **attrs))
+        return self.act(out)
+
+    def act(self, t):
+        """Record an activation; in a QDQ model put it behind Q/DQ with its calibrated scale."""
+        self.values.append(t)
+        if self.qdq is None or t not in self.qdq:
+            return t
+        s, z = self.qdq[t]
+        sn, zn = t + "_qs", t + "_qz"
+        self.inits += [self.onnx.numpy_helper.from_array(np.array(s, np.float32), sn),
+                       self.onnx.numpy_helper.from_array(np.array(z, np.int8), zn)]
+        q, dq = t + "_q", t + "_dq"
+        self.nodes += [self.h.make_node("QuantizeLinear", [t, sn, zn], [q]),
+                       self.h.make_node("DequantizeLinear", [q, sn, zn], [dq])]
+        return dq
+
+    def matmul(self, x, W, b=None):
+        y = self.op("MatMul", [x, self.const(W)])
+        return y if b is None else self.op("Add", [y, self.const(np.asarray(b)[None, :])])
+
+    def activation(self, name, x):
+        if name == "linear":
+            return x
+        if name == "relu":
+            return self.op("Relu", [x])
+        if name == "relu6":
+            return self.op("Clip", [x, self.const(np.float32(0)), self.const(np.float32(6))])
+        if name == "tanh":
+            return self.op("Tanh", [x])
+        if name == "sigmoid":
+            return self.op("Sigmoid", [x])
+        if name == "softmax":
+            return self.op("Softmax", [x], axis=-1)
+        if name == "silu":
+            return self.op("Mul", [x, self.op("Sigmoid", [x])])
+        raise ValueError(name)
+
+    def reshape(self, x, shape):
+        return self.op("Reshape", [x, self._shape(shape)])
+
+    def _shape(self, shape):
+        nm = self.name("shape")
+        self.inits.append(self.onnx.numpy_helper.from_array(np.array(shape, np.int64), nm))
+        return nm
+
+    def step(self, x, states: dict):
+        """Nodes of one step; returns ``(y, new_states)`` tensor names."""
+        new = {}
+        x = self.act(x)
+        for i, (layer, n_in, n_out, _) in enumerate(self.graph.shapes()):
+            if isinstance(layer, ir.Dense):
+                x = self.activation(layer.activation, self.matmul(x, layer.kernel, layer.bias))
+            elif isinstance(layer, ir.Activation):
+                x = self.activation(layer.activation, x)
+            elif isinstance(layer, ir.TimePooling):
+                mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
+                n1 = self.op("Add", [n, self.const(np.float32(1))])
+                mean = self.op("Add", [mean, self.op("Div", [self.op("Sub", [x, mean]), n1])])
+                new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
+                x = mean
+            else:
+                x = self._lmu(i, layer, x, states, new)
+        return x, new
+
+    def _lmu(self, i, L, x, states, new):
+        d, q, mem = L.memory_d, L.order, L.memory
+        sigma = self.plan.sigma.get(i)
+        hk = f"L{i}_h"
+        h_prev = states.get(hk)
+        u = self.matmul(x, L.input_encoders, L.encoder_bias)
+        if L.hidden_encoders is not None:
+            u = self.op("Add", [u, self.matmul(h_prev, L.hidden_encoders)])
+        if isinstance(mem, ir.FIR):
+            H = np.asarray(mem.kernel, dtype=np.float64)
+            K = H.shape[1]
+            buf = self.reshape(states[f"L{i}_buf"], (d, K))
+            if L.memory_encoders is not None:
+                m_prev = self.reshape(self.matmul(buf, H.T), (1, d * q))
+                u = self.op("Add", [u, self.matmul(m_prev, L.memory_encoders)])
+            head = self.op("Slice", [buf, self._shape([0]), self._shape([K - 1]), self._shape([1])])
+            buf = self.op("Concat", [self.reshape(u, (d, 1)), head], axis=1)
+            new[f"L{i}_buf"] = self.reshape(buf, (1, d * K))
+            m_flat = self.reshape(self.matmul(buf, H.T), (1, d * q))
+            rows = np.ones(d * q)
+        else:
+            m_prev = states[f"L{i}_m"]
+            rows = np.tile(sigma, d)
+            if L.memory_encoders is not None:
+                u = self.op("Add", [u, self.matmul(m_prev, np.asarray(L.memory_encoders) * rows[:, None])])
+            m2 = self.reshape(m_prev, (d, q))
+            u2 = self.reshape(u, (d, 1))
+            if isinstance(mem, ir.DenseSS):
+                W = np.asarray(mem.Abar, np.float64).T * sigma[:, None] / sigma[None, :]
+                Bt = np.asarray(mem.Bbar, np.float64) / sigma
+                if self.qdq is not None:
+                    from ._tflite_build import split_weights
+                    hi, lo = split_weights(W)
+                    am = self.op("Add", [self.op("MatMul", [m2, self.const(hi)]), self.op("MatMul", [m2, self.const(lo)])])
+                else:
+                    am = self.op("MatMul", [m2, self.const(W)])
+                m2 = self.op("Add", [am, self.op("Mul", [u2, self.const(Bt[None, :])])])
+            else:
+                m2 = self._rk(L, mem, m2, u2)
+            m_flat = self.reshape(m2, (1, d * q))
+            new[f"L{i}_m"] = m_flat
+        if L.hidden is None:
+            z = m_flat if np.all(rows == 1) else self.op("Mul", [m_flat, self.const(rows[None, :])])
+            h = self.op("Concat", [z, x], axis=1) if L.input_to_hidden else z
+        else:
+            Wk = np.asarray(L.hidden.kernel, np.float64).copy()
+            Wk[:d * q] *= rows[:, None]
+            pre = self.matmul(m_flat, Wk[:d * q], L.hidden.bias)
+            if L.input_to_hidden:
+                pre = self.op("Add", [pre, self.matmul(x, Wk[d * q:])])
+            if isinstance(L.hidden, ir.HiddenSimpleRNN):
+                pre = self.op("Add", [pre, self.matmul(h_prev, L.hidden.recurrent_kernel)])
+            h = self.activation(L.hidden.activation, pre)
+        if hk in states:
+            new[hk] = h
+        return h
+
+    def _rk(self, L, mem, m, u):
+        q = L.order
+        hc = self.const((lti.structure_coefficients(q, L.theta) / mem.substeps)[None, :])
+        alt = self.const(((-1.0) ** np.arange(q))[None, :])
+        axis = self.const(1, np.int64)
+        last = (self._shape([q - 1]), self._shape([q]), self._shape([1]))
+
+        def f(w, uu):
+            P = self.op("CumSum", [w, axis])
+            S = self.op("CumSum", [self.op("Mul", [w, alt]), axis])
+            inner = self.op("Sub", [self.op("Sub", [P, self.op("Slice", [P, *last])]), self.op("Mul", [alt, S])])
+            if uu is not None:
+                inner = self.op("Add", [inner, self.op("Mul", [alt, uu])])
+            return self.op("Mul", [hc, inner])
+
+        r = mem.rk_order
+        for _ in range(mem.substeps):
+            w = [f(m, u)]
+            for _k in range(1, r):
+                w.append(f(w[-1], None))
+            acc = w[-1]
+            for k in range(r - 1, 0, -1):
+                acc = self.op("Add", [w[k - 1], self.op("Mul", [acc, self.const(np.float32(1.0 / (k + 1)))])])
+            m = self.op("Add", [m, acc])
+        return m
+
+
+def _info(h, name, shape):
+    return h.make_tensor_value_info(name, 1, list(shape))     # 1 = FLOAT
+
+
+def build(graph, plan, qdq=None, expose=False):
+    """``(step model, sequence model, activation names)``."""
+    onnx = _onnx()
+    h = onnx.helper
+    spec = plan.spec
+    F, Fo = graph.input_features, graph.output_features
+    b = _Builder(graph, plan, qdq)
+    states = {n: b.act(n) for n, *_ in spec}
+    y, new = b.step("x", states)
+    outs = [h.make_node("Identity", [y], ["y"])] + [h.make_node("Identity", [new[n]], [f"{n}_out"]) for n, *_ in spec]
+    o_info = [_info(h, "y", (1, Fo))] + [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec]
+    if expose:                 # every activation as an output, for calibration
+        skip = {"x"} | {n for n, *_ in spec}
+        o_info += [h.make_tensor_value_info(v, 1, None) for v in dict.fromkeys(b.values) if v not in skip]
+    g = h.make_graph(b.nodes + outs, f"{graph.name}_step",
+                     [_info(h, "x", (1, F))] + [_info(h, n, (1, s)) for n, _, _, s in spec], o_info, b.inits)
+    step = h.make_model(g, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
+
+    # Scan body: (states..., x_t) -> (states'..., y_t); the weights live in the body (ONNX Runtime's
+    # QDQ weight fusions do not find initializers of an outer scope)
+    body = h.make_graph(b.nodes + outs, "step_body",
+                        [_info(h, n, (1, s)) for n, _, _, s in spec] + [_info(h, "x", (1, F))],
+                        [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec] + [_info(h, "y", (1, Fo))], b.inits)
+    zeros = [onnx.numpy_helper.from_array(np.zeros((1, s), np.float32), f"{n}_init") for n, _, _, s in spec]
+    scan = h.make_node("Scan", [f"{n}_init" for n, *_ in spec] + ["x_seq"],
+                       [f"{n}_final" for n, *_ in spec] + ["y_seq"], body=body, num_scan_inputs=1)
+    sg = h.make_graph([scan], f"{graph.name}_sequence", [_info(h, "x_seq", ("T", 1, F))],
+                      [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
+                      zeros)
+    seq = h.make_model(sg, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
+    return step, seq, b.values
+
+
+def _ort_session(model_bytes):
+    ort = require("onnxruntime", "onnx", "running ONNX models in ONNX Runtime")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+
+
+def _calibrate(graph, plan, x) -> dict:
+    """Scale and zero point (int8, asymmetric) of every activation, from the float step model on ``x``."""
+    step, _, values = build(graph, plan, expose=True)
+    sess = _ort_session(step.SerializeToString())
+    names = [o.name for o in sess.get_outputs()]
+    lo = {n: np.inf for n in names}
+    hi = {n: -np.inf for n in names}
+    spec = plan.spec
+    for seq in x:
+        st = {n: np.zeros((1, s), np.float32) for n, _, _, s in spec}
+        for x_t in seq:
+            res = dict(zip(names, sess.run(None, {"x": x_t[None].astype(np.float32), **st})))
+            st = {n: res[f"{n}_out"] for n, *_ in spec}
+            for n, v in res.items():
+                lo[n], hi[n] = min(lo[n], float(v.min())), max(hi[n], float(v.max()))
+    qdq = {}
+    for n in names:
+        a, b = min(lo[n], 0.0), max(hi[n], 0.0)
+        s = (b - a) / 255.0 if b > a else 1.0
+        qdq[n] = (np.float32(s), int(np.clip(round(-128 - a / s), -128, 127)))
+    for n, *_ in spec:     # a state is quantized as its update was (the same values, one step later)
+        qdq[n] = qdq[f"{n}_out"]
+    return qdq
+
+
+def emit(graph, out_dir, options) -> dict:
+    onnx = _onnx()
+    out_dir = Path(out_dir)
+    quantize = options.get("quantize", "float")
+    plan = _stepplan.StatePlan(graph)
+    qdq = None
+    report = {"opset": OPSET}
+    if quantize == "int8":
+        cal = options["calibration"]
+        steps = int(options.get("calibration_steps", 2000))
+        cal = cal[:max(1, steps // cal.shape[1])]
+        rec = _stepplan.record(graph, cal)
+        plan = _stepplan.StatePlan(graph, rec, balance=True)
+        qdq = _calibrate(graph, plan, cal)
+    step, seq, _ = build(graph, plan, qdq)
+    for m in (step, seq):
+        onnx.checker.check_model(m, full_check=True)
+    (out_dir / STEP).write_bytes(step.SerializeToString())
+    (out_dir / SEQ).write_bytes(seq.SerializeToString())
+    report["nodes"] = {"step": len(step.graph.node), "scan_body": len(seq.graph.node[0].attribute[0].g.node)}
+    if quantize != "float":
+        x = options["calibration"]
+        y = _run_seq(_ort_session(seq.SerializeToString()), x)
+        y = y if graph.output_is_sequence else y[:, -1]
+        ref = reference.simulate(graph, x)
+        report["quantization"] = {
+            "error_vs_float": relative_error(y, ref), "sqnr_db_vs_float": sqnr_db(y, ref),
+            "note": ("int8 QDQ with calibrated per-tensor activations and per-channel weights, measured "
+                     "against the float oracle on the calibration data; ONNX Runtime's fused integer kernels "
+                     "round differently from a Q/DQ reading, so no 1-LSB comparison is made")}
+    return {"files": [STEP, SEQ], "tolerance": None if quantize != "float" else 1e-4, "report": report}
+
+
+def _run_seq(sess_or_ref, x, reference_eval=False):
+    out = []
+    for seq in x:
+        feed = {"x_seq": seq[:, None, :].astype(np.float32)}
+        y = sess_or_ref.run(None, feed)[0] if not reference_eval else sess_or_ref.run(None, feed)[0]
+        out.append(np.asarray(y, dtype=np.float64)[:, 0])
+    return np.stack(out)
+
+
+def _runner(artifact, runtime, model=SEQ):
+    data = (artifact.path / model).read_bytes()
+    if runtime == "onnxruntime":
+        return _ort_session(data)
+    if runtime == "onnx-reference":
+        onnx = _onnx()
+        from onnx.reference import ReferenceEvaluator
+        return ReferenceEvaluator(onnx.load_from_string(data))
+    raise ArtifactError(f"onnx: unknown runtime {runtime!r}")
+
+
+def run(artifact, x, runtime):
+    y = _run_seq(_runner(artifact, runtime), x)
+    return y if artifact.graph.output_is_sequence else y[:, -1]
+
+
+class _Stream:
+    """Steps ``step.onnx`` with explicit state, one session per batch row."""
+
+    def __init__(self, artifact, runtime):
+        self.sess = _runner(artifact, runtime, STEP)
+        self.spec = _stepplan.state_spec(artifact.graph)
+        self.reset()
+
+    def reset(self, batch: int = 1):
+        self.batch = batch
+        self.st = [{n: np.zeros((1, s), np.float32) for n, _, _, s in self.spec} for _ in range(batch)]
+
+    def _one(self, k, x_t):
+        names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
+        res = dict(zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]})))
+        self.st[k] = {n: res[f"{n}_out"] for n, *_ in self.spec}
+        return np.asarray(res["y"][0], np.float64)
+
+    def step(self, x_t):
+        x = np.asarray(x_t, dtype=np.float64)
+        if x.ndim == 1:
+            return self._one(0, x)
+        return np.stack([self._one(k, row) for k, row in enumerate(x)])
+
+
+def stream(artifact, runtime):
+    return _Stream(artifact, runtime)
+
+
+def check(artifact, x) -> dict:
+    ref = artifact.reference(x[:1])
+    y = artifact.run(x[:1], runtime="onnx-reference")
+    return {"error_vs_source_onnx-reference": relative_error(y, ref)}

@@ -1,0 +1,317 @@
+"""The ``tflite`` target: a TFLite step model ``(x_t, state) -> (y_t, state')``.
+
+Files: ``model.tflite`` (the step model) and ``io.json`` (its inputs and outputs
+in subgraph order, with their quantization, for runtimes without signatures).
+
+Variants (option ``variant``):
+
+``external`` (default)
+    signature ``step(x, L<i>_m, ...) -> {y, L<i>_m_out, ...}``: the caller
+    keeps the state and feeds each ``*_out`` back as the next step's input;
+    resetting is passing zeros (the zero point, in quantized models).
+``internal``
+    signature ``step(x) -> {y}`` keeps the state in resource variables
+    (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE); the ``step_reset``
+    signature sets them back to zero (named so that it sorts after ``step``:
+    the converter orders subgraphs by signature name, and TFLite Micro, which
+    runs subgraph 0, must find ``step`` there). In TFLite Micro
+    ``MicroInterpreter::Reset()`` (``Interpreter.reset()`` in Python) resets them.
+
+Quantization (``quantize``): ``float`` (float32), ``int8`` (full integer, int8
+in and out) and ``int16x8`` (int16 activations and state, int8 weights). The
+representative data are the inputs and the states the float oracle
+(:func:`lmu_edge.simulate`) went through on the calibration data. The LMU
+memory is written in the "split" form (option ``form``, see
+:mod:`._tflite_build`); ``form="plain"`` is the plain conversion, kept for
+comparison: the report of a quantized artifact gives both SQNRs.
+
+Runtimes: ``litert`` (ai-edge-litert, default), ``tflm`` (TFLite Micro's host
+interpreter from the ``tflite-micro`` package; the report gives the arena size
+it needs), ``tflite-runtime`` (the legacy ``tflite-runtime`` package, run in a
+separate Python named by the option ``tflite_runtime_python`` or the variable
+``LMU_EDGE_TFLITE_RUNTIME_PYTHON``, because it needs numpy < 2 and cannot share
+a process with TensorFlow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from lmu_edge import reference
+from lmu_edge.errors import ArtifactError, QuantizationError, UnsupportedLayerError
+from lmu_edge.metrics import relative_error, sqnr_db
+from lmu_edge.registry import require
+
+from . import _stepplan, _tflite_session
+
+QUANTIZE = ("float", "int8", "int16x8")
+RUNTIMES = ("litert", "tflm", "tflite-runtime")
+DEFAULT_RUNTIME = "litert"
+OPTIONS = {
+    "variant": "external",           # external | internal
+    "form": "auto",                  # auto (split when quantized) | split | plain
+    "compare_plain": True,           # quantized: also convert the plain form and report its SQNR
+    "representative_samples": 1000,  # steps of calibration data given to the converter
+    "tflite_runtime_python": "",     # python with tflite-runtime (default: $LMU_EDGE_TFLITE_RUNTIME_PYTHON)
+}
+MODEL, IO = "model.tflite", "io.json"
+PYTHON_ENV = "LMU_EDGE_TFLITE_RUNTIME_PYTHON"
+
+
+def _bool(v) -> bool:
+    return v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+
+
+# --- building ------------------------------------------------------------------------------
+
+def _litert():
+    return require("ai_edge_litert.interpreter", "tflite", "running TFLite models in LiteRT")
+
+
+def _io_description(model_path: Path, variant: str, spec) -> dict:
+    """Names, shapes and quantization of subgraph 0's inputs and outputs, from LiteRT."""
+    interp = _litert().Interpreter(model_path=str(model_path))
+    runner = interp.get_signature_runner(_tflite_session.step_key(interp.get_signature_list()))
+
+    def desc(details, sig_details):
+        by_index = {d["index"]: n for n, d in sig_details.items()}
+        out = []
+        for d in details:
+            qp = d["quantization_parameters"]
+            out.append({"name": by_index[d["index"]], "shape": [int(s) for s in d["shape"]],
+                        "dtype": np.dtype(d["dtype"]).name,
+                        "scale": float(qp["scales"][0]) if len(qp["scales"]) else 0.0,
+                        "zero_point": int(qp["zero_points"][0]) if len(qp["zero_points"]) else 0})
+        return out
+
+    ops = sorted({o["op_name"] for o in interp._get_ops_details()})
+    return {"model": MODEL, "variant": variant, "states": [n for n, *_ in spec] if variant == "external" else [],
+            "inputs": desc(interp.get_input_details(), runner.get_input_details()),
+            "outputs": desc(interp.get_output_details(), runner.get_output_details()),
+            "ops": ops}
+
+
+def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
+    """(relative error, SQNR dB) of the step model against the float oracle over whole sequences."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / MODEL
+        p.write_bytes(model_bytes)
+        s = _tflite_session.Session(io, _tflite_session.SignatureBackend(_litert().Interpreter, p))
+        y = _tflite_session.run_sequences(s, x)
+    ref = reference.simulate(graph, x)
+    y = y if graph.output_is_sequence else y[:, -1]
+    return relative_error(y, ref), sqnr_db(y, ref)
+
+
+def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep) -> tuple:
+    from . import _tflite_build
+    try:
+        model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
+    except Exception as e:      # the converter's errors are long MLIR dumps: keep the first lines
+        msg = "\n".join(str(e).strip().splitlines()[:6])
+        raise QuantizationError(f"the TFLite converter failed on the {variant} {quantize} step model "
+                                f"of {graph.name!r}: {msg}") from e
+    path = out_dir / MODEL
+    path.write_bytes(model)
+    io = _io_description(path, variant, plan.spec)
+    return model, io
+
+
+def emit(graph, out_dir, options) -> dict:
+    out_dir = Path(out_dir)
+    variant = options.get("variant") or "external"
+    if variant not in ("external", "internal"):
+        raise ArtifactError(f"tflite: unknown variant {variant!r}; known: external, internal")
+    quantize = options.get("quantize", "float")
+    form = options.get("form", "auto")
+    if form not in ("auto", "split", "plain"):
+        raise ArtifactError(f"tflite: unknown form {form!r}; known: auto, split, plain")
+    if variant == "internal" and quantize != "float":
+        # TF 2.21's calibrator cannot load a model whose step_reset signature has no inputs
+        # ("NULL SignatureDef inputs for exported method step_reset")
+        raise QuantizationError("tflite: the internal-state variant is float32 only for now; quantize the "
+                                "external variant (variant='external') and keep the state on the device")
+    if form == "auto":
+        form = "plain" if quantize == "float" else "split"
+    require("tensorflow", "tflite", "building TFLite models")
+    cal = options.get("calibration")
+    rep = rec = None
+    report = {"variant": variant, "form": form}
+    if quantize != "float":
+        n_rep = int(options.get("representative_samples", 1000))
+        if variant == "internal":         # the variables must follow real trajectories: whole sequences in order
+            T = cal.shape[1]
+            rec = _stepplan.record(graph, cal[:max(1, n_rep // T)])
+        else:
+            rec = _stepplan.record(graph, cal, max_samples=n_rep)
+    plan = _stepplan.StatePlan(graph, rec, balance=(form == "split"))
+    if rec is not None:
+        rep = {"x": rec["x"], **plan.model_states(rec)}
+    model, io = _emit_one(graph, out_dir, plan, form, variant, quantize, rep)
+    (out_dir / IO).write_text(json.dumps(io, indent=2))
+    report.update(model_bytes=len(model), ops=io["ops"], state_names=io["states"] or [n for n, *_ in plan.spec])
+    with contextlib.suppress(Exception):
+        report["tflm_arena_bytes"] = tflm_arena_size(model, io)
+    if quantize != "float":
+        err, sq = _stream_error(model, io, graph, cal)
+        q = {"error_vs_float": err, "sqnr_db_vs_float": sq, "form": form,
+             "note": ("measured against the float oracle on the calibration data, streamed step by step; "
+                      "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
+                      "compared within 1 LSB")}
+        if _bool(options.get("compare_plain", True)) and form != "plain":
+            plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
+            prep = {"x": rec["x"], **plain_plan.model_states(rec)}
+            with tempfile.TemporaryDirectory() as d:
+                pm, pio = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
+            perr, psq = _stream_error(pm, pio, graph, cal)
+            q["plain"] = {"error_vs_float": perr, "sqnr_db_vs_float": psq}
+        report["quantization"] = q
+    return {"files": [MODEL, IO], "tolerance": None if quantize != "float" else 1e-4, "report": report}
+
+
+# --- running -------------------------------------------------------------------------------
+
+def _io(artifact) -> dict:
+    return json.loads((artifact.path / IO).read_text())
+
+
+def tflm_arena_size(model: bytes, io: dict) -> int:
+    """Bytes of tensor arena TFLite Micro uses for the model (its RecordingMicroAllocator's total)."""
+    micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
+    b = _tflite_session.MicroBackend(micro, model, io, arena_size=max(1 << 16, len(model) * 16), grow=True)
+    b.invoke({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in io["inputs"]})
+    with tempfile.TemporaryFile() as f:
+        with _redirect_stderr(f.fileno()):
+            b.interp.print_allocations()
+        f.seek(0)
+        text = f.read().decode(errors="replace")
+    found = re.search(r"Arena allocation total (\d+) bytes", text)
+    if not found:
+        raise RuntimeError(f"TFLite Micro did not report its arena use: {text[:200]!r}")
+    return int(found.group(1))
+
+
+@contextlib.contextmanager
+def _redirect_stderr(fd):
+    """Send file descriptor 2 to ``fd`` (TFLite Micro's C++ code writes there directly)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class _WorkerSession:
+    """The ``tflite-runtime`` runtime: :mod:`._tflite_session` run by another Python, over pipes."""
+
+    def __init__(self, artifact):
+        py = artifact.manifest.get("options", {}).get("tflite_runtime_python") or os.environ.get(PYTHON_ENV)
+        if not py:
+            raise ArtifactError(f"the 'tflite-runtime' runtime runs in a separate Python that has the "
+                                f"tflite-runtime package (numpy < 2); set {PYTHON_ENV}=/path/to/python "
+                                f"(or the option tflite_runtime_python)")
+        script = Path(_tflite_session.__file__)
+        self.proc = subprocess.Popen([py, str(script), str(artifact.path)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def _ask(self, arr):
+        try:
+            _tflite_session.write_npy(self.proc.stdin, arr)
+            return np.lib.format.read_array(_tflite_session.PipeReader(self.proc.stdout))
+        except (OSError, EOFError, ValueError):
+            err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-3:]
+            raise ArtifactError(f"the tflite-runtime worker failed: {' | '.join(err)}") from None
+
+    def reset(self, batch: int = 1):
+        self._ask(np.float64(0))
+
+    def step(self, x_t):
+        return self._ask(np.asarray(x_t, dtype=np.float64).reshape(-1))
+
+    def run(self, x):
+        return self._ask(x)
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+
+    __del__ = close
+
+
+def _session(artifact, runtime):
+    io = _io(artifact)
+    if runtime == "litert":
+        return _tflite_session.Session(io, _tflite_session.SignatureBackend(_litert().Interpreter,
+                                                                            artifact.path / MODEL))
+    if runtime == "tflm":
+        micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
+        arena = artifact.manifest.get("report", {}).get("tflm_arena_bytes")
+        arena = int(arena) + 1024 if arena else 1 << 16
+        return _tflite_session.Session(io, _tflite_session.MicroBackend(micro, (artifact.path / MODEL).read_bytes(),
+                                                                        io, arena, grow=True))
+    if runtime == "tflite-runtime":
+        return _WorkerSession(artifact)
+    raise ArtifactError(f"tflite: unknown runtime {runtime!r}")
+
+
+def run(artifact, x, runtime):
+    s = _session(artifact, runtime)
+    if isinstance(s, _WorkerSession):
+        y = s.run(x)
+        s.close()
+    else:
+        y = _tflite_session.run_sequences(s, x)
+    return y if artifact.graph.output_is_sequence else y[:, -1]
+
+
+class _Stream:
+    """``reset(batch)`` / ``step(x_t)``: one session per batch row (the step model has batch 1)."""
+
+    def __init__(self, artifact, runtime):
+        self.artifact, self.runtime = artifact, runtime
+        self.sessions = []
+        self.reset()
+
+    def reset(self, batch: int = 1):
+        while len(self.sessions) < batch:
+            self.sessions.append(_session(self.artifact, self.runtime))
+        self.sessions = self.sessions[:batch]
+        for s in self.sessions:
+            s.reset()
+
+    def step(self, x_t):
+        x = np.asarray(x_t, dtype=np.float64)
+        if x.ndim == 1:
+            return self.sessions[0].step(x)
+        return np.stack([s.step(row) for s, row in zip(self.sessions, x)])
+
+
+def stream(artifact, runtime):
+    return _Stream(artifact, runtime)
+
+
+def check(artifact, x) -> dict:
+    """Errors against the source model in each runtime that is installed (LiteRT is checked by convert)."""
+    out = {}
+    ref = artifact.reference(x[:2])
+    for rt in ("tflm",):
+        try:
+            y = artifact.run(x[:2], runtime=rt)
+        except Exception as e:   # a runtime that cannot run the model is reported, not hidden
+            out[f"error_vs_source_{rt}"] = f"failed: {e}"
+            continue
+        out[f"error_vs_source_{rt}"] = relative_error(y, ref)
+    return out

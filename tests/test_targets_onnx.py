@@ -1,0 +1,71 @@
+"""onnx target: emit, check, run in ONNX Runtime and onnx.reference, compare with lmu_edge.simulate."""
+
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="onnx not installed: pip install 'lmu-edge[onnx]'")
+pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip install 'lmu-edge[onnx]'")
+
+import lmu_edge  # noqa: E402
+from lmu_edge.metrics import relative_error  # noqa: E402
+
+from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (the same model configurations)
+
+FLOAT_TOL = 1e-5   # float32 models against the float64 oracle (see test_targets_tflite)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    d = tmp_path_factory.mktemp("onnx")
+    return {k: lmu_edge.convert(g, "onnx", d / k) for k, g in CONFIGS.items()}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("runtime", ["onnxruntime", "onnx-reference"])
+def test_float_matches_the_oracle(artifacts, name, runtime):
+    x = np.random.default_rng(1).standard_normal((2, 60, 2))
+    err = relative_error(artifacts[name].run(x, runtime=runtime), lmu_edge.simulate(CONFIGS[name], x))
+    assert err < FLOAT_TOL, (name, runtime, err)
+
+
+@pytest.mark.parametrize("name", ["memory_d2_dense", "rk4"])
+def test_models_pass_the_full_checker_at_opset_19(artifacts, name):
+    for f in ("step.onnx", "sequence.onnx"):
+        m = onnx.load(artifacts[name].path / f)
+        onnx.checker.check_model(m, full_check=True)
+        assert m.opset_import[0].version >= 19
+    seq = onnx.load(artifacts[name].path / "sequence.onnx")
+    assert [n.op_type for n in seq.graph.node] == ["Scan"]
+
+
+def test_step_model_streams_like_the_sequence_model_and_resets(artifacts):
+    g = CONFIGS["rnn_path_simple_rnn"]
+    T = int(10 * g.layers[1].theta)
+    x = np.random.default_rng(2).standard_normal((2, T, 2))
+    ref = lmu_edge.simulate(g, x)
+    s = artifacts["rnn_path_simple_rnn"].stream()
+    s.reset(batch=2)
+    ys = np.stack([s.step(x[:, t]) for t in range(T)], axis=1)
+    assert relative_error(ys, ref) < FLOAT_TOL
+    s.reset()
+    np.testing.assert_allclose(s.step(x[0, 0]), ys[0, 0], rtol=0, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_int8_qdq_is_measured(tmp_path):
+    g = lmu_q64()
+    cal = np.random.default_rng(12).standard_normal((1, 1000, 1))
+    art = lmu_edge.convert(g, "onnx", tmp_path / "q", quantize="int8", calibration=cal)
+    m = onnx.load(art.path / "step.onnx")
+    ops = {n.op_type for n in m.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= ops
+    q = json.loads((art.path / "report.json").read_text())["quantization"]
+    assert np.isfinite(q["sqnr_db_vs_float"]) and q["error_vs_float"] < 1.0
+    x = cal[:, :200]
+    y_ort, y_ref = art.run(x), art.run(x, runtime="onnx-reference")
+    # ORT fuses QDQ into integer kernels, the reference evaluator computes Q/DQ in float: compared
+    # against float with the same bound, not bit for bit
+    ref = lmu_edge.simulate(g, x)
+    assert relative_error(y_ref, ref) < 2 * max(relative_error(y_ort, ref), 0.05)
