@@ -48,7 +48,6 @@ OPTIONS = {
 }
 NEURON_TYPES = ("lif", "spiking-relu", "lif-rate", "direct")
 NETWORK_FILE, WEIGHTS_FILE = "network.py", "weights.npz"
-LOIHI_BLOCK = 500          # neurons per Loihi core block (1024 compartments, 4096 out-axons a core)
 RADIUS_MARGIN = 1.1        # ensembles represent s / r with r 10% above the largest |s| seen in calibration
 LOIHI_ENV_HINT = ("python3 -m venv .venv-loihi && .venv-loihi/bin/pip install 'numpy<2' 'lmu-edge[loihi]' "
                   "(from a checkout: bash scripts/numpy1_tests.sh builds .venv-numpy1)")
@@ -235,6 +234,13 @@ def _radii(graph, spec, arrays, x) -> None:
             r = s.max(axis=0)
         r = RADIUS_MARGIN * np.maximum(r, max(1e-3 * float(r.max()), 1e-9))
         arrays[f"{i}.radius"] = r
+        # the memory's input u, recovered from the states (s[n] = F s[n-1] + G u[n]): its scale for Loihi
+        F, G = arrays[f"{i}.F"], arrays[f"{i}.G"]
+        s = states[layer.name].reshape(*states[layer.name].shape[:2], d, F.shape[0])
+        prev = np.concatenate([np.zeros_like(s[:, :1]), s[:, :-1]], axis=1)
+        u = np.einsum("ntdi,i->ntd", s - np.einsum("ij,ntdj->ntdi", F, prev), G) / float(G @ G)
+        umax = np.abs(u).max(axis=(0, 1))
+        arrays[f"{i}.u_scale"] = RADIUS_MARGIN * np.maximum(umax, max(1e-3 * float(umax.max()), 1e-9))
 
 
 def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
@@ -313,12 +319,10 @@ def _model(artifact, runtime, **overrides):
     key = (str(Path(artifact.path).resolve()), weights.stat().st_mtime_ns, runtime, tuple(sorted(overrides.items())))
     if key not in _MODELS:
         if runtime == "loihi-emulator":
-            # one ensemble per memory (axis-aligned encoders) split into core-sized blocks: one decoded
-            # recurrent connection instead of one per pair of 1-D ensembles (which Loihi cannot place)
+            # the memory laid out for nengo-loihi: see "Loihi layout" in network.py
             require_loihi()
             overrides.setdefault("spiking", True)
-            overrides.setdefault("layout", "ensemble")
-            overrides.setdefault("block_size", LOIHI_BLOCK)
+            overrides.setdefault("layout", "loihi")
         net = network_module(artifact)
         model = net.build_network(weights, **overrides)
         sim = model.simulator(runtime)
@@ -344,7 +348,8 @@ class _Stream:
         if self.model.phase >= self.model.k:
             raise UnsupportedLayerError(
                 f"{artifact.path}: the spiking network's output lags the input by more than one sample "
-                f"(stacked spiking LMUs), so it cannot be streamed; use run() on whole sequences")
+                f"(stacked spiking LMUs, or the Loihi emulator's transport latency), so it cannot be streamed; "
+                f"use run() on whole sequences")
         self.sims = []
         self.reset()
 

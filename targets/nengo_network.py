@@ -42,6 +42,31 @@ so that the synaptic state obeys ``x[n] = Fk x[n-1] + Gk u[n]`` when the
 neurons are ideal. The readout is that lowpass state right after this step's
 update, ``a * Lowpass(v)[n] + (1 - a) v[n]`` with ``v = A' s + B' u``, which is
 the value the ensembles will represent at the next step.
+
+Loihi layout
+------------
+``layout="loihi"`` (what runtime "loihi-emulator" builds) keeps the same
+mapping but places it so that no value nengo-loihi carries in spikes leaves
+its range, and the loop has one synapse, as in nengo:
+
+* one ensemble, ``neurons_per_dim`` neurons per state dimension (axis-aligned
+  encoders), intercepts ``Uniform(-1, 0.5)`` so that no neuron has a huge gain
+  (the 8-bit weights of a core are scaled to its largest one), in cores of
+  :func:`loihi_block_size` neurons;
+* the recurrence ``A'`` as neuron-to-neuron weights (``LstsqL2(weights=True)``):
+  a decoded connection would pass ``A' x`` through decode neurons, which
+  saturate at 1 (``A' x`` grows like ``tau / dt``) and add a second 5 ms
+  lowpass;
+* the input as ``u / U`` (``U``: 1.1 x the largest ``|u|`` in calibration,
+  ``u_scale``) into the neurons, with ``B' U`` in the on-chip weights and no
+  host-side synapse: the chip applies its compartments' Lowpass(tau);
+* the readout on the host from the decoded state, with the host's copy of
+  ``u`` delayed by :data:`LOIHI_LATENCY` steps (host -> chip -> host transport,
+  measured) and the output read that many steps later.
+
+Only nengo-loihi runs this layout as intended (in nengo the input would miss
+its synapse). Loihi's neurons reset to zero after a spike and so lag nengo's a
+little; that, not the weights, is most of what remains (docs/nengo.md).
 """
 
 from __future__ import annotations
@@ -57,6 +82,11 @@ FORMAT = "lmu-edge-nengo"
 VERSION = 1
 #: nengo delays every synapse by one step, so the identity filter is an exact one-step delay
 DELAY = nengo.synapses.LinearFilter([1.0], [1.0], analog=False)
+#: the "loihi" layout (see the module docstring)
+LOIHI_INTERCEPT_MAX = 0.5      # intercepts Uniform(-1, 0.5): bounded gains, so 8-bit weights keep their resolution
+LOIHI_LATENCY = 3              # steps from the host's input to the host's decoded state, beyond nengo's
+LOIHI_SYNAPSE_BITS = 16384 * 64
+LOIHI_MAX_AXONS = 4096
 NEURON_TYPES = {"lif": nengo.LIF, "spiking-relu": nengo.SpikingRectifiedLinear,
                 "lif-rate": nengo.LIFRate, "direct": nengo.Direct}
 
@@ -200,10 +230,13 @@ class Model:
     def simulator(self, runtime="nengo", progress_bar=False):
         """A simulator for this network: ``nengo.Simulator``, or nengo-loihi's emulator."""
         if runtime == "nengo":
-            return nengo.Simulator(self.net, dt=self.dt, progress_bar=progress_bar, optimize=True)
+            # no decoder cache: its files (pickles) are shared by every environment and unreadable across
+            # numpy major versions; this network's solves take milliseconds
+            model = nengo.builder.Model(dt=self.dt, decoder_cache=nengo.cache.NoDecoderCache())
+            return nengo.Simulator(self.net, dt=self.dt, model=model, progress_bar=progress_bar, optimize=True)
         if runtime == "loihi-emulator":
             import nengo_loihi
-            # passthrough removal mis-wires sliced connections between host nodes; the "ensemble" layout
+            # passthrough removal mis-wires sliced connections between host nodes; the "loihi" layout
             # has no passthrough node between ensembles, so nothing on the chip depends on it
             return nengo_loihi.Simulator(self.net, dt=self.dt, target="sim", remove_passthrough=False)
         raise ValueError(f"unknown runtime {runtime!r}; known: nengo, loihi-emulator")
@@ -258,13 +291,13 @@ def build_network(weights=None, *, spiking=None, neurons_per_dim=None, neuron_ty
     neurons_per_dim, neuron_type, tau, dt, seed : optional
         Override the converted options (``neuron_type``: lif, spiking-relu,
         lif-rate, or direct for ideal ensembles).
-    layout : {"array", "ensemble"}, optional
-        A spiking memory as an EnsembleArray of 1-D ensembles (default), or as
-        one ensemble whose neurons each encode one dimension, so that its
-        recurrence is a single decoded connection (what Loihi can place).
+    layout : {"array", "loihi"}, optional
+        A spiking memory as an EnsembleArray of 1-D ensembles (default), or
+        as laid out for nengo-loihi (needs nengo_loihi; runs correctly only on
+        its simulator, see "Loihi layout" above).
     block_size : int, optional
-        With nengo-loihi, split the "ensemble" layout into blocks (cores) of at
-        most this many neurons.
+        The "loihi" layout: at most this many neurons per core (default: as
+        many as a core's synapse memory holds).
     probe_states : bool
         Probe the exact memories' states (used to calibrate the radii).
     """
@@ -349,8 +382,8 @@ def _lmu(layer, arr, x, held, phase, k, one, opts, spiking):
         probe = nengo.Probe(s, synapse=None)
         out_phase = phase
     else:
-        _spiking_memory(layer, arr, u, m, opts)
-        out_phase = phase + k - 1
+        lat = _spiking_memory(layer, arr, u, m, opts) or 0
+        out_phase = phase + k - 1 + lat
     # hidden_to_memory / memory_to_memory: last sample's h and m into this sample's input
     fb = None
     if "henc" in arr or "menc" in arr:
@@ -399,7 +432,8 @@ def _lmu(layer, arr, x, held, phase, k, one, opts, spiking):
 
 
 def _spiking_memory(layer, arr, u, m, opts):
-    """The memory as an EnsembleArray of ``s / r`` through Lowpass(tau) (see the module docstring)."""
+    """The memory of ``s / r`` through Lowpass(tau) (see the module docstring); returns the readout's
+    extra latency in simulator steps (0 except in the "loihi" layout)."""
     if "Fk" not in arr:
         raise ValueError(f"layer {layer['name']!r}: {layer.get('spiking_error', 'no spiking form stored')}")
     d = int(layer["memory_d"])
@@ -414,26 +448,13 @@ def _spiking_memory(layer, arr, u, m, opts):
     neuron = NEURON_TYPES[opts["neuron_type"]]()
     syn = nengo.Lowpass(tau)
     npd, dims = int(opts["neurons_per_dim"]), d * n
-    if opts.get("layout", "array") == "array":
-        ea = nengo.networks.EnsembleArray(npd, dims, ens_dimensions=1, radius=1.0,
-                                          neuron_type=neuron, label=f"{layer['name']}.memory")
-        ens_in, ens_out = ea.input, ea.output
-    else:     # one ensemble whose neurons each see one dimension: one decoded recurrent connection (Loihi)
-        signs = np.where(np.arange(npd) % 2 == 0, 1.0, -1.0)
-        enc = np.zeros((npd * dims, dims))
-        for i in range(dims):
-            enc[i * npd:(i + 1) * npd, i] = signs
-        ens_in = ens_out = nengo.Ensemble(npd * dims, dims, encoders=enc, radius=1.0, neuron_type=neuron,
-                                          eval_points=nengo.dists.Uniform(-1, 1),
-                                          n_eval_points=max(1000, 2 * npd * dims), label=f"{layer['name']}.memory")
-        if opts.get("block_size"):
-            import nengo_loihi
-            nengo_loihi.add_params(nengo.Network.context[0])
-            per = max(1, int(opts["block_size"]) // npd) * npd
-            nengo.Network.context[0].config[ens_in].block_shape = nengo_loihi.BlockShape((per,), (npd * dims,))
-    if opts.get("layout") == "loihi":
-        return _loihi_memory(layer, arr, u, m, opts, ens_in, An, Bn, Cn, a, syn)
-    ea = type("EA", (), {"input": ens_in, "output": ens_out})
+    layout = opts.get("layout") or "array"
+    if layout == "loihi":
+        return _loihi_memory(layer, arr, u, m, opts, neuron, An, Bn, Cn, a, syn)
+    if layout != "array":
+        raise ValueError(f"unknown layout {layout!r}; known: array, loihi")
+    ea = nengo.networks.EnsembleArray(npd, dims, ens_dimensions=1, radius=1.0,
+                                      neuron_type=neuron, label=f"{layer['name']}.memory")
     nengo.Connection(u, ea.input, transform=Bn, synapse=syn)
     nengo.Connection(ea.output, ea.input, transform=An, synapse=syn)
     lag = nengo.Node(size_in=m.size_in, label=f"{layer['name']}.readout_lag")
@@ -442,40 +463,67 @@ def _spiking_memory(layer, arr, u, m, opts):
     nengo.Connection(lag, m, transform=a, synapse=None)
     nengo.Connection(u, m, transform=(1 - a) * (Cn @ Bn), synapse=None)
     nengo.Connection(ea.output, m, transform=(1 - a) * (Cn @ An), synapse=None)
+    return 0
 
 
-def _loihi_memory(layer, arr, u, m, opts, ens, An, Bn, Cn, a, syn):
-    d = int(layer["memory_d"])
-    dims = ens.dimensions
-    U = np.asarray(arr.get("u_scale", np.ones(d)), dtype=np.float64).reshape(d)
-    name = layer["name"]
-    enc = ens.encoders   # axis-aligned unit encoders
+def loihi_block_size(n_neurons, cap=None):
+    """Neurons per Loihi core for a memory of ``n_neurons`` with dense recurrent weights: each core
+    stores ``n_neurons`` synapses per neuron in its 1 Mbit of synapse memory (about 9-10 bits each,
+    12 assumed), and has 4096 input axons."""
+    if n_neurons + 64 > LOIHI_MAX_AXONS:
+        raise ValueError(f"a Loihi memory of {n_neurons} neurons needs {n_neurons} input axons per core "
+                         f"(at most {LOIHI_MAX_AXONS}); use fewer neurons_per_dim")
+    per = max(1, LOIHI_SYNAPSE_BITS // (12 * n_neurons))
+    return int(min(per, cap or per, 1024, n_neurons))
+
+
+def _loihi_memory(layer, arr, u, m, opts, neuron, An, Bn, Cn, a, syn):
+    """The memory as nengo-loihi places it well (see "Loihi layout" in the module docstring)."""
+    d, name = int(layer["memory_d"]), layer["name"]
+    npd, dims = int(opts["neurons_per_dim"]), An.shape[0]
+    U = np.asarray(arr["u_scale"], dtype=np.float64).reshape(d) if "u_scale" in arr else np.ones(d)
     BU = Bn * U[None, :]
+    signs = np.where(np.arange(npd) % 2 == 0, 1.0, -1.0)
+    enc = np.zeros((npd * dims, dims))
+    for i in range(dims):
+        enc[i * npd:(i + 1) * npd, i] = signs
+    ens = nengo.Ensemble(npd * dims, dims, encoders=enc, radius=1.0, neuron_type=neuron,
+                         intercepts=nengo.dists.Uniform(-1.0, LOIHI_INTERCEPT_MAX),
+                         eval_points=nengo.dists.Uniform(-1, 1), n_eval_points=max(1000, 2 * npd * dims),
+                         label=f"{name}.memory")
+    import nengo_loihi
+    net = nengo.Network.context[0]
+    nengo_loihi.add_params(net)
+    per = loihi_block_size(npd * dims, opts.get("block_size"))
+    net.config[ens].block_shape = nengo_loihi.BlockShape((per,), (npd * dims,))
+    # input: u / U (within [-1, 1]) to the neurons; B' lives in the on-chip weights. No host-side
+    # synapse: the chip filters it with the memory's compartment filter, Lowpass(tau)
     us = nengo.Node(size_in=d, label=f"{name}.u_scaled")
     nengo.Connection(u, us, transform=np.diag(1 / U), synapse=None)
-    host_syn = None if opts.get("chip_filter", True) else syn
-    if isinstance(ens.neuron_type, nengo.Direct):
-        nengo.Connection(us, ens, transform=BU, synapse=host_syn)
-    else:
-        nengo.Connection(us, ens.neurons, transform=enc @ BU, synapse=host_syn)
-    solver = nengo.solvers.LstsqL2(weights=True) if opts.get("rec_weights", True) else nengo.solvers.LstsqL2()
-    nengo.Connection(ens, ens, transform=An, synapse=syn, solver=solver)
-    xh = nengo.Node(size_in=dims, label=f"{name}.xhat")
+    nengo.Connection(us, ens.neurons, transform=enc @ BU, synapse=None)
+    # recurrence: neuron-to-neuron weights (no decode neurons), Lowpass(tau) on the chip
+    nengo.Connection(ens, ens, transform=An, synapse=syn, solver=nengo.solvers.LstsqL2(weights=True))
+    # readout on the host from the decoded state (within radius 1), aligned with the chip's latency
+    xh = nengo.Node(size_in=dims, label=f"{name}.state")
     nengo.Connection(ens, xh, synapse=None)
+    ud = nengo.Node(size_in=d, label=f"{name}.u_delayed")
+    nengo.Connection(us, ud, synapse=nengo.synapses.LinearFilter([1.0], [1.0] + [0.0] * (LOIHI_LATENCY - 1),
+                                                                  analog=False))
     lag = nengo.Node(size_in=m.size_in, label=f"{name}.readout_lag")
-    nengo.Connection(us, lag, transform=Cn @ BU, synapse=syn)
+    nengo.Connection(ud, lag, transform=Cn @ BU, synapse=syn)
     nengo.Connection(xh, lag, transform=Cn @ An, synapse=syn)
     nengo.Connection(lag, m, transform=a, synapse=None)
-    nengo.Connection(us, m, transform=(1 - a) * (Cn @ BU), synapse=None)
+    nengo.Connection(ud, m, transform=(1 - a) * (Cn @ BU), synapse=None)
     nengo.Connection(xh, m, transform=(1 - a) * (Cn @ An), synapse=None)
+    return LOIHI_LATENCY
 
 
 def run(x, weights=None, runtime="nengo", **options):
     """Build the network (``options`` as :func:`build_network`) and run ``x (N, T, F)``.
 
-    ``runtime="loihi-emulator"`` builds the spiking network in the "ensemble"
-    layout with 500-neuron blocks and runs it on nengo-loihi's emulator.
+    ``runtime="loihi-emulator"`` builds the spiking network in the "loihi"
+    layout and runs it on nengo-loihi's emulator.
     """
     if runtime == "loihi-emulator":
-        options = dict({"spiking": True, "layout": "ensemble", "block_size": 500}, **options)
+        options = dict({"spiking": True, "layout": "loihi"}, **options)
     return build_network(weights, **options).run(x, runtime=runtime)
