@@ -21,6 +21,8 @@ apt_install() {
 C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 # the report test opens the HTML page in a real browser
 REPORT_TEST_PACKAGES=(chromium)
+# the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite)
+KWS_PACKAGES=(espeak-ng flite)
 
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     local PY="${PYTHON:-python3}"

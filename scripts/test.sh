@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
-apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}"
+apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}"
 make_venv "test,keras,nengo,tflite,onnx"
 
 logs=$(mktemp -d)
