@@ -24,7 +24,9 @@ bits. With the state in balanced coordinates (:mod:`._stepplan`: every
 Legendre coefficient of the state uses its whole integer range), the int16x8
 model keeps the LMU within ~60 dB of float. In full int8 the state itself is
 an 8-bit tensor, and its rounding every step limits the memory to ~20-25 dB
-(measured, see docs/tflite_onnx.md) whatever the weights are.
+(measured, see docs/tflite_onnx.md) whatever the weights are, so the int8
+model takes its state path from the int16x8 conversion (:mod:`._tflite_mixed`,
+:func:`convert_int8_wide_state`): int8 in and out, int16 state.
 """
 
 from __future__ import annotations
@@ -272,6 +274,21 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
     return model
 
 
+def convert_int8_wide_state(graph, plan: StatePlan, form: str, rep: dict) -> bytes:
+    """Full int8 with an int16 state path: the int8 and the int16x8 conversions, spliced.
+
+    See :mod:`._tflite_mixed`; raises :class:`._tflite_mixed.SpliceError` when the two
+    conversions cannot be spliced (the int16x8 converter failing included).
+    """
+    from ._tflite_mixed import SpliceError, widen_state_path
+    m8 = convert(graph, plan, form, False, "int8", rep)
+    try:
+        m16 = convert(graph, plan, form, False, "int16x8", rep)
+    except Exception as e:
+        raise SpliceError(f"the int16x8 conversion failed: {str(e).strip().splitlines()[0][:200]}") from e
+    return widen_state_path(m8, m16, [n for n, *_ in plan.spec])
+
+
 def _range(scale, zp, dtype):
     info = np.iinfo(dtype)
     return (info.min - zp) * scale, (info.max - zp) * scale
@@ -282,9 +299,12 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
 
     The converter calibrates the two tensors separately, so their scales
     differ slightly, and a state handed back unchanged (as a device does)
-    would be misread. Both get the union of the two ranges; the biases of the
-    FULLY_CONNECTED ops that read either tensor are requantized to the new
-    input scale (their scale must be input scale * weight scale).
+    would be misread. Both get the union of the two ranges, and so does every
+    tensor tied to them by an op that only moves bytes (RESHAPE, SQUEEZE,
+    EXPAND_DIMS: its input and output must share one quantization; a ``d > 1``
+    memory reshapes the state to ``(d, q)``). The biases of the
+    FULLY_CONNECTED ops that read any of these tensors are requantized to the
+    new input scale (their scale must be input scale * weight scale).
     """
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
     m = fb.convert_bytearray_to_object(bytearray(model))
@@ -294,6 +314,22 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
     outs = {t.name.decode() if isinstance(t.name, bytes) else t.name: t.tensorIndex for t in sig.outputs}
     dtypes = {9: np.int8, 7: np.int16}                                     # schema TensorType codes
     fc_codes = {i for i, c in enumerate(m.operatorCodes) if max(c.builtinCode, c.deprecatedBuiltinCode) == 9}
+    moves = {i for i, c in enumerate(m.operatorCodes)                     # RESHAPE, SQUEEZE, EXPAND_DIMS
+             if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)}
+    links = {}
+    for op in sg.operators:
+        if op.opcodeIndex in moves:
+            links.setdefault(op.inputs[0], set()).add(op.outputs[0])
+            links.setdefault(op.outputs[0], set()).add(op.inputs[0])
+
+    def tied(*ts):
+        group, todo = set(), list(ts)
+        while todo:
+            t = todo.pop()
+            if t not in group:
+                group.add(t)
+                todo.extend(links.get(t, ()))
+        return sorted(group)
     for name in state_names:
         ti, to = ins[name], outs[f"{name}_out"]
         a, b = sg.tensors[ti], sg.tensors[to]
@@ -310,7 +346,9 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
         else:
             s = (hi - lo) / (info.max - info.min)
             z = int(np.clip(round(info.min - lo / s), info.min, info.max))
-        for t in (ti, to):
+        for t in tied(ti, to):
+            if sg.tensors[t].quantization is None or not len(sg.tensors[t].quantization.scale):
+                continue
             old = float(sg.tensors[t].quantization.scale[0])
             for op in sg.operators:
                 if op.opcodeIndex in fc_codes and len(op.inputs) > 2 and op.inputs[0] == t and op.inputs[2] >= 0:

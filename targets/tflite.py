@@ -17,8 +17,10 @@ Variants (option ``variant``):
     runs subgraph 0, must find ``step`` there). In TFLite Micro
     ``MicroInterpreter::Reset()`` (``Interpreter.reset()`` in Python) resets them.
 
-Quantization (``quantize``): ``float`` (float32), ``int8`` (full integer, int8
-in and out) and ``int16x8`` (int16 activations and state, int8 weights). The
+Quantization (``quantize``): ``float`` (float32), ``int8`` (int8 weights and
+activations, ``x`` and ``y`` int8; the LMU state path is int16, spliced in from
+the int16x8 conversion, see :mod:`._tflite_mixed`; option ``int8_state_path="int8"``
+gives the all-int8 model) and ``int16x8`` (int16 activations and state, int8 weights). The
 representative data are the inputs and the states the float oracle
 (:func:`lmu_edge.simulate`) went through on the calibration data. The LMU
 memory is written in the "split" form (option ``form``, see
@@ -60,6 +62,7 @@ OPTIONS = {
     "variant": "external",           # external | internal
     "form": "auto",                  # auto (split when quantized) | split | plain
     "compare_plain": True,           # quantized: also convert the plain form and report its SQNR
+    "int8_state_path": "int16",      # quantize=int8, split form: int16 (spliced from int16x8) | int8
     "representative_samples": 1000,  # steps of calibration data given to the converter
     "tflite_runtime_python": "",     # python with tflite-runtime (default: $LMU_EDGE_TFLITE_RUNTIME_PYTHON)
 }
@@ -112,10 +115,22 @@ def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
     return relative_error(y, ref), sqnr_db(y, ref)
 
 
-def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep) -> tuple:
-    from . import _tflite_build
+def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bool = False) -> tuple:
+    """``(model bytes, io description, state path note)``; ``wide``: int8 with an int16 state path."""
+    from . import _tflite_build, _tflite_mixed
+    state_path = None
     try:
-        model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
+        if wide:
+            try:
+                model = _tflite_build.convert_int8_wide_state(graph, plan, form, rep)
+                state_path = "int16"
+            except _tflite_mixed.SpliceError as e:      # fall back to all-int8, and say so in the report
+                model = _tflite_build.convert(graph, plan, form, False, quantize, rep)
+                state_path = f"int8 (the int16 state path could not be built: {e})"
+        else:
+            model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
+            if quantize != "float":
+                state_path = "int16" if quantize == "int16x8" else "int8"
     except Exception as e:      # the converter's errors are long MLIR dumps: keep the first lines
         msg = "\n".join(str(e).strip().splitlines()[:6])
         raise QuantizationError(f"the TFLite converter failed on the {variant} {quantize} step model "
@@ -123,7 +138,23 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep) -> tuple
     path = out_dir / MODEL
     path.write_bytes(model)
     io = _io_description(path, variant, plan.spec)
-    return model, io
+    return model, io, state_path
+
+
+def _construction(form: str, quantize: str, state_path: str) -> str:
+    """The report's one-line description of how the quantized LMU memory is built."""
+    mem = ("split form: balanced state coordinates, Abar split into an int8-exact high part and a 254x finer "
+           "low part (two FULLY_CONNECTED + ADD)" if form == "split"
+           else "plain conversion: Abar as one FULLY_CONNECTED with 8-bit weights")
+    if state_path == "int16" and quantize == "int8":
+        state = ("int16 state path in an int8 model: every op the next state depends on, and the "
+                 "FULLY_CONNECTED ops reading the state, spliced from the int16x8 conversion, with QUANTIZE "
+                 "int8<->int16 at its borders")
+    elif state_path == "int16":
+        state = "int16 state"
+    else:
+        state = f"{state_path} state: rounded to 8 bits every step"
+    return f"{mem}; {state}"
 
 
 def emit(graph, out_dir, options) -> dict:
@@ -156,22 +187,27 @@ def emit(graph, out_dir, options) -> dict:
     plan = _stepplan.StatePlan(graph, rec, balance=(form == "split"))
     if rec is not None:
         rep = {"x": rec["x"], **plan.model_states(rec)}
-    model, io = _emit_one(graph, out_dir, plan, form, variant, quantize, rep)
+    state8 = options.get("int8_state_path") or "int16"
+    if state8 not in ("int16", "int8"):
+        raise ArtifactError(f"tflite: unknown int8_state_path {state8!r}; known: int16, int8")
+    wide = quantize == "int8" and form == "split" and state8 == "int16"
+    model, io, state_path = _emit_one(graph, out_dir, plan, form, variant, quantize, rep, wide)
     (out_dir / IO).write_text(json.dumps(io, indent=2))
     report.update(model_bytes=len(model), ops=io["ops"], state_names=io["states"] or [n for n, *_ in plan.spec])
     with contextlib.suppress(Exception):
         report["tflm_arena_bytes"] = tflm_arena_size(model, io)
     if quantize != "float":
         err, sq = _stream_error(model, io, graph, cal)
-        q = {"error_vs_float": err, "sqnr_db_vs_float": sq, "form": form,
+        q = {"error_vs_float": err, "sqnr_db_vs_float": sq, "form": form, "state_path": state_path,
              "note": ("measured against the float oracle on the calibration data, streamed step by step; "
                       "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
                       "compared within 1 LSB")}
+        q["construction"] = _construction(form, quantize, state_path)
         if _bool(options.get("compare_plain", True)) and form != "plain":
             plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
             prep = {"x": rec["x"], **plain_plan.model_states(rec)}
             with tempfile.TemporaryDirectory() as d:
-                pm, pio = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
+                pm, pio, _ = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
             perr, psq = _stream_error(pm, pio, graph, cal)
             q["plain"] = {"error_vs_float": perr, "sqnr_db_vs_float": psq}
         report["quantization"] = q

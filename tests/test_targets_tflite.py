@@ -108,12 +108,18 @@ def lmu_q64():
     return lmu_edge.fold(chain(rng, n_in=1, q=64, theta=200.0, units=8), "zoh")
 
 
+CAL = np.random.default_rng(12).standard_normal((1, 2000, 1))
+
+
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
+    """The split form (the default) of both modes, and the plain conversion of each for comparison."""
     g = lmu_q64()
-    cal = np.random.default_rng(12).standard_normal((1, 2000, 1))
     d = tmp_path_factory.mktemp("tfl_q")
-    return g, {q: lmu_edge.convert(g, "tflite", d / q, quantize=q, calibration=cal) for q in ("int8", "int16x8")}
+    arts = {q: lmu_edge.convert(g, "tflite", d / q, quantize=q, calibration=CAL) for q in ("int8", "int16x8")}
+    arts.update({f"{q}_plain": lmu_edge.convert(g, "tflite", d / f"{q}_plain", quantize=q, calibration=CAL,
+                                                form="plain", compare_plain=False) for q in ("int8", "int16x8")})
+    return g, arts
 
 
 @pytest.mark.slow
@@ -126,24 +132,72 @@ def test_int16x8_split_form_beats_the_plain_conversion(quantized):
 
 
 @pytest.mark.slow
-def test_int8_runs_in_tflite_micro_and_reports_its_error(quantized):
+def test_int8_with_an_int16_state_path_beats_the_plain_conversion(quantized):
+    g, arts = quantized
+    rep = json.loads((arts["int8"].path / "report.json").read_text())
+    q = rep["quantization"]
+    # plain full-int8 conversion: Abar as 8-bit weights and an 8-bit state (the issue measured 12.7 dB);
+    # split form with the int16 state path: >= 30 dB
+    assert q["state_path"] == "int16" and q["plain"]["sqnr_db_vs_float"] < 20
+    assert q["sqnr_db_vs_float"] >= 30, q
+    io = json.loads((art_io := arts["int8"].path / "io.json").read_text())
+    dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
+    assert dtypes == {"x": "int8", "y": "int8", "L1_m": "int16", "L1_m_out": "int16"}, art_io
+    # builtin kernels that TFLite Micro has for int8 and int16x8 (FULLY_CONNECTED int16 in / int64 bias,
+    # ADD and MUL int16, QUANTIZE int8 <-> int16)
+    assert set(io["ops"]) == {"FULLY_CONNECTED", "ADD", "MUL", "QUANTIZE", "TANH"}
+    assert rep["tflm_arena_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+@pytest.mark.parametrize("runtime", ["litert", "tflm"])
+def test_quantized_streams_at_30_db_in_each_runtime(quantized, mode, runtime):
+    """2000 fresh white-noise steps, streamed with the state fed back as raw integers, as on a device."""
+    g, arts = quantized
+    x = np.random.default_rng(14).standard_normal((1, 2000, 1))
+    ref = lmu_edge.simulate(g, x)
+    split, plain = sqnr_db(arts[mode].run(x, runtime), ref), sqnr_db(arts[f"{mode}_plain"].run(x, runtime), ref)
+    assert plain < 20 and split >= 30, (mode, runtime, split, plain)
+
+
+@pytest.mark.slow
+def test_int8_litert_and_tflite_micro_agree(quantized):
     g, arts = quantized
     art = arts["int8"]
-    rep = json.loads((art.path / "report.json").read_text())
-    assert rep["tflm_arena_bytes"] > 0
-    q = rep["quantization"]
-    assert np.isfinite(q["sqnr_db_vs_float"]) and "plain" in q
     io = json.loads((art.path / "io.json").read_text())
-    assert {d["dtype"] for d in io["inputs"]} == {"int8"}
     x = np.random.default_rng(13).standard_normal((1, 300, 1))
     y_lite, y_micro = art.run(x, "litert"), art.run(x, "tflm")
     lsb = io["outputs"][0]["scale"]
-    # LiteRT (XNNPACK / optimized kernels) and TFLite Micro (reference kernels) round some products
-    # differently; the first steps agree within an LSB or two, later a 1-LSB difference in an 8-bit
-    # recurrent state is carried on, so over the sequence only the error against float is comparable.
-    assert np.max(np.abs(y_lite[:, :3] - y_micro[:, :3])) <= 2.01 * lsb
+    # LiteRT (optimized kernels) and TFLite Micro (reference kernels) round some products differently;
+    # the state is int16, so a 1-LSB difference in it does not grow: the int8 outputs stay within an LSB
+    # or two over the whole sequence (measured: at most 1, on ~3 % of the outputs).
+    assert np.max(np.abs(y_lite - y_micro)) <= 2.01 * lsb
     ref = lmu_edge.simulate(g, x)
-    assert abs(sqnr_db(y_micro, ref) - sqnr_db(y_lite, ref)) < 3
+    assert abs(sqnr_db(y_micro, ref) - sqnr_db(y_lite, ref)) < 1
+
+
+@pytest.mark.slow
+def test_int8_all_int8_state_path_is_still_available(tmp_path):
+    """``int8_state_path="int8"``: every tensor int8 (the state rounded to 8 bits each step, ~12 dB)."""
+    g = lmu_q64()
+    art = lmu_edge.convert(g, "tflite", tmp_path / "a", quantize="int8", calibration=CAL[:, :500],
+                           int8_state_path="int8", compare_plain=False)
+    io = json.loads((art.path / "io.json").read_text())
+    assert {d["dtype"] for d in io["inputs"] + io["outputs"]} == {"int8"} and "QUANTIZE" not in io["ops"]
+    q = json.loads((art.path / "report.json").read_text())["quantization"]
+    assert q["state_path"] == "int8" and q["sqnr_db_vs_float"] < 25
+
+
+@pytest.mark.slow
+def test_int8_state_path_with_a_reshaped_state(tmp_path):
+    """memory_d=2 reshapes the state to (d, q): the RESHAPE's input and output must keep one scale
+    when the state's input and output scales are tied (they differed by 20 %: 3.6 dB before)."""
+    g = CONFIGS["memory_d2_dense"]
+    cal = np.random.default_rng(1).standard_normal((2, 100, 2))
+    art = lmu_edge.convert(g, "tflite", tmp_path / "a", quantize="int8", calibration=cal, compare_plain=False)
+    q = json.loads((art.path / "report.json").read_text())["quantization"]
+    assert q["state_path"] == "int16" and q["sqnr_db_vs_float"] >= 30, q
 
 
 def test_tflite_runtime_needs_its_python(float_artifacts, monkeypatch):

@@ -1,0 +1,239 @@
+"""Full-int8 TFLite model with an int16 state path, spliced from two conversions.
+
+In a full-int8 TFLite graph every tensor is 8 bits, so the LMU state is
+rounded to 8 bits every step; that rounding alone caps the memory at ~20-25 dB
+SQNR against float (see docs/tflite_onnx.md), whatever the weights are. The
+int16x8 conversion of the same step model keeps the state at 16 bits.
+:func:`widen_state_path` takes both conversions of one TF step model (same
+operators in the same order: the converter builds both from one MLIR graph)
+and makes an int8 model whose *state path* is the int16x8 one:
+
+* the state path ``R`` is every operator the next state depends on (the
+  ancestors of the ``*_out`` state outputs: the memory update, and the
+  encoders computing ``u``) and, with ``state_readers``, the
+  FULLY_CONNECTED ops that read a state (the hidden layer's pre-activation:
+  reading the state at 16 bits gains ~1 dB). Its operators, weights (int8),
+  biases (int64) and activations (int16, symmetric) are taken from the
+  int16x8 model;
+* everything else (TANH of the hidden layer, the layers after the LMU) stays int8;
+* where an int8 tensor enters ``R`` (the input ``x``) a QUANTIZE int8->int16
+  is inserted, and where an ``R`` tensor feeds an int8 operator a QUANTIZE
+  int16->int8 with the int8 model's quantization of that tensor: a one-off
+  8-bit rounding, not fed back.
+
+The inputs ``x`` and the output ``y`` are int8; the state inputs and outputs
+are int16 (their quantization is in ``io.json``). All operators are builtin
+kernels that TFLite Micro implements for these types (FULLY_CONNECTED int16x8
+with int64 bias, ADD / MUL int16, QUANTIZE int8<->int16), checked by the
+tests in both runtimes.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from lmu_edge.registry import require
+
+_QUANTIZE = 114            # schema BuiltinOperator.QUANTIZE
+_QUANTIZE_OPTIONS = 89     # schema BuiltinOptions.QuantizeOptions
+_INT8, _INT16 = 9, 7       # schema TensorType
+_FC = 9                    # schema BuiltinOperator.FULLY_CONNECTED
+
+
+class SpliceError(ValueError):
+    """The two conversions cannot be spliced (different structure, or a non-int16 state path)."""
+
+
+def _code(c) -> int:
+    return max(c.builtinCode, c.deprecatedBuiltinCode)
+
+
+def _name(n) -> str:
+    return n.decode() if isinstance(n, bytes) else n
+
+
+def _signature_io(m):
+    sig = next(s for s in m.signatureDefs if s.subgraphIndex == 0)
+    return ({_name(t.name): t.tensorIndex for t in sig.inputs}, {_name(t.name): t.tensorIndex for t in sig.outputs})
+
+
+def _is_const(m, sg, t) -> bool:
+    buf = m.buffers[sg.tensors[t].buffer]
+    return buf.data is not None and len(buf.data) > 0
+
+
+def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: bool = True) -> bytes:
+    """The int8 model with its state path replaced by the int16x8 model's (see the module docstring)."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
+    a = fb.convert_bytearray_to_object(bytearray(model8))
+    b = fb.convert_bytearray_to_object(bytearray(model16))
+    if len(a.subgraphs) != 1 or len(b.subgraphs) != 1:
+        raise SpliceError("only single-subgraph step models can be spliced")
+    sa, sb = a.subgraphs[0], b.subgraphs[0]
+    if len(sa.operators) != len(sb.operators):
+        raise SpliceError(f"the int8 and int16x8 conversions differ: {len(sa.operators)} vs {len(sb.operators)} ops")
+    for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators)):
+        if (_code(a.operatorCodes[oa.opcodeIndex]) != _code(b.operatorCodes[ob.opcodeIndex])
+                or len(oa.inputs) != len(ob.inputs) or len(oa.outputs) != len(ob.outputs)):
+            raise SpliceError(f"the int8 and int16x8 conversions differ at operator {k}")
+    ins_a, outs_a = _signature_io(a)
+    ins_b, outs_b = _signature_io(b)
+    # tensor correspondence a -> b, by operator position (graph inputs/outputs by signature name)
+    t_ab = {ins_a[n]: ins_b[n] for n in ins_a}
+    t_ab.update({outs_a[n]: outs_b[n] for n in outs_a})
+    for oa, ob in zip(sa.operators, sb.operators):
+        for ta, tb in zip(list(oa.inputs) + list(oa.outputs), list(ob.inputs) + list(ob.outputs)):
+            if ta >= 0:
+                if t_ab.setdefault(ta, tb) != tb:
+                    raise SpliceError(f"tensor {ta} of the int8 model maps to two int16x8 tensors")
+
+    producer = {t: k for k, op in enumerate(sa.operators) for t in op.outputs}
+    # R: ancestors of the state outputs
+    region, todo = set(), [outs_a[f"{n}_out"] for n in state_names]
+    while todo:
+        k = producer.get(todo.pop())
+        if k is None or k in region:
+            continue
+        region.add(k)
+        todo.extend(t for t in sa.operators[k].inputs if t >= 0)
+    if state_readers:
+        fc = {k for k, op in enumerate(sa.operators) if _code(a.operatorCodes[op.opcodeIndex]) == _FC}
+        states = {ins_a[n] for n in state_names} | {outs_a[f"{n}_out"] for n in state_names}
+        region |= {k for k in fc if set(sa.operators[k].inputs) & states}
+
+    def new_tensor(template, name_suffix):
+        t = copy.deepcopy(template)
+        t.name = (_name(t.name) + name_suffix).encode()
+        sa.tensors.append(t)
+        return len(sa.tensors) - 1
+
+    # 1. operators of R: constants and activations from the int16x8 model
+    region_tensors = set()
+    for k in sorted(region):
+        oa, ob = sa.operators[k], sb.operators[k]
+        for j, (ta, tb) in enumerate(zip(oa.inputs, ob.inputs)):
+            if ta < 0:
+                continue
+            if _is_const(b, sb, tb):
+                tt = copy.deepcopy(sb.tensors[tb])
+                buf = schema.BufferT()
+                buf.data = np.array(b.buffers[tt.buffer].data, dtype=np.uint8)
+                a.buffers.append(buf)
+                tt.buffer = len(a.buffers) - 1
+                sa.tensors.append(tt)
+                oa.inputs[j] = len(sa.tensors) - 1
+            else:
+                region_tensors.add(ta)
+        region_tensors.update(oa.outputs)
+    # activations of R: int16 with the int16x8 model's quantization; boundaries get a QUANTIZE
+    graph_inputs = set(sa.inputs)
+    state_inputs = {ins_a[n] for n in state_names}
+    quant_ops = []
+    for ta in sorted(region_tensors):
+        tb = t_ab[ta]
+        if sb.tensors[tb].type != _INT16 or sa.tensors[ta].type != _INT8:
+            raise SpliceError(f"tensor {_name(sa.tensors[ta].name)!r} of the state path is not int8 / int16 "
+                              f"in the two conversions")
+        made_in_r = producer.get(ta) in region or ta in state_inputs
+        if made_in_r:
+            # int8 consumers outside R read an int8 copy (the int8 model's quantization)
+            outside = [(k, j) for k, op in enumerate(sa.operators) if k not in region
+                       for j, t in enumerate(op.inputs) if t == ta]
+            if outside:
+                t8 = new_tensor(sa.tensors[ta], name_suffix="_int8")
+                for k, j in outside:
+                    sa.operators[k].inputs[j] = t8
+                quant_ops.append((ta, t8))
+            sa.tensors[ta].type = _INT16
+            sa.tensors[ta].quantization = copy.deepcopy(sb.tensors[tb].quantization)
+        else:
+            # made outside R (an int8 op, or the int8 input x): R reads an int16 copy
+            if ta not in graph_inputs and producer.get(ta) is None:
+                raise SpliceError(f"tensor {_name(sa.tensors[ta].name)!r} has no producer")
+            t16 = new_tensor(sb.tensors[tb], name_suffix="_int16")
+            sa.tensors[t16].buffer = sa.tensors[ta].buffer
+            for k in region:
+                op = sa.operators[k]
+                op.inputs = [t16 if t == ta else t for t in op.inputs]
+            quant_ops.append((ta, t16))
+
+    # 2. opcodes: versions at least those of the int16x8 model, plus QUANTIZE
+    versions = {}
+    for c in b.operatorCodes:
+        versions[_code(c)] = max(versions.get(_code(c), 1), c.version)
+    for c in a.operatorCodes:
+        c.version = max(c.version, versions.get(_code(c), 1))
+    qi = next((i for i, c in enumerate(a.operatorCodes) if _code(c) == _QUANTIZE), None)
+    if qi is None and quant_ops:
+        c = schema.OperatorCodeT()
+        c.builtinCode, c.deprecatedBuiltinCode, c.version = _QUANTIZE, _QUANTIZE, 1
+        a.operatorCodes.append(c)
+        qi = len(a.operatorCodes) - 1
+    if any(sa.tensors[dst].type == _INT16 for _, dst in quant_ops):      # op_version.cc: int16 output -> 2
+        a.operatorCodes[qi].version = max(a.operatorCodes[qi].version, 2)
+    for src, dst in quant_ops:
+        op = schema.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = qi, [src], [dst]
+        op.builtinOptionsType, op.builtinOptions = _QUANTIZE_OPTIONS, schema.QuantizeOptionsT()
+        sa.operators.append(op)
+    sa.operators = _topological(sa.operators, set(sa.inputs))
+    _min_runtime_version(a, b)
+    _prune(a)
+    return bytes(fb.convert_object_to_bytearray(a))
+
+
+def _min_runtime_version(a, b) -> None:
+    """The spliced model needs the newer of the two conversions' ``min_runtime_version`` metadata."""
+    def get(m):
+        md = next((md for md in m.metadata or [] if _name(md.name) == "min_runtime_version"), None)
+        if md is None:
+            return None, ()
+        text = bytes(bytearray(m.buffers[md.buffer].data)).split(b"\0")[0].decode(errors="replace")
+        return md, tuple(int(v) for v in text.split(".") if v.isdigit())
+    (ma, va), (mb, vb) = get(a), get(b)
+    if ma is not None and mb is not None and vb > va:
+        a.buffers[ma.buffer].data = np.array(b.buffers[mb.buffer].data, dtype=np.uint8)
+
+
+def _prune(m) -> None:
+    """Drop the tensors and buffers nothing reads any more (the int8 weights of the state path)."""
+    sg = m.subgraphs[0]
+    used = sorted({t for op in sg.operators for t in list(op.inputs) + list(op.outputs) if t >= 0}
+                  | set(sg.inputs) | set(sg.outputs))
+    t_map = {old: new for new, old in enumerate(used)}
+    sg.tensors = [sg.tensors[t] for t in used]
+    for op in sg.operators:
+        op.inputs = [t_map[t] if t >= 0 else t for t in op.inputs]
+        op.outputs = [t_map[t] for t in op.outputs]
+    sg.inputs = [t_map[t] for t in sg.inputs]
+    sg.outputs = [t_map[t] for t in sg.outputs]
+    for sig in m.signatureDefs or []:
+        for t in list(sig.inputs or []) + list(sig.outputs or []):
+            t.tensorIndex = t_map[t.tensorIndex]
+    keep = sorted({0} | {t.buffer for t in sg.tensors} | {md.buffer for md in (m.metadata or [])})
+    b_map = {old: new for new, old in enumerate(keep)}
+    m.buffers = [m.buffers[i] for i in keep]
+    for t in sg.tensors:
+        t.buffer = b_map[t.buffer]
+    for md in m.metadata or []:
+        md.buffer = b_map[md.buffer]
+
+
+def _topological(ops, inputs):
+    """Operators in an order where every tensor is made before it is read (stable otherwise)."""
+    made = set(inputs)
+    produced = {t for op in ops for t in op.outputs}
+    out, left = [], list(ops)
+    while left:
+        for k, op in enumerate(left):
+            if all(t < 0 or t in made or t not in produced for t in op.inputs):
+                out.append(op)
+                made.update(op.outputs)
+                del left[k]
+                break
+        else:
+            raise SpliceError("the spliced graph has a cycle")
+    return out
