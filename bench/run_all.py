@@ -32,15 +32,8 @@ from lmu_edge.registry import TARGETS  # noqa: E402
 from graphs import chain  # noqa: E402
 
 
-def stepped(stream, x):
-    stream.reset()
-    for x_t in x[:20]:
-        stream.step(x_t)
-    stream.reset()
-    t = time.perf_counter()
-    for x_t in x:
-        stream.step(x_t)
-    return (time.perf_counter() - t) / len(x)
+sys.path.insert(0, str(ROOT / "bench"))
+from runtimes import per_step as stepped  # noqa: E402  (one definition of "seconds per streamed step")
 
 
 def c_harness_per_step(art, x, quantized):

@@ -25,6 +25,7 @@ from . import ir, irfile, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, OutputExistsError, QuantizationError, VerificationError
 from .metrics import relative_error
+from .report import _json_default
 
 MANIFEST = "artifact.json"
 ARTIFACT_FORMAT = "lmu-edge-artifact"
@@ -247,14 +248,6 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return open_artifact(out_dir)
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")
 
 
 def _layer_report(layer) -> dict:
