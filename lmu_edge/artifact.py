@@ -100,12 +100,23 @@ class Artifact:
     def verify(self, x, runtime: Optional[str] = None, tolerance: Optional[float] = None) -> dict:
         """Run the artifact and the source model on ``x``; raise :class:`VerificationError` beyond tolerance."""
         tol = self.tolerance if tolerance is None else float(tolerance)
+        x, _ = reference.check_input(self.graph, x)
         err = relative_error(self.run(x, runtime), self.reference(x))
         result = {"error": err, "tolerance": tol, "passed": bool(tol is None or err <= tol),
-                  "runtime": self._runtime(runtime)}
+                  "runtime": self._runtime(runtime), "checked": tol is not None}
+        if hasattr(self.module, "check") and self.manifest.get("quantize") not in (None, "float"):
+            # quantized artifacts: what is checked is the target's own (e.g. bit-exactness with the integer reference)
+            extra = self.module.check(self, x)
+            result.update({k: v for k, v in extra.items() if k != "passed"})
+            if "bit_exact_host" in extra:
+                result["checked"] = True
+                result["passed"] = result["passed"] and bool(extra["bit_exact_host"])
         if not result["passed"]:
-            raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
-                                    f"(relative to the output scale), more than the tolerance {tol:g}")
+            if tol is not None and err > tol:
+                raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
+                                        f"(relative to the output scale), more than the tolerance {tol:g}")
+            raise VerificationError(f"{self.path}: the {result['runtime']} build does not match its integer "
+                                    f"reference bit for bit; rebuild it (make clean) and report the model if it persists")
         return result
 
 
@@ -140,13 +151,39 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
+OUTPUT_MARKERS = (MANIFEST, "report.json")
+
+
 def _prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
+    """Refuse to write into a non-empty directory unless asked, and never replace a directory that
+    is not lmu-edge output (no artifact.json / report.json), the working directory or one of its parents."""
+    out_dir = Path(out_dir)
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise OutputExistsError(f"{out_dir}: exists and is not a directory; choose another output path")
+    if not any(out_dir.iterdir()):
+        return
+    if not overwrite:
+        raise OutputExistsError(f"{out_dir}: output directory exists and is not empty; use --force "
+                                f"(overwrite=True) to replace earlier lmu-edge output there, or choose another path")
+    resolved, cwd = out_dir.resolve(), Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents or resolved == Path.home().resolve():
+        raise OutputExistsError(f"{out_dir}: refusing to replace the working directory, one of its parents or "
+                                f"the home directory; choose a new output directory")
+    if not any((out_dir / m).is_file() for m in OUTPUT_MARKERS):
+        raise OutputExistsError(f"{out_dir}: refusing to replace a directory that is not lmu-edge output "
+                                f"(it has no {MANIFEST} or report.json); choose an empty or new directory")
+
+
+def _publish(tmp: Path, out_dir: Path) -> None:
+    """Move a finished temporary directory into place (the old output goes only once the new one is whole)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)        # mkdtemp makes 0700; give the output the user's usual mode
     if out_dir.exists():
-        if not out_dir.is_dir():
-            raise OutputExistsError(f"{out_dir}: exists and is not a directory; choose another output path")
-        if any(out_dir.iterdir()) and not overwrite:
-            raise OutputExistsError(f"{out_dir}: output directory exists and is not empty; "
-                                    f"pass overwrite=True (--force) to replace it, or choose another path")
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
 
 
 def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
@@ -183,8 +220,8 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
     options.update(target_options)
     cal = None if calibration is None else load_array(calibration, "calibration")
     if quantize != "float" and cal is None:
-        raise QuantizationError(f"quantize={quantize!r} needs calibration data: pass calibration= "
-                                f"(an array or a .npy / .npz file of typical inputs, shape (N, T, F))")
+        raise QuantizationError(f"quantize={quantize!r} needs calibration data: --calibration FILE "
+                                f"(calibration= in Python): typical inputs, .npy / .npz of shape (N, T, F)")
     _prepare_out_dir(out_dir, overwrite)
 
     source = model if isinstance(model, ir.Graph) else load(model)
@@ -238,12 +275,11 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
         report.update({k: v for k, v in analysis.items() if k not in report})
         _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:
-            raise VerificationError(f"the converted model differs from the source by {err:.3g} on the "
-                                    f"{verification['input']}, more than the tolerance {tol:g}; "
-                                    f"nothing was written to {out_dir}")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
+            why = (f"differs from the source by {err:.3g} on the {verification['input']}, more than the "
+                   f"tolerance {tol:g}" if tol is not None and err > tol else
+                   "does not match its integer reference bit for bit (a bug: please report the model)")
+            raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
+        _publish(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

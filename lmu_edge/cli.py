@@ -24,6 +24,9 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:          # e.g. "lmu-edge inspect --json | head": not an error
+            sys.stderr.close()
+            sys.exit(0)
         except LmuEdgeError as e:
             self._fail(e, 1)
         except (OSError, MemoryError) as e:
@@ -49,9 +52,10 @@ def main():
     \b
     Typical session:
       lmu-edge inspect model.lmu.npz
-      lmu-edge convert model.lmu.npz --target ir -o out/
-      lmu-edge run out/ --input x.npy -o y.npy
-      lmu-edge verify out/ --input x.npy
+      lmu-edge convert model.keras --target c --quantize int8 --calibration x.npy -o out/model_c
+      lmu-edge run out/model_c --input x.npy -o y.npy --runtime cortex-m4
+      lmu-edge verify out/model_c --input x.npy
+      lmu-edge report model.keras --data x.npy -o out/model_report
     """
 
 
@@ -187,6 +191,10 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
     tol = "measured, not enforced" if v["tolerance"] is None else f"tolerance {v['tolerance']:g}"
     click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
                f"on the {v['input']} ({tol})")
+    if v["tolerance"] is None and v["error_vs_source"] > 0.1:
+        hint = rep.get("diagnosis", {}).get("text", "see report.html")
+        click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
+                   f"(relative to the output scale); {hint}", err=True)
     for l in rep["layers"]:
         if "realization" in l:
             m = l.get("measurement") or {}
@@ -212,7 +220,8 @@ def run(out_dir, input_path, output_path, runtime):
     art = lmu_edge.open_artifact(out_dir)
     y = art.run(_load_input(input_path), runtime=runtime)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(output_path, y)
+    with open(output_path, "wb") as fh:          # the exact name given (np.save would append .npy)
+        np.save(fh, y)
     click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
 
 
@@ -221,7 +230,7 @@ def run(out_dir, input_path, output_path, runtime):
 @click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
 @click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
-@click.option("--tolerance", type=float, help="Largest accepted relative error (default: the artifact's).")
+@click.option("--tolerance", type=click.FloatRange(min=0), help="Largest accepted relative error (default: the artifact's).")
 def verify(out_dir, input_path, runtime, tolerance):
     """Run the artifact and its source model on inputs, print the error, and
     exit non-zero when it is beyond the tolerance."""
@@ -233,8 +242,14 @@ def verify(out_dir, input_path, runtime, tolerance):
     except VerificationError as e:
         click.echo(f"FAIL: {e}", err=True)
         sys.exit(1)
-    bound = "no tolerance set" if r["tolerance"] is None else f"<= tolerance {r['tolerance']:g}"
-    click.echo(f"PASS: error {r['error']:.3e} (relative to the output scale) {bound} [runtime {r['runtime']}]")
+    exact = " bit-exact with its integer reference;" if r.get("bit_exact_host") else ""
+    if r["tolerance"] is None and not r.get("bit_exact_host"):
+        click.echo(f"MEASURED (nothing enforced): error {r['error']:.3e} against the source model "
+                   f"[runtime {r['runtime']}]; pass --tolerance E to check a bound")
+        return
+    bound = "(no tolerance set)" if r["tolerance"] is None else f"<= tolerance {r['tolerance']:g}"
+    click.echo(f"PASS:{exact} error {r['error']:.3e} against the source model (relative to the output "
+               f"scale) {bound} [runtime {r['runtime']}]")
 
 
 @main.command()
@@ -264,13 +279,17 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
     each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
     bit-width sweep. Writes report.json and a self-contained report.html."""
+    import shutil
+    import tempfile
     import warnings
 
     import lmu_edge
     from . import report as rep_mod
     from .arrays import load_array
-    from .artifact import _prepare_out_dir
+    from .artifact import _prepare_out_dir, _publish
+    from .errors import ShapeError
     from .reference import check_input
+    from .registry import target as target_module
     _prepare_out_dir(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
@@ -278,6 +297,10 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     labels = None
     if labels_path is not None:
         labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
+        expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
+        if labels.shape[:len(expect)] != expect:
+            raise ShapeError(f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
+                             f"class indices of shape {expect} or targets of shape {expect + (source.output_features,)}")
     say = _progress(quiet)
     folded = lmu_edge.fold(source, realization, error_budget, progress=say)
     qg = None
@@ -288,23 +311,36 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     for w in caught:
         if say:
             say(f"warning: {w.message}")
-    if out_dir.exists() and force:
-        import shutil
-        shutil.rmtree(out_dir)
-    arts = []
-    for t in targets:
-        opts = {"weight_bits": weight_bits, "state_bits": state_bits} if quantize != "float" else {}
-        arts.append(lmu_edge.convert(folded if t != "ir" else source, t, out_dir / t, quantize=quantize,
-                                     calibration=x if quantize != "float" else None, realization=realization,
-                                     error_budget=error_budget, progress=None, **opts))
-    data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=arts, tolerance=tolerance, progress=say)
-    if sweep:
-        grid = [(w, s) for s in (8, 12, 16, 24, 32) for w in range(2, 9)]
-        with click.progressbar(length=len(grid), label="bit-width sweep", file=None if not quiet else open(os.devnull, "w"),
-                               show_pos=True) as bar:
-            data["sweep"] = rep_mod.sweep(folded, x[:16], None if labels is None else labels[:16],
-                                          progress=lambda m: bar.update(1))
-    j, h = rep_mod.write(data, out_dir, title=f"{source.name} ({quantize})")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        arts = []
+        for t in targets:
+            accepts = getattr(target_module(t), "OPTIONS", {})
+            opts = {k: v for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
+                    if k in accepts and quantize != "float"}
+            arts.append(lmu_edge.convert(folded if t != "ir" else source, t, tmp / t, quantize=quantize,
+                                         calibration=x if quantize != "float" else None, realization=realization,
+                                         error_budget=error_budget, progress=None, **opts))
+        data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=arts, tolerance=tolerance,
+                               progress=say)
+        if sweep:
+            grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
+            n_sweep = min(16, len(x))
+            with click.progressbar(length=len(grid), label="bit-width sweep",
+                                   file=open(os.devnull, "w") if quiet else None, show_pos=True) as bar:
+                data["sweep"] = rep_mod.sweep(folded, x[:n_sweep], None if labels is None else labels[:n_sweep],
+                                              progress=lambda m: bar.update(1))
+            data["sweep_data"] = f"calibrated and evaluated on the first {n_sweep} sequences of --data"
+        for t in data["targets"]:          # the artifacts move with the directory
+            t["path"] = str(out_dir / Path(t["path"]).name)
+        rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
+        _publish(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    j, h = out_dir / "report.json", out_dir / "report.html"
+
     click.echo(f"wrote {j} and {h}")
     if data.get("diagnosis"):
         click.echo(data["diagnosis"]["text"])

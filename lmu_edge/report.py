@@ -142,7 +142,9 @@ def diagnose(rows: list) -> dict:
     elif worst["tensor"] == "u":
         text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
     else:
-        text += ": an int8 activation; raise --weight-bits or check the calibration data covers the inputs"
+        text += (": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); check that the "
+                 "calibration data covers the inputs' range, lower --weight-bits costs more, or use int16x8 "
+                 "(TFLite) or float for this model")
     return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
 
 
@@ -337,7 +339,8 @@ def figures(rep: dict) -> dict:
             ax.tick_params(labelsize=7)
         for ax in axes.ravel()[n:]:
             ax.axis("off")
-        fig.suptitle("values used (histogram) against the type's range (red) and the state bound (green)", fontsize=9)
+        fig.suptitle("values used (histogram) against the type's range (red, dashed) and the state bound "
+                     "(green, dotted)", fontsize=9, y=1.02)
         figs["ranges"] = _png(fig)
     if rep.get("step_errors"):
         fig, ax = plt.subplots(figsize=(8, 2.6))
@@ -390,9 +393,9 @@ def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=_json_default))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
                              autoescape=True, undefined=jinja2.ChainableUndefined)
-    html = env.get_template("report.html.j2").render(rep=rep, figs=figures(rep), title=title or rep.get("model", ""),
+    html = env.get_template("report_template.html.j2").render(rep=rep, figs=figures(rep), title=title or rep.get("model", ""),
                                                      fmt=_fmt)
     (out_dir / "report.html").write_text(html)
     return out_dir / "report.json", out_dir / "report.html"

@@ -211,6 +211,17 @@ def _qgraph(art):
     return art._qgraph
 
 
+def write_input(path, data: np.ndarray, dtype_code: int = None):
+    """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 4 float32), N, T, F, data.
+
+    ``data`` is int8 (quantized models' int8 API) or float32, shape ``(N, T, F)``."""
+    data = np.asarray(data)
+    if dtype_code is None:
+        dtype_code = 1 if data.dtype == np.int8 else 4
+        data = data if data.dtype == np.int8 else data.astype(np.float32)
+    _write_input(Path(path), data, dtype_code)
+
+
 def _write_input(path: Path, data: np.ndarray, dtype_code: int):
     N, T, F = data.shape
     with open(path, "wb") as f:

@@ -57,8 +57,22 @@ def test_refuses_to_overwrite_unless_asked(model, tmp_path):
     with pytest.raises(OutputExistsError, match="--force"):
         lmu_edge.convert(model, "ir", out)
     assert (out / "keep.txt").read_text() == "mine"
-    lmu_edge.convert(model, "ir", out, overwrite=True)
-    assert not (out / "keep.txt").exists() and (out / "artifact.json").exists()
+    # --force replaces earlier lmu-edge output only, never a directory of the user's files
+    with pytest.raises(OutputExistsError, match="not lmu-edge output"):
+        lmu_edge.convert(model, "ir", out, overwrite=True)
+    assert (out / "keep.txt").read_text() == "mine"
+    first = lmu_edge.convert(model, "ir", tmp_path / "earlier")
+    (first.path / "stale.txt").write_text("old")
+    lmu_edge.convert(model, "ir", first.path, overwrite=True)
+    assert not (first.path / "stale.txt").exists() and (first.path / "artifact.json").exists()
+
+
+def test_force_never_replaces_the_working_directory(model, tmp_path, monkeypatch):
+    lmu_edge.convert(model, "ir", tmp_path / "o")
+    monkeypatch.chdir(tmp_path / "o")
+    with pytest.raises(OutputExistsError, match="working directory"):
+        lmu_edge.convert(model, "ir", ".", overwrite=True)
+    assert (tmp_path / "o" / "artifact.json").exists()
 
 
 def test_failed_conversion_leaves_nothing_behind(model, tmp_path):

@@ -47,7 +47,9 @@ def test_wheel_holds_the_three_sub_packages(tmp_path):
     for f in ("lmu_edge/__init__.py", "lmu_edge/cli.py", "lmu_edge/ir.py", "lmu_edge/lti.py", "lmu_edge/fold.py",
               "lmu_edge/reference.py", "lmu_edge/fixedpoint.py", "lmu_edge/converters/__init__.py",
               "lmu_edge/targets/__init__.py", "lmu_edge/targets/ir.py",
-              "lmu_edge/firmware_templates/__init__.py"):
+              "lmu_edge/firmware_templates/__init__.py", "lmu_edge/firmware_templates/lmu_runtime.h",
+              "lmu_edge/firmware_templates/model.c.j2", "lmu_edge/firmware_templates/mps2.ld",
+              "lmu_edge/report_template.html.j2"):
         assert f in names, f
     assert not any(n.startswith(("tests/", "converters/", "targets/", "examples/", "bench/")) for n in names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))

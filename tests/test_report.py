@@ -141,3 +141,14 @@ def test_cli_report_writes_json_and_html(tmp_path):
                                          str(tmp_path / "missing.npy"), "-o", str(tmp_path / "r2")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
+
+
+def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path):
+    np.save(tmp_path / "wrong.npy", np.zeros((8, 128, 1)))
+    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"),
+                                         "--data", str(ROOT / "examples/models/keras_digits_test_x.npy"),
+                                         "--labels", str(tmp_path / "wrong.npy"), "-o", str(tmp_path / "rep"), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match the data" in r.stderr
+    assert not (tmp_path / "rep").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["wrong.npy"]

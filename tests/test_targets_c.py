@@ -234,3 +234,11 @@ def test_missing_toolchain_is_named(tmp_path, rng, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))      # no gcc, no qemu on this PATH
     with pytest.raises(LmuEdgeError, match="qemu-system-arm is not installed"):
         art.run(rng.standard_normal((1, 5, 2)), runtime="cortex-m4")
+
+
+def test_cli_verify_of_an_int8_artifact_checks_bit_exactness(built, tmp_path):
+    g, x, art, _ = built["rnn_path_simple_rnn"]
+    np.save(tmp_path / "x.npy", x[:2, :40])
+    r = subprocess.run(lmu_edge_cli() + ["verify", str(art.path), "-i", str(tmp_path / "x.npy")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("PASS: bit-exact with its integer reference"), r.stdout + r.stderr
