@@ -140,7 +140,7 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory (must be empty or new unless --force).")
 @click.option("--quantize", default="float", show_default=True,
-              help="Number format of the artifact (each target lists what it supports).")
+              help="Number format: float (every target), int8 (c, tflite, onnx), int16x8 (tflite).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
                    "needed to quantize, and used to verify the artifact.")
@@ -155,7 +155,8 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier).")
-@click.option("--device", help="[c] Device profile the artifact must fit (flash / RAM).")
+@click.option("--device", help="[c] Device profile the artifact must fit: cortex-m0-32k (256 KB flash / 32 KB RAM), "
+                               "cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB).")
 @click.option("--weight-bits", type=click.IntRange(2, 8), help="[quantized] Bits of dense weights (stored in int8).")
 @click.option("--state-bits", type=click.IntRange(8, 32), help="[quantized] Bits of the LMU state.")
 @click.option("--variant", help="[tflite] 'external' state inputs/outputs or 'internal' resource variables.")
@@ -213,7 +214,9 @@ def _load_input(path):
               help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Where to write the outputs (.npy).")
-@click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
+@click.option("--runtime", "-r", help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0; "
+                                     "tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
+                                     "nengo: nengo, loihi-emulator; ir: reference, reference-float32.")
 def run(out_dir, input_path, output_path, runtime):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
     import lmu_edge
@@ -350,7 +353,8 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
     failed = [t for t in data["targets"] if not t["passed"]]
     if failed:
-        click.echo(f"FAIL: {', '.join(t['target'] for t in failed)} beyond the tolerance {tolerance:g}", err=True)
+        click.echo("FAIL: " + ", ".join(f"{t['target']} (error {t['error_vs_source']:.3g} > {t['tolerance']:g})"
+                                        for t in failed), err=True)
         sys.exit(1)
 
 

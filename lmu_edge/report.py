@@ -234,6 +234,7 @@ def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.nd
         variants[f"{art.target} ({art.manifest.get('quantize')}, {art.module.DEFAULT_RUNTIME})"] = y
         rep = json.loads((art.path / "report.json").read_text()) if (art.path / "report.json").exists() else {}
         err = relative_error(y, y_src)
+        tol = tolerance if tolerance is not None else art.tolerance
         c = rep.get("c", {})
         ver = rep.get("verification", {})
         targets.append({"target": art.target, "quantize": art.manifest.get("quantize"), "path": str(art.path),
@@ -242,8 +243,8 @@ def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.nd
                         "macs_per_step": c.get("macs_per_step"),
                         "instructions_per_step_m4": ver.get("instructions_per_step_m4"),
                         "instructions_per_step_m0": ver.get("instructions_per_step_m0"),
-                        "bit_exact_host": ver.get("bit_exact_host"), "tolerance": tolerance,
-                        "passed": bool(tolerance is None or err <= tolerance)})
+                        "bit_exact_host": ver.get("bit_exact_host"), "tolerance": tol,
+                        "passed": bool(tol is None or err <= tol)})
     rep = {"schema_version": SCHEMA_VERSION, "model": source.name, "data_shape": list(x.shape),
            "variants": [{"name": k, "error_vs_source": relative_error(v, y_src),
                          "sqnr_db": _finite(sqnr_db(v, y_src))} for k, v in variants.items()],
@@ -366,8 +367,9 @@ def figures(rep: dict) -> dict:
             a2.scatter(pf[:, 0], pf[:, 1], s=14, label=f"float, radius {m['spectral_radius_float']:.6f}")
             a2.scatter(pq[:, 0], pq[:, 1], s=14, marker="x", label=f"quantized, radius {m['spectral_radius_quantized']:.6f}")
         a2.set_aspect("equal")
-        a2.set_title("poles of Abar and the unit circle", fontsize=9)
-        a2.legend(fontsize=6, loc="lower left")
+        a2.set_title("poles of Abar and the unit circle" if m["poles_float"] else "FIR: no poles", fontsize=9)
+        if m["poles_float"]:
+            a2.legend(fontsize=6, loc="lower left")
         figs[f"lmu_{m['layer']}"] = _png(fig)
     if rep.get("sweep"):
         fig, ax = plt.subplots(figsize=(7, 3.2))
