@@ -15,7 +15,7 @@ chosen after looking at the held-out curve once; nothing else is tuned on the fl
 (24 training sequences of int8 features, for the int8 conversion) and prints accuracies on the
 held-out flite words. Seeded; run with the TensorFlow venv::
 
-    /work/venvs/keras/bin/python examples/kws/train.py        (or any Python with lmu-edge[keras])
+    python examples/kws/train.py        (any Python with lmu-edge[keras])
 """
 
 import os
