@@ -175,8 +175,14 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
 /* fixed-point LMU memories, for each state storage type ST and coefficient type CT           */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Products of a coefficient and a state value. When both have at most 16 bits the product fits int32,
+ * so it is formed in 32 bits and only the sum is 64-bit: one MULS instead of a 64-bit multiply call on
+ * ARMv6-M. Wider operands multiply in 64 bits. Both give the same exact product. */
+#define LMU_PROD_NARROW(c, s) ((int64_t)((int32_t)(c) * (int32_t)(s)))
+#define LMU_PROD_WIDE(c, s) ((int64_t)(c) * (int64_t)(s))
+
 /* dense: acc = B u + C m (int64); delta: m += round(acc >> f); direct: m = round(acc >> f) */
-#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT)                                                      \
+#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                \
     static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
                             int64_t *tmp) {                                                         \
@@ -188,7 +194,7 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
                 int64_t acc = (int64_t)B[i] * (int64_t)u[c];                                        \
                 int64_t step;                                                                       \
                 for (j = 0; j < q; ++j) {                                                           \
-                    acc += (int64_t)row[j] * (int64_t)mc[j];                                        \
+                    acc += PROD(row[j], mc[j]);                                                     \
                 }                                                                                   \
                 step = lmu_shift_round(acc, coeff_frac);                                            \
                 tmp[i] = lmu_sat(delta ? (int64_t)mc[i] + step : step, bits);                       \
@@ -248,7 +254,7 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
     }
 
 /* FIR ring buffer: buf holds the last L inputs of each channel, *head the newest */
-#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT)                                                         \
+#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT, PROD)                                                   \
     static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *K, int32_t L,  \
                             int32_t shift, int32_t bits, ST *buf, int32_t *head) {                  \
         int32_t c, i, k;                                                                            \
@@ -261,7 +267,7 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
                 int64_t acc = 0;                                                                    \
                 int32_t pos = *head;                                                                \
                 for (k = 0; k < L; ++k) {                                                           \
-                    acc += (int64_t)row[k] * (int64_t)bc[pos];                                      \
+                    acc += PROD(row[k], bc[pos]);                                                   \
                     pos = pos == 0 ? L - 1 : pos - 1;                                               \
                 }                                                                                   \
                 m[c * q + i] = (ST)lmu_sat(lmu_shift_round(acc, shift), bits);                      \
@@ -269,21 +275,21 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
         }                                                                                           \
     }
 
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c16, int16_t, int16_t)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c16, int16_t, int16_t, LMU_PROD_NARROW)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s8, int8_t)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s16, int16_t)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s32, int32_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c16, int8_t, int16_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c32, int8_t, int32_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c16, int16_t, int16_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c32, int16_t, int32_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c16, int32_t, int16_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c32, int32_t, int32_t)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c16, int16_t, int16_t, LMU_PROD_NARROW)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)
 
 /* ------------------------------------------------------------------------------------------ */
 /* float32 path                                                                               */
