@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
 from . import fold as _fold
-from . import ir, irfile, reference, registry
+from . import ir, irfile, outdir, reference, registry
 from .arrays import load_array
-from .errors import ArtifactError, LmuEdgeError, OutputExistsError, QuantizationError, VerificationError
+from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
 from .metrics import relative_error
 from .report import _json_default
 
@@ -151,41 +148,6 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
-OUTPUT_MARKERS = (MANIFEST, "report.json")
-
-
-def _prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
-    """Refuse to write into a non-empty directory unless asked, and never replace a directory that
-    is not lmu-edge output (no artifact.json / report.json), the working directory or one of its parents."""
-    out_dir = Path(out_dir)
-    if not out_dir.exists():
-        return
-    if not out_dir.is_dir():
-        raise OutputExistsError(f"{out_dir}: exists and is not a directory; choose another output path")
-    if not any(out_dir.iterdir()):
-        return
-    if not overwrite:
-        raise OutputExistsError(f"{out_dir}: output directory exists and is not empty; use --force "
-                                f"(overwrite=True) to replace earlier lmu-edge output there, or choose another path")
-    resolved, cwd = out_dir.resolve(), Path.cwd().resolve()
-    if resolved == cwd or resolved in cwd.parents or resolved == Path.home().resolve():
-        raise OutputExistsError(f"{out_dir}: refusing to replace the working directory, one of its parents or "
-                                f"the home directory; choose a new output directory")
-    if not any((out_dir / m).is_file() for m in OUTPUT_MARKERS):
-        raise OutputExistsError(f"{out_dir}: refusing to replace a directory that is not lmu-edge output "
-                                f"(it has no {MANIFEST} or report.json); choose an empty or new directory")
-
-
-def _publish(tmp: Path, out_dir: Path) -> None:
-    """Move a finished temporary directory into place (the old output goes only once the new one is whole)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)        # mkdtemp makes 0700; give the output the user's usual mode
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-
-
 def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
             realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
             tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
@@ -222,16 +184,14 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
     if quantize != "float" and cal is None:
         raise QuantizationError(f"quantize={quantize!r} needs calibration data: --calibration FILE "
                                 f"(calibration= in Python): typical inputs, .npy / .npz of shape (N, T, F)")
-    _prepare_out_dir(out_dir, overwrite)
+    outdir.check_replaceable(out_dir, overwrite)     # refuse before any work
 
     source = model if isinstance(model, ir.Graph) else load(model)
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
     graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
-    try:
+    with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
         irfile.save(graph, tmp / "model.lmu.npz")
         extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
@@ -279,10 +239,6 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
                    f"tolerance {tol:g}" if tol is not None and err > tol else
                    "does not match its integer reference bit for bit (a bug: please report the model)")
             raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
-        _publish(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return open_artifact(out_dir)
 
 

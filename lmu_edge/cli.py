@@ -282,18 +282,16 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
     each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
     bit-width sweep. Writes report.json and a self-contained report.html."""
-    import shutil
-    import tempfile
     import warnings
 
     import lmu_edge
     from . import report as rep_mod
     from .arrays import load_array
-    from .artifact import _prepare_out_dir, _publish
+    from . import outdir
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module
-    _prepare_out_dir(out_dir, force)
+    outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
     x = x[:max_sequences]
@@ -314,9 +312,7 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     for w in caught:
         if say:
             say(f"warning: {w.message}")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
-    try:
+    with outdir.writing(out_dir, force) as tmp:
         arts = []
         for t in targets:
             accepts = getattr(target_module(t), "OPTIONS", {})
@@ -338,10 +334,6 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         for t in data["targets"]:          # the artifacts move with the directory
             t["path"] = str(out_dir / Path(t["path"]).name)
         rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
-        _publish(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     j, h = out_dir / "report.json", out_dir / "report.html"
 
     click.echo(f"wrote {j} and {h}")

@@ -48,3 +48,7 @@ class ArtifactError(LmuEdgeError, ValueError):
 
 class VerificationError(LmuEdgeError, AssertionError):
     """An artifact's output differs from the reference beyond the tolerance."""
+
+
+class LimitError(LmuEdgeError, ValueError):
+    """An input exceeds a documented limit (size, depth, name pattern): see docs/security.md."""

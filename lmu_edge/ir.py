@@ -29,7 +29,8 @@ from typing import Any, ClassVar, Optional, Union
 
 import numpy as np
 
-from .errors import ShapeError
+from . import limits
+from .errors import LimitError, ShapeError
 
 IR_FORMAT = "lmu-edge-ir"
 IR_VERSION = 1
@@ -194,6 +195,8 @@ class ImpulseResponse:
             raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; known: {', '.join(PROVENANCES)}")
         if (self.kernel is None) != (self.provenance == "analytic"):
             raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; 'truncated' and 'learned' ones need one")
+        if self.kernel is not None:
+            limits.check_int(self.kernel.shape[1], 1, limits.MAX_KERNEL_LEN, "ImpulseResponse: kernel length")
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,8 +226,9 @@ class RungeKutta:
     def __post_init__(self):
         if self.rk_order not in (1, 2, 4):
             raise ShapeError(f"RungeKutta: rk_order must be 1, 2 or 4, got {self.rk_order!r}")
-        if int(self.substeps) != self.substeps or self.substeps < 1:
+        if isinstance(self.substeps, bool) or not isinstance(self.substeps, (int, np.integer)) or self.substeps < 1:
             raise ShapeError(f"RungeKutta: substeps must be a positive integer, got {self.substeps!r}")
+        limits.check_int(self.substeps, 1, limits.MAX_SUBSTEPS, "RungeKutta: substeps")
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,6 +240,7 @@ class FIR:
 
     def __post_init__(self):
         _freeze_arrays(self, {"kernel": 2})
+        limits.check_int(self.kernel.shape[1], 1, limits.MAX_KERNEL_LEN, "FIR: kernel length")
 
 
 @dataclass(frozen=True, eq=False)
@@ -294,8 +299,9 @@ class LMU:
             v = getattr(self, k)
             if int(v) != v or v < 1:
                 raise ShapeError(f"{w}: {k} must be a positive integer, got {v!r}")
-        if not (float(self.theta) > 0 and np.isfinite(self.theta)):
-            raise ShapeError(f"{w}: theta must be a positive number of steps, got {self.theta!r}")
+        limits.check_int(self.order, 1, limits.MAX_ORDER, f"{w}: order")
+        limits.check_int(self.memory_d, 1, limits.MAX_MEMORY_D, f"{w}: memory_d")
+        limits.check_theta(self.theta, self.order, w)
         if self.discretizer not in ("zoh", "euler"):
             raise ShapeError(f"{w}: unknown discretizer {self.discretizer!r}; known: zoh, euler")
         d, q = self.memory_d, self.order
@@ -378,6 +384,14 @@ class Graph:
     def __post_init__(self):
         object.__setattr__(self, "layers", tuple(self.layers))
         object.__setattr__(self, "metadata", dict(self.metadata))
+        limits.check_name(self.name, "graph")
+        if len(self.layers) > limits.MAX_LAYERS:
+            raise LimitError(f"graph {self.name!r}: {len(self.layers)} layers, more than the limit {limits.MAX_LAYERS}")
+        limits.check_int(self.input_features, 1, limits.MAX_FEATURES, f"graph {self.name!r}: input_features")
+        if self.seq_len is not None:
+            limits.check_int(self.seq_len, 1, limits.MAX_SEQ_LEN, f"graph {self.name!r}: seq_len")
+        for l in self.layers:
+            limits.check_name(getattr(l, "name", None), f"graph {self.name!r}: a {type(l).__name__} layer")
         if int(self.input_features) != self.input_features or self.input_features < 1:
             raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, got {self.input_features!r}")
         if self.seq_len is not None and (int(self.seq_len) != self.seq_len or self.seq_len < 1):

@@ -22,14 +22,16 @@ import json
 import os
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from . import ir, qir  # noqa: F401  (qir registers the quantized node types)
+from . import ir, limits, qir  # noqa: F401  (qir registers the quantized node types)
 from .errors import IRFormatError, LmuEdgeError
 
 HEADER_KEY = "header.json"
+HINT_REEXPORT = "re-export the model with lmu_edge.save(graph, path)"
 
 
 def _encode(node, prefix: str, arrays: dict) -> dict:
@@ -54,6 +56,8 @@ def _encode(node, prefix: str, arrays: dict) -> dict:
 def _decode(obj, arrays, where: str):
     if not isinstance(obj, dict) or "type" not in obj:
         raise IRFormatError(f"{where}: expected a node object with a 'type', got {type(obj).__name__}")
+    if not isinstance(obj["type"], str):
+        raise IRFormatError(f"{where}: a node's 'type' must be a string, got {type(obj['type']).__name__}")
     cls = ir.NODE_TYPES.get(obj["type"])
     if cls is None:
         raise IRFormatError(f"{where}: unknown node type {obj['type']!r}; known: {', '.join(sorted(ir.NODE_TYPES))}")
@@ -71,7 +75,7 @@ def _decode(obj, arrays, where: str):
         v = obj[name]
         if isinstance(v, dict) and "array" in v:
             key = v["array"]
-            if key not in arrays:
+            if not isinstance(key, str) or key not in arrays:
                 raise IRFormatError(f"{w}: array {key!r} is missing from the file")
             a = arrays[key]
             if list(a.shape) != list(v.get("shape", [])) or str(a.dtype) != v.get("dtype"):
@@ -89,8 +93,9 @@ def _decode(obj, arrays, where: str):
         return cls(**kwargs)
     except LmuEdgeError as e:
         raise IRFormatError(f"{where}: {e}") from None
-    except (TypeError, ValueError) as e:
-        raise IRFormatError(f"{where}: malformed {obj['type']!r} node: {e}") from None
+    except (TypeError, ValueError, OverflowError, AttributeError, IndexError, KeyError, ZeroDivisionError,
+            np.linalg.LinAlgError) as e:
+        raise IRFormatError(f"{where}: malformed {obj['type']!r} node ({type(e).__name__}: {e})") from None
 
 
 def graph_to_header(graph: ir.Graph) -> tuple[dict, dict]:
@@ -130,22 +135,38 @@ def load_ir(path) -> ir.Graph:
     path = Path(path)
     hint = "re-export it with lmu_edge.save(graph, path)"
     try:
+        limits.check_regular_file(path, "IR file")
+        with zipfile.ZipFile(path) as zf:        # sizes checked before anything is decompressed
+            limits.check_zip(zf, str(path))
+            members = zf.namelist()
+        bad = [m for m in members if not m.endswith(".npy")]
+        if bad:
+            raise IRFormatError(f"{path}: member {bad[0][:60]!r} is not a .npy array; an IR file holds only "
+                                f".npy members; {hint}")
         with np.load(path, allow_pickle=False) as z:
             names = list(z.files)
             if HEADER_KEY not in names:
                 raise IRFormatError(f"{path}: not an lmu-edge IR file (no {HEADER_KEY} member); {hint}")
             arrays = {k: z[k] for k in names}
-    except IRFormatError:
+    except LmuEdgeError:
         raise
     except FileNotFoundError:
         raise IRFormatError(f"{path}: no such file") from None
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError, NotImplementedError) as e:
+    except MemoryError:
+        raise IRFormatError(f"{path}: an array is too large to load; {hint}") from None
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError, NotImplementedError, RuntimeError,
+            zlib.error) as e:
         raise IRFormatError(f"{path}: not a readable lmu-edge IR file ({type(e).__name__}: {e}); {hint}") from None
+    if sum(int(a.size) for a in arrays.values()) > limits.MAX_MODEL_ELEMENTS:
+        raise IRFormatError(f"{path}: the arrays hold more than {limits.MAX_MODEL_ELEMENTS} numbers in all, "
+                            f"more than any supported model")
     raw = arrays.pop(HEADER_KEY)
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise ValueError("header is not a byte string")
-        header = json.loads(raw.tobytes().decode("utf-8"))
+        header = limits.load_json(raw.tobytes(), f"{path}: the JSON header")
+    except LmuEdgeError:
+        raise
     except (ValueError, UnicodeDecodeError) as e:
         raise IRFormatError(f"{path}: the JSON header is malformed ({e}); {hint}") from None
     if not isinstance(header, dict) or header.get("format") != ir.IR_FORMAT:
@@ -161,4 +182,23 @@ def load_ir(path) -> ir.Graph:
     graph = _decode(header.get("graph"), arrays, f"{path}: graph")
     if not isinstance(graph, ir.Graph):
         raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")
+    limits.check_metadata(graph.metadata, f"{path}: graph metadata")
+    for i, layer in enumerate(graph.layers):
+        if getattr(layer, "QUANTIZED", False):
+            try:
+                qir.validate(layer, f"layer {layer.name!r}")
+            except LmuEdgeError as e:
+                raise IRFormatError(f"{path}: {e}; {hint}") from None
+    _check_stable(graph, path)
     return graph
+
+
+def _check_stable(graph: ir.Graph, path) -> None:
+    """A dense recurrence read from a file must not grow without bound (it would simulate to inf / NaN)."""
+    for layer in graph.layers:
+        mem = getattr(layer, "memory", None)
+        if isinstance(mem, ir.DenseSS):
+            rho = float(np.max(np.abs(np.linalg.eigvals(mem.Abar)))) if mem.Abar.size else 0.0
+            if not np.isfinite(rho) or rho > 1.0 + 1e-6:
+                raise IRFormatError(f"{path}: layer {layer.name!r}: its memory is unstable (spectral radius of "
+                                    f"Abar {rho:.6g} > 1): its state would grow without bound; {HINT_REEXPORT}")

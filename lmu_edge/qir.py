@@ -281,3 +281,59 @@ QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU)
 for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
     ir.NODE_TYPES[_c.TYPE] = _c
 ir.LAYER_CLASSES.extend(QLAYERS)
+
+
+# --- validation of quantized layers read from files ---------------------------------------------
+
+_I8 = (-128, 127)
+#: integer fields: name -> (lo, hi); float fields that are scales: positive and finite
+_INT_FIELDS = {"out_zp": _I8, "in_zp": _I8, "z_zp": _I8, "clamp_min": I32, "clamp_max": I32,
+               "memory_d": (1, 1024), "order": (1, 1024), "rk_order": (1, 4), "substeps": (1, 4096),
+               "coeff_frac": (0, 62), "coeff_bits": (2, 32), "b_frac": (-62, 62), "hc_frac": (0, 62),
+               "kernel_frac": (0, 62), "multiplier": (0, I32[1]), "shift": (-31, 30)}
+_SCALE_FIELDS = ("out_scale", "z_scale", "state_bound", "theta")
+
+
+def _check_value(v, lo, hi, where):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+        raise ShapeError(f"{where}: expected an integer in [{lo}, {hi}], got {v!r}")
+
+
+def validate(node, where: str) -> None:
+    """Check every integer and scale field of a quantized node (and of the nodes inside it) against the
+    ranges the integer runtime supports; :class:`ShapeError` names the first bad field."""
+    import dataclasses
+    import math
+    if isinstance(node, FixedType):
+        if not 8 <= node.width <= 32 or not -64 <= node.frac <= 64:
+            raise ShapeError(f"{where}: fixed-point type with {node.width} bits and {node.frac} fractional bits; "
+                             f"the integer runtime supports 8..32 bits and fractions in [-64, 64]")
+        return
+    if not dataclasses.is_dataclass(node):
+        return
+    for f in dataclasses.fields(node):
+        v = getattr(node, f.name)
+        w = f"{where}.{f.name}"
+        if f.name in _INT_FIELDS and not isinstance(v, np.ndarray) and v is not None:
+            _check_value(v, *_INT_FIELDS[f.name], w)
+        elif f.name in _SCALE_FIELDS and v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
+                    math.isfinite(float(v)) and float(v) > 0 and 1e-30 < float(v) < 1e30):
+                raise ShapeError(f"{w}: expected a positive finite scale, got {v!r}")
+        elif f.name in ("m_to_z", "x_to_z") and v is not None:
+            if len(v) not in (2, 3):
+                raise ShapeError(f"{w}: expected (multiplier, shift[, zero point])")
+            _check_value(v[0], 0, I32[1], w + "[0]")
+            _check_value(v[1], -31, 30, w + "[1]")
+            if len(v) == 3:
+                _check_value(v[2], *_I8, w + "[2]")
+        elif f.name == "realization" and v not in ("dense", "delta", "direct", "rk", "fir") and not (
+                isinstance(v, str) and len(v) <= 32 and v.replace("_", "").replace("-", "").isalnum()):
+            raise ShapeError(f"{w}: unknown realization {v!r}")
+        elif isinstance(v, (tuple, list)):
+            for i, e in enumerate(v):
+                validate(e, f"{w}[{i}]")
+        else:
+            validate(v, w)
+    if isinstance(node, QLinear) and node.clamp_min > node.clamp_max:
+        raise ShapeError(f"{where}: clamp_min {node.clamp_min} > clamp_max {node.clamp_max}")

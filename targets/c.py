@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import __version__, intsim, irfile, qir
 from ..errors import ArtifactError, LmuEdgeError, QuantizationError
+from ..escape import c_comment
 from . import c_codegen
 
 QUANTIZE = ("float", "int8")
@@ -106,7 +107,7 @@ def emit(graph, out_dir, options) -> dict:
             raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
         code = c_codegen.generate_float(graph, prefix)
         emitted = graph
-    ctx = {"prefix": prefix, "PREFIX": prefix.upper(), "version": __version__, "model_name": graph.name,
+    ctx = {"prefix": prefix, "PREFIX": prefix.upper(), "version": __version__, "model_name": c_comment(graph.name),
            "header": "model.h", "quantized": quantized, "n_inputs": graph.input_features,
            "n_outputs": graph.output_features, "state_bytes": code.state_bytes,
            "state_fields": code.struct_fields(), "arrays": code.arrays, "objects": code.objects,
@@ -144,8 +145,7 @@ def _arm_flash(out_dir: Path, quantized: bool) -> dict:
         return {"flash_bytes": None, "flash_note": "arm-none-eabi-gcc not installed"}
     out = {}
     for cpu in ("m4", "m0") if quantized else ("m4",):
-        _make(out_dir, f"model_{cpu}.o")
-        sec = _sections(out_dir / f"model_{cpu}.o")
+        sec = _sections(_make(out_dir, f"model_{cpu}.o"))
         out[f"flash_bytes_{cpu}"] = sec["text"] + sec["rodata"] + sec["data"]
         out[f"sections_{cpu}"] = sec
     out["flash_bytes"] = out["flash_bytes_m4"]
@@ -188,17 +188,35 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
 
 # --- building and running -------------------------------------------------------------------
 
+#: what the Makefile builds, all under build/ (an artifact's --force replacement accepts exactly these there)
+BUILD_DIR = "build"
+BUILD_OUTPUTS = ("harness_host", "libmodel.so", "model_m4.elf", "model_m0.elf", "model_m4.o", "model_m0.o")
+
+
 def _make(directory: Path, target: str) -> Path:
+    """Build ``target`` (one of :data:`BUILD_OUTPUTS`) into ``directory/build``; returns its path.
+
+    Concurrent runs of one artifact are safe: the build holds an exclusive lock on the artifact directory,
+    and make writes each file under a temporary name and renames it when whole."""
+    import fcntl
+    if target not in BUILD_OUTPUTS:
+        raise ValueError(f"unknown build target {target!r}")
     make = _need("make", "make")
     if target.endswith(".elf") or target.endswith(".o"):
         _need("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi")
     else:
         _need("gcc", "gcc")
-    r = subprocess.run([make, "-s", target], cwd=directory, capture_output=True, text=True)
+    rel = f"{BUILD_DIR}/{target}"
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = subprocess.run([make, "-s", rel], cwd=directory, capture_output=True, text=True)
+    finally:
+        os.close(fd)                      # closing the descriptor releases the lock
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
         raise LmuEdgeError(f"building {target} in {directory} failed: {' / '.join(msg[-3:])}")
-    return Path(directory).resolve() / target
+    return Path(directory).resolve() / rel
 
 
 def _is_quantized(art) -> bool:

@@ -15,6 +15,7 @@ from typing import List
 import numpy as np
 
 from .. import ir, lti, qir
+from ..escape import c_comment
 
 C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
               "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
@@ -75,7 +76,7 @@ class Code:
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
         self.arrays.append({"name": sym, "ctype": ctype, "count": max(vals.size, 1), "body": _body(vals, ctype),
-                            "comment": comment or name})
+                            "comment": c_comment(comment or name)})
         self.const_bytes += SIZES[ctype] * max(vals.size, 1)
         return sym
 
@@ -143,21 +144,21 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
         if isinstance(layer, qir.QDense):
             lin = _qlinear(code, f"{tag}_dense", layer.linear)
             code.step_lines.append(f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, {nxt}); }}"
-                                   f"  /* {layer.name} */")
+                                   f"  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QLut):
-            lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{layer.name}: activation table")
-            code.step_lines.append(f"lmu_qlut({lut}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+            lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{c_comment(layer.name)}: activation table")
+            code.step_lines.append(f"lmu_qlut({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QSoftmax):
-            lut = code.array(f"{tag}_exp", "int32_t", layer.exp_lut, f"{layer.name}: exp table (Q16)")
-            code.step_lines.append(f"lmu_qsoftmax({lut}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+            lut = code.array(f"{tag}_exp", "int32_t", layer.exp_lut, f"{c_comment(layer.name)}: exp table (Q16)")
+            code.step_lines.append(f"lmu_qsoftmax({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QPool):
             sm = code.state("int64_t", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
             code.step_lines.append(f"lmu_qpool({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
-                                   f"{layer.shift}, {layer.out_zp});  /* {layer.name} */")
+                                   f"{layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QLMU):
             cur = _int_lmu(code, tag, layer, n_in, cur, acc)
@@ -182,7 +183,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     z = code.state("int8_t", f"{tag}_z", zlen)
     mz_m, mz_s = L.m_to_z
     ins = [cur]
-    lines = [f"/* {L.name}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
+    lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
     if L.hidden_to_memory:
         ins.append(h)
     if L.memory_to_memory:
@@ -196,14 +197,14 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     mem = L.memory
     if isinstance(mem, qir.QDenseMemory):
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
-        C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{L.name}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
-        B = code.array(f"{tag}_B", "int32_t", mem.B, f"{L.name}: Bbar, {mem.b_frac} fractional bits")
+        C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
+        B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
         lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
                      f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp});")
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
-        hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{L.name}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
+        hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
         w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
         lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
                      f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
@@ -211,7 +212,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     else:
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
-        K = code.array(f"{tag}_kernel", ct, mem.kernel, f"{L.name}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
+        K = code.array(f"{tag}_kernel", ct, mem.kernel, f"{c_comment(L.name)}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
         buf = code.state(st, f"{tag}_buf", d * Lk)
         head = code.state("int32_t", f"{tag}_head", 1)
         shift = mem.kernel_frac + L.u_type.frac - L.state_type.frac
@@ -251,19 +252,19 @@ def generate_float(graph: ir.Graph, prefix: str) -> Code:
         tag = f"l{i}"
         nxt = bufs.next_for(cur)
         if isinstance(layer, ir.Dense):
-            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T, f"{layer.name}: kernel (out, in)")
-            b = code.array(f"{tag}_bias", "float", layer.bias, f"{layer.name}: bias") if layer.bias is not None else "NULL"
-            code.step_lines += [f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {layer.name} */",
+            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T, f"{c_comment(layer.name)}: kernel (out, in)")
+            b = code.array(f"{tag}_bias", "float", layer.bias, f"{c_comment(layer.name)}: bias") if layer.bias is not None else "NULL"
+            code.step_lines += [f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {c_comment(layer.name)} */",
                                 f"lmu_f_add_bias({nxt}, {b}, {n_out});",
                                 f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});"]
             code.macs += n_in * n_out
         elif isinstance(layer, ir.Activation):
-            code.step_lines += [f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {layer.name} */",
+            code.step_lines += [f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {c_comment(layer.name)} */",
                                 f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_in});"]
         elif isinstance(layer, ir.TimePooling):
             sm = code.state("float", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
-            code.step_lines.append(f"lmu_f_pool({sm}, {cnt}, {cur}, {nxt}, {n_in});  /* {layer.name} */")
+            code.step_lines.append(f"lmu_f_pool({sm}, {cnt}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
         elif isinstance(layer, ir.LMU):
             nxt = _float_lmu(code, tag, layer, n_in, cur)
         else:  # pragma: no cover
@@ -279,37 +280,37 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
     u = code.state("float", f"{tag}_u", d)
     units = L.hidden.units if L.hidden is not None else 0
     h = code.state("float", f"{tag}_h", max(units, 1)) if L.hidden is not None else None
-    lines = [f"/* {L.name}: LMU, memory_d={d}, order={q}, theta={L.theta:g} */"]
-    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T, f"{L.name}: input encoders (d, in)")
+    lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g} */"]
+    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T, f"{c_comment(L.name)}: input encoders (d, in)")
     lines.append(f"lmu_f_matvec({enc}, {cur}, {u}, {n_in}, {d}, 0);")
     code.macs += n_in * d
     if L.encoder_bias is not None:
-        b = code.array(f"{tag}_enc_bias", "float", L.encoder_bias, f"{L.name}: encoder bias")
+        b = code.array(f"{tag}_enc_bias", "float", L.encoder_bias, f"{c_comment(L.name)}: encoder bias")
         lines.append(f"lmu_f_add_bias({u}, {b}, {d});")
     if L.hidden_encoders is not None:
-        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T, f"{L.name}: hidden encoders (d, units)")
+        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T, f"{c_comment(L.name)}: hidden encoders (d, units)")
         lines.append(f"lmu_f_matvec({he}, {h}, {u}, {units}, {d}, 1);")
         code.macs += units * d
     if L.memory_encoders is not None:
-        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T, f"{L.name}: memory encoders (d, d*order)")
+        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T, f"{c_comment(L.name)}: memory encoders (d, d*order)")
         lines.append(f"lmu_f_matvec({me}, {m}, {u}, {d * q}, {d}, 1);")
         code.macs += d * q * d
     mem = L.memory
     if isinstance(mem, ir.DenseSS):
-        A = code.array(f"{tag}_Abar", "float", mem.Abar, f"{L.name}: Abar ({mem.method})")
-        B = code.array(f"{tag}_Bbar", "float", mem.Bbar, f"{L.name}: Bbar")
+        A = code.array(f"{tag}_Abar", "float", mem.Abar, f"{c_comment(L.name)}: Abar ({mem.method})")
+        B = code.array(f"{tag}_Bbar", "float", mem.Bbar, f"{c_comment(L.name)}: Bbar")
         tmp = code.state("float", f"{tag}_tmp", q)
         lines.append(f"lmu_f_dense_memory({m}, {u}, {d}, {q}, {A}, {B}, {tmp});")
         code.macs += d * (q * q + q)
     elif isinstance(mem, ir.RungeKutta):
         hc = code.array(f"{tag}_hc", "float", lti.structure_coefficients(q, L.theta) / mem.substeps,
-                        f"{L.name}: (2i+1)/theta/substeps")
+                        f"{c_comment(L.name)}: (2i+1)/theta/substeps")
         w = code.state("float", f"{tag}_w", mem.rk_order * q)
         lines.append(f"lmu_f_rk_memory({m}, {u}, {d}, {q}, {hc}, {mem.rk_order}, {mem.substeps}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
     elif isinstance(mem, ir.FIR):
         Lk = mem.kernel.shape[1]
-        K = code.array(f"{tag}_kernel", "float", mem.kernel, f"{L.name}: FIR kernel (order, {Lk})")
+        K = code.array(f"{tag}_kernel", "float", mem.kernel, f"{c_comment(L.name)}: FIR kernel (order, {Lk})")
         buf = code.state("float", f"{tag}_buf", d * Lk)
         head = code.state("int32_t", f"{tag}_head", 1)
         lines.append(f"lmu_f_fir_memory({m}, {u}, {d}, {q}, {K}, {Lk}, {buf}, {head});")
@@ -328,16 +329,16 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
         code.step_lines.extend(lines)
         return z
     acc = code.state("float", f"{tag}_hacc", units)
-    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T, f"{L.name}: hidden kernel (units, in)")
+    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T, f"{c_comment(L.name)}: hidden kernel (units, in)")
     lines.append(f"lmu_f_matvec({W}, {z}, {acc}, {zlen}, {units}, 0);")
     code.macs += zlen * units
     if isinstance(L.hidden, ir.HiddenSimpleRNN):
         U = code.array(f"{tag}_recurrent", "float", np.asarray(L.hidden.recurrent_kernel).T,
-                       f"{L.name}: recurrent kernel (units, units)")
+                       f"{c_comment(L.name)}: recurrent kernel (units, units)")
         lines.append(f"lmu_f_matvec({U}, {h}, {acc}, {units}, {units}, 1);")
         code.macs += units * units
     if L.hidden.bias is not None:
-        hb = code.array(f"{tag}_hidden_bias", "float", L.hidden.bias, f"{L.name}: hidden bias")
+        hb = code.array(f"{tag}_hidden_bias", "float", L.hidden.bias, f"{c_comment(L.name)}: hidden bias")
         lines.append(f"lmu_f_add_bias({acc}, {hb}, {units});")
     lines.append(f"lmu_f_activation({ACT_CODES[L.hidden.activation]}, {acc}, {units});")
     lines.append(f"memcpy({h}, {acc}, sizeof(float) * {units});")

@@ -18,7 +18,7 @@ def model(tmp_path, rng):
 
 def test_convert_run_stream_and_reopen(model, tmp_path, rng):
     art = lmu_edge.convert(model, target="ir", out_dir=tmp_path / "out")
-    assert sorted(p.name for p in art.path.iterdir()) == ["artifact.json", "model.lmu.npz", "report.html",
+    assert sorted(p.name for p in art.path.iterdir()) == ["artifact.json", "lmu-edge-files.json", "model.lmu.npz", "report.html",
                                                           "report.json", "source.lmu.npz"]
     x = rng.standard_normal((2, 130, 2))
     y = art.run(x)
@@ -58,13 +58,17 @@ def test_refuses_to_overwrite_unless_asked(model, tmp_path):
         lmu_edge.convert(model, "ir", out)
     assert (out / "keep.txt").read_text() == "mine"
     # --force replaces earlier lmu-edge output only, never a directory of the user's files
-    with pytest.raises(OutputExistsError, match="not lmu-edge output"):
+    with pytest.raises(OutputExistsError, match="did not write"):
         lmu_edge.convert(model, "ir", out, overwrite=True)
     assert (out / "keep.txt").read_text() == "mine"
     first = lmu_edge.convert(model, "ir", tmp_path / "earlier")
-    (first.path / "stale.txt").write_text("old")
-    lmu_edge.convert(model, "ir", first.path, overwrite=True)
-    assert not (first.path / "stale.txt").exists() and (first.path / "artifact.json").exists()
+    before = (first.path / "artifact.json").stat().st_ino
+    lmu_edge.convert(model, "ir", first.path, overwrite=True)     # its own earlier output: replaced
+    assert (first.path / "artifact.json").stat().st_ino != before
+    (first.path / "notes.txt").write_text("mine")                   # a file the user added: refused, kept
+    with pytest.raises(OutputExistsError, match="notes.txt"):
+        lmu_edge.convert(model, "ir", first.path, overwrite=True)
+    assert (first.path / "notes.txt").read_text() == "mine"
 
 
 def test_force_never_replaces_the_working_directory(model, tmp_path, monkeypatch):
