@@ -33,7 +33,8 @@ from typing import Optional
 import h5py
 import numpy as np
 
-from lmu_edge.errors import ModelFormatError, UnsupportedLayerError
+from lmu_edge import limits
+from lmu_edge.errors import LmuEdgeError, ModelFormatError, UnsupportedLayerError
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _RESAVE = "re-save the model with model.save('model.keras') (or 'model.h5') in Keras"
@@ -53,6 +54,19 @@ def _snake(name: str) -> str:
     name = re.sub(r"\W+", "", name)
     name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _read(ds, where: str) -> np.ndarray:
+    """A weight dataset as an array, its declared size checked before anything is read or decompressed."""
+    if not isinstance(ds, h5py.Dataset):
+        raise ModelFormatError(f"{where}: a weight is not an HDF5 dataset; re-save the model")
+    if ds.size is None or ds.size > limits.MAX_MODEL_ELEMENTS:
+        raise limits.LimitError(f"{where}: a weight declares {ds.shape} elements, more than the limit "
+                                f"{limits.MAX_MODEL_ELEMENTS}")
+    a = np.asarray(ds[()])
+    if a.dtype.kind not in "fiub":
+        raise ModelFormatError(f"{where}: a weight has dtype {a.dtype}, not numbers; re-save the model")
+    return a
 
 
 def _text(v) -> str:
@@ -209,7 +223,7 @@ class KerasModelFile:
                                    f"{'hidden cell' if part == 'hidden' else 'layer'}; {_RESAVE}")
         v = groups[0]
         try:
-            return [np.asarray(v[str(i)][()]) for i in range(len(v))]
+            return [_read(v[str(i)], where) for i in range(len(v))]
         except KeyError:
             raise ModelFormatError(f"{where}: the variables in model.weights.h5 are not numbered 0..{len(v) - 1}; "
                                    f"{_RESAVE}") from None
@@ -231,7 +245,7 @@ class KerasModelFile:
                 raise ModelFormatError(f"{where}: the file holds two variables called {parts[-1]!r}; {_RESAVE}")
             if wn not in g:
                 raise ModelFormatError(f"{where}: variable {wn!r} is listed but missing from the file; {_RESAVE}")
-            out[parts[-1]] = np.asarray(g[wn][()])
+            out[parts[-1]] = _read(g[wn], where)
         return out
 
 
@@ -319,7 +333,7 @@ def _functional_chain(path, cfg: dict) -> list:
 def open_model(path) -> KerasModelFile:
     """Open a ``.keras`` or ``.h5`` Keras model file (recognised by content), or raise
     :class:`~lmu_edge.errors.ModelFormatError` saying what is wrong with it."""
-    p = Path(path)
+    p = limits.check_regular_file(path, "model file")
     try:
         with p.open("rb") as f:
             head = f.read(8)
@@ -336,8 +350,10 @@ def open_model(path) -> KerasModelFile:
 
 def _json(data: bytes, where: str) -> dict:
     try:
-        out = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        out = limits.load_json(data, where)
+    except (UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, LmuEdgeError):
+            raise
         raise ModelFormatError(f"{where} is not valid JSON ({e}); {_RESAVE}") from None
     if not isinstance(out, dict):
         raise ModelFormatError(f"{where} is not a JSON object; {_RESAVE}")
@@ -347,6 +363,7 @@ def _json(data: bytes, where: str) -> dict:
 def _open_zip(p: Path) -> KerasModelFile:
     try:
         with zipfile.ZipFile(p) as z:
+            limits.check_zip(z, str(p))
             names = set(z.namelist())
             missing = [n for n in ("config.json", "model.weights.h5") if n not in names]
             if missing:
@@ -358,13 +375,13 @@ def _open_zip(p: Path) -> KerasModelFile:
             config = _json(z.read("config.json"), f"{p}: config.json")
             weights = z.read("model.weights.h5")
             meta = _json(z.read("metadata.json"), f"{p}: metadata.json") if "metadata.json" in names else {}
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as e:
-        if isinstance(e, ModelFormatError):
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError, RuntimeError, OSError) as e:
+        if isinstance(e, LmuEdgeError):
             raise
         raise ModelFormatError(f"{p}: damaged or truncated zip archive ({e}); {_RESAVE}") from None
     try:
         h5 = h5py.File(io.BytesIO(weights), "r")
-    except OSError as e:
+    except (OSError, RuntimeError, ValueError) as e:
         raise ModelFormatError(f"{p}: model.weights.h5 inside the archive is not a readable HDF5 file ({e}); "
                                f"{_RESAVE}") from None
     return KerasModelFile(p, config, "keras", h5, meta.get("keras_version"))
@@ -373,7 +390,7 @@ def _open_zip(p: Path) -> KerasModelFile:
 def _open_h5(p: Path) -> KerasModelFile:
     try:
         h5 = h5py.File(p, "r")
-    except OSError as e:
+    except (OSError, RuntimeError, ValueError) as e:
         raise ModelFormatError(f"{p}: damaged or truncated HDF5 file ({e}); {_RESAVE}") from None
     try:
         if "model_config" not in h5.attrs:

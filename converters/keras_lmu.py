@@ -37,9 +37,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import dataclasses
+
 import numpy as np
 
-from lmu_edge import ir, lti
+from lmu_edge import ir, limits, lti
 from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError
 
 from .keras_files import KerasModelFile, class_name, layer_name, open_model
@@ -86,6 +88,21 @@ def load(path) -> ir.Graph:
                                f"re-save the model with model.save('model.keras')") from None
 
 
+def _safe_names(layers: list) -> list:
+    """Layer names as the IR allows them (letters, digits, ``_ . -``): Keras names are data from the file and
+    reach generated code, so other characters become ``_``; names made equal that way get a suffix."""
+    out, seen = [], set()
+    for node in layers:
+        name = base = limits.safe_name(node.name, "layer")
+        k = 1
+        while name in seen:
+            k += 1
+            name = f"{base[:limits.MAX_NAME_LEN - 8]}_{k}"
+        seen.add(name)
+        out.append(node if name == node.name else dataclasses.replace(node, name=name))
+    return out
+
+
 class _Converter:
     def __init__(self, mf: KerasModelFile):
         self.mf = mf
@@ -116,10 +133,13 @@ class _Converter:
                                        f"re-save the model with keras-lmu") from None
             if node is not None:
                 layers.append(node)
-        meta = {"source": "keras", "file": self.file.name, "container": self.mf.container,
-                "keras_version": self.mf.keras_version}
+        meta = {"source": "keras", "file": limits.safe_name(self.file.name), "container": self.mf.container,
+                "keras_version": None if self.mf.keras_version is None else limits.safe_name(self.mf.keras_version)}
+        layers = _safe_names(layers)
         try:
-            return ir.Graph(name=str(self.mf.config["config"].get("name") or self.file.stem), input_features=F,
+            cfg = self.mf.config.get("config")
+            raw_name = cfg.get("name") if isinstance(cfg, dict) else None
+            return ir.Graph(name=limits.safe_name(raw_name or self.file.stem), input_features=F,
                             layers=tuple(layers), seq_len=T, metadata=meta)
         except ShapeError as e:
             raise ShapeError(f"{self.file}: {e}") from None

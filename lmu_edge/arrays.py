@@ -3,39 +3,72 @@
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from .errors import ShapeError
+from . import limits
+from .errors import LmuEdgeError, ShapeError
+
+#: largest magnitude accepted in inputs: far beyond any real signal, small enough that squares stay finite
+MAX_ABS_VALUE = 1e15
 
 
 def load_array(source, what: str = "input") -> np.ndarray:
-    """An array, or a ``.npy`` file, or a ``.npz`` file with a single array or the key ``x``."""
+    """An array, or a ``.npy`` file, or a ``.npz`` file with a single array or the key ``x``.
+
+    Files are read without unpickling; every defect (not a file, not numpy, an object array, a zip bomb)
+    is a :class:`~lmu_edge.errors.ShapeError` or :class:`~lmu_edge.errors.LimitError` naming ``what``."""
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.is_file():
+        if not path.exists():
             raise ShapeError(f"{what}: no such file {str(path)!r}")
+        limits.check_regular_file(path, what)
         try:
-            with open(path, "rb"):
-                pass
+            if zipfile.is_zipfile(path):
+                with zipfile.ZipFile(path) as zf:
+                    limits.check_zip(zf, f"{what}: {path}")
             data = np.load(path, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-            raise ShapeError(f"{what}: {path} is not a readable .npy / .npz file ({e}); save arrays with numpy.save") from None
-        if isinstance(data, np.lib.npyio.NpzFile):
-            with data:
-                keys = list(data.files)
-                if "x" in keys:
-                    arr = data["x"]
-                elif len(keys) == 1:
-                    arr = data[keys[0]]
-                else:
-                    raise ShapeError(f"{what}: {path} holds arrays {', '.join(keys)}; name the input array 'x' "
-                                     f"or store a single array")
-        else:
-            arr = data
+            if isinstance(data, np.lib.npyio.NpzFile):
+                with data:
+                    keys = list(data.files)
+                    if "x" in keys:
+                        arr = data["x"]
+                    elif len(keys) == 1:
+                        arr = data[keys[0]]
+                    else:
+                        shown = ", ".join(k[:40] for k in keys[:8]) + (" ..." if len(keys) > 8 else "")
+                        raise ShapeError(f"{what}: {path} holds arrays {shown}; name the input array 'x' "
+                                         f"or store a single array")
+            else:
+                arr = data
+        except LmuEdgeError:
+            raise
+        except MemoryError:
+            raise ShapeError(f"{what}: {path} holds an array too large for this machine's memory") from None
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, RuntimeError,
+                NotImplementedError, TypeError, AttributeError) as e:
+            msg = " ".join(str(e).split())[:160]
+            raise ShapeError(f"{what}: {path} is not a readable .npy / .npz file of numbers ({type(e).__name__}: "
+                             f"{msg}); save arrays with numpy.save") from None
+        if not isinstance(arr, np.ndarray):
+            raise ShapeError(f"{what}: {path} holds no numpy array; save arrays with numpy.save")
     else:
-        arr = np.asarray(source)
+        try:
+            arr = np.asarray(source)
+        except (ValueError, TypeError) as e:
+            raise ShapeError(f"{what}: not an array of numbers ({e})") from None
     if arr.dtype.kind not in "fiu":
         raise ShapeError(f"{what}: expected a numeric array, got dtype {arr.dtype}")
+    if arr.size == 0:
+        raise ShapeError(f"{what}: the array is empty (shape {arr.shape}); give at least one sequence of one step")
+    if arr.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            finite = np.isfinite(arr)
+            if not finite.all():
+                raise ShapeError(f"{what}: the array holds NaN or infinite values")
+            if np.abs(arr).max() > MAX_ABS_VALUE:
+                raise ShapeError(f"{what}: values up to {np.abs(arr).max():.3g}, beyond {MAX_ABS_VALUE:g}; "
+                                 f"scale the data as the model was trained")
     return arr

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
 from . import fold as _fold
-from . import ir, irfile, outdir, reference, registry
+from . import ir, irfile, limits, outdir, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
 from .metrics import relative_error
@@ -148,7 +149,26 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
-def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
+def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
+    """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
+
+    See :func:`_convert` for the parameters. Every failure is an :class:`~lmu_edge.errors.LmuEdgeError`
+    (a third-party exception that escapes a pass becomes one that says so), and leaves nothing behind.
+    """
+    try:
+        return _convert(model, target, out_dir, **kw)
+    except (LmuEdgeError, KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except MemoryError:
+        raise ArtifactError(f"converting {model} for {target!r} needs more memory than this machine has; "
+                            f"nothing was written") from None
+    except Exception as e:
+        msg = " ".join(str(e).split())[:300]
+        raise ArtifactError(f"converting {model} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
+                            f"{msg}); nothing was written; please report it with the model") from e
+
+
+def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
             realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
             tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
             **target_options) -> Artifact:
@@ -169,6 +189,11 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
     if out_dir is None:
         raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")
     out_dir = Path(out_dir)
+    error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)
+    if tolerance is not None:
+        tolerance = _check_number(tolerance, "tolerance", 0.0, float("inf"))
+    if substeps is not None:
+        limits.check_int(substeps, 1, limits.MAX_SUBSTEPS, "substeps")
     module = registry.target(target)
     modes = tuple(getattr(module, "QUANTIZE", ("float",)))
     quantize = quantize or "float"
@@ -240,6 +265,18 @@ def convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] 
                    "does not match its integer reference bit for bit (a bug: please report the model)")
             raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
     return open_artifact(out_dir)
+
+
+def _check_number(value, name: str, lo: float, hi: float, low_open: bool = False) -> float:
+    """A finite number in ``[lo, hi]`` (``(lo, hi]`` with ``low_open``), or :class:`ArtifactError`."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ArtifactError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < lo or v > hi or (low_open and v == lo):
+        span = f"{'(' if low_open else '['}{lo:g}, {hi:g}]"
+        raise ArtifactError(f"{name} = {value!r} is not a finite number in {span}")
+    return v
 
 
 def _layer_report(layer) -> dict:

@@ -15,32 +15,109 @@ from . import __version__
 EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a traceback."
 
 
+class _Interrupted(BaseException):
+    """Raised by the SIGTERM / SIGHUP handler, so that every ``finally`` and cleanup runs."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum, frame):
+    raise _Interrupted(signum)
+
+
 class _Group(click.Group):
-    """Turns every error into one line on stderr and a non-zero exit code."""
+    """Turns every error, usage errors included, into one line on stderr and a non-zero exit code.
+
+    Warnings (numpy's, the converters') are collected while a command runs and printed, one line each,
+    only when it succeeds: an error is never preceded by a warning it explains better."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import signal
+        previous = {}
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                previous[sig] = signal.signal(sig, _on_signal)
+            except (ValueError, OSError):   # not the main thread (e.g. a test runner): leave it alone
+                pass
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx is not None else "lmu-edge"
+            self._fail(f"{e.format_message()} (see '{cmd} --help')", e.exit_code)
+        except click.ClickException as e:
+            self._fail(e.format_message(), e.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            self._fail("interrupted; nothing was left half-written", 130)
+        except _Interrupted as e:
+            self._fail(f"stopped by signal {e.signum}; nothing was left half-written", 128 + e.signum)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def invoke(self, ctx):
+        import warnings
+
         from .errors import LmuEdgeError
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except BrokenPipeError:          # e.g. "lmu-edge inspect --json | head": not an error
-            sys.stderr.close()
-            sys.exit(0)
-        except LmuEdgeError as e:
-            self._fail(e, 1)
-        except (OSError, MemoryError) as e:
-            self._fail(f"{type(e).__name__}: {e}", 1)
-        except Exception as e:  # a bug of ours: still one line, with the way to see more
-            self._fail(f"internal error ({type(e).__name__}: {e}); please report it with "
-                       f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)", 70)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = super().invoke(ctx)
+            except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, _Interrupted,
+                    KeyboardInterrupt):
+                raise
+            except BrokenPipeError:          # e.g. "lmu-edge inspect --json | head": not an error
+                sys.stderr.close()
+                sys.exit(0)
+            except LmuEdgeError as e:
+                self._fail(e, 1)
+            except (OSError, MemoryError) as e:
+                self._fail(f"{type(e).__name__}: {e}", 1)
+            except Exception as e:  # a bug of ours: still one line, with the way to see more
+                self._fail(f"internal error ({type(e).__name__}: {e}); please report it with "
+                           f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)", 70)
+        seen = set()
+        for w in caught:
+            msg = " ".join(str(w.message).split())
+            if msg not in seen:
+                seen.add(msg)
+                click.echo(f"lmu-edge: warning: {msg}", err=True)
+        return result
 
     @staticmethod
     def _fail(msg, code):
-        if os.environ.get("LMU_EDGE_DEBUG"):
-            raise
+        if os.environ.get("LMU_EDGE_DEBUG") and isinstance(msg, BaseException):
+            raise msg
         click.echo(f"lmu-edge: error: {' '.join(str(msg).split())}", err=True)
         sys.exit(code)
+
+
+class _Finite(click.ParamType):
+    """A finite float in a range (click's FloatRange accepts inf and nan)."""
+
+    name = "number"
+
+    def __init__(self, lo: float, hi: float, low_open: bool = False):
+        self.lo, self.hi, self.low_open = lo, hi, low_open
+
+    def convert(self, value, param, ctx):
+        import math
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        bad_lo = v <= self.lo if self.low_open else v < self.lo
+        if not math.isfinite(v) or bad_lo or v > self.hi:
+            span = f"{'(' if self.low_open else '['}{self.lo:g}, {self.hi:g}]"
+            self.fail(f"{value!r} is not a finite number in {span}", param, ctx)
+        return v
+
+
+BUDGET = _Finite(0.0, 1.0, low_open=True)
+TOLERANCE = _Finite(0.0, 1e300)
 
 
 @click.group(cls=_Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -70,7 +147,7 @@ def _targets():
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--error-budget", type=float, default=1e-6, show_default=True,
+@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
               help="Largest relative impulse-response error a realization may have.")
 @click.option("--candidates/--no-candidates", default=True, show_default=True,
               help="Measure every candidate realization of each parallel LMU layer (may take seconds for large orders).")
@@ -147,10 +224,10 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--realization", default="auto", show_default=True,
               type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
               help="How to run each LMU memory; auto picks the cheapest within the error budget.")
-@click.option("--error-budget", type=float, default=1e-6, show_default=True,
+@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
               help="Largest relative impulse-response error a realization may have.")
-@click.option("--substeps", type=click.IntRange(min=1), help="Fix the RK substep count (default: searched).")
-@click.option("--tolerance", type=float,
+@click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK substep count (default: searched).")
+@click.option("--tolerance", type=TOLERANCE,
               help="Largest accepted relative output error against MODEL (default: the target's).")
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
@@ -164,7 +241,7 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
 @click.option("--neuron-type", type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
               help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).")
-@click.option("--tau", type=float, help="[nengo] Lowpass synapse time constant (seconds).")
+@click.option("--tau", type=_Finite(0.0, 10.0, low_open=True), help="[nengo] Lowpass synapse time constant (seconds).")
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
 @click.option("--option", "-O", "extra_options", multiple=True, metavar="KEY=VALUE",
               help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.")
@@ -233,7 +310,7 @@ def run(out_dir, input_path, output_path, runtime):
 @click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
 @click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
-@click.option("--tolerance", type=click.FloatRange(min=0), help="Largest accepted relative error (default: the artifact's).")
+@click.option("--tolerance", type=TOLERANCE, help="Largest accepted relative error (default: the artifact's).")
 def verify(out_dir, input_path, runtime, tolerance):
     """Run the artifact and its source model on inputs, print the error, and
     exit non-zero when it is beyond the tolerance."""
@@ -270,8 +347,8 @@ def verify(out_dir, input_path, runtime, tolerance):
 @click.option("--state-bits", type=click.IntRange(8, 32), default=16, show_default=True)
 @click.option("--realization", default="auto", show_default=True,
               type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]))
-@click.option("--error-budget", type=float, default=1e-6, show_default=True)
-@click.option("--tolerance", type=float, help="Pass / fail bound on each target's error against the source model.")
+@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True)
+@click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
 @click.option("--sweep", is_flag=True, help="Also sweep weight bits 2..8 against state bits 8..32 (slow).")
 @click.option("--max-sequences", type=click.IntRange(min=1), default=64, show_default=True,
               help="Evaluate on at most this many sequences of --data.")

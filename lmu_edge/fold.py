@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import ir, lti
+from . import ir, limits, lti
 from .errors import FoldError
 
 REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir")
@@ -190,6 +190,11 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
         raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
     mem = layer.memory
     stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
+    q, L = layer.order, (mem.kernel.shape[1] if stored else 0)
+    planned = 8 * (4 * q * q + 4 * q * 512 + 2 * q * L)     # dense maps, measurement blocks, kernel copies
+    if planned > limits.MAX_PLANNED_BYTES:
+        raise limits.LimitError(f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
+                                f"than the limit {limits.MAX_PLANNED_BYTES >> 20} MiB (order {q}, kernel length {L})")
     if names is None:
         names = [layer.discretizer, "rk4" if layer.discretizer == "zoh" else "rk1"] + (["fir"] if stored else [])
     ref = _Reference(layer, horizon)

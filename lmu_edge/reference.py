@@ -285,8 +285,12 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     dtype = np.dtype(dtype).type
     x, batched = check_input(graph, x)
     X = x.astype(dtype)
-    for r in _runners(graph, dtype):
-        X = r.seq(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for r in _runners(graph, dtype):
+            X = r.seq(X)
+    if not np.all(np.isfinite(X)):
+        raise ShapeError(f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "
+                         f"inputs are far out of range (an unstable memory, or inputs at the limit of float)")
     y = X if graph.output_is_sequence else X[:, -1]
     return y if batched else y[0]
 
