@@ -97,7 +97,7 @@ def _safe_names(layers: list) -> list:
         k = 1
         while name in seen:
             k += 1
-            name = f"{base[:limits.MAX_NAME_LEN - 8]}_{k}"
+            name = f"{base[:limits.MAX_NAME_LEN // 2 - 8]}_{k}"
         seen.add(name)
         out.append(node if name == node.name else dataclasses.replace(node, name=name))
     return out

@@ -16,7 +16,7 @@ EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a 
 
 
 class _Interrupted(BaseException):
-    """Raised by the SIGTERM / SIGHUP handler, so that every ``finally`` and cleanup runs."""
+    """Raised by the SIGTERM / SIGHUP / SIGINT handler, so that every ``finally`` and cleanup runs."""
 
     def __init__(self, signum):
         super().__init__(signum)
@@ -36,7 +36,7 @@ class _Group(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import signal
         previous = {}
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 previous[sig] = signal.signal(sig, _on_signal)
             except (ValueError, OSError):   # not the main thread (e.g. a test runner): leave it alone
@@ -53,7 +53,8 @@ class _Group(click.Group):
         except (click.exceptions.Abort, KeyboardInterrupt):
             self._fail("interrupted; nothing was left half-written", 130)
         except _Interrupted as e:
-            self._fail(f"stopped by signal {e.signum}; nothing was left half-written", 128 + e.signum)
+            what = "interrupted" if e.signum == signal.SIGINT else f"stopped by signal {e.signum}"
+            self._fail(f"{what}; nothing was left half-written", 128 + e.signum)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

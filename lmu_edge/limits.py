@@ -74,8 +74,9 @@ def check_name(name, where: str) -> str:
 
 def safe_name(raw, fallback: str = "model") -> str:
     """A name that passes :func:`check_name`, made from ``raw`` (for converters of foreign formats, whose
-    names may hold any character): other characters become ``_``, and it is cut to the allowed length."""
-    s = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(raw) if raw is not None else "")[:MAX_NAME_LEN]
+    names may hold any character): other characters become ``_``, and it is cut to half the allowed length
+    (passes derive names such as ``NAME_softmax`` from it)."""
+    s = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(raw) if raw is not None else "")[:MAX_NAME_LEN // 2]
     s = s.lstrip(".-")
     return s or fallback
 
