@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import lmu_edge
-from lmu_edge import escape, ir, limits
+from lmu_edge import escape, ir, limits, registry
 from lmu_edge.errors import LimitError, LmuEdgeError, OutputExistsError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -88,14 +88,14 @@ def test_graphs_with_hostile_names_cannot_be_built(name):
         g.replace(layers=(ir.Activation(name, "relu"),) + tuple(g.layers))
 
 
-@pytest.mark.parametrize("target", ["c", "ir", "onnx", "tflite", "nengo"])
+@pytest.mark.parametrize("target", sorted(registry.TARGETS))
 def test_every_target_keeps_a_smuggled_name_as_data(tmp_path, target):
     """Second line of defence: a graph whose name got past validation (set behind the dataclass's back)
     still produces outputs in which the name is inert data, and for C a program that compiles and runs."""
     g = lmu_edge.fold(lmu_edge.load(DIGITS_IR))
     object.__setattr__(g, "name", hostile.INJECTION)
     object.__setattr__(g.layers[0], "name", hostile.INJECTION)
-    module = __import__(f"lmu_edge.targets.{target}", fromlist=["emit"])
+    module = registry.target(target)
     out = tmp_path / "o"
     out.mkdir()
     try:
@@ -460,3 +460,14 @@ def test_limits_admit_the_largest_legitimate_models():
     assert g.layers[0].order == 1024
     for p in sorted(EX.glob("*.keras")) + sorted(EX.glob("*.h5")) + sorted(EX.glob("*.lmu.npz")):
         lmu_edge.load(p)
+
+
+def test_docs_state_the_limits_the_code_enforces():
+    doc = (hostile.ROOT / "docs" / "security.md").read_text()
+    for name in ("MAX_ORDER", "MAX_MEMORY_D", "MIN_THETA", "MAX_THETA", "MAX_FEATURES", "MAX_SEQ_LEN",
+                 "MAX_SUBSTEPS", "MAX_KERNEL_LEN", "MAX_LAYERS", "MAX_MODEL_ELEMENTS", "MAX_PLANNED_BYTES",
+                 "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "MAX_ZIP_MEMBERS", "MAX_ZIP_BYTES", "MAX_ZIP_RATIO",
+                 "MAX_NAME_LEN", "MAX_METADATA_BYTES"):
+        value = getattr(limits, name)
+        shown = f"{value:,}".replace(",", " ") if isinstance(value, int) else f"{value:g}"
+        assert f"`{name}`" in doc and shown in doc, (name, shown)
