@@ -6,8 +6,25 @@ not know this package. Messages say what is wrong, where, and what to do.
 """
 
 
+def _one_line(message: str) -> str:
+    """Escape line breaks and other control characters: a message is always one line, whatever a
+    model file put into the names it quotes."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 class LmuEdgeError(Exception):
-    """Base class of every error raised on purpose by lmu-edge."""
+    """Base class of every error raised on purpose by lmu-edge.
+
+    The message is always one printable line: names quoted from a model file cannot break it up or
+    smuggle terminal escape sequences into a user's console.
+    """
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (_one_line(args[0]),)
+        super().__init__(*args)
 
 
 class IRFormatError(LmuEdgeError, ValueError):

@@ -189,16 +189,4 @@ def load_ir(path) -> ir.Graph:
                 qir.validate(layer, f"layer {layer.name!r}")
             except LmuEdgeError as e:
                 raise IRFormatError(f"{path}: {e}; {hint}") from None
-    _check_stable(graph, path)
     return graph
-
-
-def _check_stable(graph: ir.Graph, path) -> None:
-    """A dense recurrence read from a file must not grow without bound (it would simulate to inf / NaN)."""
-    for layer in graph.layers:
-        mem = getattr(layer, "memory", None)
-        if isinstance(mem, ir.DenseSS):
-            rho = float(np.max(np.abs(np.linalg.eigvals(mem.Abar)))) if mem.Abar.size else 0.0
-            if not np.isfinite(rho) or rho > 1.0 + 1e-6:
-                raise IRFormatError(f"{path}: layer {layer.name!r}: its memory is unstable (spectral radius of "
-                                    f"Abar {rho:.6g} > 1): its state would grow without bound; {HINT_REEXPORT}")

@@ -348,7 +348,6 @@ MALFORMED = {
         memory={"type": "runge_kutta", "rk_order": 4, "substeps": 0})),
     "rk substeps -1": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0].update(
         memory={"type": "runge_kutta", "rk_order": 4, "substeps": -1})),
-    "unstable Abar": lambda t: _unstable(t),
     "truncated": lambda t: _write(t / "m.lmu.npz", DIGITS_IR.read_bytes()[:500]),
     "empty keras": lambda t: _write(t / "m.keras", b""),
     "keras without layers": lambda t: hostile.rewrite_zip(EX / "keras_digits.keras", t / "m.keras", lambda n, d: (
@@ -407,6 +406,18 @@ def test_malformed_model_files_get_one_line_errors_quickly(tmp_path, case):
     with pytest.raises(LmuEdgeError):
         lmu_edge.load(path)
     assert time.time() - t < 10
+    r = cli("convert", path, "-t", "ir", "-o", tmp_path / "out")
+    one_line_error(r, 1)
+    assert not (tmp_path / "out").exists() and not _leftovers(tmp_path)
+
+
+def test_a_state_that_overflows_is_refused_in_one_line(tmp_path):
+    # An unstable recurrence is a model (an Euler LMU with a small theta is one), so it loads; but a run whose
+    # state stops being finite is refused, and nothing is written.
+    path = _unstable(tmp_path)
+    lmu_edge.load(path)
+    with pytest.raises(LmuEdgeError, match="overflowed to inf"):
+        lmu_edge.simulate(lmu_edge.load(path), np.ones((64, 1)))
     r = cli("convert", path, "-t", "ir", "-o", tmp_path / "out")
     one_line_error(r, 1)
     assert not (tmp_path / "out").exists() and not _leftovers(tmp_path)
@@ -471,3 +482,10 @@ def test_docs_state_the_limits_the_code_enforces():
         value = getattr(limits, name)
         shown = f"{value:,}".replace(",", " ") if isinstance(value, int) else f"{value:g}"
         assert f"`{name}`" in doc and shown in doc, (name, shown)
+
+
+def test_every_error_message_is_one_printable_line():
+    # Names quoted from a model file must not break a message up or put escape sequences on a console.
+    from lmu_edge.errors import ModelFormatError
+    e = ModelFormatError("layer 'x */\nint f(void);\r\x1b[2J' is bad")
+    assert str(e).isprintable() and "\n" not in str(e) and "\\n" in str(e) and "\\x1b" in str(e)
