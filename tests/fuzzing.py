@@ -16,6 +16,7 @@ Readers and targets join by adding a line to :data:`SEEDS` / :data:`TARGETS`.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -69,7 +70,7 @@ def _mutate_json(rng: random.Random, obj, n_edits: int):
         k = path[-1]
         op = rng.random()
         if op < 0.75:
-            v = rng.choice(HOSTILE_VALUES)
+            v = copy.deepcopy(rng.choice(HOSTILE_VALUES))   # shared lists / dicts would make cycles
             if isinstance(parent[k], (int, float)) and not isinstance(parent[k], bool) and rng.random() < 0.5:
                 factor = rng.choice([-1, 0, 2, 1000, 1e9, 1e-9])
                 try:
@@ -80,9 +81,9 @@ def _mutate_json(rng: random.Random, obj, n_edits: int):
         elif op < 0.9 and isinstance(parent, dict):
             del parent[k]
         elif isinstance(parent, dict):
-            parent[rng.choice(["extra", "type", "array", "name", "layers"])] = rng.choice(HOSTILE_VALUES)
+            parent[rng.choice(["extra", "type", "array", "name", "layers"])] = copy.deepcopy(rng.choice(HOSTILE_VALUES))
         elif isinstance(parent, list) and parent:
-            parent.append(parent[0])
+            parent.append(copy.deepcopy(parent[0]))
     return obj
 
 
