@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,14 +117,19 @@ def run_one(m, python: str, timeout: int):
         if r.returncode == 0:
             return "SURVIVED", ""
         if r.returncode == 1:
-            failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M)
-            return "KILLED", failed[0] if failed else "a test failed"
+            failed = re.findall(r"^((?:FAILED|ERROR) \S+.*)$", r.stdout, re.M)
+            return "KILLED", failed[0][:200] if failed else "a test failed"
         return "ERROR", f"pytest exit {r.returncode}: {(r.stdout + r.stderr).strip().splitlines()[-1:]}"
     finally:
         path.write_text(orig)
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")       # so the finally block restores the mutated file
+
+
 def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--sample", type=int, help="run a fixed, evenly spaced sample of N mutations")

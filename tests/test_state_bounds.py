@@ -18,9 +18,13 @@ from lmu_edge.quantize import _rk_map_coeffs
 
 from graphs import chain
 
-# (realization, order, theta, state bits): long and short windows, both dense forms, FIR
-CASES = [("zoh", 8, 12.0, 16), ("zoh", 16, 200.0, 16), ("zoh", 6, 10.0, 32), ("euler", 8, 40.0, 16),
-         ("fir", 6, 8.0, 16), ("fir", 12, 30.0, 32), ("rk4", 8, 12.0, 16), ("rk2", 6, 10.0, 32)]
+# (realization, order, theta, state bits, RK substeps, least fraction of the bound reached)
+CASES = [("zoh", 8, 12.0, 16, None, 0.9), ("zoh", 16, 200.0, 16, None, 0.9), ("zoh", 6, 10.0, 32, None, 0.9),
+         ("euler", 8, 40.0, 16, None, 0.9), ("fir", 6, 8.0, 16, None, 0.9), ("fir", 12, 30.0, 32, None, 0.9),
+         ("rk4", 8, 12.0, 16, 2, 0.9), ("rk2", 6, 10.0, 32, 2, 0.9), ("rk4", 32, 64.0, 16, 2, 0.9),
+         # many substeps: the bound's rounding-noise term (2 roundings per stage per substep, each at
+         # its worst) grows with the substeps while an input cannot provoke it; measured 61.4%
+         ("rk4", 32, 64.0, 16, 16, 0.6)]
 
 
 def _impulse(lmu: qir.QLMU, T: int) -> np.ndarray:
@@ -55,24 +59,18 @@ def _worst_case(lmu: qir.QLMU, T: int):
     return peak, lmu.state_bound * 2.0 ** lmu.state_type.frac
 
 
-@pytest.mark.parametrize("real,q,theta,bits", CASES)
-def test_worst_case_input_reaches_but_never_exceeds_the_proven_bound(real, q, theta, bits):
+@pytest.mark.parametrize("real,q,theta,bits,substeps,least", CASES)
+def test_worst_case_input_reaches_but_never_exceeds_the_proven_bound(real, q, theta, bits, substeps, least):
     rng = np.random.default_rng(1300 + q)
     memory = ir_fir(q, theta) if real == "fir" else None
     g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", memory=memory),
-                      real, error_budget=2.0, substeps=2 if real.startswith("rk") else None)
+                      real, error_budget=2.0, substeps=substeps)
     qg = lmu_edge.quantize(g, rng.standard_normal((2, int(4 * theta), 2)), state_bits=bits)
     lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
     T = int(20 * theta) if not isinstance(lmu.memory, qir.QFIRMemory) else lmu.memory.kernel.shape[1] + 2
     peak, bound = _worst_case(lmu, T)
     assert peak <= bound <= lmu.state_type.max_int, (peak, bound)
-    fraction = peak / bound
-    if real.startswith("rk"):
-        # RK: the bound adds the noise gain of every rounding inside each substep (2 per RK stage);
-        # the input part alone is reached (see docs/testing.md for the fraction measured per case)
-        assert fraction >= 0.5, fraction
-    else:
-        assert fraction >= 0.9, fraction
+    assert peak / bound >= least, peak / bound
 
 
 def ir_fir(q, theta):
