@@ -256,6 +256,21 @@ class IntStream:
         return {r.L.name: r.max_abs_state for r in self.runners if isinstance(r, _LMURun)}
 
 
+def memory_response(layer: qir.QLMU, u) -> np.ndarray:
+    """Run only ``layer``'s memory update on encoder outputs ``u`` ``(T, memory_d)`` (integers of
+    ``layer.u_type``, e.g. at its clamp) from a zero state; returns the state integers ``(T, d*order)``.
+
+    This is the C kernel's contract alone, without the encoder: the tool to drive a state to its
+    proven bound with a worst-case input."""
+    r = _LMURun(layer, 0, 0)
+    r.reset(1)
+    out = []
+    for u_t in np.asarray(u, np.int64):
+        r.m = r._memory(u_t[None, :])
+        out.append(r.m.reshape(-1).copy())
+    return np.array(out, np.int64).reshape(len(out), -1)
+
+
 def run_int(graph: ir.Graph, xq) -> np.ndarray:
     """int8 inputs ``(N, T, F)`` -> int8 outputs of every step ``(N, T, F_out)`` (int64 array)."""
     xq = np.asarray(xq, np.int64)

@@ -36,6 +36,12 @@ if [ "$rc_main" -eq 5 ]; then
     rc_main=1
 fi
 [ "$rc" -eq 0 ] && rc=$rc_main
+if [ "${CI:-}" = "true" ]; then   # issue 13: the fixed sample of the mutation harness (docs/testing.md)
+    echo "== mutation sample"
+    if ! .venv/bin/python scripts/mutate.py --ci 2>&1 | tee "$logs/mutate.log"; then
+        [ "$rc" -ne 0 ] || rc=1
+    fi
+fi
 # (grep finds nothing when, say, no test failed: the pipelines must not stop the script under set -e)
 summary() { { grep -hE "^=+ .*(passed|failed|error)" "$logs"/*.log || true; } | { grep -oE "[0-9]+ $1" || true; } |
             awk '{s += $1} END {print s + 0}'; }

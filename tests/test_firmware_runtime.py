@@ -59,6 +59,7 @@ def test_c_and_python_integer_helpers_agree(helper):
     den = rng.integers(1, 100000, n)
     bits = rng.integers(8, 33, n)
     i32[:4] = [fp.INT32_MIN, fp.INT32_MAX, 0, -1]
+    i32[4:8], mult[4:8], shift[4:8] = [-3, 3, -5, 5], 1 << 30, 0      # exact ties of the doubling high mul
     i32b[:4] = [fp.INT32_MIN, 1, 0, fp.INT32_MIN]
     rows = ([("M", a, m, sh) for a, m, sh in zip(i32, mult, shift)]
             + [("S", a, k, 0) for a, k in zip(wide, s)]

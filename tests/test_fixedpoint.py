@@ -104,3 +104,12 @@ def test_multiply_by_quantized_multiplier_approximates_the_product(x, real):
     got = int(fp.multiply_by_quantized_multiplier(x, m, shift))
     exact = x * m * Fraction(2) ** (shift - 31)
     assert abs(got - exact) <= 1     # two roundings of at most 1/2 each
+
+
+def test_srdhm_and_mbqm_ties_follow_gemmlowp():
+    """Exact ties (a*b an odd multiple of 2^30): gemmlowp's nudge 1 - 2^30 for negative products
+    rounds them toward +inf, so -1.5 -> -1 and +1.5 -> 2. Random multipliers never tie; these do."""
+    a = np.array([-3, 3, -1, 1, -5, 5], np.int64)
+    b = np.full(a.shape, 1 << 30, np.int64)
+    np.testing.assert_array_equal(fp.saturating_rounding_doubling_high_mul(a, b), [-1, 2, 0, 1, -2, 3])
+    assert int(fp.multiply_by_quantized_multiplier(np.int64(-3), np.int64(1 << 30), np.int64(0))) == -1

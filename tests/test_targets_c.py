@@ -3,6 +3,7 @@
 import json
 import shutil
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def built(tmp_path_factory):
     """Each configuration converted once to int8 C and once to float32 C."""
     out = {}
     for name, (make, real, bits) in CONFIGS.items():
-        rng = np.random.default_rng(abs(hash(name)) % 2**32)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))   # fixed across processes
         g = lmu_edge.fold(make(rng), real)
         theta = max(l.theta for l in g.lmu_layers)
         x = rng.standard_normal((3, int(10 * theta) + 5, g.input_features))
@@ -242,3 +243,32 @@ def test_cli_verify_of_an_int8_artifact_checks_bit_exactness(built, tmp_path):
     r = subprocess.run(lmu_edge_cli() + ["verify", str(art.path), "-i", str(tmp_path / "x.npy")],
                        capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("PASS: bit-exact with its integer reference"), r.stdout + r.stderr
+
+
+def test_device_ram_overflow_is_refused(tmp_path):
+    """A model whose flash fits cortex-m0-32k but whose state (a long FIR ring buffer per channel)
+    does not fit its 32 KB of RAM is refused with the RAM figure."""
+    rng = np.random.default_rng(1331)
+    kernel = lti.legendre_impulse_response(4, 100.0, 300)
+    g = lmu_edge.fold(chain(rng, d=64, q=4, theta=100.0, memory=ir.ImpulseResponse(kernel, "truncated")), "fir")
+    x = rng.standard_normal((1, 40, 2))
+    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-32k.*RAM: needs \d+ bytes.*over by"):
+        lmu_edge.convert(g, "c", tmp_path / "o", quantize="int8", calibration=x, device="cortex-m0-32k",
+                         measure=False)
+
+
+def test_check_fails_a_build_that_is_not_bit_exact(built):
+    """check() is what convert's refusal rests on: a C build whose output differs by one LSB fails it."""
+    import re
+    g, x, art, _ = built["rk4"]
+    assert art.module.check(art, x[:1]).get("passed", True) is True
+    src = (art.path / "model.c").read_text()
+    bad, n = re.subn(r"(memcpy\(y, [^;]*;)", r"\1 y[0] = (int8_t)(y[0] ^ 1);", src, count=1)
+    assert n == 1
+    try:
+        (art.path / "model.c").write_text(bad)
+        res = art.module.check(art, x[:1])
+        assert res["bit_exact_host"] is False and res["passed"] is False
+    finally:
+        (art.path / "model.c").write_text(src)
+        art.module.check(art, x[:1])                  # rebuild the clean host harness for later tests

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Mutation harness: put one small bug at a time into the code, run the tests that cover that file,
+and count the bugs the suite catches.
+
+    python scripts/mutate.py                 # every mutation (hours on 2 cores; prints wall time)
+    python scripts/mutate.py --ci            # the fixed sample CI runs (ci_sample in mutations.toml)
+    python scripts/mutate.py --sample 6      # an evenly spaced sample
+    python scripts/mutate.py --list          # list the mutations, run nothing
+    python scripts/mutate.py --only ID ...   # these mutations
+
+Mutations come from tests/mutations.toml (hand-written: file, exact original snippet, replacement,
+covering tests) and from rules applied to every integer kernel of firmware_templates/lmu_runtime.h
+(arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds).
+
+Each mutant is applied IN PLACE in the working tree (the package is installed editable from it, and
+converters/, targets/, firmware_templates/ are remapped into lmu_edge from there, so the mutated file
+is what the tests import and what the C builds include) and restored in a ``finally`` block. A
+snippet that no longer applies, or a C mutant that no longer compiles, is a harness ERROR, never a
+kill. Exit status: 0 when the score (killed / (killed + survived)) reaches --min-score and no error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = "firmware_templates/lmu_runtime.h"
+C_TESTS = ["tests/test_firmware_runtime.py", "tests/test_int_matrix.py", "-k", "not cortex"]   # host: fast
+
+# (name, regex, replacement): applied to each line of each integer kernel, one match at a time
+RULES = [
+    ("add->sub", r"(?<=[\w)\]]) \+ (?=[\w(])", " - "),
+    ("sub->add", r"(?<=[\w)\]]) - (?=[\w(])", " + "),
+    ("acc+=->-=", r"\+= ", "-= "),
+    ("mul->add", r"(?<=[\w)\]]) \* (?=[\w(])", " + "),
+    ("shift+1", r">> (\w+)", r">> (\1 + 1)"),
+    ("lshift-1", r"<< \((\w+) - 1\)", r"<< (\1)"),
+    ("const-round", r"\(int64_t\)1 << 30", "(int64_t)1 << 29"),
+    ("const-16", r", 16\)", ", 15)"),
+    ("sat-bound", r"\(bits - 1\)", "(bits)"),
+    ("loop-bound", r"(\w) < (q|L|d|r|substeps);", r"\1 < \2 - 1;"),
+    ("cmp-strict", r" >= 0 \?", " > 0 ?"),
+    ("cmp-flip", r" > hi \?", " >= hi + 1 ?"),
+    ("ternary-one", r"\? 1 : 0", "? 0 : 0"),
+]
+
+
+def kernel_lines(text: str):
+    """Line numbers (0-based) of the integer code: every non-comment line from the integer helpers
+    to the start of the float section (the helpers, the qlinear / softmax / pool kernels and the
+    LMU_DEFINE_* memory kernels)."""
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if "integer helpers" in l)
+    end = next((i for i, l in enumerate(lines) if i > start and l.startswith("/* float")), len(lines))
+    out = [i for i in range(start, end)
+           if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
+    return lines, out
+
+
+def generated():
+    text = (ROOT / RUNTIME).read_text()
+    lines, idx = kernel_lines(text)
+    muts = []
+    for i in idx:
+        line = lines[i]
+        for name, pat, rep in RULES:
+            for k, m in enumerate(re.finditer(pat, line)):
+                new = line[:m.start()] + m.expand(rep) + line[m.end():]
+                if new != line:
+                    muts.append({"id": f"rt-L{i + 1}-{name}-{k}", "file": RUNTIME, "original": line,
+                                 "replacement": new, "tests": C_TESTS, "c": True})
+    return muts
+
+
+def load(path: Path):
+    data = tomllib.loads(path.read_text())
+    muts = data.get("mutation", [])
+    for m in muts:
+        m["c"] = m["file"].endswith((".h", ".c", ".j2"))
+    return muts + generated()
+
+
+def compiles(path: Path) -> str:
+    """'' when the mutated runtime still compiles (host gcc, -Werror), else the first error line."""
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "t.c"
+        src.write_text('#include "lmu_runtime.h"\nint main(void) { return 0; }\n')
+        r = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                            f"-I{path.parent}", str(src)], capture_output=True, text=True)
+        return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[0]
+
+
+def run_one(m, python: str, timeout: int):
+    path = ROOT / m["file"]
+    orig = path.read_text()
+    if orig.count(m["original"]) != 1:
+        return "ERROR", f"snippet occurs {orig.count(m['original'])} times (must be once): re-target it"
+    try:
+        path.write_text(orig.replace(m["original"], m["replacement"], 1))
+        if m["file"] == RUNTIME:
+            err = compiles(path)
+            if err:
+                return "ERROR", f"does not compile: {err}"
+        cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *m["tests"]]
+        try:
+            r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return "KILLED", f"timeout after {timeout}s (counts as a kill: the mutant hangs)"
+        if r.returncode == 0:
+            return "SURVIVED", ""
+        if r.returncode == 1:
+            failed = re.findall(r"^((?:FAILED|ERROR) \S+.*)$", r.stdout, re.M)
+            return "KILLED", failed[0][:200] if failed else "a test failed"
+        return "ERROR", f"pytest exit {r.returncode}: {(r.stdout + r.stderr).strip().splitlines()[-1:]}"
+    finally:
+        path.write_text(orig)
+
+
+def _terminate(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")       # so the finally block restores the mutated file
+
+
+def main(argv=None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--sample", type=int, help="run a fixed, evenly spaced sample of N mutations")
+    ap.add_argument("--only", nargs="+", help="run these mutation ids")
+    ap.add_argument("--ci", action="store_true", help="run the fixed CI sample (ci_sample in the list file)")
+    ap.add_argument("--file", default=str(ROOT / "tests" / "mutations.toml"))
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--min-score", type=float, default=0.95)
+    a = ap.parse_args(argv)
+    muts = load(Path(a.file))
+    if a.ci:
+        a.only = tomllib.loads(Path(a.file).read_text())["ci_sample"]
+    if a.only:
+        muts = [m for m in muts if m["id"] in set(a.only)]
+    elif a.sample:
+        hand = [m for m in muts if not m["id"].startswith("rt-")]
+        gen = [m for m in muts if m["id"].startswith("rt-")]
+        step = max(1, len(gen) // max(1, a.sample - len(hand[: a.sample // 2])))
+        muts = hand[: a.sample // 2] + gen[::step][: a.sample - len(hand[: a.sample // 2])]
+    if a.list:
+        for m in muts:
+            print(f"{m['id']:50s} {m['file']}  tests: {' '.join(m['tests'])}")
+        print(f"{len(muts)} mutations")
+        return 0
+    counts = {"KILLED": 0, "SURVIVED": 0, "ERROR": 0}
+    t0 = time.time()
+    for n, m in enumerate(muts, 1):
+        t = time.time()
+        status, why = run_one(m, sys.executable, a.timeout)
+        counts[status] += 1
+        print(f"[{n}/{len(muts)}] {status:8s} {m['id']}  {why}  ({time.time() - t:.0f}s)", flush=True)
+    scored = counts["KILLED"] + counts["SURVIVED"]
+    score = counts["KILLED"] / scored if scored else 0.0
+    print(f"mutation score {score:.1%}: {counts['KILLED']} killed, {counts['SURVIVED']} survived, "
+          f"{counts['ERROR']} harness errors; wall time {time.time() - t0:.0f}s")
+    return 0 if score >= a.min_score and counts["ERROR"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
