@@ -301,8 +301,8 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
 }
 
 /* DSP rows of the dense memory with 16-bit coefficients and a 16-bit state: returns the first row it left
- * to the portable loop. acc32: four rows at a time, one state word (two halfwords) feeds four SMLADs, so
- * per 8 MACs 1 + 4 LDR and 4 SMLAD. Otherwise two rows at a time with SMLALD into 64-bit sums. Odd q is
+ * to the portable loop. Four rows at a time: one state word (two halfwords) feeds four dual MACs, so per
+ * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
  * finished by a scalar tail. Same exact sums as the portable loop, so the same state. */
 static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
                                                         const int32_t *B, int32_t coeff_frac, int32_t delta,
@@ -333,20 +333,26 @@ static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc
             lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
         }
     } else {
-        for (; i + 2 <= q; i += 2) {
+        for (; i + 4 <= q; i += 4) {
             const int16_t *r0 = C + i * q;
-            int64_t a0 = 0, a1 = 0;
+            int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
             for (j = 0; j + 2 <= q; j += 2) {
                 const uint32_t sv = lmu_ld32(mc + j);
                 a0 = __smlald(lmu_ld32(r0 + j), sv, a0);
                 a1 = __smlald(lmu_ld32(r0 + q + j), sv, a1);
+                a2 = __smlald(lmu_ld32(r0 + 2 * q + j), sv, a2);
+                a3 = __smlald(lmu_ld32(r0 + 3 * q + j), sv, a3);
             }
             if (j < q) {
                 a0 += (int32_t)r0[j] * mc[j];
                 a1 += (int32_t)r0[q + j] * mc[j];
+                a2 += (int32_t)r0[2 * q + j] * mc[j];
+                a3 += (int32_t)r0[3 * q + j] * mc[j];
             }
             lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
             lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
         }
     }
 #else
