@@ -21,6 +21,17 @@
 #include <math.h>
 #endif
 
+/* Kernel path, chosen at compile time from the ACLE feature macros. LMU_PATH_DSP is 1 on ARMv7E-M and
+ * ARMv8-M Mainline with the DSP extension (Cortex-M4, M7, M33, M55); define LMU_PORTABLE to force the
+ * portable C99 path everywhere. The paths read the same arrays in the same layout and compute the same
+ * exact integers: only the instructions differ. */
+#if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+#define LMU_PATH_DSP 1
+#include <arm_acle.h>
+#else
+#define LMU_PATH_DSP 0
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* integer helpers                                                                            */
 /* ------------------------------------------------------------------------------------------ */
@@ -103,23 +114,75 @@ typedef struct {
     const int8_t *lut;        /* 256 entries indexed by y + 128, or NULL */
 } lmu_qlinear_t;
 
-/* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))) */
+#if LMU_PATH_DSP
+/* a 32-bit word from any address (unaligned LDR is allowed on every core with the DSP extension) */
+static inline uint32_t lmu_ld32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* bytes 1 and 3 of w, sign-extended to two halfwords (SXTB16 with ROR #8; gcc 12 has no __ror) */
+static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
+    return r;
+}
+#endif
+
+/* Two rows of an int8 dot product with an input zero point:
+ *   a0 += sum_i (x_i - zp) w0_i,  a1 += sum_i (x_i - zp) w1_i   (w1 may equal w0: one row).
+ * Ranges: x, w in [-128, 127], zp in [-128, 127], so x - zp in [-255, 255] fits a halfword and every
+ * product fits 17 bits. Accumulator: int32. The quantizer keeps n * 255 * 128 + |bias| below 2^31
+ * (n < 65000 inputs per part), so the exact sum fits; SMLAD wraps modulo 2^32, so any intermediate
+ * wrap cancels and the final value is the exact sum on both paths. DSP path: per 4 inputs and 2 rows,
+ * 1 LDR + 2 SXTB16 + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. No scratch. */
+static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
+                             int32_t *a0, int32_t *a1) {
+    int32_t i = 0, s0 = *a0, s1 = *a1;
+#if LMU_PATH_DSP
+    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xw = lmu_ld32(x + i);
+        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);     /* x0 - zp, x2 - zp */
+        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
+        const uint32_t u0 = lmu_ld32(w0 + i), u1 = lmu_ld32(w1 + i);
+        s0 = __smlad(__sxtb16(u0), xe, s0);
+        s0 = __smlad(lmu_sxtb16_hi(u0), xo, s0);
+        s1 = __smlad(__sxtb16(u1), xe, s1);
+        s1 = __smlad(lmu_sxtb16_hi(u1), xo, s1);
+    }
+#endif
+    for (; i < n; ++i) {
+        const int32_t xv = (int32_t)x[i] - zp;
+        s0 += xv * (int32_t)w0[i];
+        s1 += xv * (int32_t)w1[i];
+    }
+    *a0 = s0;
+    *a1 = s1;
+}
+
+/* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))),
+ * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i]; two output rows at a time. */
 static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
-    int32_t j, k, i;
-    for (j = 0; j < L->n_out; ++j) {
-        int64_t total = L->out_zp;
+    int32_t j, k, r;
+    for (j = 0; j < L->n_out; j += 2) {
+        const int32_t j1 = j + 1 < L->n_out ? j + 1 : j;
+        int64_t total[2];
+        total[0] = L->out_zp;
+        total[1] = L->out_zp;
         for (k = 0; k < L->n_parts; ++k) {
             const lmu_qpart_t *p = &L->parts[k];
-            const int8_t *w = p->w + (int32_t)j * p->n_in;
-            const int8_t *x = in[k];
-            int32_t acc = (k == 0 && L->bias) ? L->bias[j] : 0;
-            for (i = 0; i < p->n_in; ++i) {
-                acc += ((int32_t)x[i] - p->in_zp) * (int32_t)w[i];
-            }
-            total += lmu_mbqm(acc, p->mult[j], p->shift[j]);
+            int32_t a0 = (k == 0 && L->bias) ? L->bias[j] : 0;
+            int32_t a1 = (k == 0 && L->bias) ? L->bias[j1] : 0;
+            lmu_qdot2(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->w + (int32_t)j1 * p->n_in, p->n_in, &a0, &a1);
+            total[0] += lmu_mbqm(a0, p->mult[j], p->shift[j]);
+            total[1] += lmu_mbqm(a1, p->mult[j1], p->shift[j1]);
         }
-        total = lmu_clamp64(total, L->clamp_min, L->clamp_max);
-        out[j] = L->lut ? (int32_t)L->lut[total + 128] : (int32_t)total;
+        for (r = 0; r < 2 && j + r < L->n_out; ++r) {
+            const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
+            out[j + r] = L->lut ? (int32_t)L->lut[t + 128] : (int32_t)t;
+        }
     }
 }
 
@@ -181,29 +244,139 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
 #define LMU_PROD_NARROW(c, s) ((int64_t)((int32_t)(c) * (int32_t)(s)))
 #define LMU_PROD_WIDE(c, s) ((int64_t)(c) * (int64_t)(s))
 
-/* dense: acc = B u + C m (int64); delta: m += round(acc >> f); direct: m = round(acc >> f) */
+/* Dense memory, per channel c:  acc_i = B_i u_c + sum_j C_ij m_j  (exact),
+ *   delta form:  m_i <- sat_bits(m_i + round_half_up(acc_i / 2^coeff_frac)),
+ *   direct form: m_i <- sat_bits(round_half_up(acc_i / 2^coeff_frac)).
+ * B_i u_c is formed in 64 bits. The sum over j uses a 32-bit accumulator when acc32 is 1: the code
+ * generator sets it only when max_i sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound
+ * on the absolute value of every partial sum, so the 32-bit sum is exact; otherwise 64 bits. tmp holds q
+ * int64 (the new state is written after every row has read the old one). */
 #define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
-                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
-                            int64_t *tmp) {                                                         \
-        int32_t c, i, j;                                                                            \
-        for (c = 0; c < d; ++c) {                                                                   \
-            ST *mc = m + c * q;                                                                     \
-            for (i = 0; i < q; ++i) {                                                               \
-                const CT *row = C + i * q;                                                          \
-                int64_t acc = (int64_t)B[i] * (int64_t)u[c];                                        \
-                int64_t step;                                                                       \
+    static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C,          \
+                                   const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits, \
+                                   int64_t *tmp, int32_t acc32) {                                   \
+        int32_t n, j;                                                                               \
+        const CT *row = C + i0 * q;                                                                 \
+        const ST *mi = mc + i0;                                                                     \
+        B += i0;                                                                                    \
+        tmp += i0;                                                                                  \
+        for (n = q - i0; n > 0; --n, row += q, ++B, ++tmp, ++mi) {                                  \
+            int64_t acc = (int64_t)*B * (int64_t)uc;                                                \
+            int64_t step;                                                                           \
+            if (acc32) {                                                                            \
+                int32_t a32 = 0;                                                                    \
+                for (j = 0; j < q; ++j) {                                                           \
+                    a32 += (int32_t)row[j] * (int32_t)mc[j];                                        \
+                }                                                                                   \
+                acc += a32;                                                                         \
+            } else {                                                                                \
                 for (j = 0; j < q; ++j) {                                                           \
                     acc += PROD(row[j], mc[j]);                                                     \
                 }                                                                                   \
-                step = lmu_shift_round(acc, coeff_frac);                                            \
-                tmp[i] = lmu_sat(delta ? (int64_t)mc[i] + step : step, bits);                       \
             }                                                                                       \
+            step = lmu_shift_round(acc, coeff_frac);                                                \
+            *tmp = lmu_sat(delta ? (int64_t)*mi + step : step, bits);                               \
+        }                                                                                           \
+    }                                                                                               \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
+                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
+                            int64_t *tmp, int32_t acc32) {                                          \
+        int32_t c, i;                                                                               \
+        for (c = 0; c < d; ++c) {                                                                   \
+            ST *mc = m + c * q;                                                                     \
+            NAME##_rows(mc, u[c], lmu_dense_dsp_rows_##ST##_##CT(mc, u[c], q, C, B, coeff_frac,     \
+                                                                  delta, bits, tmp, acc32),          \
+                        q, C, B, coeff_frac, delta, bits, tmp, acc32);                              \
             for (i = 0; i < q; ++i) {                                                               \
                 mc[i] = (ST)tmp[i];                                                                 \
             }                                                                                       \
         }                                                                                           \
     }
+
+/* finish row i of the dense memory from its exact sum over j */
+static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
+                                    int32_t coeff_frac, int32_t delta, int32_t bits) {
+    const int64_t step = lmu_shift_round((int64_t)b * (int64_t)uc + sum, coeff_frac);
+    tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
+}
+
+/* DSP rows of the dense memory with 16-bit coefficients and a 16-bit state: returns the first row it left
+ * to the portable loop. Four rows at a time: one state word (two halfwords) feeds four dual MACs, so per
+ * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
+ * finished by a scalar tail. Same exact sums as the portable loop, so the same state. */
+static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
+                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
+                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
+    int32_t i = 0;
+#if LMU_PATH_DSP
+    int32_t j;
+    if (acc32) {
+        for (; i + 4 <= q; i += 4) {
+            const int16_t *r0 = C + i * q;
+            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            for (j = 0; j + 2 <= q; j += 2) {
+                const uint32_t sv = lmu_ld32(mc + j);
+                a0 = __smlad(lmu_ld32(r0 + j), sv, a0);
+                a1 = __smlad(lmu_ld32(r0 + q + j), sv, a1);
+                a2 = __smlad(lmu_ld32(r0 + 2 * q + j), sv, a2);
+                a3 = __smlad(lmu_ld32(r0 + 3 * q + j), sv, a3);
+            }
+            if (j < q) {
+                a0 += (int32_t)r0[j] * mc[j];
+                a1 += (int32_t)r0[q + j] * mc[j];
+                a2 += (int32_t)r0[2 * q + j] * mc[j];
+                a3 += (int32_t)r0[3 * q + j] * mc[j];
+            }
+            lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
+        }
+    } else {
+        for (; i + 4 <= q; i += 4) {
+            const int16_t *r0 = C + i * q;
+            int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            for (j = 0; j + 2 <= q; j += 2) {
+                const uint32_t sv = lmu_ld32(mc + j);
+                a0 = __smlald(lmu_ld32(r0 + j), sv, a0);
+                a1 = __smlald(lmu_ld32(r0 + q + j), sv, a1);
+                a2 = __smlald(lmu_ld32(r0 + 2 * q + j), sv, a2);
+                a3 = __smlald(lmu_ld32(r0 + 3 * q + j), sv, a3);
+            }
+            if (j < q) {
+                a0 += (int32_t)r0[j] * mc[j];
+                a1 += (int32_t)r0[q + j] * mc[j];
+                a2 += (int32_t)r0[2 * q + j] * mc[j];
+                a3 += (int32_t)r0[3 * q + j] * mc[j];
+            }
+            lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
+            lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
+        }
+    }
+#else
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)acc32;
+#endif
+    return i;
+}
+
+/* the other storage / coefficient types take the portable loop for every row */
+#define LMU_NO_DSP_ROWS(ST, CT)                                                                     \
+    static inline int32_t lmu_dense_dsp_rows_##ST##_##CT(ST *mc, int32_t uc, int32_t q, const CT *C,  \
+                                                         const int32_t *B, int32_t coeff_frac,       \
+                                                         int32_t delta, int32_t bits, int64_t *tmp,  \
+                                                         int32_t acc32) {                            \
+        (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits;    \
+        (void)tmp; (void)acc32;                                                                     \
+        return 0;                                                                                   \
+    }
+LMU_NO_DSP_ROWS(int8_t, int16_t)
+LMU_NO_DSP_ROWS(int8_t, int32_t)
+LMU_NO_DSP_ROWS(int16_t, int32_t)
+LMU_NO_DSP_ROWS(int32_t, int16_t)
+LMU_NO_DSP_ROWS(int32_t, int32_t)
 
 /* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
 #define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                              \

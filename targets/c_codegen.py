@@ -200,8 +200,10 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
         B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
+        acc32 = dense_acc32(mem.coeffs, bits)
         lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
-                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp});")
+                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {acc32});"
+                     f"  /* {'32' if acc32 else '64'}-bit sums over C m */")
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
         hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
@@ -234,6 +236,19 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         out = h
     code.step_lines.extend(lines)
     return out
+
+
+def dense_acc32(coeffs, state_bits: int) -> int:
+    """1 when the dense memory's sum over C m provably fits a 32-bit accumulator, else 0.
+
+    Proof: |m_j| <= 2^(state_bits - 1) for a saturated state of ``state_bits`` bits, so every partial
+    sum of row i is bounded in absolute value by ``sum_j |C_ij| * 2^(state_bits - 1)``; when the largest
+    such row bound is at most 2^31 - 1 no partial sum overflows int32 (the B u term is added in 64 bits)."""
+    c = np.abs(np.asarray(coeffs, dtype=np.int64))
+    if c.size == 0:
+        return 1
+    bound = int(c.reshape(c.shape[0], -1).sum(axis=1).max()) << (int(state_bits) - 1)
+    return 1 if bound <= 2 ** 31 - 1 else 0
 
 
 def bits_tag(ctype: str) -> int:
