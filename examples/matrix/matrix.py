@@ -122,6 +122,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="every (model, target, mode), not the pairwise subset")
     ap.add_argument("--docs", type=Path, help="write the markdown table into this file (between markers)")
+    ap.add_argument("--json", type=Path, help="also write every cell's result to this JSON file")
     args = ap.parse_args(argv)
     cells = full() if args.full else pairwise()
     results = {}
@@ -133,6 +134,10 @@ def main(argv=None) -> int:
             print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)",
                   flush=True)
     md = table(results)
+    if args.json:
+        import json
+        args.json.write_text(json.dumps([dict(r, model=k[0], target=k[1], mode=k[2]) for k, r in results.items()],
+                                        indent=1))
     if args.docs:
         text = args.docs.read_text() if args.docs.exists() else ""
         start, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
