@@ -22,7 +22,18 @@ import matrix  # noqa: E402
 
 #: cells that convert but miss their floor today, with the SQNR measured when this list was written;
 #: strict xfail: the test fails (and this entry must go) the day a cell reaches its floor
-BELOW_FLOOR: dict = {}
+BELOW_FLOOR = {
+    ("ff_fft_zoh_tanh_before_dense", "tflite", "int16x8"): "30.3 dB",
+    ("ff_fft_zoh_tanh_before_dense", "onnx", "int8"): "27.6 dB",
+    ("ff_raw_euler_d2_nohidden_seq", "c", "int8"): "29.0 dB",
+    ("ff_raw_euler_d2_nohidden_seq", "tflite", "int16x8"): "31.1 dB",
+    ("ff_sigmoid_anylen_activation", "tflite", "int8"): "28.2 dB",
+    ("ff_linear_td_before", "tflite", "int16x8"): "32.2 dB",
+    ("rnn_h2m_m2m_simplernn", "tflite", "int16x8"): "16.6 dB",
+    ("rnn_h2m_m2m_simplernn", "onnx", "int8"): "13.6 dB",
+    ("rnn_tt_euler_dense_seq", "c", "int8"): "27.1 dB",
+    ("rnn_tt_euler_dense_seq", "tflite", "int16x8"): "30.5 dB",
+}
 
 
 def test_pairwise_covers_every_option_value_with_every_cell():
