@@ -69,3 +69,23 @@ def test_float32_is_another_name_for_float(tmp_path):
     assert art.manifest["quantize"] == "float"
     with pytest.raises(lmu_edge.errors.QuantizationError, match="does not support quantize='float64'"):
         lmu_edge.convert(model, "ir", tmp_path / "p", quantize="float64")
+
+
+def test_tflite_refuses_in_one_line_naming_the_op(tmp_path):
+    # TFLite has no 16x8 DIV (the running mean of GlobalAveragePooling1D): a refusal, not a raw error
+    import lmu_edge
+    name = "ff_relu_i2h_bias_pool_softmax"
+    cal = matrix.np.load(ROOT / "examples" / "matrix" / f"{name}.npz")["x_cal"]
+    with pytest.raises(lmu_edge.errors.QuantizationError) as e:
+        lmu_edge.convert(ROOT / "examples" / "matrix" / f"{name}.keras", "tflite", tmp_path / "o",
+                         quantize="int16x8", calibration=cal)
+    assert "op DIV" in str(e.value) and "\n" not in str(e.value) and "--quantize" in str(e.value)
+    assert not (tmp_path / "o").exists() and list(tmp_path.iterdir()) == []
+
+
+def test_interpreter_errors_are_cut_to_the_line_naming_the_op():
+    from lmu_edge.targets.tflite import _one_line
+    dump = ("tensorflow/lite/kernels/concatenation.cc:158 input->params.scale != output_tensor->params.scale\n"
+            "Node number 12 (CONCATENATION) failed to prepare.\n")
+    assert _one_line(RuntimeError(dump)) == "op CONCATENATION: Node number 12 (CONCATENATION) failed to prepare"
+    assert _one_line(RuntimeError("")) == "RuntimeError"
