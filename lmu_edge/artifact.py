@@ -28,6 +28,8 @@ from .report import _json_default
 MANIFEST = "artifact.json"
 ARTIFACT_FORMAT = "lmu-edge-artifact"
 ARTIFACT_VERSION = 1
+#: other names users write for a quantization mode (TFLite and ONNX users say float32)
+QUANTIZE_ALIASES = {"float32": "float"}
 DEFAULT_TOLERANCE = 1e-4  # float artifacts: fold budget 1e-6 on the impulse response, plus float32 rounding
                           # of dense layers, stays well inside this relative error; quantized targets set their own
 
@@ -196,7 +198,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         limits.check_int(substeps, 1, limits.MAX_SUBSTEPS, "substeps")
     module = registry.target(target)
     modes = tuple(getattr(module, "QUANTIZE", ("float",)))
-    quantize = quantize or "float"
+    quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
         raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}")
     unknown = set(target_options) - set(getattr(module, "OPTIONS", {}))

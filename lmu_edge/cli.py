@@ -218,7 +218,7 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory (must be empty or new unless --force).")
 @click.option("--quantize", default="float", show_default=True,
-              help="Number format: float (every target), int8 (c, tflite, onnx), int16x8 (tflite).")
+              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (tflite).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
                    "needed to quantize, and used to verify the artifact.")
@@ -366,6 +366,8 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     from . import report as rep_mod
     from .arrays import load_array
     from . import outdir
+    from .artifact import QUANTIZE_ALIASES
+    quantize = QUANTIZE_ALIASES.get(quantize, quantize)
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module

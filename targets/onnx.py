@@ -9,10 +9,12 @@ Files:
     ``x_seq [T, 1, F] -> y_seq [T, 1, F_out]``: the same step as the body of a
     ``Scan`` whose carried values are the states (starting at zero).
 
-Opset 19 (QuantizeLinear / DequantizeLinear with per-axis scales), no
+Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no
 TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
 initializers (symmetric, per output channel) behind DequantizeLinear, every
-activation and state behind a QuantizeLinear / DequantizeLinear pair whose
+activation behind an int8 QuantizeLinear / DequantizeLinear pair, and the
+LMU's input ``u``, its memory update and its state (which integrate over theta
+steps) behind int16 pairs (symmetric), each pair's
 scale comes from lmu_edge's own calibration (the ranges every tensor of the
 float step model takes when it is run over the calibration data). The LMU
 weights use the split form of the TFLite target (``Abar = hi + lo``, both int8).
@@ -39,7 +41,7 @@ QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
 DEFAULT_RUNTIME = "onnxruntime"
 OPTIONS: dict = {"calibration_steps": 2000}
-OPSET = 19
+OPSET = 21            # int16 in QuantizeLinear / DequantizeLinear (the 16-bit LMU state)
 STEP, SEQ = "step.onnx", "sequence.onnx"
 
 
@@ -56,6 +58,8 @@ class _Builder:
         self.graph, self.plan, self.qdq, self.p = graph, plan, qdq, prefix
         self.nodes, self.inits, self.n = [], [], 0
         self.values = []          # every activation tensor name (for calibration)
+        self.wide = False         # while True, activations are LMU input / state: 16-bit in a QDQ model
+        self.wide_values = set()
 
     def name(self, base):
         self.n += 1
@@ -85,12 +89,14 @@ class _Builder:
     def act(self, t):
         """Record an activation; in a QDQ model put it behind Q/DQ with its calibrated scale."""
         self.values.append(t)
+        if self.wide:
+            self.wide_values.add(t)
         if self.qdq is None or t not in self.qdq:
             return t
-        s, z = self.qdq[t]
+        s, z, bits = self.qdq[t]
         sn, zn = t + "_qs", t + "_qz"
         self.inits += [self.onnx.numpy_helper.from_array(np.array(s, np.float32), sn),
-                       self.onnx.numpy_helper.from_array(np.array(z, np.int8), zn)]
+                       self.onnx.numpy_helper.from_array(np.array(z, np.int16 if bits == 16 else np.int8), zn)]
         q, dq = t + "_q", t + "_dq"
         self.nodes += [self.h.make_node("QuantizeLinear", [t, sn, zn], [q]),
                        self.h.make_node("DequantizeLinear", [q, sn, zn], [dq])]
@@ -149,6 +155,7 @@ class _Builder:
         sigma = self.plan.sigma.get(i)
         hk = f"L{i}_h"
         h_prev = states.get(hk)
+        self.wide = True          # u and the memory update: 16-bit in a QDQ model
         u = self.matmul(x, L.input_encoders, L.encoder_bias)
         if L.hidden_encoders is not None:
             u = self.op("Add", [u, self.matmul(h_prev, L.hidden_encoders)])
@@ -185,6 +192,7 @@ class _Builder:
                 m2 = self._rk(L, mem, m2, u2)
             m_flat = self.reshape(m2, (1, d * q))
             new[f"L{i}_m"] = m_flat
+        self.wide = False
         if L.hidden is None:
             z = m_flat if np.all(rows == 1) else self.op("Mul", [m_flat, self.const(rows[None, :])])
             h = self.op("Concat", [z, x], axis=1) if L.input_to_hidden else z
@@ -239,7 +247,11 @@ def build(graph, plan, qdq=None, expose=False):
     spec = plan.spec
     F, Fo = graph.input_features, graph.output_features
     b = _Builder(graph, plan, qdq)
-    states = {n: b.act(n) for n, *_ in spec}
+    states = {}
+    for n, *_ in spec:
+        b.wide = _is_state(n)
+        states[n] = b.act(n)
+    b.wide = False
     y, new = b.step("x", states)
     outs = [h.make_node("Identity", [y], ["y"])] + [h.make_node("Identity", [new[n]], [f"{n}_out"]) for n, *_ in spec]
     o_info = [_info(h, "y", (1, Fo))] + [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec]
@@ -262,7 +274,12 @@ def build(graph, plan, qdq=None, expose=False):
                       [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
                       zeros)
     seq = h.make_model(sg, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
-    return step, seq, b.values
+    return step, seq, b
+
+
+def _is_state(name: str) -> bool:
+    """An LMU memory state (``L<i>_m``, ``L<i>_buf``): kept at 16 bits in a QDQ model."""
+    return name.endswith("_m") or name.endswith("_buf")
 
 
 def _ort_session(model_bytes):
@@ -274,7 +291,7 @@ def _ort_session(model_bytes):
 
 def _calibrate(graph, plan, x) -> dict:
     """Scale and zero point (int8, asymmetric) of every activation, from the float step model on ``x``."""
-    step, _, values = build(graph, plan, expose=True)
+    step, _, builder = build(graph, plan, expose=True)
     sess = _ort_session(step.SerializeToString())
     names = [o.name for o in sess.get_outputs()]
     lo = {n: np.inf for n in names}
@@ -289,11 +306,19 @@ def _calibrate(graph, plan, x) -> dict:
                 lo[n], hi[n] = min(lo[n], float(v.min())), max(hi[n], float(v.max()))
     qdq = {}
     for n in names:
+        if n in builder.wide_values:     # LMU input and state: int16, symmetric (zero point 0)
+            r = max(-lo[n], hi[n], 0.0)
+            qdq[n] = (np.float32(r / 32767.0 if r > 0 else 1.0), 0, 16)
+            continue
         a, b = min(lo[n], 0.0), max(hi[n], 0.0)
         s = (b - a) / 255.0 if b > a else 1.0
-        qdq[n] = (np.float32(s), int(np.clip(round(-128 - a / s), -128, 127)))
+        qdq[n] = (np.float32(s), int(np.clip(round(-128 - a / s), -128, 127)), 8)
     for n, *_ in spec:     # a state is quantized as its update was (the same values, one step later)
-        qdq[n] = qdq[f"{n}_out"]
+        s, z, _ = qdq[f"{n}_out"]
+        if _is_state(n):
+            r = max(-lo[f"{n}_out"], hi[f"{n}_out"], 0.0)
+            s, z = np.float32(r / 32767.0 if r > 0 else 1.0), 0
+        qdq[n] = (s, z, 16 if _is_state(n) else 8)
     return qdq
 
 
@@ -324,7 +349,7 @@ def emit(graph, out_dir, options) -> dict:
         ref = reference.simulate(graph, x)
         report["quantization"] = {
             "error_vs_float": relative_error(y, ref), "sqnr_db_vs_float": sqnr_db(y, ref),
-            "note": ("int8 QDQ with calibrated per-tensor activations and per-channel weights, measured "
+            "note": ("int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and per-channel weights, measured "
                      "against the float oracle on the calibration data; ONNX Runtime's fused integer kernels "
                      "round differently from a Q/DQ reading, so no 1-LSB comparison is made")}
     return {"files": [STEP, SEQ], "tolerance": None if quantize != "float" else 1e-4, "report": report}

@@ -131,14 +131,31 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
             model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
             if quantize != "float":
                 state_path = "int16" if quantize == "int16x8" else "int8"
-    except Exception as e:      # the converter's errors are long MLIR dumps: keep the first lines
-        msg = "\n".join(str(e).strip().splitlines()[:6])
+    except Exception as e:      # the converter's errors are long MLIR dumps: keep the line that names the op
         raise QuantizationError(f"the TFLite converter failed on the {variant} {quantize} step model "
-                                f"of {graph.name!r}: {msg}") from e
+                                f"of {graph.name!r}: {_one_line(e)}; {_INSTEAD}") from e
     path = out_dir / MODEL
     path.write_bytes(model)
-    io = _io_description(path, variant, plan.spec)
+    try:
+        io = _io_description(path, variant, plan.spec)
+    except Exception as e:      # LiteRT cannot prepare the model (e.g. an op's scale constraint)
+        raise QuantizationError(f"LiteRT cannot prepare the {quantize} TFLite model of {graph.name!r}: "
+                                f"{_one_line(e)}; {_INSTEAD}") from e
     return model, io, state_path
+
+
+_INSTEAD = "convert with another --quantize mode (float, int8, int16x8) or use the c or onnx target"
+
+
+def _one_line(e: BaseException) -> str:
+    """The line of a converter or interpreter error that names the op (they are long multi-line dumps)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for pattern in (r"\(([A-Z][A-Z0-9_]+)\) failed to prepare", r"for op: '?([A-Z][A-Z0-9_]+)"):
+        for ln in lines:
+            m = re.search(pattern, ln)
+            if m:
+                return f"op {m.group(1)}: {ln[:200].rstrip('.')}"
+    return (lines[0][:200].rstrip(".") if lines else type(e).__name__)
 
 
 def _construction(form: str, quantize: str, state_path: str) -> str:

@@ -9,7 +9,7 @@ onnx = pytest.importorskip("onnx", reason="onnx not installed: pip install 'lmu-
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip install 'lmu-edge[onnx]'")
 
 import lmu_edge  # noqa: E402
-from lmu_edge.metrics import relative_error  # noqa: E402
+from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402
 
 from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (the same model configurations)
 
@@ -69,3 +69,23 @@ def test_int8_qdq_is_measured(tmp_path):
     # against float with the same bound, not bit for bit
     ref = lmu_edge.simulate(g, x)
     assert relative_error(y_ref, ref) < 2 * max(relative_error(y_ort, ref), 0.05)
+
+
+@pytest.mark.slow
+def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
+    # the state integrates over theta steps: at 8 bits it cost 5-10 dB; opset 21 Q/DQ carry int16
+    g = lmu_q64()
+    rng = np.random.default_rng(21)
+    cal, x = rng.standard_normal((1, 600, 1)), rng.standard_normal((1, 300, 1))
+    art = lmu_edge.convert(g, "onnx", tmp_path / "q", quantize="int8", calibration=cal)
+    m = onnx.load(art.path / "step.onnx")
+    assert m.opset_import[0].version >= 21
+    zp = {i.name: onnx.numpy_helper.to_array(i).dtype for i in m.graph.initializer if i.name.endswith("_qz")}
+    state = [n for n in zp if n.startswith("L") and n.endswith("_m_qz")]
+    assert state and all(zp[n] == np.int16 for n in state)
+    assert any(d == np.int8 for d in zp.values())          # the other activations stay 8-bit
+    ref = lmu_edge.simulate(g, x)
+    # measured 22.6 dB (ONNX Runtime) on this order-64 model; the issue's floor (30 dB) is not met yet:
+    # the 8-bit activations around the memory are the remaining error (see docs/matrix.md)
+    assert sqnr_db(art.run(x), ref) >= 21.0
+    assert sqnr_db(art.run(x, runtime="onnx-reference"), ref) >= 21.0

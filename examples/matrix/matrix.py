@@ -1,0 +1,155 @@
+"""The layer-option matrix: every matrix model through every target and quantization mode.
+
+    python examples/matrix/matrix.py --full --docs docs/matrix.md   # the full product, writes the table
+    python examples/matrix/matrix.py                                 # the pairwise subset CI runs
+
+A cell is ``(model, target, mode)``. It either converts (``lmu_edge.convert``
+with the model's calibration inputs), and then its SQNR
+``10 log10(sum y^2 / sum (y_q - y)^2)`` against the float64 reference model on
+the test inputs (drawn separately from the calibration inputs) must reach the
+mode's floor; or it is refused with a one-line :class:`LmuEdgeError`. Anything
+else (another exception type, a multi-line message) is a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from train import OPTIONS  # noqa: E402
+
+#: (target, mode) -> SQNR floor in dB (None: float, where the bound is the artifact's own tolerance)
+CELLS = {
+    ("ir", "float"): None, ("nengo", "float"): None,
+    ("c", "float"): None, ("c", "int8"): 30.0,
+    ("tflite", "float"): None, ("tflite", "int8"): 30.0, ("tflite", "int16x8"): 35.0,
+    ("onnx", "float"): None, ("onnx", "int8"): 30.0,
+}
+FLOAT_FLOOR_DB = 80.0      # float artifacts: within 1e-4 relative of the float64 model is > 80 dB
+
+
+def pairwise(models=None) -> list:
+    """All-pairs subset of (model, target, mode): every pair of values of two axes is run at least once.
+
+    Pairs of axes: each layer option with the target, each layer option with the mode, and the
+    target with the mode (every cell). Greedy set cover; deterministic (fixed order, first best).
+    """
+    models = list(models or OPTIONS)
+    cells = list(CELLS)
+    def covers(m, c):       # the axes: each layer option, the target, the mode
+        opts = list(OPTIONS[m].items()) + [("model", m)]
+        return ({(k, v, "target", c[0]) for k, v in opts} | {(k, v, "mode", c[1]) for k, v in opts}
+                | {("cell", c)})
+    want = set().union(*(covers(m, c) for m in models for c in cells))
+    chosen = []
+    while want:
+        best = max(((m, c) for m in models for c in cells if (m, c) not in chosen),
+                   key=lambda mc: len(covers(*mc) & want))
+        chosen.append(best)
+        want -= covers(*best)
+    return sorted(chosen, key=lambda mc: (models.index(mc[0]), cells.index(mc[1])))
+
+
+def full() -> list:
+    return list(itertools.product(OPTIONS, CELLS))
+
+
+def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
+    """Convert one cell; returns ``{"status": "ok"|"refused"|"error", "sqnr": dB, "reason": str}``."""
+    import lmu_edge
+    from lmu_edge.metrics import sqnr_db
+    data = np.load(HERE / f"{model}.npz")
+    x_cal, x_test = data["x_cal"], data["x_test"]
+    path = HERE / f"{model}.keras"
+    t0 = time.perf_counter()
+    try:
+        art = lmu_edge.convert(path, target, work / f"{model}-{target}-{mode}", quantize=mode,
+                               calibration=x_cal if mode != "float" else None, tolerance=float("inf"))
+    except lmu_edge.errors.MissingDependencyError as e:
+        return {"status": "missing", "reason": str(e), "seconds": time.perf_counter() - t0}
+    except lmu_edge.LmuEdgeError as e:
+        msg = str(e)
+        status = "refused" if "\n" not in msg else "error"
+        return {"status": status, "reason": msg, "seconds": time.perf_counter() - t0}
+    except Exception as e:  # noqa: BLE001  (the matrix reports it: no raw exception may leave convert)
+        return {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0],
+                "seconds": time.perf_counter() - t0}
+    y_ref = lmu_edge.simulate(lmu_edge.load(path), x_test.astype(np.float64))
+    y = art.run(x_test)
+    s = sqnr_db(y, y_ref)
+    floor = CELLS[(target, mode)]
+    floor = FLOAT_FLOOR_DB if floor is None else floor
+    return {"status": "ok" if s >= floor else "below floor", "sqnr": s, "floor": floor,
+            "seconds": time.perf_counter() - t0}
+
+
+def table(results: dict) -> str:
+    """Markdown: one row per model, one column per (target, mode); SQNR in dB or the refusal."""
+    cells = list(CELLS)
+    head = "| model | " + " | ".join(f"{t} {m}" for t, m in cells) + " |"
+    lines = [head, "|" + " --- |" * (len(cells) + 1)]
+    notes = []
+    for model in OPTIONS:
+        row = [f"`{model}`"]
+        for c in cells:
+            r = results.get((model,) + c)
+            if r is None:
+                row.append("")
+            elif r["status"] in ("ok", "below floor"):
+                v = "inf" if r["sqnr"] == float("inf") else f"{r['sqnr']:.1f}"
+                row.append(v if r["status"] == "ok" else f"**{v} < {r['floor']:g}**")
+            else:
+                notes.append(f"- `{model}` / {c[0]} {c[1]} ({r['status']}): {r['reason']}")
+                row.append(r["status"] + f" [{len(notes)}]")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + ("\n\nRefusals and errors:\n\n" + "\n".join(
+        n.replace("- ", f"{i}. ", 1) for i, n in enumerate(notes, 1)) if notes else "") + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="every (model, target, mode), not the pairwise subset")
+    ap.add_argument("--docs", type=Path, help="write the markdown table into this file (between markers)")
+    ap.add_argument("--json", type=Path, help="also write every cell's result to this JSON file")
+    args = ap.parse_args(argv)
+    cells = full() if args.full else pairwise()
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        for model, (target, mode) in cells:
+            r = run_cell(model, target, mode, Path(work))
+            results[(model, target, mode)] = r
+            shown = f"{r['sqnr']:.1f} dB" if "sqnr" in r else r["reason"]
+            print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)",
+                  flush=True)
+    md = table(results)
+    if args.json:
+        import json
+        args.json.write_text(json.dumps([dict(r, model=k[0], target=k[1], mode=k[2]) for k, r in results.items()],
+                                        indent=1))
+    if args.docs:
+        text = args.docs.read_text() if args.docs.exists() else ""
+        start, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
+        if start in text and end in text:
+            text = text[:text.index(start) + len(start)] + "\n" + md + text[text.index(end):]
+        else:
+            text += f"\n{start}\n{md}{end}\n"
+        args.docs.write_text(text)
+    print(md)
+    bad = [k for k, r in results.items() if r["status"] not in ("ok", "refused")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
