@@ -2,6 +2,7 @@
 
     python bench/realizations.py            # orders 64-1024, theta 2q, 10q, 100q (long)
     python bench/realizations.py --quick    # orders 64-256, theta 2q and 10q
+    python bench/realizations.py --points 512x1024,512x5120
 
 For each (order, theta): operations per step and stored coefficients of each
 realization (as counted in lmu_edge.lti and lmu_edge.pade), the smallest substep
@@ -68,7 +69,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget", type=float, default=1e-6)
+    ap.add_argument("--points", help="comma-separated ORDERxTHETA, e.g. 512x1024,1024x2048")
     args = ap.parse_args()
+    grid = QUICK if args.quick else FULL
+    if args.points:
+        grid = [tuple(int(v) for v in p.split("x")) for p in args.points.split(",")]
     print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; error budget {args.budget:g}; "
           f"horizon 5*theta; pade [{ORDERS[0]}/{ORDERS[1]}]; budget by state width: "
           + ", ".join(f"{b}-bit {2.0 ** -(b + 1):.1e}" for b in (8, 16, 32)))
@@ -76,7 +81,7 @@ def main():
             f"{'pade s':>6} {'error':>8} {'ops':>8} {'coeffs':>6} | {'cheapest':>8} {'secs':>5}")
     print(head)
     print("-" * len(head))
-    for q, theta in (QUICK if args.quick else FULL):
+    for q, theta in grid:
         t0 = time.perf_counter()
         layer = ir.LMU("lmu", 1, q, float(theta), "zoh", np.ones((1, 1)), ir.ImpulseResponse())
         ref = fold._Reference(layer)
