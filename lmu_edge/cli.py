@@ -179,7 +179,7 @@ def inspect(model, error_budget, candidates, as_json):
                                           coeffs_stored=c.measurement.coeffs_stored,
                                           state_size=c.measurement.state_size,
                                           spectral_radius=c.measurement.spectral_radius,
-                                          within_budget=c.ok, auto_choice=c is best) for c in cs]
+                                          within_budget=c.ok, auto_choice=c is best, note=c.note) for c in cs]
             elif layer.measurement is not None:
                 m = layer.measurement
                 row["measurement"] = dict(error=m.error, ops_per_step=m.ops_per_step, reference=m.reference)
@@ -204,6 +204,7 @@ def inspect(model, error_budget, candidates, as_json):
             for c in r.get("candidates", []):
                 sub = f" x{c['substeps']}" if c["substeps"] else ""
                 mark = "  <- auto" if c["auto_choice"] else ("" if c["within_budget"] else "  (over budget)")
+                mark += f"; {c['note']}" if c.get("note") else ""
                 click.echo(f"      {c['name'] + sub:<10} error {c['error']:9.2e}  {c['ops_per_step']:>10} ops/step "
                            f"{c['coeffs_stored']:>9} coeffs  state {c['state_size']}{mark}")
             if "measurement" in r:

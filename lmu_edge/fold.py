@@ -33,6 +33,7 @@ from .errors import FoldError
 REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir")
 DEFAULT_ERROR_BUDGET = 1e-6
 MAX_SUBSTEPS = 4096
+CACHE_BYTES = 256 << 20     # keep the reference response in memory up to this size
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,15 @@ class Candidate:
     memory: object          # the realization node (ir.DenseSS, ir.RungeKutta, ir.FIR)
     measurement: ir.Measurement
     ok: bool                # within budget and stable
+    note: str = ""          # why a search stopped early, when it did
 
     def describe(self) -> str:
         m = self.measurement
         extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, ir.RungeKutta) else ""
+        rho = "not computed (over budget)" if math.isnan(m.spectral_radius) else f"{m.spectral_radius:.6f}"
+        note = f" ({self.note})" if self.note else ""
         return (f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
-                f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {m.spectral_radius:.6f}")
+                f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {rho}{note}")
 
 
 class _Reference:
@@ -56,7 +60,7 @@ class _Reference:
 
     def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
         self.layer = layer
-        self.rho = 0.0        # a finite kernel is stable
+        self._rho = 0.0       # a finite kernel is stable
         mem = layer.memory
         base = max(int(math.ceil(5 * layer.theta)), 32)
         if isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None:
@@ -70,11 +74,32 @@ class _Reference:
             self.Abar, self.Bbar = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
             self.length = base
             self.what = f"exact float64 {layer.discretizer} response"
-            self.rho = lti.spectral_radius(self.Abar)
+            self._rho = None  # computed when a candidate needs it (an eigenvalue problem)
         if horizon is not None:
             self.length = max(self.length, int(horizon))
 
+    @property
+    def rho(self) -> float:
+        """Spectral radius of the reference map (0 for a finite kernel)."""
+        if self._rho is None:
+            self._rho = lti.spectral_radius(self.Abar)
+        return self._rho
+
+    def response(self, length: int) -> Optional[np.ndarray]:
+        """The whole reference response ``(q, length)``, computed once and kept when it fits
+        in :data:`CACHE_BYTES` (every candidate is compared with it); ``None`` otherwise."""
+        if self.kernel is not None or self.layer.order * length * 8 > CACHE_BYTES:
+            return None
+        if getattr(self, "_cache", None) is None or self._cache.shape[1] < length:
+            self._cache = lti.impulse_response(self.Abar, self.Bbar, length)
+        return self._cache[:, :length]
+
     def blocks(self, length: int, block: int = 512):
+        H = self.response(length)
+        if H is not None:
+            for start in range(0, length, block):
+                yield start, H[:, start:start + block]
+            return
         if self.kernel is None:
             yield from lti.iter_impulse_response(self.Abar, self.Bbar, length, block)
             return
@@ -95,20 +120,38 @@ def _stable(rho: float, ref: _Reference) -> bool:
     return bool(np.isfinite(rho) and (rho < 1.0 or rho <= ref.rho * (1 + 1e-12)))
 
 
-def _map_error(M, N, ref: _Reference, length: int) -> tuple[float, float]:
-    """``(relative error, spectral radius)`` of the map's impulse response against ``ref``."""
-    rho = lti.spectral_radius(M)
-    if not _stable(rho, ref):
-        return math.inf, rho
-    worst, scale = 0.0, 0.0
+def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None) -> tuple[float, float]:
+    """``(relative error, spectral radius)`` of the map's impulse response against ``ref``.
+
+    When the reference response is cached its scale is known up front, so with a
+    ``budget`` the comparison stops at the first block whose error already exceeds
+    it (the error returned is then a lower bound, above the budget) and the
+    spectral radius (an eigenvalue problem) is computed only for a map that meets
+    the budget: failing candidates cost a fraction of a full measurement.
+    """
+    H = ref.response(length)
+    scale = float(np.max(np.abs(H))) if H is not None else 0.0
+    early = budget is not None and H is not None and scale > 0
+    if not early:
+        rho = lti.spectral_radius(M)
+        if not _stable(rho, ref):
+            return math.inf, rho
+    worst, blk = 0.0, (256 if early else 512)
     with np.errstate(over="ignore", invalid="ignore"):
-        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length), ref.blocks(length)):
+        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length, blk), ref.blocks(length, blk)):
             assert s0 == s1 and a.shape == b.shape
             d = np.max(np.abs(a - b))
             if not np.isfinite(d):
-                return math.inf, rho
+                return math.inf, (math.nan if early else rho)
             worst = max(worst, float(d))
-            scale = max(scale, float(np.max(np.abs(b))))
+            if H is None:
+                scale = max(scale, float(np.max(np.abs(b))))
+            elif early and worst > budget * scale:
+                return worst / scale, math.nan
+    if early:
+        rho = lti.spectral_radius(M)
+        if not _stable(rho, ref):
+            return math.inf, rho
     return (worst / scale if scale > 0 else worst), rho
 
 
@@ -141,17 +184,31 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
         else:
             M, N = lti.rk_map(q, layer.theta, memory.rk_order, memory.substeps)
             ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
-        err, rho = _map_error(M, N, ref, length)
+        err, rho = _map_error(M, N, ref, length, budget)
         state = q * d
     meas = ir.Measurement(error=float(err), horizon=int(length), reference=ref.what, ops_per_step=int(ops * d),
                           coeffs_stored=int(coeffs), state_size=int(state), spectral_radius=float(rho))
     return Candidate(name, memory, meas, ok=bool(err <= budget and _stable(rho, ref)))
 
 
-def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress) -> Candidate:
+def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
+    """RK of order ``r``: the smallest substep count within ``budget``, found by doubling then bisecting.
+
+    With an ``incumbent`` (the cheapest candidate already within budget) the
+    search stops at the largest count whose cost does not exceed the
+    incumbent's: a count beyond it could not be chosen, so it is not measured.
+    """
     name = f"rk{r}"
     if substeps is not None:
         return _measure(layer, name, ir.RungeKutta(r, int(substeps)), ref, budget)
+    note = ""
+    if incumbent is not None:
+        per = lti.rk_cost(layer.order, r, 1)[0] * layer.memory_d
+        cap = max(1, incumbent.measurement.ops_per_step // per)
+        if cap < max_substeps:
+            max_substeps = int(cap)
+            note = (f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
+                    f"{incumbent.measurement.ops_per_step} ops/step")
     tried = {}
 
     def at(s):
@@ -164,7 +221,7 @@ def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress) -> Ca
     s = 1
     while not at(s).ok:                 # grow until the budget is met ...
         if s >= max_substeps:
-            return min(tried.values(), key=lambda c: c.measurement.error)
+            return replace(min(tried.values(), key=lambda c: c.measurement.error), note=note)
         s = min(2 * s, max_substeps)
     lo, hi = s // 2, s                  # ... then bisect for the smallest count that meets it
     while hi - lo > 1:
@@ -178,13 +235,18 @@ def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress) -> Ca
 
 def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=None, *,
                substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS, horizon: Optional[int] = None,
-               progress: Optional[Callable[[str], None]] = None) -> list:
+               progress: Optional[Callable[[str], None]] = None, prune: bool = True) -> list:
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
     ``auto`` considers the dense form of the layer's own discretizer, the
     structured RK form (RK4 with searched substeps for ZOH; RK1 with one
     substep, which is Euler exactly, for Euler), and a FIR of the stored kernel
     when the source model convolved with one.
+
+    With ``prune`` (the default) a substep search stops once more substeps
+    could not beat the cheapest candidate already within budget (its
+    :attr:`Candidate.note` says so); ``prune=False`` measures each family to
+    its own smallest count within budget.
     """
     if not isinstance(layer, ir.LMU):
         raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
@@ -210,7 +272,10 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
             s = substeps
             if s is None and name == "rk1" and layer.discretizer == "euler":
                 s = 1
-            out.append(_rk_candidate(layer, r, ref, error_budget, s, max_substeps, progress))
+            good = [c for c in out if c.ok]
+            best = min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) \
+                if (good and prune) else None
+            out.append(_rk_candidate(layer, r, ref, error_budget, s, max_substeps, progress, best))
         elif name == "fir":
             kernel = mem.kernel if stored else lti.legendre_impulse_response(
                 layer.order, layer.theta, ref.length, layer.discretizer)

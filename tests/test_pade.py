@@ -1,0 +1,79 @@
+"""The O(q) shifted solve and the implicit Pade step of lmu_edge.pade, against dense linear algebra."""
+
+import numpy as np
+import pytest
+
+from lmu_edge import lti, pade
+
+
+@pytest.mark.parametrize("q,theta", [(1, 3.0), (2, 5.0), (37, 50.0), (256, 784.0)])
+@pytest.mark.parametrize("c", [0.02, 0.2, 0.1 + 0.7j, 0.05 - 0.2j, -0.01 + 0.03j])
+def test_shifted_solve_matches_a_dense_solve_for_real_and_complex_shifts(q, theta, c):
+    # shifts of the size a Pade substep uses (h/p with |p| of 3 to 6): smaller as q/theta grows
+    # (see the next test for what happens otherwise)
+    c = c * min(1.0, 64.0 / q)
+    A, _ = lti.legendre_ab(q, theta)
+    b = np.random.default_rng(7).standard_normal((3, q))
+    x = pade.shifted_solve(b, c, theta)
+    dense = np.linalg.solve(np.eye(q) - c * A, b.T).T
+    assert x.shape == b.shape and np.iscomplexobj(x) == np.iscomplexobj(np.asarray(c))
+    assert np.max(np.abs(x - dense)) <= 1e-10 * np.max(np.abs(dense))
+
+
+def test_shifted_solve_loses_accuracy_when_the_shift_is_large_against_theta_over_q():
+    # forward substitution multiplies the running sums by about (1 + 2 c (2i+1)/theta) per index:
+    # with one Pade [2/3] step per sample at order 512, theta 1024, the solve is far off, which is
+    # why the substep count of the implicit step is measured, never assumed
+    q, theta = 512, 1024.0
+    A, _ = lti.legendre_ab(q, theta)
+    _, _, p = pade.pade_fractions(2, 3)
+    b = np.random.default_rng(3).standard_normal(q)
+    c = 1.0 / p[0]
+    err = np.max(np.abs(pade.shifted_solve(b, c, theta) - np.linalg.solve(np.eye(q) - c * A, b)))
+    assert err > 1.0
+    c = 0.25 / p[0]           # four substeps: accurate again
+    dense = np.linalg.solve(np.eye(q) - c * A, b)
+    assert np.max(np.abs(pade.shifted_solve(b, c, theta) - dense)) <= 1e-8 * np.max(np.abs(dense))
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (2, 2), (2, 3), (3, 4)])
+def test_pade_fractions_reproduce_the_rational_function(m, n):
+    import math
+    k, rho, p = pade.pade_fractions(m, n)
+    z = np.array([0.1, -0.1 + 0.05j, -0.2j])
+    r = k + np.sum(rho[None, :] / (z[:, None] - p[None, :]), axis=1)
+    assert np.max(np.abs(r - np.exp(z))) < 0.3 ** (m + n + 1)   # exp to order m + n near 0
+    small = 1e-2
+    assert abs(k + np.sum(rho / (small - p)) - math.exp(small)) < 1e-2 ** (m + n)
+    assert np.all(p.real > 0)                                    # poles in the right half plane
+    assert abs(k + np.sum(rho / (-1e6 - p))) <= (1.0 if m == n else 1e-5)   # A-stable: bounded at -inf
+
+
+@pytest.mark.parametrize("q,theta,orders,s,bound", [
+    (64, 200.0, (3, 4), 8, 1e-7),        # the issue's figures: Pade [3/4], 8 substeps, about 3e-8
+    (64, 200.0, (2, 2), 16, 1e-4),
+    (128, 784.0, (3, 4), 8, 1e-7),
+])
+def test_pade_step_matches_exact_zoh(q, theta, orders, s, bound):
+    M, N = pade.pade_map(q, theta, orders, s)
+    Ab, Bb = lti.legendre_discrete(q, theta)
+    L = int(5 * theta)
+    H, ref = lti.impulse_response(M, N, L), lti.impulse_response(Ab, Bb, L)
+    err = np.max(np.abs(H - ref)) / np.max(np.abs(ref))
+    assert err <= bound
+    assert lti.spectral_radius(M) < 1
+    # and RK4 with the same substep count is much worse (or unstable) at order 128, theta 784
+    if q == 128:
+        Mr, Nr = lti.rk_map(q, theta, 4, s)
+        Hr = lti.impulse_response(Mr, Nr, L)
+        with np.errstate(over="ignore", invalid="ignore"):
+            rk_err = np.max(np.abs(Hr - ref)) / np.max(np.abs(ref))
+        assert not rk_err <= 100 * err
+
+
+def test_pade_step_runs_the_map_it_reports():
+    q, theta = 16, 40.0
+    M, N = pade.pade_map(q, theta, (2, 3), 3)
+    rng = np.random.default_rng(5)
+    m, u = rng.standard_normal((4, q)), rng.standard_normal(4)
+    np.testing.assert_allclose(pade.pade_step(m, u, theta, (2, 3), 3), m @ M.T + u[:, None] * N, atol=1e-12)
