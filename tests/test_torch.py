@@ -220,3 +220,14 @@ def test_cli_inspect_and_convert_read_a_safetensors_checkpoint(tmp_path):
     r = subprocess.run(lmu_edge_cli() + ["inspect", str(p)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "lmu_0" in r.stdout
+
+
+def test_a_safetensors_checkpoint_converts_without_torch(tmp_path):
+    p, _, _ = _saved(tmp_path)
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np, lmu_edge\n"
+            f"g = lmu_edge.load({str(p)!r})\n"
+            "y = lmu_edge.simulate(lmu_edge.fold(g), np.ones((5, 2)))\n"
+            "print('OK', y.shape)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.startswith("OK (5, 4)"), out.stdout + out.stderr
