@@ -146,6 +146,18 @@ class LMU(nn.Module):
             return _legendre_torch(self.order, self.theta, self.discretizer)
         return self._Abar, self._Bbar
 
+    def impulse_response(self, length: int) -> torch.Tensor:
+        """``H`` (order, length); with a fixed theta computed once per length (float64) and cached."""
+        if self.trainable_theta:
+            return _impulse(*self.system(), length)
+        cache = self.__dict__.setdefault("_h_cache", {})
+        key = (int(length), self._Abar.dtype, self._Abar.device)
+        if key not in cache:
+            H = lti.legendre_impulse_response(self.order, self.theta0, int(length), self.discretizer)
+            cache.clear()
+            cache[key] = torch.as_tensor(H, dtype=self._Abar.dtype, device=self._Abar.device)
+        return cache[key]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ShapeError(f"LMU: expected input (batch, steps, {self.input_size}), got {tuple(x.shape)}")
@@ -163,10 +175,10 @@ class LMU(nn.Module):
                 ms.append(m)
             m = torch.stack(ms, 1) if self.return_sequences else m[:, None]
         elif not self.return_sequences:
-            H = _impulse(Abar, Bbar, T)                                  # (q, T)
+            H = self.impulse_response(T)                                 # (q, T)
             m = torch.einsum("ntd,qt->ndq", u.flip(1), H)[:, None]       # one (T x q) product per channel
         else:
-            H = _impulse(Abar, Bbar, T)
+            H = self.impulse_response(T)
             n = 2 * T
             U = torch.fft.rfft(u, n=n, dim=1)                            # (N, F, d)
             Hf = torch.fft.rfft(H, n=n, dim=1).T                         # (F, q)
