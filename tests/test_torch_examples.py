@@ -1,0 +1,32 @@
+"""The PyTorch psMNIST example, shortened for CI: trains on shipped digits, and its checkpoint converts."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if os.environ.get("CI") == "true":
+    import torch  # noqa: F401  (under CI a missing torch is a failure, not a skip)
+pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
+
+import lmu_edge  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_shortened_psmnist_training_learns_and_its_checkpoint_converts_to_int8_c(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "torch" / "train_psmnist.py"), "--shipped",
+                        "--order", "32", "--units", "32", "--epochs", "8", "--batch", "20", "--lr", "5e-3",
+                        "--out", str(tmp_path), "--name", "ci"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    info = json.loads((tmp_path / "ci_train.json").read_text())
+    assert info["test_accuracy"] > 0.4        # 200 held-out digits; chance is 0.1 (0.625 seen)
+    x = np.load(ROOT / "examples" / "models" / "psmnist_test_x.npy")[800:840, :, None].astype(np.float32) / 255
+    art = lmu_edge.convert(tmp_path / "ci.safetensors", "c", tmp_path / "c", quantize="int8", calibration=x[:20])
+    ref = lmu_edge.simulate(lmu_edge.load(art.path / "quantized.lmu.npz"), x)
+    assert np.array_equal(np.asarray(art.run(x)), ref)      # C int8 is bit-exact with the integer reference
