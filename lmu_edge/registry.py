@@ -24,6 +24,8 @@ TARGETS = {
                "a TFLite step model (float32, int8, int16x8), run in LiteRT or TFLite Micro"),
     "onnx": ("lmu_edge.targets.onnx", "onnx",
              "an ONNX step model and a Scan sequence model (float32, int8 QDQ), run in ONNX Runtime"),
+    "nir": ("lmu_edge.targets.nir", "nir",
+            "a NIR graph (LI + recurrent Linear memory, linear readout), run in Rockpool"),
 }
 
 #: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)

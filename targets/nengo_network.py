@@ -66,7 +66,7 @@ its range, and the loop has one synapse, as in nengo:
 
 Only nengo-loihi runs this layout as intended (in nengo the input would miss
 its synapse). Loihi's neurons reset to zero after a spike and so lag nengo's a
-little; that, not the weights, is most of what remains (docs/nengo.md).
+little; that, not the weights, is most of what remains (docs/neuromorphic.md).
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_digits_example_reaches_its_stated_accuracy():
         sys.path.pop(0)
     res = nengo_digits.main(["--neurons", "100"])
     assert res["float_accuracy"] >= 0.95
-    # docs/nengo.md states >= 0.9 for spiking-relu, 100 neurons per dimension, 10 steps per pixel
+    # docs/neuromorphic.md states >= 0.9 for spiking-relu, 100 neurons per dimension, 10 steps per pixel
     assert res["rows"][0]["accuracy"] >= 0.9
     assert res["rows"][0]["argmax_agreement"] >= 0.9
     assert (EXAMPLES / "digits_lmu.lmu.npz").exists()

@@ -1,0 +1,231 @@
+"""The ``nir`` target: the LMU as a NIR graph (Neuromorphic Intermediate Representation).
+
+Output: ``model.nir`` (``nir.write``), a graph of continuous-time primitives. Time is measured in
+samples (one input sample lasts 1 time unit; ``theta`` is in samples, as everywhere in lmu-edge).
+Each LMU memory, ``dm/dt = A m + B u`` (Legendre ``A, B``; Voelker, Kajic and Eliasmith, "Legendre
+Memory Units: Continuous-Time Representation in Recurrent Neural Networks"), is written as
+
+* ``<i>.enc``: ``nir.Affine`` from the layer input to the memory input, ``B kron (x @ enc + bias)``,
+  scaled by ``1 / r``;
+* ``<i>.mem``: ``nir.LI`` with ``tau = 1``, ``v_leak = 0``, ``r``: ``dv/dt = -v + r * I``;
+* ``<i>.rec``: ``nir.Linear`` carrying ``(A + I) / r`` from ``<i>.mem`` back into it,
+
+so ``dv/dt = A v + B u``; a linear hidden Dense or a following linear Dense becomes a
+``nir.Affine``. The graph's continuous system held at each sample over one time unit is exactly
+the ZOH-discretized memory that :func:`lmu_edge.simulate` steps. ``r`` only rescales weights (the
+system is the same for every ``r``); the file is written with ``r = 1`` and the ``rockpool``
+runtime rewrites it to the ``r`` from which Rockpool's importer derives the time step it wants.
+
+Only what NIR 1.0.8 can express is accepted: ZOH memories, linear Dense layers, no hidden cell or
+a linear hidden Dense, no RNN path, no TimePooling. NIR has no tanh, ReLU, sigmoid or softmax node;
+any other layer is refused in one line naming it. Names from the model reach the file only as data,
+in the ``metadata`` JSON string; node names are generated (``0.enc``, ``1.mem``, ...).
+
+Runtime ``rockpool``: ``rockpool.nn.modules.torch.nir.from_nir``. Rockpool imports ``LI`` as
+``ExpSynTorch`` (``v <- exp(-dt/tau) (v + I)``, ``dt = tau / (1 + r)``): an exponential-Euler step
+of size ``dt``, first order. Each sample is held for ``steps_per_sample`` steps of ``dt = 1 / steps_per_sample``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import ir, lti, registry
+from ..errors import ArtifactError, UnsupportedLayerError
+
+QUANTIZE = ("float",)
+RUNTIMES = ("rockpool",)
+DEFAULT_RUNTIME = "rockpool"
+OPTIONS = {
+    "steps_per_sample": 2500,    # Rockpool steps per input sample (its time step is 1 / steps_per_sample of a sample)
+}
+NIR_FILE = "model.nir"
+# Relative error of Rockpool's first-order step against the ZOH model, times its time step in samples:
+# measured 2.7, 2.2, 2.1 at 10, 40, 160 steps per sample (tests/test_targets_nir.py,
+# test_error_falls_as_the_time_step_shrinks); the tolerance is this bound over steps_per_sample (1e-3 at 2500).
+ERROR_PER_STEP = 2.5
+
+
+def _options(options: dict) -> dict:
+    o = dict(OPTIONS)
+    o.update({k: v for k, v in options.items() if k in OPTIONS})
+    k = o["steps_per_sample"]
+    if isinstance(k, bool) or int(k) != k or k < 2:
+        raise ArtifactError(f"nir target: steps_per_sample must be an integer >= 2, got {k!r}")
+    o["steps_per_sample"] = int(k)
+    return o
+
+
+def _refuse(layer, why: str):
+    raise UnsupportedLayerError(
+        f"layer {layer.name!r} ({type(layer).__name__}): {why}; the nir target expresses only linear "
+        f"Dense layers and LMUs with a ZOH memory and no (or a linear Dense) hidden cell "
+        f"(NIR 1.0.8 has no tanh, ReLU, sigmoid or softmax node); use the nengo target for the rest")
+
+
+def _memory_ab(layer: ir.LMU):
+    mem = layer.memory
+    A, B = lti.legendre_ab(layer.order, layer.theta)
+    if isinstance(mem, ir.ImpulseResponse) and mem.kernel is None and layer.discretizer == "zoh":
+        return A, B
+    if isinstance(mem, ir.DenseSS) and mem.method == "zoh":
+        Abar, Bbar = lti.discretize(A, B, "zoh")
+        if np.allclose(Abar, mem.Abar, rtol=1e-9, atol=1e-12) and np.allclose(Bbar, mem.Bbar, rtol=1e-9, atol=1e-12):
+            return A, B
+    _refuse(layer, f"its memory ({type(mem).__name__}, discretizer {layer.discretizer!r}) is not the ZOH of the "
+                   f"Legendre system, so it has no continuous-time form; fold it with realization='zoh'")
+
+
+def build_graph(graph: ir.Graph, r: float = 1.0):
+    """The :class:`nir.NIRGraph` of ``graph`` (see the module docstring), LI inputs scaled by ``1 / r``."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    nodes = {"input": nir.Input(input_type=np.array([graph.input_features]))}
+    edges, prev, layers_meta = [], "input", []
+    for i, (layer, n_in, n_out, _) in enumerate(graph.shapes()):
+        layers_meta.append({"name": layer.name, "type": layer.TYPE})
+        if isinstance(layer, ir.Dense):
+            if layer.activation != "linear":
+                _refuse(layer, f"activation {layer.activation!r} has no NIR node")
+            b = np.zeros(layer.units) if layer.bias is None else np.asarray(layer.bias)
+            nodes[f"{i}.dense"] = nir.Affine(weight=np.asarray(layer.kernel, np.float64).T.copy(), bias=b.astype(np.float64))
+            edges.append((prev, f"{i}.dense"))
+            prev = f"{i}.dense"
+            continue
+        if not isinstance(layer, ir.LMU):
+            _refuse(layer, "this layer kind has no NIR form")
+        if layer.hidden_encoders is not None or layer.memory_encoders is not None:
+            _refuse(layer, "the RNN path (hidden_to_memory, memory_to_memory) has no NIR form here")
+        if layer.input_to_hidden:
+            _refuse(layer, "input_to_hidden has no NIR form here")
+        hid = layer.hidden
+        if hid is not None and not (isinstance(hid, ir.HiddenDense) and hid.activation == "linear"):
+            _refuse(layer, f"hidden cell {type(hid).__name__} with activation {hid.activation!r} has no NIR node")
+        if not layer.return_sequences:
+            _refuse(layer, "return_sequences=False (NIR graphs stream one output per time step)")
+        A, B = _memory_ab(layer)
+        q, d = layer.order, layer.memory_d
+        enc = np.asarray(layer.input_encoders, np.float64)               # (n_in, d)
+        bias = np.zeros(d) if layer.encoder_bias is None else np.asarray(layer.encoder_bias, np.float64)
+        # state index c * q + j (channel-major, as lmu-edge flattens memory): input B_j * u_c
+        W_in = np.kron(enc.T, B.reshape(q, 1))                            # (d*q, n_in)
+        b_in = np.kron(bias, B)
+        n = d * q
+        nodes[f"{i}.enc"] = nir.Affine(weight=W_in / r, bias=b_in / r)
+        nodes[f"{i}.mem"] = nir.LI(tau=np.ones(n), r=np.full(n, float(r)), v_leak=np.zeros(n))
+        nodes[f"{i}.rec"] = nir.Linear(weight=np.kron(np.eye(d), A + np.eye(q)) / r)
+        edges += [(prev, f"{i}.enc"), (f"{i}.enc", f"{i}.mem"), (f"{i}.mem", f"{i}.rec"), (f"{i}.rec", f"{i}.mem")]
+        prev = f"{i}.mem"
+        layers_meta[-1].update(order=q, theta=float(layer.theta), memory_d=d)
+        if hid is not None:
+            hb = np.zeros(hid.units) if hid.bias is None else np.asarray(hid.bias, np.float64)
+            nodes[f"{i}.hidden"] = nir.Affine(weight=np.asarray(hid.kernel, np.float64).T.copy(), bias=hb)
+            edges.append((prev, f"{i}.hidden"))
+            prev = f"{i}.hidden"
+    n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
+    nodes["output"] = nir.Output(output_type=np.array([n_out]))
+    edges.append((prev, "output"))
+    meta = {"format": "lmu-edge-nir", "version": 1, "time_unit": "one input sample", "dt": 1.0,
+            "model_name": graph.name, "layers": layers_meta}
+    # names from the model are data: one JSON string, never node names or code
+    return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
+
+
+def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
+    """Write ``model.nir``; the tolerance follows the measured error of the chosen Rockpool step."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    o = _options(options)
+    g = build_graph(graph)
+    nir.write(str(Path(out_dir) / NIR_FILE), g)
+    tol = ERROR_PER_STEP / o["steps_per_sample"]
+    return {"files": [NIR_FILE], "tolerance": tol,
+            "report": {"nir": {"nodes": len(g.nodes), "edges": len(g.edges), "steps_per_sample": o["steps_per_sample"],
+                               "rockpool_dt": 1.0 / o["steps_per_sample"], "tolerance": tol}}}
+
+
+def read(artifact):
+    """``nir.read`` of the artifact's ``model.nir``."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    path = Path(artifact.path) / NIR_FILE
+    if not path.is_file():
+        raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
+    return nir.read(str(path))
+
+
+def rescale(g, r: float):
+    """The same continuous system with every LI's ``r`` set to ``r`` (its input weights divided by it)."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    nodes = dict(g.nodes)
+    for key, node in g.nodes.items():
+        if isinstance(node, nir.LI):
+            old = float(np.unique(node.r)[0])
+            nodes[key] = nir.LI(tau=node.tau, r=np.full_like(node.r, r), v_leak=node.v_leak)
+            for src, dst in g.edges:
+                if dst == key and src != "input":
+                    w = nodes[src]
+                    if isinstance(w, nir.Affine):
+                        nodes[src] = nir.Affine(weight=w.weight * old / r, bias=w.bias * old / r)
+                    else:
+                        nodes[src] = nir.Linear(weight=w.weight * old / r)
+    return nir.NIRGraph(nodes=nodes, edges=list(g.edges), metadata=dict(g.metadata))
+
+
+class _Stream:
+    """Rockpool, one sample per ``step``: ``substeps`` simulator steps with the sample held."""
+
+    def __init__(self, artifact, runtime, substeps=None):
+        registry.require("rockpool", "nir", "the rockpool runtime")
+        self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
+        self.graph = rescale(read(artifact), float(self.k - 1))     # Rockpool: dt = tau / (1 + r)
+        self.F = artifact.graph.input_features
+        self.reset()
+
+    def reset(self, batch: int = 1) -> None:
+        if int(batch) != 1:
+            raise ArtifactError("the rockpool runtime streams one sequence at a time (reset(batch=1)); "
+                                "Rockpool's ExpSynTorch keeps the state of the first batch item only")
+        import warnings
+
+        from rockpool.nn.modules.torch.nir import from_nir
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.net = from_nir(self.graph)
+        self.batch = int(batch)
+        self.state = None
+
+    def step(self, x_t) -> np.ndarray:
+        import torch
+        x = np.asarray(x_t, dtype=np.float32)
+        single = x.ndim == 1
+        x = x.reshape(1, -1) if single else x
+        if x.shape != (self.batch, self.F):
+            raise ArtifactError(f"step: expected shape ({self.F},) or ({self.batch}, {self.F}), got {np.shape(x_t)}")
+        xt = torch.from_numpy(x)
+        with torch.no_grad():
+            for _ in range(self.k):
+                y, self.state = _call(self.net, xt, self.state)
+        y = y.detach().numpy().astype(np.float64).reshape(self.batch, -1)
+        return y[0] if single else y
+
+
+def _call(net, x, state):
+    out = net(x) if state is None else net(x, state)
+    return out if isinstance(out, tuple) else (out, None)
+
+
+def stream(artifact, runtime):
+    return _Stream(artifact, runtime)
+
+
+def run(artifact, x, runtime, substeps=None):
+    """Run ``x (N, T, F)`` one sample at a time in Rockpool (one network per sequence: Rockpool's
+    ``ExpSynTorch`` keeps the state of the first batch item only)."""
+    s = _Stream(artifact, runtime, substeps)
+    ys = []
+    for seq in x:
+        s.reset()
+        ys.append(np.stack([s.step(seq[t]) for t in range(x.shape[1])]))
+    y = np.stack(ys)
+    return y if artifact.graph.output_is_sequence else y[:, -1]
