@@ -104,6 +104,8 @@ def test_8khz_front_end_is_bit_exact_in_c(runtime):
     q, stats = frontend.run_c(x, fsdd.CFG, runtime)
     np.testing.assert_array_equal(q, frontend.features(x, fsdd.CFG))
     assert stats["frames"] == fsdd.CFG.n_frames(len(x))
+    if runtime == "cortex-m4":                # docs/kws.md: 66,325 instructions per frame (QEMU -icount)
+        assert stats["instructions_per_frame"] == pytest.approx(66324.5, rel=0.02)
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +128,13 @@ def test_cortex_m4_decides_as_the_host(host_result, tmp_path):
     r = evaluate_fsdd.evaluate(SUBSET, MODEL, CALIB, "george", "cortex-m4", limit=2, work=tmp_path)
     host = np.asarray(host_result["int8_predictions"]).reshape(10, 10)[:, :2].ravel()
     assert r["n"] == 20 and r["int8_predictions"] == host.tolist()
+
+
+def test_the_shipped_fold_fits_a_64k_ram_256k_flash_cortex_m4(tmp_path):
+    need("arm-none-eabi-gcc", "qemu-system-arm")
+    import footprint_fsdd
+    rep, fe = footprint_fsdd.measure(tmp_path)   # converts with device="cortex-m4-64k": raises if it does not fit
+    c = rep["c"]
+    assert c["device"]["name"] == "cortex-m4-64k" and c["device"]["fits"]
+    assert c["ram_bytes"] + fe["state_bytes"] <= 64 * 1024 and c["flash_bytes_m4"] <= 256 * 1024
+    assert (c["ram_bytes"], fe["state_bytes"]) == (1760, 1440)     # docs/kws.md
