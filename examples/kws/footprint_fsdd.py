@@ -1,0 +1,68 @@
+"""Per-10-ms-frame cost of the FSDD spotter on Cortex-M4 (QEMU ``-icount``, exact instruction counts).
+
+Converts the shipped fold with the ``cortex-m4-64k`` device profile (256 KB flash / 64 KB RAM; the
+conversion fails if it does not fit), measures the model's instructions per step and the 8 kHz front
+end's instructions per frame under QEMU, and prints RAM, flash and the real-time factor at 64 and
+168 MHz assuming CPI (cycles per instruction) = 1.25 on a Cortex-M4 (an assumption: QEMU counts
+instructions, not cycles; flash wait states and multi-cycle loads make a real part slower than
+1 cycle per instruction)::
+
+    python examples/kws/footprint_fsdd.py [--json FILE]
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fsdd  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CPI = 1.25
+
+
+def measure(work):
+    """Dict of the per-frame numbers (model, front end, RAM, flash, real-time factors)."""
+    import lmu_edge
+    from lmu_edge import frontend
+    calib = np.load(HERE / "fsdd_model" / "calib_george.npy").astype(np.float64)
+    calib[0, 0, 0], calib[0, 0, 1] = -128, 127
+    out = Path(work) / "c"
+    lmu_edge.convert(str(HERE / "fsdd_model" / "lmu_george.keras"), target="c", out_dir=out, quantize="int8",
+                     calibration=calib * fsdd.FEATURE_SCALE, prefix="kws", device="cortex-m4-64k", overwrite=True)
+    rep = json.loads((out / "report.json").read_text())
+    x = fsdd.read_wav(HERE / "fsdd_george" / "recordings" / "7_george_3.wav")
+    _, fe = frontend.run_c(x, fsdd.CFG, "cortex-m4")
+    return rep, fe
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kws_fp_") as tmp:
+        rep, fe = measure(tmp)
+    c, v = rep["c"], rep["verification"]
+    model = v.get("instructions_per_step_m4")
+    if model is None:
+        raise SystemExit("error: no Cortex-M4 instruction count (needs arm-none-eabi-gcc and qemu-system-arm)")
+    fe_insn = fe["instructions_per_frame"]
+    total = model + fe_insn
+    row = {"frontend_instructions_per_frame": round(fe_insn), "model_instructions_per_frame": round(model),
+           "model_macs_per_frame": c["macs_per_step"], "model_ram_bytes": c["ram_bytes"],
+           "frontend_state_bytes": fe["state_bytes"], "model_flash_bytes_m4": c["flash_bytes_m4"],
+           "device_profile": c["device"]["name"], "fits": c["device"]["fits"], "cpi_assumed": CPI}
+    for mhz in (64, 168):
+        row[f"real_time_factor_{mhz}mhz"] = round(total * CPI / (mhz * 1e6 * 0.010), 3)
+    for k, val in row.items():
+        print(f"{k:34s} {val}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(row, indent=1))
+
+if __name__ == "__main__":
+    main()
