@@ -20,12 +20,14 @@ otherwise, and needs torch installed.
 from __future__ import annotations
 
 import json
+import math
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from .. import ir, lti
+from .. import ir, limits, lti
 from ..errors import MissingDependencyError, ModelFormatError, ShapeError, UnsupportedLayerError
 
 CONFIG_FORMAT = "lmu-edge-torch"
@@ -57,7 +59,11 @@ def config_path(path) -> Path:
 
 def read_safetensors(path) -> dict:
     """Tensors of a safetensors file as float32/float64 numpy arrays (fp16/bf16 widened to float32)."""
-    p = Path(path)
+    p = limits.check_regular_file(path, "model")
+    size = p.stat().st_size
+    if size > 8 + MAX_HEADER + 8 * limits.MAX_MODEL_ELEMENTS:
+        raise limits.LimitError(f"{p}: {size} bytes, more than a model within the limits can hold "
+                                f"({limits.MAX_MODEL_ELEMENTS} weights); see docs/security.md")
     data = p.read_bytes()
     if len(data) < 8:
         raise ModelFormatError(f"{p}: not a safetensors file (shorter than its 8-byte header length)")
@@ -65,8 +71,10 @@ def read_safetensors(path) -> dict:
     if n > min(MAX_HEADER, len(data) - 8):
         raise ModelFormatError(f"{p}: not a safetensors file (header length {n} does not fit the file)")
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = limits.load_json(bytes(data[8:8 + n]), f"{p}: header")
+    except limits.LimitError:
+        raise
+    except (ValueError, RecursionError) as e:
         raise ModelFormatError(f"{p}: not a safetensors file (header is not JSON: {e})") from None
     if not isinstance(header, dict):
         raise ModelFormatError(f"{p}: not a safetensors file (header is not a JSON object)")
@@ -85,7 +93,9 @@ def read_safetensors(path) -> dict:
                 and 0 <= offs[0] <= offs[1] <= len(body)):
             raise ModelFormatError(f"{where}: data offsets {offs!r} lie outside the file")
         raw = body[offs[0]:offs[1]]
-        count = int(np.prod(shape, dtype=np.int64))
+        if len(shape) > 8 or any(s > limits.MAX_MODEL_ELEMENTS for s in shape):
+            raise ModelFormatError(f"{where}: shape {shape!r} is not a layer's weights")
+        count = math.prod(shape)
         if dt == "BF16":
             if len(raw) != 2 * count:
                 raise ModelFormatError(f"{where}: {len(raw)} bytes do not hold shape {shape} of BF16")
@@ -131,6 +141,12 @@ def read_pt(path) -> dict:
             f"{p}: a .pt checkpoint is a pickle and is only read through torch.load(weights_only=True), but torch "
             f"is not installed; install it with: pip install 'lmu-edge[torch]', or save the weights as "
             f".safetensors (lmu_edge.torch.save_checkpoint)") from None
+    limits.check_regular_file(p, "model")
+    try:
+        with zipfile.ZipFile(p) as z:          # torch.save writes a zip: members checked before torch opens it
+            limits.check_zip(z, str(p))
+    except zipfile.BadZipFile:
+        pass                                   # the legacy format: torch.load refuses or reads it, as it can
     try:
         sd = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:
@@ -155,12 +171,17 @@ def read_pt(path) -> dict:
 def read_config(path) -> dict:
     """The JSON config beside a weights file."""
     c = config_path(path)
-    if not c.is_file():
+    if not c.exists():
         raise ModelFormatError(f"{path}: its config {c.name} is missing; write it with "
                                f"lmu_edge.torch.save_checkpoint, which saves both files")
+    limits.check_regular_file(c, f"{path}: config")
+    if c.stat().st_size > limits.MAX_JSON_BYTES:
+        raise limits.LimitError(f"{c}: {c.stat().st_size} bytes of JSON, more than the limit {limits.MAX_JSON_BYTES}")
     try:
-        cfg = json.loads(c.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        cfg = limits.load_json(c.read_bytes(), str(c))
+    except limits.LimitError:
+        raise
+    except (ValueError, RecursionError) as e:
         raise ModelFormatError(f"{c}: not a JSON file ({e})") from None
     return cfg
 
@@ -215,6 +236,8 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
                                f"{CONFIG_VERSION}); upgrade lmu-edge")
     if not isinstance(top["layers"], list) or not top["layers"]:
         raise ModelFormatError(f"{where}: 'layers' must be a non-empty list")
+    if len(top["layers"]) > limits.MAX_LAYERS:
+        raise limits.LimitError(f"{where}: {len(top['layers'])} layers, more than the limit {limits.MAX_LAYERS}")
     n = n0 = _int(top["input_size"], where, "input_size")
     seq_len = top["seq_len"] if top["seq_len"] is None else _int(top["seq_len"], where, "seq_len")
     T = _Tensors(tensors, where)
@@ -246,7 +269,7 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     if extra:
         raise ModelFormatError(f"{where}: tensor(s) {', '.join(map(repr, extra[:5]))} are not used by any layer "
                                f"of the config; the config and the weights do not belong together")
-    return ir.Graph(str(top["name"]), n0, layers,
+    return ir.Graph(limits.safe_name(top["name"], "torch_model"), n0, layers,
                     seq_len, {"source": "lmu_edge.torch"})
 
 

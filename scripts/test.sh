@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
 apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}"
-make_venv "test,keras,nengo,tflite,onnx,torch"
+make_venv "test,keras,nengo,tflite,onnx,torch,nir"
 
 logs=$(mktemp -d)
 rc=0

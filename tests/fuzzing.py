@@ -35,8 +35,32 @@ import hostile  # noqa: E402
 
 EX = hostile.EXAMPLES
 #: seed model files, one per reader: (suffix, path)
+TORCH_SEED = EX / "torch_psmnist_small.safetensors"     # with torch_psmnist_small.json beside it
+
+
+def _pt_seed() -> Path:
+    """The torch checkpoint as a ``torch.save``d state dict (``.pt``), written once per process tree."""
+    import atexit
+    import shutil
+    import torch
+    from lmu_edge.converters.torch_files import read_safetensors
+    d = Path(tempfile.mkdtemp(prefix="lmu-edge-fuzz-seed-"))
+    pid = os.getpid()
+    atexit.register(lambda: os.getpid() == pid and shutil.rmtree(d, ignore_errors=True))
+    path = d / "torch_psmnist_small.pt"
+    torch.save({k: torch.from_numpy(v) for k, v in read_safetensors(TORCH_SEED).items()}, path)
+    shutil.copy(TORCH_SEED.with_suffix(".json"), path.with_suffix(".json"))
+    return path
+
+
 SEEDS = [(".lmu.npz", EX / "digits_lmu.lmu.npz"), (".keras", EX / "keras_digits.keras"),
-         (".h5", EX / "keras_digits.h5"), (".keras", EX / "gunpoint_lmu.keras")]
+         (".h5", EX / "keras_digits.h5"), (".keras", EX / "gunpoint_lmu.keras"),
+         (".safetensors", TORCH_SEED)]
+try:
+    _PT = _pt_seed()
+    SEEDS += [(".pt", _PT), (".pth", _PT)]
+except ImportError:          # without torch the .pt reader only says that torch is needed (tested elsewhere)
+    pass
 #: targets an accepted input is converted for (fast ones; the C target is exercised on a sample)
 TARGETS = ["ir", "c"]
 #: accepted inputs are converted only when this small (so each converts in about a second)
@@ -139,6 +163,8 @@ def make_case(rng: random.Random, directory: Path) -> Path:
         else:
             dst.write_bytes(_mutate_bytes(rng, raw))
         return dst
+    if suffix in (".safetensors", ".pt", ".pth"):
+        return _torch_case(rng, seed, dst, kind)
     members = _zip_members(seed)
     if kind < 0.65:                                   # structured: the JSON the reader parses
         if suffix == ".lmu.npz":
@@ -167,6 +193,36 @@ def make_case(rng: random.Random, directory: Path) -> Path:
         dst.write_bytes(_rezip(members, rng))
     else:                                             # raw bytes of the whole file
         dst.write_bytes(_mutate_bytes(rng, seed.read_bytes()))
+    return dst
+
+
+def _torch_case(rng: random.Random, seed: Path, dst: Path, kind: float) -> Path:
+    """A torch checkpoint: weights file plus the JSON config beside it; either may be damaged."""
+    import struct
+    cfg = json.loads(seed.with_suffix(".json").read_text())
+    raw = seed.read_bytes()
+    cfg_bytes = _dumps(cfg)
+    if kind < 0.45:                                   # the config the reader parses
+        cfg_bytes = _dumps(_mutate_json(rng, cfg, rng.randint(1, 4)))
+    elif kind < 0.7 and seed.suffix == ".safetensors":   # the safetensors header (dtypes, shapes, offsets)
+        (n,) = struct.unpack("<Q", raw[:8])
+        header = json.loads(raw[8:8 + n])
+        text = _dumps(_mutate_json(rng, header, rng.randint(1, 4)))
+        raw = struct.pack("<Q", len(text)) + text + raw[8 + n:]
+    elif kind < 0.7:                                  # a .pt is a zip: its members, as for the other zips
+        members = _zip_members(seed)
+        k = rng.choice(sorted(members))
+        members[k] = _mutate_bytes(rng, members[k])
+        raw = _rezip(members, rng)
+    elif kind < 0.75:
+        cfg_bytes = None                              # the config is missing
+    elif kind < 0.85:
+        cfg_bytes = _mutate_bytes(rng, cfg_bytes)
+    else:
+        raw = _mutate_bytes(rng, raw)
+    dst.write_bytes(raw)
+    if cfg_bytes is not None:
+        dst.with_suffix(".json").write_bytes(cfg_bytes)
     return dst
 
 

@@ -88,6 +88,33 @@ def test_graphs_with_hostile_names_cannot_be_built(name):
         g.replace(layers=(ir.Activation(name, "relu"),) + tuple(g.layers))
 
 
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_hostile_names_in_a_torch_checkpoint_cannot_inject_code(tmp_path, suffix):
+    # The torch reader names the graph from its config (or the file's stem): neither may reach code.
+    import shutil
+    src = EX / "torch_psmnist_small.safetensors"
+    weights = tmp_path / ("m" + suffix)
+    if suffix == ".pt":
+        import torch
+        from lmu_edge.converters.torch_files import read_safetensors
+        torch.save({k: torch.from_numpy(v) for k, v in read_safetensors(src).items()}, weights)
+    else:
+        shutil.copy(src, weights)
+    cfg = json.loads(src.with_suffix(".json").read_text())
+    cfg["name"] = hostile.INJECTION
+    weights.with_suffix(".json").write_text(json.dumps(cfg))
+    g = lmu_edge.load(weights)
+    assert limits.NAME_PATTERN.match(g.name) and "\n" not in g.name
+    r = cli("convert", weights, "-t", "c", "-o", tmp_path / "out", "-O", "measure=false", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    src_c = (tmp_path / "out" / "model.c").read_text()
+    assert "system(" not in src_c and "$(shell" not in src_c and not list(tmp_path.rglob("PWNED"))
+    cfg["layers"] = [{"type": "relu"}] * (limits.MAX_LAYERS + 1)
+    weights.with_suffix(".json").write_text(json.dumps(cfg))
+    with pytest.raises(LmuEdgeError, match="more than the limit"):
+        lmu_edge.load(weights)
+
+
 @pytest.mark.parametrize("target", sorted(registry.TARGETS))
 def test_every_target_keeps_a_smuggled_name_as_data(tmp_path, target):
     """Second line of defence: a graph whose name got past validation (set behind the dataclass's back)
