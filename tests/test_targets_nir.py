@@ -1,6 +1,5 @@
 """The nir target: emit a NIR graph, read it back, run it in Rockpool, compare with lmu_edge.simulate."""
 
-import dataclasses
 import json
 import os
 
@@ -87,8 +86,8 @@ def test_exact_variant_in_rockpool_within_one_per_mille(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, what", [
-    (lambda g: g.replace(layers=(g.layers[0], ir.Dense("soft\"max", g.layers[1].kernel, None, "softmax"))),
-     "'soft\"max'"),
+    (lambda g: g.replace(layers=(g.layers[0], ir.Dense("soft_max", g.layers[1].kernel, None, "softmax"))),
+     "'soft_max'"),
     (lambda g: chain(np.random.default_rng(0)), "'pre'"),                # ReLU Dense first
 ])
 def test_layers_nir_cannot_express_are_refused_naming_them(tmp_path, mutate, what):
@@ -107,8 +106,9 @@ def test_tanh_hidden_cell_is_refused(tmp_path):
 
 def test_hostile_names_reach_the_file_only_as_metadata(tmp_path):
     name = "__import__('os').system('x'); \"</s>\n"
-    g = _linear(np.random.default_rng(4), name=name)
-    g = g.replace(layers=(dataclasses.replace(g.layers[0], name=name), g.layers[1]))
+    g = _linear(np.random.default_rng(4))     # names are validated when a graph is built: smuggle one past
+    object.__setattr__(g, "name", name)
+    object.__setattr__(g.layers[0], "name", name)
     written = target.build_graph(g)
     assert all(k in ("input", "output") or k[0].isdigit() for k in written.nodes)
     meta = json.loads(written.metadata["lmu_edge"])
