@@ -32,15 +32,15 @@ M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 def m4_run(art, xq, extra):
     """Instructions per step and model.o flash bytes of the M4 build with extra flags; bit-exactness."""
     d = art.path
-    subprocess.run(["make", "-s", "-B", "model_m4.elf", "model_m4.o", f"M4={M4} {extra}"], cwd=d, check=True,
+    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", "build/model_m4.o", f"M4={M4} {extra}"], cwd=d, check=True,
                    capture_output=True)
     c_target._write_input(d / "lmu_in.bin", xq.astype(np.int8), 1)
-    r = subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "model_m4.elf"], cwd=d, check=True,
+    r = subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=d, check=True,
                        capture_output=True, text=True)
     stats = next({k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
                  for line in r.stdout.splitlines() if line.startswith("lmu-edge:"))
     y = c_target._read_output(d / "lmu_out.bin", 0).astype(np.int64)
-    sec = c_target._sections(d / "model_m4.o")
+    sec = c_target._sections(d / "build" / "model_m4.o")
     return stats["ticks"] * c_target.INSN_PER_TICK / stats["steps"], sec["text"] + sec["rodata"] + sec["data"], y
 
 

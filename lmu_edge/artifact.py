@@ -186,6 +186,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     target's own (for float targets ``max(1e-4, 100 * error_budget)``: an
     impulse-response error spreads over the whole window of the memory, so the
     output error of a model can exceed the budget by the window length's order).
+    ``float("inf")`` measures and reports the error but never refuses (the
+    manifest then holds no tolerance, so ``verify`` does not refuse either).
     """
     from . import load
     if out_dir is None:
@@ -193,7 +195,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     out_dir = Path(out_dir)
     error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)
     if tolerance is not None:
-        tolerance = _check_number(tolerance, "tolerance", 0.0, float("inf"))
+        # +inf is allowed: measure the error and report it, never refuse (stored as "not checked")
+        tolerance = tolerance if tolerance == float("inf") else _check_number(tolerance, "tolerance", 0.0, float("inf"))
     if substeps is not None:
         limits.check_int(substeps, 1, limits.MAX_SUBSTEPS, "substeps")
     module = registry.target(target)
@@ -232,7 +235,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
             "quantize": quantize, "options": {k: v for k, v in options.items()},
-            "tolerance": None if tol is None else float(tol),
+            "tolerance": None if tol is None or math.isinf(tol) else float(tol),
         }
         manifest.update(extra)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))

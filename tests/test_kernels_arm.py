@@ -24,10 +24,10 @@ M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 
 def _run_m4(art_dir, xq, extra=""):
     """Build the M4 image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
-    subprocess.run(["make", "-s", "-B", "model_m4.elf", f"M4={M4} {extra}"], cwd=art_dir, check=True,
+    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", f"M4={M4} {extra}"], cwd=art_dir, check=True,
                    capture_output=True)
     c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
-    subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "model_m4.elf"], cwd=art_dir, check=True,
+    subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=art_dir, check=True,
                    capture_output=True, timeout=600)
     return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 

@@ -516,3 +516,14 @@ def test_every_error_message_is_one_printable_line():
     from lmu_edge.errors import ModelFormatError
     e = ModelFormatError("layer 'x */\nint f(void);\r\x1b[2J' is bad")
     assert str(e).isprintable() and "\n" not in str(e) and "\\n" in str(e) and "\\x1b" in str(e)
+
+
+def test_tolerance_inf_measures_without_refusing_and_nan_is_refused(tmp_path):
+    # The layer-option matrix converts with tolerance=inf to measure every cell; refusing it hid 10 cells.
+    art = lmu_edge.convert(DIGITS_IR, "ir", tmp_path / "a", tolerance=float("inf"))
+    assert art.manifest["tolerance"] is None
+    with pytest.raises(LmuEdgeError, match="tolerance"):
+        lmu_edge.convert(DIGITS_IR, "ir", tmp_path / "b", tolerance=float("nan"))
+    with pytest.raises(LmuEdgeError, match="tolerance"):
+        lmu_edge.convert(DIGITS_IR, "ir", tmp_path / "c", tolerance=-1.0)
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()

@@ -67,7 +67,7 @@ def full() -> list:
 
 
 def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
-    """Convert one cell; returns ``{"status": "ok"|"refused"|"error", "sqnr": dB, "reason": str}``."""
+    """Convert one cell; returns ``{"status": "ok"|"below floor"|"refused"|"error"|"missing", ...}``."""
     import lmu_edge
     from lmu_edge.metrics import sqnr_db
     data = np.load(HERE / f"{model}.npz")
@@ -79,10 +79,11 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
                                calibration=x_cal if mode != "float" else None, tolerance=float("inf"))
     except lmu_edge.errors.MissingDependencyError as e:
         return {"status": "missing", "reason": str(e), "seconds": time.perf_counter() - t0}
-    except lmu_edge.LmuEdgeError as e:
-        msg = str(e)
-        status = "refused" if "\n" not in msg else "error"
-        return {"status": status, "reason": msg, "seconds": time.perf_counter() - t0}
+    except (lmu_edge.errors.UnsupportedLayerError, lmu_edge.errors.QuantizationError) as e:
+        # a refusal: the target cannot express the model or the mode (decided before anything is written)
+        return {"status": "refused", "reason": str(e), "seconds": time.perf_counter() - t0}
+    except lmu_edge.LmuEdgeError as e:      # any other error (a bad option, a failed build) is a failure
+        return {"status": "error", "reason": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
     except Exception as e:  # noqa: BLE001  (the matrix reports it: no raw exception may leave convert)
         return {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0],
                 "seconds": time.perf_counter() - t0}
