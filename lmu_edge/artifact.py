@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -151,6 +152,13 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
+def _describe(model) -> str:
+    """A short name for a model in a message: its path, or the graph's name (never a whole repr)."""
+    if isinstance(model, ir.Graph):
+        return f"graph {model.name!r}"
+    return str(model)[:300] if isinstance(model, (str, os.PathLike)) else f"a {type(model).__name__}"
+
+
 def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
@@ -162,11 +170,11 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
     except (LmuEdgeError, KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except MemoryError:
-        raise ArtifactError(f"converting {model} for {target!r} needs more memory than this machine has; "
+        raise ArtifactError(f"converting {_describe(model)} for {target!r} needs more memory than this machine has; "
                             f"nothing was written") from None
     except Exception as e:
         msg = " ".join(str(e).split())[:300]
-        raise ArtifactError(f"converting {model} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
+        raise ArtifactError(f"converting {_describe(model)} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
                             f"{msg}); nothing was written; please report it with the model") from e
 
 
@@ -217,6 +225,10 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     outdir.check_replaceable(out_dir, overwrite)     # refuse before any work
 
     source = model if isinstance(model, ir.Graph) else load(model)
+    if target != "ir" and any(getattr(layer, "QUANTIZED", False) for layer in source.layers):
+        raise ArtifactError(f"{_describe(model)} is already quantized (an artifact's quantized.lmu.npz): targets "
+                            f"convert the float model; convert that with --quantize instead (only the ir "
+                            f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
     graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)

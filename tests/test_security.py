@@ -527,3 +527,17 @@ def test_tolerance_inf_measures_without_refusing_and_nan_is_refused(tmp_path):
     with pytest.raises(LmuEdgeError, match="tolerance"):
         lmu_edge.convert(DIGITS_IR, "ir", tmp_path / "c", tolerance=-1.0)
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_quantized_graph_is_refused_by_name_not_by_repr(tmp_path):
+    # Converting an artifact's quantized.lmu.npz again used to die with a bare KeyError / a message holding
+    # the whole graph's repr (every weight); now: one short line that says what to do.
+    cal = np.load(EX / "digits_calibration_x.npy")[:8]
+    art = lmu_edge.convert(DIGITS_IR, "c", tmp_path / "a", quantize="int8", calibration=cal,
+                           measure=False)
+    for model in (art.path / "quantized.lmu.npz", lmu_edge.load(art.path / "quantized.lmu.npz")):
+        for target in ("c", "onnx", "tflite", "nengo"):
+            with pytest.raises(lmu_edge.errors.ArtifactError, match="already quantized") as e:
+                lmu_edge.convert(model, target, tmp_path / "b")
+            assert len(str(e.value)) < 400 and "array(" not in str(e.value)
+            assert not (tmp_path / "b").exists()
