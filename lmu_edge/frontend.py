@@ -47,8 +47,9 @@ from pathlib import Path
 import numpy as np
 
 from .fixedpoint import shift_round
+from .resources import templates_dir
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "firmware_templates"
+TEMPLATES = templates_dir()        # the packaged firmware_templates, in a checkout or an install
 NORM_BITS = 13          # the frame is scaled so that max |v| <= 2^13
 MEL_BITS = 12           # mel weights in Q12
 TWIDDLE_ONE = 32767     # Q15 "one" (cos 0), so every table entry fits int16

@@ -38,6 +38,7 @@ from .. import __version__, intsim, irfile, qir
 from ..errors import ArtifactError, LmuEdgeError, QuantizationError
 from ..escape import c_comment
 from . import c_codegen
+from ..resources import templates_dir
 
 QUANTIZE = ("float", "int8")
 RUNTIMES = ("host", "cortex-m4", "cortex-m0")
@@ -56,7 +57,7 @@ DEVICES = {
 }
 ICOUNT_SHIFT = 5
 INSN_PER_TICK = 40 / 2 ** ICOUNT_SHIFT       # 25 MHz SysTick, 2^shift ns per instruction
-TEMPLATES = Path(__file__).resolve().parent.parent / "firmware_templates"
+TEMPLATES = templates_dir()        # the packaged firmware_templates, in a checkout or an install
 QEMU_ARGS = ["-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "none",
              "-semihosting-config", "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}"]
 
