@@ -300,6 +300,34 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
     tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
 }
 
+#if LMU_PATH_DSP
+/* Four rows of C times the state at a time, with accumulators of type ACC and the ACLE dual-MAC
+ * intrinsic MAC; the caller picks the 32- or 64-bit pair. Uses i, j, q, C, mc, B, uc, coeff_frac,
+ * delta, bits and tmp from the enclosing function. */
+#define LMU_DSP_ROWS4(ACC, MAC)                                                                  \
+    for (; i + 4 <= q; i += 4) {                                                                 \
+        const int16_t *r0 = C + i * q;                                                           \
+        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                      \
+        for (j = 0; j + 2 <= q; j += 2) {                                                        \
+            const uint32_t sv = lmu_ld32(mc + j);                                                \
+            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
+            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
+        }                                                                                        \
+        if (j < q) {                                                                             \
+            a0 += (int32_t)r0[j] * mc[j];                                                        \
+            a1 += (int32_t)r0[q + j] * mc[j];                                                    \
+            a2 += (int32_t)r0[2 * q + j] * mc[j];                                                \
+            a3 += (int32_t)r0[3 * q + j] * mc[j];                                                \
+        }                                                                                        \
+        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);                  \
+        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);      \
+        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);      \
+        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);      \
+    }
+#endif
+
 /* DSP rows of the dense memory with 16-bit coefficients and a 16-bit state: returns the first row it left
  * to the portable loop. Four rows at a time: one state word (two halfwords) feeds four dual MACs, so per
  * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
@@ -311,49 +339,9 @@ static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc
 #if LMU_PATH_DSP
     int32_t j;
     if (acc32) {
-        for (; i + 4 <= q; i += 4) {
-            const int16_t *r0 = C + i * q;
-            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            for (j = 0; j + 2 <= q; j += 2) {
-                const uint32_t sv = lmu_ld32(mc + j);
-                a0 = __smlad(lmu_ld32(r0 + j), sv, a0);
-                a1 = __smlad(lmu_ld32(r0 + q + j), sv, a1);
-                a2 = __smlad(lmu_ld32(r0 + 2 * q + j), sv, a2);
-                a3 = __smlad(lmu_ld32(r0 + 3 * q + j), sv, a3);
-            }
-            if (j < q) {
-                a0 += (int32_t)r0[j] * mc[j];
-                a1 += (int32_t)r0[q + j] * mc[j];
-                a2 += (int32_t)r0[2 * q + j] * mc[j];
-                a3 += (int32_t)r0[3 * q + j] * mc[j];
-            }
-            lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
-        }
+        LMU_DSP_ROWS4(int32_t, __smlad);       /* sums proven to fit 32 bits: 1 SMLAD per 2 MACs */
     } else {
-        for (; i + 4 <= q; i += 4) {
-            const int16_t *r0 = C + i * q;
-            int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            for (j = 0; j + 2 <= q; j += 2) {
-                const uint32_t sv = lmu_ld32(mc + j);
-                a0 = __smlald(lmu_ld32(r0 + j), sv, a0);
-                a1 = __smlald(lmu_ld32(r0 + q + j), sv, a1);
-                a2 = __smlald(lmu_ld32(r0 + 2 * q + j), sv, a2);
-                a3 = __smlald(lmu_ld32(r0 + 3 * q + j), sv, a3);
-            }
-            if (j < q) {
-                a0 += (int32_t)r0[j] * mc[j];
-                a1 += (int32_t)r0[q + j] * mc[j];
-                a2 += (int32_t)r0[2 * q + j] * mc[j];
-                a3 += (int32_t)r0[3 * q + j] * mc[j];
-            }
-            lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
-            lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
-        }
+        LMU_DSP_ROWS4(int64_t, __smlald);      /* 64-bit sums: 1 SMLALD per 2 MACs */
     }
 #else
     (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
