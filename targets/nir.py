@@ -176,7 +176,7 @@ class _Stream:
     """Rockpool, one sample per ``step``: ``substeps`` simulator steps with the sample held."""
 
     def __init__(self, artifact, runtime, substeps=None):
-        registry.require("rockpool", "nir", "the rockpool runtime")
+        registry.require("rockpool.nn.modules.torch.nir", "nir", "the rockpool runtime")   # needs nirtorch too
         self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
         self.graph = rescale(read(artifact), float(self.k - 1))     # Rockpool: dt = tau / (1 + r)
         self.F = artifact.graph.input_features
