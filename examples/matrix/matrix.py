@@ -73,6 +73,8 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
     data = np.load(HERE / f"{model}.npz")
     x_cal, x_test = data["x_cal"], data["x_test"]
     path = HERE / f"{model}.keras"
+    if not path.exists():                      # a PyTorch-made model (train_torch.py)
+        path = HERE / f"{model}.safetensors"
     t0 = time.perf_counter()
     try:
         art = lmu_edge.convert(path, target, work / f"{model}-{target}-{mode}", quantize=mode,

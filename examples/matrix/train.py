@@ -101,7 +101,15 @@ OPTIONS = {
                                    after="TimeDistributed(Dense)"),
     "rnn_m2m_nohidden_seq": dict(layer="LMU (RNN path)", disc="zoh", memory_d=">1", hidden="none", m2m="yes",
                                  length="known", seq="yes", before="none", after="Dense"),
+    # made with lmu_edge.torch instead of keras-lmu (train_torch.py): NAME.safetensors + NAME.json
+    "torch_linear_before_relu_i2h": dict(layer="lmu_edge.torch LMU", disc="zoh", memory_d=">1",
+                                         hidden="Dense relu", i2h="yes", bias="yes", length="unknown", seq="no",
+                                         before="Dense", after="Dense"),
+    "torch_euler_tt_nohidden_seq": dict(layer="lmu_edge.torch LMU", disc="euler", memory_d="1", hidden="none",
+                                        tt="yes", length="unknown", seq="yes", before="none", after="Dense"),
 }
+#: the models train_torch.py makes (the others are keras-lmu models made here)
+TORCH_MODELS = [m for m in OPTIONS if m.startswith("torch_")]
 
 
 def inputs(n: int, seed: int) -> np.ndarray:
@@ -145,7 +153,7 @@ def build(name: str):
 
 def main(names) -> None:
     import keras_lmu  # noqa: F401  (registers the layers)
-    for name in names or list(OPTIONS):
+    for name in names or [m for m in OPTIONS if m not in TORCH_MODELS]:
         model = build(name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

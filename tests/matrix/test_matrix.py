@@ -25,6 +25,7 @@ import matrix  # noqa: E402
 BELOW_FLOOR = {
     ("ff_fft_zoh_tanh_before_dense", "tflite", "int16x8"): "30.3 dB",
     ("ff_fft_zoh_tanh_before_dense", "onnx", "int8"): "27.6 dB",
+    ("ff_fft_zoh_tanh_before_dense", "c", "int8"): "14.7 dB",
     ("ff_raw_euler_d2_nohidden_seq", "c", "int8"): "29.0 dB",
     ("ff_raw_euler_d2_nohidden_seq", "tflite", "int16x8"): "31.1 dB",
     ("ff_sigmoid_anylen_activation", "tflite", "int8"): "28.2 dB",
@@ -33,6 +34,7 @@ BELOW_FLOOR = {
     ("rnn_h2m_m2m_simplernn", "onnx", "int8"): "13.6 dB",
     ("rnn_tt_euler_dense_seq", "c", "int8"): "27.1 dB",
     ("rnn_tt_euler_dense_seq", "tflite", "int16x8"): "30.5 dB",
+    ("torch_euler_tt_nohidden_seq", "c", "int8"): "27.4 dB",
 }
 
 
