@@ -30,3 +30,14 @@ def test_shortened_psmnist_training_learns_and_its_checkpoint_converts_to_int8_c
     art = lmu_edge.convert(tmp_path / "ci.safetensors", "c", tmp_path / "c", quantize="int8", calibration=x[:20])
     ref = lmu_edge.simulate(lmu_edge.load(art.path / "quantized.lmu.npz"), x)
     assert np.array_equal(np.asarray(art.run(x)), ref)      # C int8 is bit-exact with the integer reference
+
+
+def test_training_benchmark_runs_on_the_cpu_and_prints_both_modes_and_their_ratio():
+    # The throughput figures are printed, never asserted (timings are noisy); this checks the benchmark
+    # itself still runs both modes on the same model in CI.
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "torch_train.py"), "--quick", "--reps", "1"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {l.split()[0]: float(l.split()[1]) for l in r.stdout.splitlines() if l.startswith(("parallel ", "recurrent ")) and "/" not in l}
+    assert set(rows) == {"parallel", "recurrent"} and min(rows.values()) > 0, r.stdout
+    assert "parallel / recurrent:" in r.stdout and "cpu" in r.stdout
