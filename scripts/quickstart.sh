@@ -15,8 +15,8 @@ set -x
 $LMU inspect "$MODEL"
 $LMU convert "$MODEL" --target c --quantize int8 --calibration examples/models/digits_calibration_x.npy \
     --prefix digits -o out/digits_c --force --quiet
-$LMU run out/digits_c --input "$X" -o out/digits_c/pred_host.npy
-$LMU run out/digits_c --input "$X" -o out/digits_c/pred_m4.npy --runtime cortex-m4
+$LMU run out/digits_c --input "$X" -o out/digits_pred_host.npy
+$LMU run out/digits_c --input "$X" -o out/digits_pred_m4.npy --runtime cortex-m4
 set +x
 .venv/bin/python - <<'PY'
 import json
@@ -25,7 +25,7 @@ import lmu_edge
 x = np.load("examples/models/keras_digits_test_x.npy")
 labels = np.load("examples/models/keras_digits_test_y.npy")
 float_model = lmu_edge.simulate(lmu_edge.load("examples/models/keras_digits.keras"), x)
-host, m4 = np.load("out/digits_c/pred_host.npy"), np.load("out/digits_c/pred_m4.npy")
+host, m4 = np.load("out/digits_pred_host.npy"), np.load("out/digits_pred_m4.npy")
 rep = json.load(open("out/digits_c/report.json"))
 acc = lambda y: np.mean(y.argmax(-1) == labels)
 print(f"accuracy on {len(labels)} held-out digits: float model {acc(float_model):.3f}, "
