@@ -133,18 +133,21 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
                 state_path = "int16" if quantize == "int16x8" else "int8"
     except Exception as e:      # the converter's errors are long MLIR dumps: keep the line that names the op
         raise QuantizationError(f"the TFLite converter failed on the {variant} {quantize} step model "
-                                f"of {graph.name!r}: {_one_line(e)}; {_INSTEAD}") from e
+                                f"of {graph.name!r}: {_one_line(e)}; {_instead(quantize)}") from e
     path = out_dir / MODEL
     path.write_bytes(model)
     try:
         io = _io_description(path, variant, plan.spec)
     except Exception as e:      # LiteRT cannot prepare the model (e.g. an op's scale constraint)
         raise QuantizationError(f"LiteRT cannot prepare the {quantize} TFLite model of {graph.name!r}: "
-                                f"{_one_line(e)}; {_INSTEAD}") from e
+                                f"{_one_line(e)}; {_instead(quantize)}") from e
     return model, io, state_path
 
 
-_INSTEAD = "convert with another --quantize mode (float, int8, int16x8) or use the c or onnx target"
+def _instead(quantize: str) -> str:
+    """What to do instead: the other quantization modes of this target, or another target."""
+    others = [m for m in ("float", "int8", "int16x8") if m != quantize]
+    return f"convert with --quantize {' or '.join(others)}, or use the c or onnx target"
 
 
 def _one_line(e: BaseException) -> str:
