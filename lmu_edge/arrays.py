@@ -72,3 +72,25 @@ def load_array(source, what: str = "input") -> np.ndarray:
                 raise ShapeError(f"{what}: values up to {np.abs(arr).max():.3g}, beyond {MAX_ABS_VALUE:g}; "
                                  f"scale the data as the model was trained")
     return arr
+
+
+def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
+    """``(x as (N, T, F) float64, had_batch_axis)`` for ``graph`` (an :class:`ir.Graph`), or a ShapeError
+    that says what to pass. Here, not in ``reference``, so that both simulators use it without importing
+    each other."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "fiu":
+        raise ShapeError(f"{what}: expected numbers, got dtype {x.dtype}")
+    batched = x.ndim == 3
+    if x.ndim == 2:
+        x = x[None]
+    if x.ndim != 3:
+        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}")
+    if x.shape[2] != graph.input_features:
+        raise ShapeError(f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
+                         f"got {x.shape[2]} (shape {x.shape})")
+    if x.shape[1] < 1:
+        raise ShapeError(f"{what}: the sequence is empty (shape {x.shape})")
+    if not np.all(np.isfinite(x)):
+        raise ShapeError(f"{what}: holds NaN or infinite values")
+    return x.astype(np.float64), batched

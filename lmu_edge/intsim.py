@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ir, qir
+from .arrays import check_input
 from .errors import ShapeError
 from .fixedpoint import div_round, multiply_by_quantized_multiplier as mbqm, shift_round
 
@@ -282,7 +283,6 @@ def run_int(graph: ir.Graph, xq) -> np.ndarray:
 def simulate_quantized(graph: ir.Graph, x) -> np.ndarray:
     """Float in, float out, through the exact integer arithmetic (what ``lmu_edge.simulate`` does
     for a quantized graph)."""
-    from .reference import check_input
     x, batched = check_input(graph, x)
     y = dequantize_output(graph, run_int(graph, quantize_input(graph, x)))
     y = y if graph.output_is_sequence else y[:, -1]

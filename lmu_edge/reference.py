@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ir, lti
+from .arrays import check_input  # noqa: F401  (reference.check_input stays importable)
 from .errors import ShapeError
 
 
@@ -245,26 +246,6 @@ def _runners(graph: ir.Graph, dtype):
         else:
             out.append(_RUNNERS[type(layer)](layer, dtype))
     return out
-
-
-def check_input(graph: ir.Graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
-    """``(x as (N, T, F) float64, had_batch_axis)``, or a ShapeError that says what to pass."""
-    x = np.asarray(x)
-    if x.dtype.kind not in "fiu":
-        raise ShapeError(f"{what}: expected numbers, got dtype {x.dtype}")
-    batched = x.ndim == 3
-    if x.ndim == 2:
-        x = x[None]
-    if x.ndim != 3:
-        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}")
-    if x.shape[2] != graph.input_features:
-        raise ShapeError(f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
-                         f"got {x.shape[2]} (shape {x.shape})")
-    if x.shape[1] < 1:
-        raise ShapeError(f"{what}: the sequence is empty (shape {x.shape})")
-    if not np.all(np.isfinite(x)):
-        raise ShapeError(f"{what}: holds NaN or infinite values")
-    return x.astype(np.float64), batched
 
 
 def record_ranges(graph: ir.Graph, x) -> list:
