@@ -225,7 +225,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     outdir.check_replaceable(out_dir, overwrite)     # refuse before any work
 
     source = model if isinstance(model, ir.Graph) else load(model)
-    if target != "ir" and any(getattr(layer, "QUANTIZED", False) for layer in source.layers):
+    if target != "ir" and source.quantized:
         raise ArtifactError(f"{_describe(model)} is already quantized (an artifact's quantized.lmu.npz): targets "
                             f"convert the float model; convert that with --quantize instead (only the ir "
                             f"target copies a quantized graph)")

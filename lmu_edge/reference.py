@@ -137,13 +137,13 @@ class _LMURun(_Recorder):
             else:
                 mem = ir.FIR(mem.kernel)
         self.mem = mem
+        self.AT = None                                     # set when the memory steps as a dense map
         if isinstance(mem, ir.DenseSS):
             self.AT, self.B = _c(mem.Abar, dtype).T.copy(), _c(mem.Bbar, dtype)
         elif isinstance(mem, ir.FIR):
             self.HT = _c(mem.kernel, dtype).T.copy()      # (L, q)
         elif isinstance(mem, ir.RungeKutta):
             self.coeffs = lti.structure_coefficients(layer.order, layer.theta).astype(dtype)
-            self.AT = None
             if mem.substeps > 64 and 7 * mem.rk_order * mem.substeps > 2 * layer.order:
                 # Many substeps: the step's own linear map (built by running the structured step on the
                 # identity, lti.rk_map) costs 2 q^2 per sample instead of 7 r s q.
@@ -163,9 +163,7 @@ class _LMURun(_Recorder):
 
     def memory_step(self, u):
         mem = self.mem
-        if isinstance(mem, ir.DenseSS):
-            self.m = self.m @ self.AT + u[..., None] * self.B
-        elif isinstance(mem, ir.RungeKutta) and self.AT is not None:
+        if self.AT is not None:                            # dense ZOH / Euler, or RK with many substeps
             self.m = self.m @ self.AT + u[..., None] * self.B
         elif isinstance(mem, ir.RungeKutta):
             self.m = lti.rk_step(self.m, u, self.L.theta, mem.rk_order, mem.substeps, coeffs=self.coeffs)
