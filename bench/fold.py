@@ -10,14 +10,13 @@ found by measurement (lmu_edge.fold), never assumed. Ratios are RK4 / dense.
 """
 
 import argparse
-import importlib
 import time
 
 import numpy as np
 
 from lmu_edge import ir, lti
 
-fold = importlib.import_module("lmu_edge.fold")
+from lmu_edge import folding as fold
 
 FULL = [(64, 100), (64, 1000), (128, 10000), (256, 784), (256, 4000), (256, 16000), (1024, 4000), (1024, 16000)]
 QUICK = [(64, 100), (64, 1000), (128, 10000), (256, 784)]

@@ -19,14 +19,13 @@ state's range, 2**-(bits+1)), printed for reference.
 
 import argparse
 import datetime
-import importlib
 import time
 
 import numpy as np
 
 from lmu_edge import ir, lti, pade
 
-fold = importlib.import_module("lmu_edge.fold")
+from lmu_edge import folding as fold
 
 FULL = [(q, k * q) for q in (64, 128, 256, 512, 1024) for k in (2, 10, 100)]
 QUICK = [(q, k * q) for q in (64, 128, 256) for k in (2, 10)]

@@ -3,14 +3,14 @@
  * no globals, no floating point (it runs on an FPU-less Cortex-M0).
  *
  * int16 samples in, one frame of n_mels int8 features every `hop` samples out. Every operation mirrors
- * lmu_edge/frontend.py bit for bit (that module's docstring states the algorithm and the scales; the
+ * lmu_edge/audio/frontend.py bit for bit (that module's docstring states the algorithm and the scales; the
  * tests compare the two on the host and on Cortex-M4 / M0 under QEMU):
  *   pre-emphasis (Q15), Hann window (Q15), block exponent of the frame (|v| <= 2^13), radix-2 FFT with
  *   Q15 twiddles halving at every stage (int32 arithmetic, int16 storage), power spectrum (uint32),
  *   triangular mel weights (Q12, uint64 sums), log2 by leading-zero count plus a table, int8 output.
  * Rounding is "half up" ((x + 2^(s-1)) >> s) everywhere; right shifts of negative values are
  * arithmetic, as gcc, clang and arm-none-eabi-gcc define them.
- * The constant tables and the state struct are generated (lmu_edge.frontend.emit_c -> <prefix>_frontend.c).
+ * The constant tables and the state struct are generated (lmu_edge.audio.frontend.emit_c -> <prefix>_frontend.c).
  */
 #ifndef LMU_FRONTEND_H
 #define LMU_FRONTEND_H

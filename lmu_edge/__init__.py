@@ -22,7 +22,7 @@ except Exception:  # running from a source tree that is not installed
 from . import errors, ir, lti
 from .artifact import Artifact, convert, open_artifact
 from .errors import LmuEdgeError
-from .fold import candidates, fold
+from .folding import candidates, fold
 from .irfile import save
 from .reference import Stream, simulate
 
@@ -62,6 +62,6 @@ def load(path) -> "ir.Graph":
 __all__ = ["Artifact", "LmuEdgeError", "Stream", "candidates", "convert", "errors", "fold", "ir", "load",
            "lti", "open_artifact", "save", "simulate", "__version__"]
 
-from .quantize import quantize  # noqa: E402
+from .quantization import quantize  # noqa: E402
 
 __all__.append("quantize")

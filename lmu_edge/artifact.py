@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import fold as _fold
+from . import folding as _fold
 from . import ir, irfile, limits, outdir, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError

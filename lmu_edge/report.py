@@ -186,7 +186,7 @@ def _maps(layer, ql):
         Aq = qm.coeffs * 2.0 ** -qm.coeff_frac + (np.eye(q) if qm.form == "delta" else 0)
         return (np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64), Aq, qm.B * 2.0 ** -qm.b_frac)
     if isinstance(mem, ir.RungeKutta):
-        from .quantize import _rk_map_coeffs
+        from .quantization import _rk_map_coeffs
         Mf, Nf = lti.rk_map(q, layer.theta, mem.rk_order, mem.substeps)
         Mq, Nq = _rk_map_coeffs(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
         return Mf, Nf, Mq, Nq
@@ -275,7 +275,7 @@ def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9),
     """Metric (or SQNR) against memory for a grid of weight and state bit widths."""
     import warnings
 
-    from .quantize import quantize
+    from .quantization import quantize
     from .targets.c_codegen import generate_int
     y_f = reference.simulate(folded, x)
     out = []

@@ -83,7 +83,7 @@ def _jinja():
 # --- emit ------------------------------------------------------------------------------------
 
 def emit(graph, out_dir, options) -> dict:
-    from .. import quantize as _quantize
+    from ..quantization import quantize as _quantize
     out_dir = Path(out_dir)
     try:
         prefix = c_codegen.check_prefix(options.get("prefix") or "model")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lmu_edge import frontend
+from lmu_edge.audio import frontend
 from lmu_edge.errors import LmuEdgeError
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"

@@ -1,5 +1,4 @@
 import math
-import importlib
 
 import numpy as np
 import pytest
@@ -7,8 +6,8 @@ import pytest
 import lmu_edge
 from lmu_edge import ir, lti
 
-# lmu_edge.fold is the function; the module of the same name holds the measuring machinery
-fold = importlib.import_module("lmu_edge.fold")
+# lmu_edge.fold is the function; lmu_edge.folding is the module with the measuring machinery
+from lmu_edge import folding as fold
 from lmu_edge.errors import FoldError
 
 from graphs import chain, lmu

@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from lmu_edge import frontend
-from lmu_edge.frontend import FrontendConfig
+from lmu_edge.audio import frontend
+from lmu_edge.audio.frontend import FrontendConfig
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (Debian: gcc)")

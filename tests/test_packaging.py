@@ -31,7 +31,7 @@ def test_core_requirements_pull_no_heavy_runtime():
 
 
 def test_importing_the_core_imports_no_heavy_runtime():
-    code = ("import sys, lmu_edge, lmu_edge.cli, lmu_edge.targets.ir, lmu_edge.fold, lmu_edge.reference;"
+    code = ("import sys, lmu_edge, lmu_edge.cli, lmu_edge.targets.ir, lmu_edge.folding, lmu_edge.reference;"
             f"bad = [m for m in {HEAVY!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -44,7 +44,7 @@ def test_wheel_holds_the_three_sub_packages(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     wheel = next(tmp_path.glob("lmu_edge-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for f in ("lmu_edge/__init__.py", "lmu_edge/cli.py", "lmu_edge/ir.py", "lmu_edge/lti.py", "lmu_edge/fold.py",
+    for f in ("lmu_edge/__init__.py", "lmu_edge/cli.py", "lmu_edge/ir.py", "lmu_edge/lti.py", "lmu_edge/folding.py",
               "lmu_edge/reference.py", "lmu_edge/fixedpoint.py", "lmu_edge/converters/__init__.py",
               "lmu_edge/targets/__init__.py", "lmu_edge/targets/ir.py",
               "lmu_edge/firmware_templates/__init__.py", "lmu_edge/firmware_templates/lmu_runtime.h",

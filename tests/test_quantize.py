@@ -9,7 +9,7 @@ import lmu_edge
 from lmu_edge import intsim, ir, qir
 from lmu_edge.errors import QuantizationError
 from lmu_edge.metrics import sqnr_db
-from lmu_edge.quantize import qparams
+from lmu_edge.quantization import qparams
 
 from graphs import chain
 

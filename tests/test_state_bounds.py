@@ -14,7 +14,7 @@ import pytest
 
 import lmu_edge
 from lmu_edge import intsim, lti, qir
-from lmu_edge.quantize import _rk_map_coeffs
+from lmu_edge.quantization import _rk_map_coeffs
 
 from graphs import chain
 

@@ -29,7 +29,7 @@ CPI = 1.25
 def measure(work):
     """Dict of the per-frame numbers (model, front end, RAM, flash, real-time factors)."""
     import lmu_edge
-    from lmu_edge import frontend
+    from lmu_edge.audio import frontend
     calib = np.load(HERE / "fsdd_model" / "calib_george.npy").astype(np.float64)
     calib[0, 0, 0], calib[0, 0, 1] = -128, 127
     out = Path(work) / "c"

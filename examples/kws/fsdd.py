@@ -1,6 +1,6 @@
 """Spoken digits from the Free Spoken Digit Dataset (FSDD): reading, checking and featurising the clips.
 
-The recordings are 8 kHz mono int16 WAV; the integer front end (:mod:`lmu_edge.frontend`) runs at
+The recordings are 8 kHz mono int16 WAV; the integer front end (:mod:`lmu_edge.audio.frontend`) runs at
 8 kHz directly (``CFG``: 25 ms frames of 200 samples, 10 ms hop of 80, 256-point FFT, 32 mel bands
 up to 3.8 kHz), so nothing is resampled and the C front end sees the same samples. Splits hold
 whole speakers out (leave one speaker out), as the dataset's README asks.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lmu_edge import frontend
+from lmu_edge.audio import frontend
 from lmu_edge.errors import LmuEdgeError
 
 SR = 8000

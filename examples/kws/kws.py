@@ -7,7 +7,7 @@ to the same samples, and all randomness (noise, gains, positions) comes from see
   speeds, pitches); the held-out test words from flite (other voices, another synthesizer), so
   the test measures generalisation across synthesizers, not to human speakers.
 * Audio is 16 kHz int16; espeak-ng's 22.05 kHz output is resampled with ``scipy.signal.resample_poly``.
-* Features: :mod:`lmu_edge.frontend` (integer log-mel, 32 bands, 10 ms hop); the model sees
+* Features: :mod:`lmu_edge.audio.frontend` (integer log-mel, 32 bands, 10 ms hop); the model sees
   ``q / 128`` so that its int8 input quantization is the front end's int8 output, unchanged.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lmu_edge import frontend
+from lmu_edge.audio import frontend
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -3,7 +3,7 @@
 Data (synthetic, see ``kws.py``): 10 keywords x 120 espeak-ng renditions (14 voices and accents,
 random speed and pitch) and 40 other words x 14 as "unknown", each placed at a random position
 in 1.54 s of seeded background noise (three copies, each with its own noise, random spectral
-tilt and, one time in three, a random low-pass: ``kws.colour``), plus 400 noise-only sequences. Features: the integer front end (``lmu_edge.frontend``, 32 log-mel bands, 150 frames
+tilt and, one time in three, a random low-pass: ``kws.colour``), plus 400 noise-only sequences. Features: the integer front end (``lmu_edge.audio.frontend``, 32 log-mel bands, 150 frames
 of 10 ms), fed as ``q / 128``. Targets per frame (``kws.frame_labels``): the word's class around
 its end, silence elsewhere, "don't care" while the word is still being spoken.
 
