@@ -62,7 +62,9 @@ def test_int8_qdq_is_measured(tmp_path):
     ops = {n.op_type for n in m.graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops
     q = json.loads((art.path / "report.json").read_text())["quantization"]
-    assert np.isfinite(q["sqnr_db_vs_float"]) and q["error_vs_float"] < 1.0
+    # measured on this seed (2026-11-24): 26.8 dB, error 0.076 of the output scale; a wrong scale or a
+    # dropped state Q/DQ pair costs far more
+    assert q["sqnr_db_vs_float"] >= 24.0 and q["error_vs_float"] < 0.1, q
     x = cal[:, :200]
     y_ort, y_ref = art.run(x), art.run(x, runtime="onnx-reference")
     # ORT fuses QDQ into integer kernels, the reference evaluator computes Q/DQ in float: compared

@@ -170,9 +170,11 @@ def test_int8_litert_and_tflite_micro_agree(quantized):
     y_lite, y_micro = art.run(x, "litert"), art.run(x, "tflm")
     lsb = io["outputs"][0]["scale"]
     # LiteRT (optimized kernels) and TFLite Micro (reference kernels) round some products differently;
-    # the state is int16, so a 1-LSB difference in it does not grow: the int8 outputs stay within an LSB
-    # or two over the whole sequence (measured: at most 1, on ~3 % of the outputs).
-    assert np.max(np.abs(y_lite - y_micro)) <= 2.01 * lsb
+    # the state is int16, so a 1-LSB difference in it does not grow: the int8 outputs stay within one
+    # LSB over the whole sequence, as docs/tflite_onnx.md says, and differ on a few percent of them
+    diff = np.rint(np.abs(y_lite - y_micro) / lsb)
+    assert np.max(diff) <= 1
+    assert 0.0 <= np.mean(diff > 0) <= 0.10, np.mean(diff > 0)
     ref = lmu_edge.simulate(g, x)
     assert abs(sqnr_db(y_micro, ref) - sqnr_db(y_lite, ref)) < 1
 
