@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import lmu_edge_cli
 
 ROOT = Path(__file__).resolve().parents[1]
