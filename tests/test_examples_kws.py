@@ -111,3 +111,19 @@ def test_int8_utterance_accuracy_on_held_out_flite_words(converted):
     post = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
     acc = float(np.mean(kws.utterance_predictions(post) == labels))
     assert acc >= 0.45, acc         # measured 0.564; 12 classes, chance ~0.08 (docs/kws.md)
+
+
+
+@needs_arm
+@needs_flite
+@pytest.mark.slow
+def test_cortex_m4_timestamps_stay_right_past_four_and_a_half_minutes(converted, stream, builds):
+    """stream.c formed samples * 1000 in a 32-bit unsigned long (64 bits on the host, 32 on Cortex-M),
+    which wrapped after about 268 s of 16 kHz audio: the test's stream placed after 280 s of digital
+    silence must print, on Cortex-M4, the Python pipeline's lines."""
+    _, _, qg = converted
+    audio = np.concatenate([np.zeros(280 * kws.SR, np.int16), stream[0]])
+    lines_py, _, _ = kws.python_stream(qg, audio, kws.Detector())
+    lines, _, _ = kws.run_stream(builds["cortex-m4"], "cortex-m4", audio)
+    assert lines_py and min(kws.parse_line(line)[0] for line in lines_py) > 280.0
+    assert lines == lines_py

@@ -100,7 +100,11 @@ int main(int argc, char **argv) {
                 fwrite(y, 1, sizeof(y), fo);
                 cls = det_step(&det, y, (int32_t)frames, &score);
                 if (cls >= 0) {
-                    const unsigned long ms = (frames * KWS_FE_HOP + KWS_FE_FRAME_LEN) * 1000ul / KWS_FE_SAMPLE_RATE;
+                    /* the end of the frame in samples, then milliseconds without forming samples * 1000
+                       (which overflowed 32 bits after about 4.5 minutes of 16 kHz audio) */
+                    const unsigned long end = frames * KWS_FE_HOP + KWS_FE_FRAME_LEN;
+                    const unsigned long ms = end / KWS_FE_SAMPLE_RATE * 1000ul
+                                             + end % KWS_FE_SAMPLE_RATE * 1000ul / KWS_FE_SAMPLE_RATE;
                     const unsigned long pct = (unsigned long)score * 100ul / (256ul * KWS_DET_WINDOW);
                     printf("%lu.%02lu s: %s (0.%02lu)\n", ms / 1000ul, (ms % 1000ul) / 10ul, kws_class_names[cls], pct);
                     ++detections;
