@@ -23,7 +23,6 @@ Nothing here imports TensorFlow or Keras.
 from __future__ import annotations
 
 import io
-import json
 import re
 import zipfile
 import zlib
@@ -121,7 +120,7 @@ class KerasModelFile:
         if cls == "Sequential":
             chain = list(layers)
             shape = self._sequential_input(chain)
-            chain = [l for l in chain if class_name(l) != "InputLayer"]
+            chain = [layer for layer in chain if class_name(layer) != "InputLayer"]
         else:
             chain = _functional_chain(self.path, cfg)
             shape = _batch_shape(chain[0]["config"])
@@ -136,9 +135,9 @@ class KerasModelFile:
         return (None if T is None else int(T)), int(F), chain
 
     def _sequential_input(self, layers):
-        for l in layers[:1]:
-            if class_name(l) == "InputLayer" or _batch_shape(l.get("config", {})) is not None:
-                return _batch_shape(l.get("config", {}))
+        for layer in layers[:1]:
+            if class_name(layer) == "InputLayer" or _batch_shape(layer.get("config", {})) is not None:
+                return _batch_shape(layer.get("config", {}))
         build = self.config.get("build_config") or {}
         return build.get("input_shape")
 
@@ -158,14 +157,14 @@ class KerasModelFile:
         # keys not labelled by name: snake(class) made unique in list order
         seq = class_name(self.config) == "Sequential"
         used = {}
-        for l in self.config["config"].get("layers", []):
-            if seq and class_name(l) == "InputLayer":
+        for layer in self.config["config"].get("layers", []):
+            if seq and class_name(layer) == "InputLayer":
                 continue
-            key = _snake(class_name(l))
+            key = _snake(class_name(layer))
             used[key] = used.get(key, -1) + 1
             key = key if used[key] == 0 else f"{key}_{used[key]}"
-            if layer_name(l) not in out and key in top:
-                out[layer_name(l)] = top[key]
+            if layer_name(layer) not in out and key in top:
+                out[layer_name(layer)] = top[key]
         return out
 
     def weights(self, layer: dict, names: list, part: str = "own", hidden: Optional[str] = None) -> dict:
@@ -190,7 +189,7 @@ class KerasModelFile:
                 raise ModelFormatError(
                     f"{where}: the weights file holds {len(arrays)} variable(s) where the config implies "
                     f"{len(names)} ({', '.join(names) or 'none'}); the weights do not belong to this config; {_RESAVE}")
-            return dict(zip(names, arrays))
+            return dict(zip(names, arrays, strict=True))
         found = self._h5_vars(layer, part, hidden, where)
         if sorted(found) != sorted(names):
             raise ModelFormatError(
@@ -281,26 +280,26 @@ def _endpoints(value) -> list:
 def _functional_chain(path, cfg: dict) -> list:
     """The layers of a functional model from its InputLayer to its output, or a clear error."""
     layers = {}
-    for l in cfg["layers"]:
-        layers[str(l.get("name", layer_name(l)))] = l
+    for layer in cfg["layers"]:
+        layers[str(layer.get("name", layer_name(layer)))] = layer
     ins, outs = _endpoints(cfg.get("input_layers")), _endpoints(cfg.get("output_layers"))
     if len(ins) != 1 or len(outs) != 1:
         raise UnsupportedLayerError(
             f"{path}: the model has {len(ins)} input(s) and {len(outs)} output(s); lmu-edge converts "
             f"single-input, single-output chains of layers")
     producer, consumers = {}, {}
-    for name, l in layers.items():
-        nodes = l.get("inbound_nodes") or []
-        if class_name(l) == "InputLayer":
+    for name, layer in layers.items():
+        nodes = layer.get("inbound_nodes") or []
+        if class_name(layer) == "InputLayer":
             continue
         if len(nodes) != 1:
             raise UnsupportedLayerError(
-                f"{path}: layer {name!r} ({class_name(l)}) is called {len(nodes)} times; lmu-edge converts "
+                f"{path}: layer {name!r} ({class_name(layer)}) is called {len(nodes)} times; lmu-edge converts "
                 f"chains in which every layer is called once")
         refs = _tensor_refs(nodes[0])
         if len(refs) != 1:
             raise UnsupportedLayerError(
-                f"{path}: layer {name!r} ({class_name(l)}) takes {len(refs)} inputs; lmu-edge converts "
+                f"{path}: layer {name!r} ({class_name(layer)}) takes {len(refs)} inputs; lmu-edge converts "
                 f"single-input chains of layers (no branches or merges)")
         producer[name] = refs[0]
         consumers.setdefault(refs[0], []).append(name)
@@ -321,7 +320,7 @@ def _functional_chain(path, cfg: dict) -> list:
         cur = producer[cur]
     if class_name(chain[-1]) != "InputLayer":
         raise UnsupportedLayerError(f"{path}: the model input {ins[0]!r} is not an InputLayer")
-    unused = sorted(set(layers) - {str(l.get("name", layer_name(l))) for l in chain})
+    unused = sorted(set(layers) - {str(layer.get("name", layer_name(layer))) for layer in chain})
     if unused:
         raise UnsupportedLayerError(f"{path}: layer(s) {', '.join(map(repr, unused))} are not on the path from "
                                     f"input to output; lmu-edge converts single chains of layers")

@@ -227,8 +227,8 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     """An IR graph (parallel form) from a config and its tensors (numpy, keyed ``"i.param"``)."""
     if not isinstance(cfg, dict):
         raise ModelFormatError(f"{where}: config must be a JSON object")
-    top = _fields(cfg, {"format": REQUIRED, "version": REQUIRED, "input_size": REQUIRED, "layers": REQUIRED, "name": name,
-                        "seq_len": None}, where)
+    top = _fields(cfg, {"format": REQUIRED, "version": REQUIRED, "input_size": REQUIRED, "layers": REQUIRED,
+                        "name": name, "seq_len": None}, where)
     if top["format"] != CONFIG_FORMAT:
         raise ModelFormatError(f"{where}: config format is {top['format']!r}, expected {CONFIG_FORMAT!r}")
     if top["version"] != CONFIG_VERSION:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import ir, limits, qir  # noqa: F401  (qir registers the quantized node types)
+from . import ir, limits, qir  # qir also registers the quantized node types
 from .errors import IRFormatError, LmuEdgeError
 
 HEADER_KEY = "header.json"
@@ -45,7 +45,7 @@ def _encode(node, prefix: str, arrays: dict) -> dict:
         elif dataclasses.is_dataclass(v):
             out[f.name] = _encode(v, key, arrays)
         elif isinstance(v, (list, tuple)) and any(dataclasses.is_dataclass(e) for e in v):
-            out[f.name] = [_encode(l, f"{key}{i}", arrays) for i, l in enumerate(v)]
+            out[f.name] = [_encode(item, f"{key}{i}", arrays) for i, item in enumerate(v)]
         elif isinstance(v, (np.integer, np.floating)):
             out[f.name] = v.item()
         else:
@@ -87,7 +87,7 @@ def _decode(obj, arrays, where: str):
         elif name in ("layers", "parts"):
             if not isinstance(v, list):
                 raise IRFormatError(f"{w}: expected a list of nodes")
-            v = [_decode(l, arrays, f"{w}[{i}]") for i, l in enumerate(v)]
+            v = [_decode(item, arrays, f"{w}[{i}]") for i, item in enumerate(v)]
         kwargs[name] = v
     try:
         return cls(**kwargs)
@@ -183,7 +183,7 @@ def load_ir(path) -> ir.Graph:
     if not isinstance(graph, ir.Graph):
         raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")
     limits.check_metadata(graph.metadata, f"{path}: graph metadata")
-    for i, layer in enumerate(graph.layers):
+    for layer in graph.layers:
         if getattr(layer, "QUANTIZED", False):
             try:
                 qir.validate(layer, f"layer {layer.name!r}")

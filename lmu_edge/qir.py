@@ -272,7 +272,8 @@ class QLMU(_QLayer):
 
     def out_features(self, n_in):
         if self.encoder.in_sizes[0] != n_in:
-            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, the layer gets {n_in}")
+            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, "
+                             f"the layer gets {n_in}")
         z = self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
         return self.hidden.units if self.hidden is not None else z
 

@@ -213,7 +213,7 @@ def _save_weights(path: Path, spec: dict, arrays: dict) -> None:
 def _calibration_input(graph: ir.Graph, calibration, seed: int = 0) -> np.ndarray:
     if calibration is not None:
         return np.asarray(calibration, dtype=np.float64)
-    T = graph.seq_len or int(min(max(10 * max([l.theta for l in graph.lmu_layers] or [10.0]), 16), 1000))
+    T = graph.seq_len or int(min(max(10 * max([layer.theta for layer in graph.lmu_layers] or [10.0]), 16), 1000))
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
@@ -222,7 +222,7 @@ def _radii(graph, spec, arrays, x) -> None:
     net = _network_module_from(Path(__file__).with_name("nengo_network.py"))
     model = net.build_network((spec, arrays), spiking=False, probe_states=True)
     _, states = model.run(x, states=True)
-    for i, (layer_spec, layer) in enumerate(zip(spec["layers"], graph.layers)):
+    for i, (layer_spec, layer) in enumerate(zip(spec["layers"], graph.layers, strict=True)):
         if layer_spec["kind"] != "lmu" or f"{i}.Fk" not in arrays:
             continue
         d = layer.memory_d
@@ -259,9 +259,9 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
         _radii(graph, spec, arrays, _calibration_input(graph, options.get("calibration")))
     _save_weights(out_dir / WEIGHTS_FILE, spec, arrays)
     shutil.copyfile(Path(__file__).with_name("nengo_network.py"), out_dir / NETWORK_FILE)
-    lmus = [l for l in layers if l["kind"] == "lmu"]
-    dims = sum(int(l["memory_d"]) * arrays[f"{i}.Fk"].shape[0] for i, l in enumerate(layers)
-               if l["kind"] == "lmu" and f"{i}.Fk" in arrays)
+    lmus = [spec_ for spec_ in layers if spec_["kind"] == "lmu"]
+    dims = sum(int(spec_["memory_d"]) * arrays[f"{i}.Fk"].shape[0] for i, spec_ in enumerate(layers)
+               if spec_["kind"] == "lmu" and f"{i}.Fk" in arrays)
     nengo_report = {"mode": "spiking" if o["spiking"] else "exact", "dt": o["dt"], "lmu_layers": len(lmus)}
     if o["spiking"]:
         nengo_report.update(steps_per_sample=o["steps_per_sample"], tau=o["tau"], neuron_type=o["neuron_type"],

@@ -74,8 +74,8 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import nengo
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORMAT = "lmu-edge-nengo"
@@ -441,8 +441,8 @@ def _spiking_memory(layer, arr, u, m, opts):
     a = float(np.exp(-dt / tau))
     Fk, Gk, Ck, r = arr["Fk"], arr["Gk"], arr["Ck"], arr["radius"]        # r: (d, n_state)
     n = Fk.shape[0]
-    I = np.eye(n)
-    An = _blockdiag([(Fk - a * I) / (1 - a) * r[c][None, :] / r[c][:, None] for c in range(d)])
+    eye = np.eye(n)
+    An = _blockdiag([(Fk - a * eye) / (1 - a) * r[c][None, :] / r[c][:, None] for c in range(d)])
     Bn = _blockdiag([(Gk / (1 - a) / r[c])[:, None] for c in range(d)])
     Cn = _blockdiag([Ck * r[c][None, :] for c in range(d)])
     neuron = NEURON_TYPES[opts["neuron_type"]]()

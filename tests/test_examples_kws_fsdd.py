@@ -34,7 +34,8 @@ EXPECTED_FLOAT, EXPECTED_INT8, EXPECTED_AGREE = 0.43, 0.42, 0.98
 def need(*tools):
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        msg = f"{', '.join(missing)} not installed (Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)"
+        msg = (f"{', '.join(missing)} not installed "
+               f"(Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 if os.environ.get("CI") == "true":
-    import torch  # noqa: F401  (under CI a missing torch is a failure, not a skip)
+    import torch  # under CI a missing torch is a failure, not a skip
 torch = pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
 
 import lmu_edge  # noqa: E402

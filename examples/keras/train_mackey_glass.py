@@ -23,9 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras_lmu  # noqa: E402  (before keras, so the layers are registered)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import keras_lmu  # registers the LMU layers with Keras
+import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "models"
 ORDER, THETA, UNITS, T, HORIZON, EPOCHS, N_SAVED = 16, 32, 16, 128, 15, 30, 8
