@@ -156,7 +156,7 @@ class KerasModelFile:
                 out[_text(g["vars"].attrs["name"])] = g
         # keys not labelled by name: snake(class) made unique in list order
         seq = class_name(self.config) == "Sequential"
-        used = {}
+        used: dict[str, int] = {}
         for layer in self.config["config"].get("layers", []):
             if seq and class_name(layer) == "InputLayer":
                 continue
@@ -198,16 +198,19 @@ class KerasModelFile:
         return found
 
     def _keras_vars(self, layer, part, hidden, where) -> list:
+        assert self._groups is not None, "only .keras files are read by variable path"
         g = self._groups.get(layer_name(layer))
         if g is None:
             raise ModelFormatError(f"{where}: model.weights.h5 holds no weights for this layer; {_RESAVE}")
         cls = class_name(layer)
+        by_class: dict[str, list[tuple[str, ...]]]
         if part == "hidden":
-            paths = {"LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
-                     "RNN": [("cell", "hidden_cell")]}.get(cls, [("hidden_cell",)])
+            by_class = {"LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
+                        "RNN": [("cell", "hidden_cell")]}
+            paths = by_class.get(cls, [("hidden_cell",)])
         else:
-            paths = {"LMU": [("layer", "cell"), ("layer",)], "RNN": [("cell",)],
-                     "TimeDistributed": [("layer",)]}.get(cls, [()])
+            by_class = {"LMU": [("layer", "cell"), ("layer",)], "RNN": [("cell",)], "TimeDistributed": [("layer",)]}
+            paths = by_class.get(cls, [()])
         groups = []
         for p in paths:
             sub = g
@@ -287,7 +290,8 @@ def _functional_chain(path, cfg: dict) -> list:
         raise UnsupportedLayerError(
             f"{path}: the model has {len(ins)} input(s) and {len(outs)} output(s); lmu-edge converts "
             f"single-input, single-output chains of layers")
-    producer, consumers = {}, {}
+    producer: dict[str, str] = {}
+    consumers: dict[str, list[str]] = {}
     for name, layer in layers.items():
         nodes = layer.get("inbound_nodes") or []
         if class_name(layer) == "InputLayer":

@@ -314,6 +314,7 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
             raise UnsupportedLayerError(f"trained theta_inv = {tinv:g} is not supported: the memory would not change "
                                         f"over time (theta infinite)")
         theta = 1.0 / tinv
+    memory: ir.Memory
     if parallel:
         memory = _impulse_response(conv.seq_len, q, theta, disc, conv_mode, truncate_ir)
     else:

@@ -24,6 +24,7 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def save(graph: ir.Graph, path) -> Path:
     path = Path(path)
     header, arrays = graph_to_header(graph)
     text = json.dumps(header, indent=1, sort_keys=True)
-    members = {HEADER_KEY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
+    members: dict[str, Any] = {HEADER_KEY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
     members.update(arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

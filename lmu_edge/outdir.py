@@ -198,7 +198,7 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)
     before = _state(out_dir)
-    created = []                          # parent directories this run creates, outermost first
+    created: list[Path] = []              # parent directories this run creates, outermost first
     p = out_dir.parent
     while not p.exists():
         created.insert(0, p)

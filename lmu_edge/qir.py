@@ -17,7 +17,7 @@ requantizing concatenation; MBQM is TFLite's fixed-point multiplier and shift.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import numpy as np
 
@@ -279,8 +279,10 @@ class QLMU(_QLayer):
 
 
 QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU)
+# ir.NODE_TYPES's type is inferred from the float node classes; the registry is open to these as well
+_node_types = cast("dict[str, type]", ir.NODE_TYPES)
 for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
-    ir.NODE_TYPES[_c.TYPE] = _c
+    _node_types[_c.TYPE] = _c
 ir.LAYER_CLASSES.extend(QLAYERS)
 
 

@@ -79,7 +79,7 @@ def record(graph: ir.Graph, x: np.ndarray, max_samples: int = 0, seed: int = 0) 
     N, T, F = x.shape
     s = reference.Stream(graph)
     s.reset(N)
-    rows = {"x": [], "y": []}
+    rows: dict[str, list] = {"x": [], "y": []}
     rows.update({name: [] for name, *_ in spec})
     for t in range(T):
         for name, i, kind, size in spec:

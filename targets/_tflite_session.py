@@ -89,6 +89,7 @@ class SignatureBackend:
         return self.run_step(**feed)
 
     def reset(self):
+        assert self.run_reset is not None, "internal-state models always carry a step_reset signature"
         self.run_reset()
 
 

@@ -27,6 +27,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from ..errors import ArtifactError, MissingDependencyError, UnsupportedLayerErro
 QUANTIZE = ("float",)
 RUNTIMES = ("nengo", "loihi-emulator")
 DEFAULT_RUNTIME = "nengo"
-OPTIONS = {
+OPTIONS: dict[str, Any] = {
     "spiking": False,          # memories as spiking ensembles (else the exact, non-spiking network)
     "neurons_per_dim": 100,    # neurons per memory state dimension (spiking)
     "neuron_type": "spiking-relu",  # spiking-relu | lif | lif-rate | direct (ideal ensembles, for testing)
@@ -248,7 +249,8 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
     registry.require("nengo", "nengo", "the Nengo target")
     o = _check_options(options)
     out_dir = Path(out_dir)
-    arrays, layers = {}, []
+    arrays: dict[str, np.ndarray] = {}
+    layers: list[dict] = []
     for i, (layer, n_in, _, _) in enumerate(graph.shapes()):
         layers.append(_layer_spec(i, layer, n_in, o, arrays))
     run_options = {k: o[k] for k in ("spiking", "neurons_per_dim", "neuron_type", "tau", "dt", "seed")}
@@ -267,7 +269,7 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
         nengo_report.update(steps_per_sample=o["steps_per_sample"], tau=o["tau"], neuron_type=o["neuron_type"],
                             neurons_per_dim=o["neurons_per_dim"], ensembles=int(dims),
                             neurons=int(dims * o["neurons_per_dim"]))
-    out = {"files": [NETWORK_FILE, WEIGHTS_FILE], "report": {"nengo": nengo_report}}
+    out: dict[str, Any] = {"files": [NETWORK_FILE, WEIGHTS_FILE], "report": {"nengo": nengo_report}}
     if o["spiking"]:
         out["tolerance"] = None      # measured against the float reference in check(), not enforced
     return out
@@ -288,6 +290,7 @@ def _network_module_from(path: Path):
         registry.require("nengo", "nengo", "the Nengo target")
         name = f"_lmu_edge_nengo_network_{digest}_{len(_MODULES)}"
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path     # a .py path always has a source loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)

@@ -255,7 +255,8 @@ class Model:
         try:
             N, T = x.shape[:2]
             idx = np.arange(T) * self.k + self.phase
-            ys, st = [], {name: [] for name in self.state_probes}
+            ys: list = []
+            st: dict[str, list] = {name: [] for name in self.state_probes}
             for i in range(N):
                 self.input.x = x[i]
                 if _is_loihi(sim):

@@ -132,7 +132,10 @@ def tables(cfg: FrontendConfig) -> dict:
     imel = lambda m: 700.0 * (10 ** (np.asarray(m) / 2595.0) - 1.0)  # noqa: E731
     edges = imel(np.linspace(mel(cfg.f_min), mel(cfg.f_max), cfg.n_mels + 2))
     freqs = np.arange(cfg.n_bins) * cfg.sample_rate / N
-    starts, lens, offsets, weights = [], [], [], []
+    starts: list[int] = []
+    lens: list[int] = []
+    offsets: list[int] = []
+    weights: list = []
     for m in range(cfg.n_mels):
         lo, c, hi = edges[m], edges[m + 1], edges[m + 2]
         w = np.maximum(0.0, np.minimum((freqs - lo) / (c - lo), (hi - freqs) / (hi - c)))
