@@ -45,6 +45,7 @@ def class_name(layer: dict) -> str:
 
 
 def layer_name(layer: dict) -> str:
+    """The layer's name from its config (or its outer record); ``"?"`` when it has none."""
     cfg = layer.get("config")
     return str(cfg.get("name") if isinstance(cfg, dict) and "name" in cfg else layer.get("name", "?"))
 
@@ -101,6 +102,7 @@ class KerasModelFile:
         self.close()
 
     def close(self) -> None:
+        """Close the weights file."""
         self._h5.close()
 
     # --- the layer chain ------------------------------------------------------------------------

@@ -127,16 +127,19 @@ class LMU(nn.Module):
 
     @property
     def mode(self) -> str:
+        """``"parallel"`` or ``"recurrent"``; settable, the weights stay the same."""
         return self._mode
 
     @mode.setter
     def mode(self, value: str) -> None:
+        """Switch between ``"parallel"`` and ``"recurrent"`` (anything else: :class:`ShapeError`)."""
         if value not in ("parallel", "recurrent"):
             raise ShapeError(f"LMU: mode must be 'parallel' or 'recurrent', got {value!r}")
         self._mode = value
 
     @property
     def output_size(self) -> int:
+        """Features per step of the output: the hidden units, or the memory (and input) without a hidden cell."""
         return self.z_size if self.hidden_units is None else int(self.hidden_units)
 
     def theta_value(self) -> float:
@@ -162,6 +165,8 @@ class LMU(nn.Module):
         return cache[key]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, T, input_size)`` to ``(batch, T, output_size)`` (the last step only without
+        ``return_sequences``)."""
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ShapeError(f"LMU: expected input (batch, steps, {self.input_size}), got {tuple(x.shape)}")
         N, T, _ = x.shape

@@ -119,4 +119,5 @@ class StatePlan:
         return value
 
     def model_states(self, rec: dict) -> dict:
+        """Every recorded state of ``rec`` (oracle coordinates) in the model's coordinates, by name."""
         return {name: self.to_model(name, rec[name]) for name, *_ in self.spec}

@@ -381,6 +381,7 @@ class _Stream:
 
 
 def stream(artifact, runtime):
+    """A step-at-a-time session over the artifact's Nengo network (``reset``, ``step``)."""
     return _Stream(artifact, runtime)
 
 

@@ -135,9 +135,11 @@ class Hold(nengo.Process):
         super().__init__(default_size_in=self.size, default_size_out=self.size)
 
     def make_state(self, shape_in, shape_out, dt, dtype=None):
+        """Nengo's process state: the latched value (zero)."""
         return {"held": np.zeros(self.size)}
 
     def make_step(self, shape_in, shape_out, dt, rng, state):
+        """Nengo's step function ``step(t, x)``: latch ``x`` on sample steps, output the latched value."""
         held, k, phase = state["held"], self.k, self.phase
 
         def step(t, x):
@@ -160,9 +162,11 @@ class Clocked(nengo.Process):
         super().__init__(default_size_in=int(size_in), default_size_out=int(size_out))
 
     def make_state(self, shape_in, shape_out, dt, dtype=None):
+        """Nengo's process state: the cell state (zero)."""
         return {"cell": np.zeros(self.n_state)}
 
     def make_step(self, shape_in, shape_out, dt, rng, state):
+        """Nengo's step function ``step(t, x)``: run ``fn``, keep its new state on sample steps only."""
         cell, fn, k, phase = state["cell"], self.fn, self.k, self.phase
 
         def step(t, x):
@@ -225,6 +229,7 @@ class Model:
 
     @property
     def dt(self):
+        """Simulator step in seconds."""
         return float(self.options["dt"])
 
     def simulator(self, runtime="nengo", progress_bar=False):

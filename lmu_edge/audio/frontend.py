@@ -86,14 +86,17 @@ class FrontendConfig:
 
     @property
     def log2_n_fft(self) -> int:
+        """log2 of the FFT length."""
         return self.n_fft.bit_length() - 1
 
     @property
     def n_bins(self) -> int:
+        """Frequency bins of the real FFT (``n_fft / 2 + 1``)."""
         return self.n_fft // 2 + 1
 
     @property
     def log_bias(self) -> int:
+        """Added to the integer log2 of a mel energy: undoes the window's and mel weights' Q15 / Q12 scales."""
         return -30 - MEL_BITS
 
     @property
@@ -103,6 +106,7 @@ class FrontendConfig:
 
     @property
     def feature_step_db(self) -> float:
+        """One feature step in decibels of power."""
         return 10 * math.log10(2.0) * self.feature_step_log2
 
     def log2_energy(self, q) -> np.ndarray:
@@ -110,9 +114,11 @@ class FrontendConfig:
         return (self.offset_q + np.asarray(q, np.float64) * 2 ** self.out_shift) / 2 ** self.log_frac_bits
 
     def n_frames(self, n_samples: int) -> int:
+        """Frames produced from ``n_samples`` samples (full windows only)."""
         return 0 if n_samples < self.frame_len else (n_samples - self.frame_len) // self.hop + 1
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict."""
         return asdict(self)
 
 
@@ -482,6 +488,7 @@ def run_binary(exe, runtime: str, cwd, args=(), timeout: int = 900) -> subproces
 
 
 def parse_stats(stdout: str, tag: str) -> dict:
+    """The ``key=value`` integers of the first ``TAG: ...`` line of a run's output (empty when none)."""
     for line in stdout.splitlines():
         if line.startswith(tag + ":"):
             return {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
