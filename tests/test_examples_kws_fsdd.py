@@ -21,8 +21,8 @@ from lmu_edge.errors import LmuEdgeError
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
-import evaluate_fsdd  # noqa: E402
-import fsdd  # noqa: E402
+import evaluate_fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
+import fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
 
 SUBSET = KWS_DIR / "fsdd_george"
 MODEL = KWS_DIR / "fsdd_model" / "lmu_george.keras"

@@ -196,3 +196,45 @@ def test_the_private_import_check_sees_what_it_should():
     assert _private_module_allowed("lmu_edge.targets._tflite_mixed", "lmu_edge.targets._tflite_build")
     assert _private_module_allowed("lmu_edge.targets.onnx", "lmu_edge.targets._stepplan")
     assert not _private_module_allowed("lmu_edge.report", "lmu_edge.targets._stepplan")
+
+
+# every suppression names what it suppresses and why (issue 17); the markers are built so this file has none
+_NOQA = "# no" + "qa"
+_IGNORE = "type: " + "ignore"
+_EXPLAINED = re.compile(r"(# no" r"qa: [A-Z]+[0-9]+(, [A-Z]+[0-9]+)*|type: " r"ignore\[[a-z-]+(, [a-z-]+)*\])\s+\S")
+# files of other engineers still adding their reasons in this round; remove each once it passes
+SUPPRESSIONS_PENDING = {"bench/c_step.py", "bench/choice.py", "bench/kernels.py", "bench/run_all.py",
+                        "bench/runtimes.py", "tests/fuzzing.py", "tests/matrix/test_matrix.py", "tests/test_fuzz.py",
+                        "tests/test_targets_onnx.py", "tests/test_targets_tflite.py"}
+
+
+def _unexplained_suppressions() -> dict:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = {}
+    for name in files.split():
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if (_NOQA in line or _IGNORE in line) and not _EXPLAINED.search(line):
+                out.setdefault(name, []).append(n)
+    return out
+
+
+def test_every_suppression_names_its_code_and_a_reason():
+    bad = {f: lines for f, lines in _unexplained_suppressions().items() if f not in SUPPRESSIONS_PENDING}
+    assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
+
+
+@pytest.mark.xfail(strict=False, reason="other engineers' files still adding reasons in this round")
+def test_pending_files_explain_their_suppressions_too():
+    bad = {f: lines for f, lines in _unexplained_suppressions().items() if f in SUPPRESSIONS_PENDING}
+    assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
+
+
+def test_the_suppression_check_tells_explained_from_bare():
+    assert _EXPLAINED.search("import x  " + _NOQA + ": E402  (after the sys.path line)")
+    assert not _EXPLAINED.search("import x  " + _NOQA + ": E402")
+    assert not _EXPLAINED.search("import x  " + _NOQA)
+    assert _EXPLAINED.search("y = f()  # " + _IGNORE + "[arg-type]  (numpy's stubs lack it)")
+    assert not _EXPLAINED.search("y = f()  # " + _IGNORE)

@@ -38,7 +38,8 @@ def mackey_glass(n: int, tau: float = 17.0, beta: float = 0.2, gamma: float = 0.
     steps = (n + discard) * every
     x = np.empty(steps + lag + 1)
     x[:lag + 1] = 1.2                                    # constant history
-    f = lambda xt, xd: beta * xd / (1 + xd ** power) - gamma * xt   # noqa: E731
+    def f(xt, xd):
+        return beta * xd / (1 + xd ** power) - gamma * xt
     for k in range(lag, steps + lag):
         xd0, xd1 = x[k - lag], x[k - lag + 1]
         xdm = 0.5 * (xd0 + xd1)                          # delayed value at the half step, interpolated

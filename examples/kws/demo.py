@@ -40,7 +40,8 @@ def utterance_accuracy(qg, model_path):
     x, _, _, _ = kws.sequences(words, labels, T, np.random.default_rng(1))
     post_f = lmu_edge.simulate(lmu_edge.load(model_path), x * kws.FEATURE_SCALE)
     post_q = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
-    acc = lambda p: float(np.mean(kws.utterance_predictions(p) == labels))  # noqa: E731
+    def acc(p):
+        return float(np.mean(kws.utterance_predictions(p) == labels))
     return acc(post_f), acc(post_q), len(labels)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from train import OPTIONS  # noqa: E402
+from train import OPTIONS  # noqa: E402  (train.py beside this script: importable after the sys.path line)
 
 #: (target, mode) -> SQNR floor in dB (None: float, where the bound is the artifact's own tolerance)
 CELLS = {

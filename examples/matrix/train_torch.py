@@ -18,7 +18,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from train import SEED, F, T, inputs  # noqa: E402
+from train import SEED, F, T, inputs  # noqa: E402  (train.py beside this script: importable after the sys.path line)
 
 
 def _models():

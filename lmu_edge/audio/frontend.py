@@ -134,8 +134,11 @@ def tables(cfg: FrontendConfig) -> dict:
     bits = cfg.log2_n_fft
     bitrev = np.array([int(format(i, f"0{bits}b")[::-1], 2) for i in range(N)], np.int64)
     # HTK mel scale, triangles between n_mels + 2 equally spaced mel points
-    mel = lambda f: 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)  # noqa: E731
-    imel = lambda m: 700.0 * (10 ** (np.asarray(m) / 2595.0) - 1.0)  # noqa: E731
+    def mel(f):
+        return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
+
+    def imel(m):
+        return 700.0 * (10 ** (np.asarray(m) / 2595.0) - 1.0)
     edges = imel(np.linspace(mel(cfg.f_min), mel(cfg.f_max), cfg.n_mels + 2))
     freqs = np.arange(cfg.n_bins) * cfg.sample_rate / N
     starts: list[int] = []
