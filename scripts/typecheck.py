@@ -37,10 +37,11 @@ def _package_dirs(root: Path) -> dict[str, str]:
     return dict(config["tool"]["setuptools"]["package-dir"])
 
 
-def build_tree(root: Path) -> Path:
-    """(Re)build ROOT/build/mypy-tree: the package as it installs, made of relative links into the checkout."""
+def build_tree(root: Path, tree: Path | None = None) -> Path:
+    """(Re)build ``tree`` (default ROOT/build/mypy-tree): the package as it installs, as relative links into
+    the checkout ``root``."""
     dirs = _package_dirs(root)
-    tree = root / "build" / "mypy-tree"
+    tree = root / "build" / "mypy-tree" if tree is None else tree
     shutil.rmtree(tree, ignore_errors=True)
     for package in sorted(dirs, key=lambda p: p.count(".")):
         target = tree.joinpath(*package.split("."))

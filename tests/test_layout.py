@@ -238,3 +238,19 @@ def test_the_suppression_check_tells_explained_from_bare():
     assert not _EXPLAINED.search("import x  " + _NOQA)
     assert _EXPLAINED.search("y = f()  # " + _IGNORE + "[arg-type]  (numpy's stubs lack it)")
     assert not _EXPLAINED.search("y = f()  # " + _IGNORE)
+
+
+def test_the_type_check_sees_every_module_under_its_installed_name(tmp_path):
+    # scripts/typecheck.py hands mypy a link tree of the installed layout; a module missing from it would go
+    # unchecked without any message
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    tree = typecheck.build_tree(ROOT, tmp_path / "tree")
+    import os
+    files = [Path(d) / n for d, _, names in os.walk(tree, followlinks=True) for n in names if n.endswith(".py")]
+    found = {".".join(p.relative_to(tree).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
+    assert set(found) == set(PACKAGE_FILES)
+    for module, path in PACKAGE_FILES.items():
+        assert found[module].resolve() == path.resolve(), module
