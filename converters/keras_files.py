@@ -23,7 +23,6 @@ Nothing here imports TensorFlow or Keras.
 from __future__ import annotations
 
 import io
-import json
 import re
 import zipfile
 import zlib
@@ -46,6 +45,7 @@ def class_name(layer: dict) -> str:
 
 
 def layer_name(layer: dict) -> str:
+    """The layer's name from its config (or its outer record); ``"?"`` when it has none."""
     cfg = layer.get("config")
     return str(cfg.get("name") if isinstance(cfg, dict) and "name" in cfg else layer.get("name", "?"))
 
@@ -102,6 +102,7 @@ class KerasModelFile:
         self.close()
 
     def close(self) -> None:
+        """Close the weights file."""
         self._h5.close()
 
     # --- the layer chain ------------------------------------------------------------------------
@@ -121,7 +122,7 @@ class KerasModelFile:
         if cls == "Sequential":
             chain = list(layers)
             shape = self._sequential_input(chain)
-            chain = [l for l in chain if class_name(l) != "InputLayer"]
+            chain = [layer for layer in chain if class_name(layer) != "InputLayer"]
         else:
             chain = _functional_chain(self.path, cfg)
             shape = _batch_shape(chain[0]["config"])
@@ -136,9 +137,9 @@ class KerasModelFile:
         return (None if T is None else int(T)), int(F), chain
 
     def _sequential_input(self, layers):
-        for l in layers[:1]:
-            if class_name(l) == "InputLayer" or _batch_shape(l.get("config", {})) is not None:
-                return _batch_shape(l.get("config", {}))
+        for layer in layers[:1]:
+            if class_name(layer) == "InputLayer" or _batch_shape(layer.get("config", {})) is not None:
+                return _batch_shape(layer.get("config", {}))
         build = self.config.get("build_config") or {}
         return build.get("input_shape")
 
@@ -157,15 +158,15 @@ class KerasModelFile:
                 out[_text(g["vars"].attrs["name"])] = g
         # keys not labelled by name: snake(class) made unique in list order
         seq = class_name(self.config) == "Sequential"
-        used = {}
-        for l in self.config["config"].get("layers", []):
-            if seq and class_name(l) == "InputLayer":
+        used: dict[str, int] = {}
+        for layer in self.config["config"].get("layers", []):
+            if seq and class_name(layer) == "InputLayer":
                 continue
-            key = _snake(class_name(l))
+            key = _snake(class_name(layer))
             used[key] = used.get(key, -1) + 1
             key = key if used[key] == 0 else f"{key}_{used[key]}"
-            if layer_name(l) not in out and key in top:
-                out[layer_name(l)] = top[key]
+            if layer_name(layer) not in out and key in top:
+                out[layer_name(layer)] = top[key]
         return out
 
     def weights(self, layer: dict, names: list, part: str = "own", hidden: Optional[str] = None) -> dict:
@@ -190,7 +191,7 @@ class KerasModelFile:
                 raise ModelFormatError(
                     f"{where}: the weights file holds {len(arrays)} variable(s) where the config implies "
                     f"{len(names)} ({', '.join(names) or 'none'}); the weights do not belong to this config; {_RESAVE}")
-            return dict(zip(names, arrays))
+            return dict(zip(names, arrays, strict=True))
         found = self._h5_vars(layer, part, hidden, where)
         if sorted(found) != sorted(names):
             raise ModelFormatError(
@@ -199,16 +200,19 @@ class KerasModelFile:
         return found
 
     def _keras_vars(self, layer, part, hidden, where) -> list:
+        assert self._groups is not None, "only .keras files are read by variable path"
         g = self._groups.get(layer_name(layer))
         if g is None:
             raise ModelFormatError(f"{where}: model.weights.h5 holds no weights for this layer; {_RESAVE}")
         cls = class_name(layer)
+        by_class: dict[str, list[tuple[str, ...]]]
         if part == "hidden":
-            paths = {"LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
-                     "RNN": [("cell", "hidden_cell")]}.get(cls, [("hidden_cell",)])
+            by_class = {"LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
+                        "RNN": [("cell", "hidden_cell")]}
+            paths = by_class.get(cls, [("hidden_cell",)])
         else:
-            paths = {"LMU": [("layer", "cell"), ("layer",)], "RNN": [("cell",)],
-                     "TimeDistributed": [("layer",)]}.get(cls, [()])
+            by_class = {"LMU": [("layer", "cell"), ("layer",)], "RNN": [("cell",)], "TimeDistributed": [("layer",)]}
+            paths = by_class.get(cls, [()])
         groups = []
         for p in paths:
             sub = g
@@ -281,26 +285,27 @@ def _endpoints(value) -> list:
 def _functional_chain(path, cfg: dict) -> list:
     """The layers of a functional model from its InputLayer to its output, or a clear error."""
     layers = {}
-    for l in cfg["layers"]:
-        layers[str(l.get("name", layer_name(l)))] = l
+    for layer in cfg["layers"]:
+        layers[str(layer.get("name", layer_name(layer)))] = layer
     ins, outs = _endpoints(cfg.get("input_layers")), _endpoints(cfg.get("output_layers"))
     if len(ins) != 1 or len(outs) != 1:
         raise UnsupportedLayerError(
             f"{path}: the model has {len(ins)} input(s) and {len(outs)} output(s); lmu-edge converts "
             f"single-input, single-output chains of layers")
-    producer, consumers = {}, {}
-    for name, l in layers.items():
-        nodes = l.get("inbound_nodes") or []
-        if class_name(l) == "InputLayer":
+    producer: dict[str, str] = {}
+    consumers: dict[str, list[str]] = {}
+    for name, layer in layers.items():
+        nodes = layer.get("inbound_nodes") or []
+        if class_name(layer) == "InputLayer":
             continue
         if len(nodes) != 1:
             raise UnsupportedLayerError(
-                f"{path}: layer {name!r} ({class_name(l)}) is called {len(nodes)} times; lmu-edge converts "
+                f"{path}: layer {name!r} ({class_name(layer)}) is called {len(nodes)} times; lmu-edge converts "
                 f"chains in which every layer is called once")
         refs = _tensor_refs(nodes[0])
         if len(refs) != 1:
             raise UnsupportedLayerError(
-                f"{path}: layer {name!r} ({class_name(l)}) takes {len(refs)} inputs; lmu-edge converts "
+                f"{path}: layer {name!r} ({class_name(layer)}) takes {len(refs)} inputs; lmu-edge converts "
                 f"single-input chains of layers (no branches or merges)")
         producer[name] = refs[0]
         consumers.setdefault(refs[0], []).append(name)
@@ -321,7 +326,7 @@ def _functional_chain(path, cfg: dict) -> list:
         cur = producer[cur]
     if class_name(chain[-1]) != "InputLayer":
         raise UnsupportedLayerError(f"{path}: the model input {ins[0]!r} is not an InputLayer")
-    unused = sorted(set(layers) - {str(l.get("name", layer_name(l))) for l in chain})
+    unused = sorted(set(layers) - {str(layer.get("name", layer_name(layer))) for layer in chain})
     if unused:
         raise UnsupportedLayerError(f"{path}: layer(s) {', '.join(map(repr, unused))} are not on the path from "
                                     f"input to output; lmu-edge converts single chains of layers")

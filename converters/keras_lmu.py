@@ -34,10 +34,9 @@ keras-lmu semantics, as mapped onto the IR (checked against keras-lmu 0.9):
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
-
-import dataclasses
 
 import numpy as np
 
@@ -193,7 +192,8 @@ def _dense(conv, layer, cfg, n_in):
 def _time_distributed(conv, layer, cfg, n_in):
     inner = cfg.get("layer") or {}
     if class_name(inner) != "Dense":
-        raise UnsupportedLayerError(f"TimeDistributed({class_name(inner)}) is not supported; supported: TimeDistributed(Dense)")
+        raise UnsupportedLayerError(f"TimeDistributed({class_name(inner)}) is not supported; "
+                                    f"supported: TimeDistributed(Dense)")
     k, b, act = _dense_parts(conv, layer, inner["config"], n_in)
     return ir.Dense(layer_name(layer), k, b, act)
 
@@ -208,8 +208,8 @@ def _relu(conv, layer, cfg, n_in):
         return ir.Activation(layer_name(layer), "relu")
     if slope == 0 and thr == 0 and mx is not None and float(mx) == 6.0:
         return ir.Activation(layer_name(layer), "relu6")
-    raise UnsupportedLayerError(f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; supported: plain "
-                                f"ReLU and ReLU(max_value=6)")
+    raise UnsupportedLayerError(f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; "
+                                f"supported: plain ReLU and ReLU(max_value=6)")
 
 
 def _softmax(conv, layer, cfg, n_in):
@@ -293,7 +293,8 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
     z = d * q + (n_in if i2h else 0)
     hidden, hidden_name = _hidden_cell(conv, layer, cfg.get("hidden_cell"), z)
     if h2m and hidden is None:
-        raise UnsupportedLayerError("hidden_to_memory=True without a hidden cell is not supported (keras-lmu cannot run it either)")
+        raise UnsupportedLayerError("hidden_to_memory=True without a hidden cell is not supported "
+                                    "(keras-lmu cannot run it either)")
     enc_d = n_in + (hidden.units if h2m else 0)
     names = [n for n, on in (("kernel", has_kernel), ("bias", use_bias), ("theta_inv", tt),
                              ("recurrent_kernel", m2m)) if on]
@@ -304,7 +305,8 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
     elif enc_d == d:
         K = np.eye(d, dtype=np.float32)
     else:
-        raise ShapeError(f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); re-save the model")
+        raise ShapeError(f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); "
+                         f"re-save the model")
     theta = theta0
     if tt:
         tinv = float(w["theta_inv"])
@@ -312,6 +314,7 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
             raise UnsupportedLayerError(f"trained theta_inv = {tinv:g} is not supported: the memory would not change "
                                         f"over time (theta infinite)")
         theta = 1.0 / tinv
+    memory: ir.Memory
     if parallel:
         memory = _impulse_response(conv.seq_len, q, theta, disc, conv_mode, truncate_ir)
     else:
@@ -339,8 +342,9 @@ def _impulse_response(seq_len: Optional[int], q: int, theta: float, disc: str, m
                       truncate_ir) -> ir.ImpulseResponse:
     if seq_len is None:
         if not float(theta).is_integer():
-            raise ModelFormatError(f"theta={theta:g} with an unknown sequence length is not supported; keras-lmu cannot build "
-                                   f"that (its impulse response has 5*theta steps); re-save with a fixed length")
+            raise ModelFormatError(f"theta={theta:g} with an unknown sequence length is not supported; keras-lmu "
+                                   f"cannot build that (its impulse response has 5*theta steps); re-save with a fixed "
+                                   f"length")
         length, why = 5 * int(theta), f"the sequence length is unknown, so keras-lmu convolves with the first " \
                                       f"5*theta = {5 * int(theta)} steps of the response"
     else:

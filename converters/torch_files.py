@@ -211,7 +211,8 @@ def _bool(v, where, name):
 
 class _Tensors:
     def __init__(self, tensors: dict, where: str):
-        self.t, self.where, self.used = tensors, where, set()
+        self.t, self.where = tensors, where
+        self.used: set[str] = set()
 
     def get(self, key, shape):
         if key not in self.t:
@@ -227,8 +228,8 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     """An IR graph (parallel form) from a config and its tensors (numpy, keyed ``"i.param"``)."""
     if not isinstance(cfg, dict):
         raise ModelFormatError(f"{where}: config must be a JSON object")
-    top = _fields(cfg, {"format": REQUIRED, "version": REQUIRED, "input_size": REQUIRED, "layers": REQUIRED, "name": name,
-                        "seq_len": None}, where)
+    top = _fields(cfg, {"format": REQUIRED, "version": REQUIRED, "input_size": REQUIRED, "layers": REQUIRED,
+                        "name": name, "seq_len": None}, where)
     if top["format"] != CONFIG_FORMAT:
         raise ModelFormatError(f"{where}: config format is {top['format']!r}, expected {CONFIG_FORMAT!r}")
     if top["version"] != CONFIG_VERSION:
@@ -241,12 +242,13 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     n = n0 = _int(top["input_size"], where, "input_size")
     seq_len = top["seq_len"] if top["seq_len"] is None else _int(top["seq_len"], where, "seq_len")
     T = _Tensors(tensors, where)
-    layers = []
+    layers: list[ir.Layer] = []
     for i, spec in enumerate(top["layers"]):
         w = f"{where}: layer {i}"
         if not isinstance(spec, dict) or "type" not in spec:
             raise ModelFormatError(f"{w}: each layer must be a JSON object with a 'type'")
         kind = spec["type"]
+        layer: ir.Layer
         if kind == "lmu":
             layer = _lmu(i, _fields(spec, LMU_KEYS, w), n, T, w)
         elif kind == "linear":
@@ -269,7 +271,7 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     if extra:
         raise ModelFormatError(f"{where}: tensor(s) {', '.join(map(repr, extra[:5]))} are not used by any layer "
                                f"of the config; the config and the weights do not belong together")
-    return ir.Graph(limits.safe_name(top["name"], "torch_model"), n0, layers,
+    return ir.Graph(limits.safe_name(top["name"], "torch_model"), n0, tuple(layers),
                     seq_len, {"source": "lmu_edge.torch"})
 
 

@@ -2,8 +2,8 @@
 
     python examples/nengo_digits.py                      # spiking-relu, 100 neurons per dimension
     python examples/nengo_digits.py --neurons 25 50 100  # accuracy as a function of neurons per dimension
-    python examples/nengo_digits.py --runtime loihi-emulator --neurons 30 --limit 16  (numpy < 2 only; slow, and
-                                                                                      only 0.31 accurate: docs/neuromorphic.md)
+    python examples/nengo_digits.py --runtime loihi-emulator --neurons 30 --limit 16
+        (numpy < 2 only; slow, and only 0.31 accurate: docs/neuromorphic.md)
 
 The first 16 held-out digits calibrate the ensembles' radii; the other 48 are
 classified by the float model and by the spiking network, which is also

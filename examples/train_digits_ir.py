@@ -53,7 +53,8 @@ def main():
     bias = (b - (mu / sd) @ W).astype(np.float32)
     model = ir.Graph("digits_lmu", input_features=1, seq_len=64,
                      layers=(memory, ir.Dense("classifier", kernel, bias, "softmax")),
-                     metadata={"task": "sklearn 8x8 digits, one pixel per step", "trained_by": "examples/train_digits_ir.py"})
+                     metadata={"task": "sklearn 8x8 digits, one pixel per step",
+                               "trained_by": "examples/train_digits_ir.py"})
     out = HERE / "models" / "digits_lmu.lmu.npz"
     lmu_edge.save(model, out)
     np.save(HERE / "models" / "digits_test_x.npy", x[test][:64])

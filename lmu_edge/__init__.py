@@ -14,7 +14,7 @@ The public API::
 from __future__ import annotations
 
 try:
-    from importlib.metadata import PackageNotFoundError, version as _dist_version
+    from importlib.metadata import version as _dist_version
     __version__ = _dist_version("lmu-edge")
 except Exception:  # running from a source tree that is not installed
     __version__ = "0.1.0"
@@ -24,6 +24,7 @@ from .artifact import Artifact, convert, open_artifact
 from .errors import LmuEdgeError
 from .folding import candidates, fold
 from .irfile import save
+from .quantization import quantize
 from .reference import Stream, simulate
 
 
@@ -34,8 +35,7 @@ def load(path) -> "ir.Graph":
     from pathlib import Path
 
     from . import registry
-    from .errors import IRFormatError, ModelFormatError
-
+    from .errors import ModelFormatError
     from .limits import check_regular_file
 
     p = Path(path)
@@ -60,8 +60,4 @@ def load(path) -> "ir.Graph":
 
 
 __all__ = ["Artifact", "LmuEdgeError", "Stream", "candidates", "convert", "errors", "fold", "ir", "load",
-           "lti", "open_artifact", "save", "simulate", "__version__"]
-
-from .quantization import quantize  # noqa: E402
-
-__all__.append("quantize")
+           "lti", "open_artifact", "quantize", "save", "simulate", "__version__"]

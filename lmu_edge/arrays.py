@@ -85,7 +85,8 @@ def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
-        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}")
+        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), "
+                         f"got {x.shape}")
     if x.shape[2] != graph.input_features:
         raise ShapeError(f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
                          f"got {x.shape[2]} (shape {x.shape})")

@@ -65,10 +65,12 @@ class FixedType:
     # --- ranges ---------------------------------------------------------------------------
     @property
     def min_int(self) -> int:
+        """The smallest stored integer."""
         return -(1 << (self.width - 1)) if self.signed else 0
 
     @property
     def max_int(self) -> int:
+        """The largest stored integer."""
         return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
 
     @property
@@ -78,10 +80,12 @@ class FixedType:
 
     @property
     def min(self) -> float:
+        """The smallest real value the type represents."""
         return self.min_int * self.scale
 
     @property
     def max(self) -> float:
+        """The largest real value the type represents."""
         return self.max_int * self.scale
 
     @property
@@ -94,6 +98,7 @@ class FixedType:
 
     @property
     def c_type(self) -> str:
+        """The C integer type that stores it (``int16_t``, ``uint8_t``, ...)."""
         return f"{'' if self.signed else 'u'}int{self.storage_bits}_t"
 
     def __str__(self) -> str:
@@ -123,13 +128,16 @@ class FixedType:
         return self.saturate(round_real(y, self.rounding))
 
     def dequantize(self, n) -> np.ndarray:
+        """Stored integer to float: ``n * 2**-frac``."""
         return np.ldexp(np.asarray(n, dtype=np.float64), -self.frac)
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (the IR file's form)."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "FixedType":
+        """The type a :meth:`to_dict` dict describes."""
         return cls(**d)
 
 

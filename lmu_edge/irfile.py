@@ -24,10 +24,11 @@ import tempfile
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from . import ir, limits, qir  # noqa: F401  (qir registers the quantized node types)
+from . import ir, limits, qir  # qir also registers the quantized node types
 from .errors import IRFormatError, LmuEdgeError
 
 HEADER_KEY = "header.json"
@@ -45,7 +46,7 @@ def _encode(node, prefix: str, arrays: dict) -> dict:
         elif dataclasses.is_dataclass(v):
             out[f.name] = _encode(v, key, arrays)
         elif isinstance(v, (list, tuple)) and any(dataclasses.is_dataclass(e) for e in v):
-            out[f.name] = [_encode(l, f"{key}{i}", arrays) for i, l in enumerate(v)]
+            out[f.name] = [_encode(item, f"{key}{i}", arrays) for i, item in enumerate(v)]
         elif isinstance(v, (np.integer, np.floating)):
             out[f.name] = v.item()
         else:
@@ -87,7 +88,7 @@ def _decode(obj, arrays, where: str):
         elif name in ("layers", "parts"):
             if not isinstance(v, list):
                 raise IRFormatError(f"{w}: expected a list of nodes")
-            v = [_decode(l, arrays, f"{w}[{i}]") for i, l in enumerate(v)]
+            v = [_decode(item, arrays, f"{w}[{i}]") for i, item in enumerate(v)]
         kwargs[name] = v
     try:
         return cls(**kwargs)
@@ -112,7 +113,7 @@ def save(graph: ir.Graph, path) -> Path:
     path = Path(path)
     header, arrays = graph_to_header(graph)
     text = json.dumps(header, indent=1, sort_keys=True)
-    members = {HEADER_KEY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
+    members: dict[str, Any] = {HEADER_KEY: np.frombuffer(text.encode("utf-8"), dtype=np.uint8)}
     members.update(arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -183,7 +184,7 @@ def load_ir(path) -> ir.Graph:
     if not isinstance(graph, ir.Graph):
         raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")
     limits.check_metadata(graph.metadata, f"{path}: graph metadata")
-    for i, layer in enumerate(graph.layers):
+    for layer in graph.layers:
         if getattr(layer, "QUANTIZED", False):
             try:
                 qir.validate(layer, f"layer {layer.name!r}")

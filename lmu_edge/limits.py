@@ -84,9 +84,9 @@ def safe_name(raw, fallback: str = "model") -> str:
 def check_int(value, lo: int, hi: int, what: str) -> int:
     """An integer in ``[lo, hi]``, or :class:`LimitError` naming the limit."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not isinstance(value, numbers.Integral) and (
-            not math.isfinite(float(value)) or float(value) != int(value)):
+            not math.isfinite(float(value)) or float(value) != math.floor(value)):
         raise LimitError(f"{what}: expected an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value)
+    v = int(value) if isinstance(value, numbers.Integral) else int(math.floor(value))   # floor: exact for Fraction
     if not lo <= v <= hi:
         raise LimitError(f"{what} = {v} is outside the supported range [{lo}, {hi}] (limits: docs/security.md)")
     return v

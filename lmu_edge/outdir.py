@@ -198,7 +198,7 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)
     before = _state(out_dir)
-    created = []                          # parent directories this run creates, outermost first
+    created: list[Path] = []              # parent directories this run creates, outermost first
     p = out_dir.parent
     while not p.exists():
         created.insert(0, p)
@@ -222,7 +222,8 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
                 os.rename(tmp, out_dir)
             else:
                 check_replaceable(out_dir, overwrite)
-                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old", dir=out_dir.parent))
+                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old",
+                                            dir=out_dir.parent))
                 os.rename(out_dir, old / "x")
                 os.rename(tmp, out_dir)
                 shutil.rmtree(old, ignore_errors=True)

@@ -17,7 +17,7 @@ requantizing concatenation; MBQM is TFLite's fixed-point multiplier and shift.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, cast
 
 import numpy as np
 
@@ -91,10 +91,12 @@ class QLinear:
 
     @property
     def units(self) -> int:
+        """Output width (columns of the kernels)."""
         return int(self.parts[0].kernel.shape[1])
 
     @property
     def in_sizes(self) -> list:
+        """Input width of each part, in order."""
         return [int(p.kernel.shape[0]) for p in self.parts]
 
 
@@ -112,6 +114,7 @@ class QInput(_QLayer):
     out_zp: int
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (unchanged)."""
         return n_in
 
 
@@ -124,6 +127,7 @@ class QDense(_QLayer):
     out_zp: int
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs, or :class:`ShapeError` when the kernel does not take ``n_in``."""
         if self.linear.in_sizes != [n_in]:
             raise ShapeError(f"QDense {self.name!r}: kernel takes {self.linear.in_sizes} inputs, the layer gets {n_in}")
         return self.linear.units
@@ -143,6 +147,7 @@ class QLut(_QLayer):
         _int_array(self, "lut", 1, -128, 127)
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (unchanged: the table maps each value)."""
         return n_in
 
 
@@ -161,6 +166,7 @@ class QSoftmax(_QLayer):
         _int_array(self, "exp_lut", 1, 0, 1 << 16)
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (unchanged)."""
         return n_in
 
 
@@ -179,6 +185,7 @@ class QPool(_QLayer):
     out_zp: int
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (unchanged: pooling is over time)."""
         return n_in
 
 
@@ -271,15 +278,19 @@ class QLMU(_QLayer):
             object.__setattr__(self, "x_to_z", tuple(int(v) for v in self.x_to_z))
 
     def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (hidden units, or the memory), or :class:`ShapeError`."""
         if self.encoder.in_sizes[0] != n_in:
-            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, the layer gets {n_in}")
+            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, "
+                             f"the layer gets {n_in}")
         z = self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
         return self.hidden.units if self.hidden is not None else z
 
 
 QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU)
+# ir.NODE_TYPES's type is inferred from the float node classes; the registry is open to these as well
+_node_types = cast("dict[str, type]", ir.NODE_TYPES)
 for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
-    ir.NODE_TYPES[_c.TYPE] = _c
+    _node_types[_c.TYPE] = _c
 ir.LAYER_CLASSES.extend(QLAYERS)
 
 

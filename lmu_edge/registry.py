@@ -33,9 +33,12 @@ CONVERTERS = {
     ".npz": ("lmu_edge.irfile", "lmu-edge IR file"),
     ".keras": ("lmu_edge.converters.keras_lmu", "Keras 3 model with keras-lmu layers"),
     ".h5": ("lmu_edge.converters.keras_lmu", "legacy Keras HDF5 model with keras-lmu layers"),
-    ".safetensors": ("lmu_edge.converters.torch_files", "lmu_edge.torch checkpoint (weights; NAME.json config beside it)"),
-    ".pt": ("lmu_edge.converters.torch_files", "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
-    ".pth": ("lmu_edge.converters.torch_files", "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
+    ".safetensors": ("lmu_edge.converters.torch_files",
+                     "lmu_edge.torch checkpoint (weights; NAME.json config beside it)"),
+    ".pt": ("lmu_edge.converters.torch_files",
+            "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
+    ".pth": ("lmu_edge.converters.torch_files",
+             "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
 }
 
 

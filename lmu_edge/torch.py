@@ -45,7 +45,7 @@ _ACT = {"linear": lambda v: v, "relu": torch.relu, "relu6": lambda v: torch.clam
 _MODULE_ACT = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.SiLU: "silu"}
 
 
-def _legendre_torch(order: int, theta: torch.Tensor, method: str):
+def _legendre_torch(order: int, theta: torch.Tensor, method: str) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Abar, Bbar)`` as differentiable functions of ``theta`` (for a trainable theta)."""
     A0, B0 = lti.legendre_ab(order, 1.0)
     A = torch.as_tensor(A0, dtype=theta.dtype, device=theta.device) / theta
@@ -80,6 +80,9 @@ class LMU(nn.Module):
     same function and share the weights, so a model trained in one runs in the other.
     """
 
+    _Abar: torch.Tensor      # buffers (fixed theta only), declared so their type is known
+    _Bbar: torch.Tensor
+
     def __init__(self, input_size: int, memory_d: int, order: int, theta: float, *, discretizer: str = "zoh",
                  trainable_theta: bool = False, use_bias: bool = False, hidden_units: int | None = None,
                  hidden_activation: str = "tanh", hidden_bias: bool = True, input_to_hidden: bool = False,
@@ -100,20 +103,20 @@ class LMU(nn.Module):
         self.hidden_bias_on, self.input_to_hidden = bool(hidden_bias), bool(input_to_hidden)
         self.return_sequences = bool(return_sequences)
         self.mode = mode
-        fk = {"dtype": dtype or torch.get_default_dtype()}
+        dt = dtype or torch.get_default_dtype()
         d, q = self.memory_d, self.order
-        self.input_encoders = nn.Parameter(torch.empty(self.input_size, d, **fk))
-        self.encoder_bias = nn.Parameter(torch.zeros(d, **fk)) if use_bias else None
+        self.input_encoders = nn.Parameter(torch.empty(self.input_size, d, dtype=dt))
+        self.encoder_bias = nn.Parameter(torch.zeros(d, dtype=dt)) if use_bias else None
         if trainable_theta:
-            self.theta = nn.Parameter(torch.tensor(float(theta), **fk))
+            self.theta = nn.Parameter(torch.tensor(float(theta), dtype=dt))
         else:
             Ab, Bb = lti.legendre_discrete(q, float(theta), discretizer)
-            self.register_buffer("_Abar", torch.as_tensor(Ab, **fk), persistent=False)
-            self.register_buffer("_Bbar", torch.as_tensor(Bb, **fk), persistent=False)
+            self.register_buffer("_Abar", torch.as_tensor(Ab, dtype=dt), persistent=False)
+            self.register_buffer("_Bbar", torch.as_tensor(Bb, dtype=dt), persistent=False)
         self.z_size = d * q + (self.input_size if input_to_hidden else 0)
         if hidden_units is not None:
-            self.hidden_kernel = nn.Parameter(torch.empty(self.z_size, int(hidden_units), **fk))
-            self.hidden_bias = nn.Parameter(torch.zeros(int(hidden_units), **fk)) if hidden_bias else None
+            self.hidden_kernel = nn.Parameter(torch.empty(self.z_size, int(hidden_units), dtype=dt))
+            self.hidden_bias = nn.Parameter(torch.zeros(int(hidden_units), dtype=dt)) if hidden_bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -124,23 +127,26 @@ class LMU(nn.Module):
 
     @property
     def mode(self) -> str:
+        """``"parallel"`` or ``"recurrent"``; settable, the weights stay the same."""
         return self._mode
 
     @mode.setter
     def mode(self, value: str) -> None:
+        """Switch between ``"parallel"`` and ``"recurrent"`` (anything else: :class:`ShapeError`)."""
         if value not in ("parallel", "recurrent"):
             raise ShapeError(f"LMU: mode must be 'parallel' or 'recurrent', got {value!r}")
         self._mode = value
 
     @property
     def output_size(self) -> int:
+        """Features per step of the output: the hidden units, or the memory (and input) without a hidden cell."""
         return self.z_size if self.hidden_units is None else int(self.hidden_units)
 
     def theta_value(self) -> float:
         """The window in steps (the trained one when theta is trainable)."""
         return float(self.theta.detach()) if self.trainable_theta else self.theta0
 
-    def system(self):
+    def system(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(Abar, Bbar)`` in the layer's dtype, differentiable in theta when it is trainable."""
         if self.trainable_theta:
             return _legendre_torch(self.order, self.theta, self.discretizer)
@@ -159,6 +165,8 @@ class LMU(nn.Module):
         return cache[key]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(batch, T, input_size)`` to ``(batch, T, output_size)`` (the last step only without
+        ``return_sequences``)."""
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ShapeError(f"LMU: expected input (batch, steps, {self.input_size}), got {tuple(x.shape)}")
         N, T, _ = x.shape
@@ -304,7 +312,8 @@ def load_checkpoint(path, mode: str = "parallel", dtype=None) -> nn.Sequential:
     cfg = torch_files.read_config(p)
     tensors = torch_files.read_pt(p) if p.suffix.lower() in (".pt", ".pth") else torch_files.read_safetensors(p)
     dt = dtype or torch.get_default_dtype()
-    mods = []
+    mods: list[nn.Module] = []
+    activations = {v: k for k, v in _MODULE_ACT.items()}
     for spec in cfg["layers"]:
         spec = {k: v for k, v in spec.items() if k != "type"} if spec["type"] in ("lmu", "linear") else spec
         if "memory_d" in spec:
@@ -312,9 +321,12 @@ def load_checkpoint(path, mode: str = "parallel", dtype=None) -> nn.Sequential:
         elif "in_features" in spec:
             mods.append(nn.Linear(spec["in_features"], spec["out_features"], bias=spec.get("bias", True), dtype=dt))
         else:
-            mods.append({v: k for k, v in _MODULE_ACT.items()}.get(spec["type"], None) or
-                        (nn.Softmax(dim=-1) if spec["type"] == "softmax" else nn.Identity()))
-    seq = nn.Sequential(*[m() if isinstance(m, type) else m for m in mods])
+            act = activations.get(spec["type"])
+            if act is not None:
+                mods.append(act())
+            else:
+                mods.append(nn.Softmax(dim=-1) if spec["type"] == "softmax" else nn.Identity())
+    seq = nn.Sequential(*mods)
     seq.load_state_dict({k: torch.as_tensor(v, dtype=dt) for k, v in tensors.items()}, strict=True)
     assert g is not None
     return seq

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = "firmware_templates/lmu_runtime.h"
@@ -58,8 +59,8 @@ def kernel_lines(text: str):
     to the start of the float section (the helpers, the qlinear / softmax / pool kernels and the
     LMU_DEFINE_* memory kernels)."""
     lines = text.splitlines()
-    start = next(i for i, l in enumerate(lines) if "integer helpers" in l)
-    end = next((i for i, l in enumerate(lines) if i > start and l.startswith("/* float")), len(lines))
+    start = next(i for i, line in enumerate(lines) if "integer helpers" in line)
+    end = next((i for i, line in enumerate(lines) if i > start and line.startswith("/* float")), len(lines))
     out = [i for i in range(start, end)
            if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
     return lines, out

@@ -23,6 +23,8 @@ C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi q
 REPORT_TEST_PACKAGES=(chromium)
 # the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite)
 KWS_PACKAGES=(espeak-ng flite)
+# scripts/lint.sh and the pre-commit hooks: the C style check of firmware_templates (ruff, mypy come from pip)
+LINT_PACKAGES=(clang-format)
 
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     local PY="${PYTHON:-python3}"

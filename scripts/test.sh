@@ -5,16 +5,20 @@
 # Installs: the C toolchains, QEMU and Chromium (Debian); .venv with lmu-edge and the extras whose
 # real runtimes the tests run (TensorFlow + keras-lmu build the reference models); then the second
 # environment with numpy < 2 (nengo-loihi, legacy tflite-runtime) through scripts/numpy1_tests.sh.
-# Ends with one line "N passed, N failed" over both environments.
+# First runs scripts/lint.sh (ruff, ruff format --check, mypy, clang-format): a finding fails the run, after
+# the tests have run. Ends with one line "N passed, N failed" over both environments.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
 
-apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}"
+apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}" "${LINT_PACKAGES[@]}"
 make_venv "test,keras,nengo,tflite,onnx,torch,nir"
 
 logs=$(mktemp -d)
 rc=0
+echo "== lint (the checks of .pre-commit-config.yaml)"
+lint_rc=0
+bash scripts/lint.sh || lint_rc=1
 # The numpy<2 environment first: its tflite-runtime worker is used by the main suite too. Its tests
 # convert models in the main environment (TensorFlow cannot be imported next to tflite-runtime).
 export LMU_EDGE_MAIN_PYTHON="$PWD/.venv/bin/python"
@@ -48,5 +52,6 @@ summary() { { grep -hE "^=+ .*(passed|failed|error)" "$logs"/*.log || true; } | 
 passed=$(summary passed)
 failed=$(( $(summary failed) + $(summary error) ))
 rm -rf "$logs"
+[ "$lint_rc" -eq 0 ] || { echo "lint: findings (scripts/lint.sh above)"; [ "$rc" -ne 0 ] || rc=1; }
 echo "${passed} passed, ${failed} failed"
 exit "$rc"

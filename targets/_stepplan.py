@@ -79,7 +79,7 @@ def record(graph: ir.Graph, x: np.ndarray, max_samples: int = 0, seed: int = 0) 
     N, T, F = x.shape
     s = reference.Stream(graph)
     s.reset(N)
-    rows = {"x": [], "y": []}
+    rows: dict[str, list] = {"x": [], "y": []}
     rows.update({name: [] for name, *_ in spec})
     for t in range(T):
         for name, i, kind, size in spec:
@@ -101,7 +101,7 @@ class StatePlan:
     def __init__(self, graph: ir.Graph, rec: dict | None = None, balance: bool = False):
         self.graph, self.spec = graph, state_spec(graph)
         self.sigma = {}
-        for name, i, kind, size in self.spec:
+        for name, i, kind, _ in self.spec:
             layer = graph.layers[i]
             if kind == "m" and balance and rec is not None and isinstance(layer.memory, ir.DenseSS):
                 m = np.abs(rec[name]).reshape(-1, layer.memory_d, layer.order).max(axis=(0, 1))
@@ -112,11 +112,12 @@ class StatePlan:
 
     def to_model(self, name: str, value: np.ndarray) -> np.ndarray:
         """A recorded state (oracle coordinates) in the model's coordinates."""
-        for n, i, kind, size in self.spec:
+        for n, i, kind, _ in self.spec:
             if n == name and kind == "m":
                 L = self.graph.layers[i]
                 return (value.reshape(-1, L.memory_d, L.order) / self.sigma[i]).reshape(value.shape)
         return value
 
     def model_states(self, rec: dict) -> dict:
+        """Every recorded state of ``rec`` (oracle coordinates) in the model's coordinates, by name."""
         return {name: self.to_model(name, rec[name]) for name, *_ in self.spec}

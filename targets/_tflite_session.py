@@ -54,6 +54,7 @@ class Session:
         self.reset()
 
     def reset(self):
+        """Back to the zero state (internal state: the model's ``step_reset`` signature)."""
         if self.io["variant"] == "internal":
             self.backend.reset()
             self.state = None
@@ -61,6 +62,7 @@ class Session:
             self.state = {n: _quant(np.zeros(self.inputs[n]["shape"]), self.inputs[n]) for n in self.states}
 
     def step(self, x_t):
+        """One step: float ``x_t`` (F,) in, float ``y_t`` out; the state advances."""
         x = _quant(np.asarray(x_t, dtype=np.float64).reshape(self.inputs["x"]["shape"]), self.inputs["x"])
         feed = {"x": x}
         if self.state is not None:
@@ -86,9 +88,12 @@ class SignatureBackend:
         self.run_reset = self.interp.get_signature_runner("step_reset") if "step_reset" in self.sigs else None
 
     def invoke(self, feed):
+        """Run the ``step`` signature on ``feed`` (name -> array); returns its outputs by name."""
         return self.run_step(**feed)
 
     def reset(self):
+        """Run the ``step_reset`` signature (zeroes the model's resource variables)."""
+        assert self.run_reset is not None, "internal-state models always carry a step_reset signature"
         self.run_reset()
 
 
@@ -109,12 +114,14 @@ class MicroBackend:
         self.out_names = [d["name"] for d in io["outputs"]]
 
     def invoke(self, feed):
+        """Set the inputs of ``feed`` (name -> array) by index, invoke, return the outputs by name."""
         for k, n in enumerate(self.in_names):
             self.interp.set_input(feed[n], k)
         self.interp.invoke()
         return {n: self.interp.get_output(k) for k, n in enumerate(self.out_names)}
 
     def reset(self):
+        """Reset the interpreter's variables to their initial values."""
         self.interp.reset()
 
 
@@ -144,6 +151,7 @@ class PipeReader:
         self.stream = stream
 
     def read(self, n=-1):
+        """Up to ``n`` bytes (all that is left when ``n`` is -1)."""
         return self.stream.read(n)
 
 

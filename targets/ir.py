@@ -18,7 +18,7 @@ OPTIONS: dict = {}
 
 
 def emit(graph, out_dir, options) -> dict:
-    # model.lmu.npz, written by convert for every target, is this target's whole output.
+    """Nothing to write: ``model.lmu.npz``, which convert writes for every target, is this target's output."""
     return {"files": ["model.lmu.npz"]}
 
 
@@ -27,8 +27,10 @@ def _dtype(runtime):
 
 
 def run(artifact, x, runtime):
+    """``x`` (N, T, F) through the float reference (float64, or float32 for ``reference-float32``)."""
     return reference.simulate(artifact.graph, x, dtype=_dtype(runtime))
 
 
 def stream(artifact, runtime):
+    """A step-at-a-time :class:`lmu_edge.reference.Stream` over the artifact's graph."""
     return reference.Stream(artifact.graph, dtype=_dtype(runtime))

@@ -27,6 +27,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from ..errors import ArtifactError, MissingDependencyError, UnsupportedLayerErro
 QUANTIZE = ("float",)
 RUNTIMES = ("nengo", "loihi-emulator")
 DEFAULT_RUNTIME = "nengo"
-OPTIONS = {
+OPTIONS: dict[str, Any] = {
     "spiking": False,          # memories as spiking ensembles (else the exact, non-spiking network)
     "neurons_per_dim": 100,    # neurons per memory state dimension (spiking)
     "neuron_type": "spiking-relu",  # spiking-relu | lif | lif-rate | direct (ideal ensembles, for testing)
@@ -213,7 +214,7 @@ def _save_weights(path: Path, spec: dict, arrays: dict) -> None:
 def _calibration_input(graph: ir.Graph, calibration, seed: int = 0) -> np.ndarray:
     if calibration is not None:
         return np.asarray(calibration, dtype=np.float64)
-    T = graph.seq_len or int(min(max(10 * max([l.theta for l in graph.lmu_layers] or [10.0]), 16), 1000))
+    T = graph.seq_len or int(min(max(10 * max([layer.theta for layer in graph.lmu_layers] or [10.0]), 16), 1000))
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
 
@@ -222,7 +223,7 @@ def _radii(graph, spec, arrays, x) -> None:
     net = _network_module_from(Path(__file__).with_name("nengo_network.py"))
     model = net.build_network((spec, arrays), spiking=False, probe_states=True)
     _, states = model.run(x, states=True)
-    for i, (layer_spec, layer) in enumerate(zip(spec["layers"], graph.layers)):
+    for i, (layer_spec, layer) in enumerate(zip(spec["layers"], graph.layers, strict=True)):
         if layer_spec["kind"] != "lmu" or f"{i}.Fk" not in arrays:
             continue
         d = layer.memory_d
@@ -248,7 +249,8 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
     registry.require("nengo", "nengo", "the Nengo target")
     o = _check_options(options)
     out_dir = Path(out_dir)
-    arrays, layers = {}, []
+    arrays: dict[str, np.ndarray] = {}
+    layers: list[dict] = []
     for i, (layer, n_in, _, _) in enumerate(graph.shapes()):
         layers.append(_layer_spec(i, layer, n_in, o, arrays))
     run_options = {k: o[k] for k in ("spiking", "neurons_per_dim", "neuron_type", "tau", "dt", "seed")}
@@ -259,15 +261,15 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
         _radii(graph, spec, arrays, _calibration_input(graph, options.get("calibration")))
     _save_weights(out_dir / WEIGHTS_FILE, spec, arrays)
     shutil.copyfile(Path(__file__).with_name("nengo_network.py"), out_dir / NETWORK_FILE)
-    lmus = [l for l in layers if l["kind"] == "lmu"]
-    dims = sum(int(l["memory_d"]) * arrays[f"{i}.Fk"].shape[0] for i, l in enumerate(layers)
-               if l["kind"] == "lmu" and f"{i}.Fk" in arrays)
+    lmus = [spec_ for spec_ in layers if spec_["kind"] == "lmu"]
+    dims = sum(int(spec_["memory_d"]) * arrays[f"{i}.Fk"].shape[0] for i, spec_ in enumerate(layers)
+               if spec_["kind"] == "lmu" and f"{i}.Fk" in arrays)
     nengo_report = {"mode": "spiking" if o["spiking"] else "exact", "dt": o["dt"], "lmu_layers": len(lmus)}
     if o["spiking"]:
         nengo_report.update(steps_per_sample=o["steps_per_sample"], tau=o["tau"], neuron_type=o["neuron_type"],
                             neurons_per_dim=o["neurons_per_dim"], ensembles=int(dims),
                             neurons=int(dims * o["neurons_per_dim"]))
-    out = {"files": [NETWORK_FILE, WEIGHTS_FILE], "report": {"nengo": nengo_report}}
+    out: dict[str, Any] = {"files": [NETWORK_FILE, WEIGHTS_FILE], "report": {"nengo": nengo_report}}
     if o["spiking"]:
         out["tolerance"] = None      # measured against the float reference in check(), not enforced
     return out
@@ -288,6 +290,7 @@ def _network_module_from(path: Path):
         registry.require("nengo", "nengo", "the Nengo target")
         name = f"_lmu_edge_nengo_network_{digest}_{len(_MODULES)}"
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path     # a .py path always has a source loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
@@ -378,6 +381,7 @@ class _Stream:
 
 
 def stream(artifact, runtime):
+    """A step-at-a-time session over the artifact's Nengo network (``reset``, ``step``)."""
     return _Stream(artifact, runtime)
 
 

@@ -74,8 +74,8 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import nengo
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORMAT = "lmu-edge-nengo"
@@ -135,9 +135,11 @@ class Hold(nengo.Process):
         super().__init__(default_size_in=self.size, default_size_out=self.size)
 
     def make_state(self, shape_in, shape_out, dt, dtype=None):
+        """Nengo's process state: the latched value (zero)."""
         return {"held": np.zeros(self.size)}
 
     def make_step(self, shape_in, shape_out, dt, rng, state):
+        """Nengo's step function ``step(t, x)``: latch ``x`` on sample steps, output the latched value."""
         held, k, phase = state["held"], self.k, self.phase
 
         def step(t, x):
@@ -160,9 +162,11 @@ class Clocked(nengo.Process):
         super().__init__(default_size_in=int(size_in), default_size_out=int(size_out))
 
     def make_state(self, shape_in, shape_out, dt, dtype=None):
+        """Nengo's process state: the cell state (zero)."""
         return {"cell": np.zeros(self.n_state)}
 
     def make_step(self, shape_in, shape_out, dt, rng, state):
+        """Nengo's step function ``step(t, x)``: run ``fn``, keep its new state on sample steps only."""
         cell, fn, k, phase = state["cell"], self.fn, self.k, self.phase
 
         def step(t, x):
@@ -225,6 +229,7 @@ class Model:
 
     @property
     def dt(self):
+        """Simulator step in seconds."""
         return float(self.options["dt"])
 
     def simulator(self, runtime="nengo", progress_bar=False):
@@ -255,7 +260,8 @@ class Model:
         try:
             N, T = x.shape[:2]
             idx = np.arange(T) * self.k + self.phase
-            ys, st = [], {name: [] for name in self.state_probes}
+            ys: list = []
+            st: dict[str, list] = {name: [] for name in self.state_probes}
             for i in range(N):
                 self.input.x = x[i]
                 if _is_loihi(sim):
@@ -441,8 +447,8 @@ def _spiking_memory(layer, arr, u, m, opts):
     a = float(np.exp(-dt / tau))
     Fk, Gk, Ck, r = arr["Fk"], arr["Gk"], arr["Ck"], arr["radius"]        # r: (d, n_state)
     n = Fk.shape[0]
-    I = np.eye(n)
-    An = _blockdiag([(Fk - a * I) / (1 - a) * r[c][None, :] / r[c][:, None] for c in range(d)])
+    eye = np.eye(n)
+    An = _blockdiag([(Fk - a * eye) / (1 - a) * r[c][None, :] / r[c][:, None] for c in range(d)])
     Bn = _blockdiag([(Gk / (1 - a) / r[c])[:, None] for c in range(d)])
     Cn = _blockdiag([Ck * r[c][None, :] for c in range(d)])
     neuron = NEURON_TYPES[opts["neuron_type"]]()

@@ -3,14 +3,14 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 # The suite loads TensorFlow and PyTorch into one process. PyPI's Linux torch wheel depends on triton (GPU
 # kernel compiler), and importing triton after TensorFlow crashes the process (SIGSEGV in its LLVM; seen
 # with TF 2.21 and triton from torch 2.14's dependencies). torch imports triton only to ask whether it can
 # compile GPU kernels (first optimizer step), which CPU tests never do: make that import fail instead.
 sys.modules.setdefault("triton", None)
-
-import numpy as np
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "models"

@@ -1,6 +1,5 @@
 """Small IR graphs covering every layer kind, built with seeded random weights."""
 
-import numpy as np
 
 from lmu_edge import ir, lti
 

@@ -36,7 +36,7 @@ def keras_with_names(dst: Path, model_name=None, layer_names=None, src=EXAMPLES 
         cfg = json.loads(data)
         if model_name is not None:
             cfg["config"]["name"] = model_name
-        for layer, new in zip(cfg["config"]["layers"], layer_names or []):
+        for layer, new in zip(cfg["config"]["layers"], layer_names or [], strict=False):
             if new is not None:
                 layer["config"]["name"] = new
                 layer["name"] = new

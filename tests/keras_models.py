@@ -17,11 +17,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import warnings  # noqa: E402
+import warnings
 
-import keras_lmu  # noqa: E402  (import keras_lmu before keras loads models: it registers the layers)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import keras_lmu  # registers the LMU layers before Keras loads a model
+import numpy as np
 
 L = keras.layers
 

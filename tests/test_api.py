@@ -2,13 +2,18 @@ import json
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
-from lmu_edge import ir
-from lmu_edge.errors import (ArtifactError, FoldError, LmuEdgeError, OutputExistsError, QuantizationError,
-                             ShapeError, VerificationError)
-
-from graphs import chain
+from lmu_edge.errors import (
+    ArtifactError,
+    FoldError,
+    LmuEdgeError,
+    OutputExistsError,
+    QuantizationError,
+    ShapeError,
+    VerificationError,
+)
 
 
 @pytest.fixture
@@ -18,8 +23,8 @@ def model(tmp_path, rng):
 
 def test_convert_run_stream_and_reopen(model, tmp_path, rng):
     art = lmu_edge.convert(model, target="ir", out_dir=tmp_path / "out")
-    assert sorted(p.name for p in art.path.iterdir()) == ["artifact.json", "lmu-edge-files.json", "model.lmu.npz", "report.html",
-                                                          "report.json", "source.lmu.npz"]
+    assert sorted(p.name for p in art.path.iterdir()) == ["artifact.json", "lmu-edge-files.json", "model.lmu.npz",
+                                                          "report.html", "report.json", "source.lmu.npz"]
     x = rng.standard_normal((2, 130, 2))
     y = art.run(x)
     np.testing.assert_allclose(y, lmu_edge.simulate(lmu_edge.load(model), x), rtol=0, atol=1e-9)

@@ -5,11 +5,10 @@ import subprocess
 
 import numpy as np
 import pytest
-
-import lmu_edge
-
 from conftest import EXAMPLES, lmu_edge_cli
 from graphs import chain
+
+import lmu_edge
 
 
 def cli(*args, cwd=None):
@@ -20,7 +19,7 @@ def cli(*args, cwd=None):
 def assert_one_line_error(r, *words):
     assert r.returncode != 0, r.stdout
     assert "Traceback" not in r.stderr
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, r.stderr
     for w in words:
         assert w in lines[0], lines[0]

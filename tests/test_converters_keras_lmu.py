@@ -24,9 +24,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from conftest import EXAMPLES, ROOT, lmu_edge_cli
 
 import lmu_edge
-from conftest import EXAMPLES, ROOT, lmu_edge_cli
 from lmu_edge import ir, lti
 from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError
 from lmu_edge.metrics import relative_error
@@ -201,7 +201,7 @@ def test_conversion_without_tensorflow_gives_the_same_outputs(built, tmp_path):
         jobs.append((paths[fmt], tmp_path / f"{name}.x.npy", tmp_path / f"{name}.y.npy"))
         refs.append((paths[fmt], x, y))
     _run_blocked(jobs, tmp_path)
-    for (path, x, y), (_, _, out) in zip(refs, jobs):
+    for (path, x, y), (_, _, out) in zip(refs, jobs, strict=True):
         y_blocked = np.load(out)
         assert relative_error(y_blocked, y) <= TOL
         np.testing.assert_array_equal(y_blocked, lmu_edge.simulate(lmu_edge.fold(lmu_edge.load(path)), x))
@@ -433,7 +433,8 @@ def _unsupported_models():
     return {
         "lstm_layer": (lambda k, kl: seq(k, k.layers.LSTM(4), k.layers.Dense(1)),
                        "(LSTM) is not supported; supported layers:"),
-        "lstm_hidden_cell": (lambda k, kl: seq(k, kl.LMU(memory_d=1, order=4, theta=5, hidden_cell=k.layers.LSTMCell(3))),
+        "lstm_hidden_cell": (lambda k, kl: seq(k, kl.LMU(memory_d=1, order=4, theta=5,
+                                                         hidden_cell=k.layers.LSTMCell(3))),
                              "hidden cell of class LSTMCell is not supported"),
         "gelu_dense": (lambda k, kl: seq(k, ff(kl), k.layers.Dense(3, activation="gelu")),
                        "activation 'gelu' is not supported"),

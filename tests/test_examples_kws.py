@@ -14,7 +14,7 @@ import pytest
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
-import kws  # noqa: E402
+import kws  # noqa: E402  (examples/kws: importable after the sys.path line)
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (Debian: gcc)")
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="flite not installed (Debian: flite)")

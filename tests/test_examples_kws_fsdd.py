@@ -21,8 +21,8 @@ from lmu_edge.errors import LmuEdgeError
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
-import evaluate_fsdd  # noqa: E402
-import fsdd  # noqa: E402
+import evaluate_fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
+import fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
 
 SUBSET = KWS_DIR / "fsdd_george"
 MODEL = KWS_DIR / "fsdd_model" / "lmu_george.keras"
@@ -34,7 +34,8 @@ EXPECTED_FLOAT, EXPECTED_INT8, EXPECTED_AGREE = 0.43, 0.42, 0.98
 def need(*tools):
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        msg = f"{', '.join(missing)} not installed (Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)"
+        msg = (f"{', '.join(missing)} not installed "
+               f"(Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)

@@ -4,11 +4,10 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "examples" / "timeseries"))
-import stream  # noqa: E402
+import stream
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
-from fractions import Fraction
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmu_edge import fixedpoint as fp
 from lmu_edge.fixedpoint import FixedType

@@ -1,15 +1,15 @@
+import dataclasses
 import io
 import json
 import zipfile
 
 import numpy as np
 import pytest
+from graphs import chain, lmu
 
 import lmu_edge
-from lmu_edge import ir, irfile
+from lmu_edge import ir
 from lmu_edge.errors import IRFormatError, ShapeError
-
-from graphs import chain, lmu
 
 
 def every_node_graph(rng):
@@ -53,7 +53,7 @@ def test_ir_nodes_are_immutable(rng):
     g = chain(rng)
     with pytest.raises(ValueError):
         g.layers[0].kernel[0, 0] = 1.0
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         g.layers[0].name = "x"
 
 

@@ -4,6 +4,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,3 +63,194 @@ def test_the_core_modules_import_each_other_without_cycles():
 
     for m in sorted(graph):
         visit(m)
+
+
+# --- docstrings and private names (issue 17) -----------------------------------------------------------------
+
+def _package_files() -> dict:
+    """Module name (lmu_edge.*) -> source file, the remapped sub-packages included (pyproject's package-dir)."""
+    import tomllib
+    dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    out = {}
+    for package, folder in dirs.items():
+        for p in sorted((ROOT / folder).glob("*.py")):
+            if p.parent != ROOT / folder:
+                continue
+            out[package if p.stem == "__init__" else f"{package}.{p.stem}"] = p
+    if "lmu_edge.audio" not in dirs:                 # sub-packages that sit in their parent's folder
+        for p in sorted((ROOT / "lmu_edge" / "audio").glob("*.py")):
+            out["lmu_edge.audio" if p.stem == "__init__" else f"lmu_edge.audio.{p.stem}"] = p
+    return out
+
+
+PACKAGE_FILES = _package_files()
+# Files other engineers were still cleaning up in this round (issue 17) when these tests were written: they
+# stay xfail (non-strict) only until they pass. Remove an entry as soon as its file is clean.
+DOCSTRINGS_PENDING = {"lmu_edge/artifact.py", "lmu_edge/folding.py", "lmu_edge/intsim.py", "lmu_edge/ir.py",
+                      "lmu_edge/reference.py", "lmu_edge/report.py", "targets/c.py", "targets/c_codegen.py",
+                      "targets/nir.py", "targets/onnx.py", "targets/tflite.py"}
+PRIVATE_IMPORTS_PENDING = {"lmu_edge/artifact.py", "lmu_edge/report.py", "targets/onnx.py",
+                           "lmu_edge/audio/frontend.py"}   # frontend: targets.c._need, moving to lmu_edge.toolchain
+
+
+def _params(pending: set) -> list:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason="clean-up pending in this round"))
+            if str(path.relative_to(ROOT)) in pending else name for name, path in PACKAGE_FILES.items()]
+
+
+def _public_functions_without_docstring(tree) -> list:
+    import ast
+    missing = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            if ast.get_docstring(node) is None:
+                missing.append(f"{node.name} (line {node.lineno})")
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for item in node.body:
+                if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_")
+                        and ast.get_docstring(item) is None):
+                    missing.append(f"{node.name}.{item.name} (line {item.lineno})")
+    return missing
+
+
+def test_the_package_files_are_all_found():
+    # the parametrized tests below cover every module of the installed package
+    assert {"lmu_edge", "lmu_edge.converters", "lmu_edge.targets", "lmu_edge.audio",
+            "lmu_edge.targets.c", "lmu_edge.converters.keras_lmu", "lmu_edge.audio.frontend"} <= set(PACKAGE_FILES)
+    assert len(PACKAGE_FILES) >= 40
+
+
+@pytest.mark.parametrize("module", _params(DOCSTRINGS_PENDING))
+def test_every_public_function_has_a_docstring(module):
+    import ast
+    path = PACKAGE_FILES[module]
+    missing = _public_functions_without_docstring(ast.parse(path.read_text()))
+    assert not missing, f"{path.relative_to(ROOT)}: public function(s) without a docstring: {', '.join(missing)}"
+
+
+def _resolve(module: str, node, is_package: bool) -> str:
+    """The absolute module an ``ImportFrom`` node names."""
+    if node.level == 0:
+        return node.module or ""
+    parts = module.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private_module_allowed(importer: str, private: str) -> bool:
+    """A private module ``pkg._x`` is for its package; ``pkg._a_b`` with a public sibling ``pkg.a`` is ``a``'s alone."""
+    pkg, _, name = private.rpartition(".")
+    if importer.rpartition(".")[0] != pkg and importer != pkg:
+        return False
+    owner = name[1:].split("_")[0]
+    if f"{pkg}.{owner}" not in PACKAGE_FILES:
+        return True                                   # package-private (e.g. targets._stepplan)
+    mine = importer.rpartition(".")[2]
+    return mine == owner or mine.startswith(f"_{owner}_")
+
+
+def _private_imports(module: str, path) -> list:
+    import ast
+    found = []
+    is_package = path.name == "__init__.py"
+
+    def private(n):
+        return n.startswith("_") and not (n.startswith("__") and n.endswith("__"))
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node, is_package)
+            if not source.startswith("lmu_edge"):
+                continue
+            for alias in node.names:
+                target = f"{source}.{alias.name}"
+                if target in PACKAGE_FILES:                      # a module
+                    if private(alias.name) and not _private_module_allowed(module, target):
+                        found.append(f"line {node.lineno}: module {target}")
+                elif private(alias.name):
+                    found.append(f"line {node.lineno}: {source}.{alias.name}")
+            last = source.rpartition(".")[2]
+            if private(last) and source in PACKAGE_FILES and not _private_module_allowed(module, source):
+                found.append(f"line {node.lineno}: from module {source}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                for i, part in enumerate(alias.name.split(".")):
+                    target = ".".join(alias.name.split(".")[:i + 1])
+                    if private(part) and not _private_module_allowed(module, target):
+                        found.append(f"line {node.lineno}: module {target}")
+    return found
+
+
+@pytest.mark.parametrize("module", _params(PRIVATE_IMPORTS_PENDING))
+def test_no_module_imports_a_private_name_of_another(module):
+    path = PACKAGE_FILES[module]
+    found = _private_imports(module, path)
+    assert not found, f"{path.relative_to(ROOT)} imports private names: {'; '.join(found)}"
+
+
+def test_the_private_import_check_sees_what_it_should():
+    # the rules themselves, on the cases of issue 17
+    assert not _private_module_allowed("lmu_edge.targets.onnx", "lmu_edge.targets._tflite_build")
+    assert _private_module_allowed("lmu_edge.targets.tflite", "lmu_edge.targets._tflite_build")
+    assert _private_module_allowed("lmu_edge.targets._tflite_mixed", "lmu_edge.targets._tflite_build")
+    assert _private_module_allowed("lmu_edge.targets.onnx", "lmu_edge.targets._stepplan")
+    assert not _private_module_allowed("lmu_edge.report", "lmu_edge.targets._stepplan")
+
+
+# every suppression names what it suppresses and why (issue 17); the markers are built so this file has none
+_NOQA = "# no" + "qa"
+_IGNORE = "type: " + "ignore"
+_EXPLAINED = re.compile(r"(# no" r"qa: [A-Z]+[0-9]+(, [A-Z]+[0-9]+)*|type: " r"ignore\[[a-z-]+(, [a-z-]+)*\])\s+\S")
+# files of other engineers still adding their reasons in this round; remove each once it passes
+SUPPRESSIONS_PENDING = {"bench/c_step.py", "bench/choice.py", "bench/kernels.py", "bench/run_all.py",
+                        "bench/runtimes.py", "tests/fuzzing.py", "tests/matrix/test_matrix.py", "tests/test_fuzz.py",
+                        "tests/test_targets_onnx.py", "tests/test_targets_tflite.py", "lmu_edge/quantization.py"}
+
+
+def _unexplained_suppressions() -> dict:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = {}
+    for name in files.split():
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if (_NOQA in line or _IGNORE in line) and not _EXPLAINED.search(line):
+                out.setdefault(name, []).append(n)
+    return out
+
+
+def test_every_suppression_names_its_code_and_a_reason():
+    bad = {f: lines for f, lines in _unexplained_suppressions().items() if f not in SUPPRESSIONS_PENDING}
+    assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
+
+
+@pytest.mark.xfail(strict=False, reason="other engineers' files still adding reasons in this round")
+def test_pending_files_explain_their_suppressions_too():
+    bad = {f: lines for f, lines in _unexplained_suppressions().items() if f in SUPPRESSIONS_PENDING}
+    assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
+
+
+def test_the_suppression_check_tells_explained_from_bare():
+    assert _EXPLAINED.search("import x  " + _NOQA + ": E402  (after the sys.path line)")
+    assert not _EXPLAINED.search("import x  " + _NOQA + ": E402")
+    assert not _EXPLAINED.search("import x  " + _NOQA)
+    assert _EXPLAINED.search("y = f()  # " + _IGNORE + "[arg-type]  (numpy's stubs lack it)")
+    assert not _EXPLAINED.search("y = f()  # " + _IGNORE)
+
+
+def test_the_type_check_sees_every_module_under_its_installed_name(tmp_path):
+    # scripts/typecheck.py hands mypy a link tree of the installed layout; a module missing from it would go
+    # unchecked without any message
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    tree = typecheck.build_tree(ROOT, tmp_path / "tree")
+    import os
+    files = [Path(d) / n for d, _, names in os.walk(tree, followlinks=True) for n in names if n.endswith(".py")]
+    found = {".".join(p.relative_to(tree).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
+    assert set(found) == set(PACKAGE_FILES)
+    for module, path in PACKAGE_FILES.items():
+        assert found[module].resolve() == path.resolve(), module

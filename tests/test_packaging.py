@@ -7,7 +7,6 @@ import sys
 import zipfile
 
 import pytest
-
 from conftest import ROOT
 
 HEAVY = ("tensorflow", "keras", "keras_lmu", "ai_edge_litert", "tflite_runtime", "tflite_micro", "onnx",

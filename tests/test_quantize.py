@@ -4,14 +4,13 @@ import warnings
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, ir, qir
 from lmu_edge.errors import QuantizationError
 from lmu_edge.metrics import sqnr_db
 from lmu_edge.quantization import qparams
-
-from graphs import chain
 
 
 @pytest.fixture
@@ -47,14 +46,14 @@ def test_eight_bit_state_for_a_long_window_is_flagged_as_unproven(rng):
     x = rng.standard_normal((2, 800, 2))
     with pytest.warns(UserWarning, match="cannot be proven free of overflow"):
         qg = lmu_edge.quantize(g, x, state_bits=8)
-    lmu = [l for l in qg.metadata["quantization"]["layers"] if l["type"] == "lmu"][0]
+    lmu = [layer for layer in qg.metadata["quantization"]["layers"] if layer["type"] == "lmu"][0]
     assert lmu["bound_proven"] is False
 
 
 def test_state_bound_is_an_l1_bound_on_the_quantized_system(folded, rng):
     x = rng.standard_normal((4, 100, 2))
     qg = lmu_edge.quantize(folded, x)
-    lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+    lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
     mem = lmu.memory
     q = lmu.order
     A = mem.coeffs * 2.0 ** -mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
@@ -70,7 +69,7 @@ def test_state_bound_is_an_l1_bound_on_the_quantized_system(folded, rng):
 def test_delta_form_is_chosen_for_long_windows(rng):
     g = lmu_edge.fold(chain(rng, q=8, theta=2000.0), "zoh")
     qg = lmu_edge.quantize(g, rng.standard_normal((2, 300, 2)))
-    lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+    lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
     assert lmu.memory.form == "delta"   # Abar ~ I + A/theta: only the delta keeps the dynamics in 16 bits
 
 

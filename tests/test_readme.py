@@ -52,7 +52,7 @@ def test_python_api_snippet_runs_and_its_results_agree(tmp_path, monkeypatch):
     code = fenced(section("Python API"), "python")
     monkeypatch.chdir(user_dir(tmp_path))
     ns: dict = {}
-    exec(compile(code, "README.md (Python API)", "exec"), ns)       # noqa: S102 - the README's own snippet
+    exec(compile(code, "README.md (Python API)", "exec"), ns)  # runs the README's own snippet
     # what the snippet's comments claim: the artifact computes what simulate computes, one step at a time too
     y, y_dev, y_t = ns["y"], ns["y_dev"], ns["y_t"]
     assert y.shape == y_dev.shape == (64, 10)

@@ -19,8 +19,8 @@ from lmu_edge import escape, ir, limits, registry
 from lmu_edge.errors import LimitError, LmuEdgeError, OutputExistsError
 
 sys.path.insert(0, str(Path(__file__).parent))
-import hostile  # noqa: E402
-from conftest import lmu_edge_cli  # noqa: E402
+import hostile
+from conftest import lmu_edge_cli
 
 EX = hostile.EXAMPLES
 DIGITS_IR = EX / "digits_lmu.lmu.npz"
@@ -35,7 +35,7 @@ def cli(*args, cwd=None, timeout=300):
 
 
 def one_line_error(r, code=None):
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.returncode != 0 and (code is None or r.returncode == code), (r.returncode, r.stderr)
     assert len(lines) == 1 and lines[0].startswith("lmu-edge: error: "), r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
@@ -60,7 +60,7 @@ def test_hostile_keras_names_cannot_inject_code_into_c(tmp_path, where):
     assert "system(" not in src and "$(shell" not in src and "<script>" not in src
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out" / "PWNED").exists()
     man = json.loads((tmp_path / "out" / "artifact.json").read_text())
-    assert all(limits.NAME_PATTERN.match(l["name"]) for l in
+    assert all(limits.NAME_PATTERN.match(layer["name"]) for layer in
                json.loads((tmp_path / "out" / "report.json").read_text())["layers"]), man
 
 
@@ -96,6 +96,7 @@ def test_hostile_names_in_a_torch_checkpoint_cannot_inject_code(tmp_path, suffix
     weights = tmp_path / ("m" + suffix)
     if suffix == ".pt":
         import torch
+
         from lmu_edge.converters.torch_files import read_safetensors
         torch.save({k: torch.from_numpy(v) for k, v in read_safetensors(src).items()}, weights)
     else:
@@ -135,7 +136,7 @@ def test_every_target_keeps_a_smuggled_name_as_data(tmp_path, target):
             continue
         text = f.read_bytes().decode("utf-8", "replace")
         if f.name == "Makefile":      # the name may only stand in comment lines
-            assert all(l.lstrip().startswith("#") for l in text.splitlines() if "PWNED" in l), text
+            assert all(line.lstrip().startswith("#") for line in text.splitlines() if "PWNED" in line), text
         elif f.suffix == ".py":       # never as code: no call to system() anywhere in the module
             calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute) and n.attr == "system"]
             assert not calls, f
@@ -218,7 +219,8 @@ def _leftovers(parent: Path) -> list:
 def test_two_writers_to_one_new_output_give_one_success_and_one_refusal(tmp_path, force):
     for round_ in range(3):
         out = tmp_path / f"out{round_}"
-        args = lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "ir", "-q", "-o", str(out)] + (["--force"] if force else [])
+        args = lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "ir", "-q", "-o", str(out)]
+        args += ["--force"] if force else []
         procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
         codes = sorted(c for c, _ in results)

@@ -9,14 +9,13 @@ import pytest
 
 pytest.importorskip("nengo", reason="nengo not installed: pip install 'lmu-edge[nengo]'")
 
+from conftest import EXAMPLES, ROOT, lmu_edge_cli
+from graphs import chain, lmu
+
 import lmu_edge
 from lmu_edge import ir, lti
 from lmu_edge.errors import ArtifactError, MissingDependencyError, UnsupportedLayerError
 from lmu_edge.metrics import relative_error
-from lmu_edge.targets import nengo as target
-
-from conftest import EXAMPLES, ROOT, lmu_edge_cli
-from graphs import chain, lmu
 
 
 def _pooled(rng):

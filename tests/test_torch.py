@@ -12,16 +12,15 @@ import numpy as np
 import pytest
 
 if os.environ.get("CI") == "true":
-    import torch  # noqa: F401  (under CI a missing torch is a failure, not a skip)
+    import torch  # under CI a missing torch is a failure, not a skip
 torch = pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
 
-import lmu_edge  # noqa: E402
-from lmu_edge.converters import torch_files  # noqa: E402
-from lmu_edge.errors import (LmuEdgeError, ModelFormatError, ShapeError,  # noqa: E402
-                             UnsupportedLayerError)
-from lmu_edge.torch import LMU, export, graph_of, load_checkpoint, save_checkpoint  # noqa: E402
+from conftest import lmu_edge_cli  # noqa: E402  (after the importorskip above)
 
-from conftest import lmu_edge_cli  # noqa: E402
+import lmu_edge  # noqa: E402  (after the importorskip above)
+from lmu_edge.converters import torch_files  # noqa: E402  (after the importorskip above)
+from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError  # noqa: E402  (after the importorskip above)
+from lmu_edge.torch import LMU, export, graph_of, load_checkpoint, save_checkpoint  # noqa: E402  (after the importorskip above)
 
 F64 = torch.float64
 OPTIONS = list(itertools.product(["zoh", "euler"], [False, True], [False, True], [None, 5], [False, True],

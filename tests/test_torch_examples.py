@@ -13,7 +13,7 @@ if os.environ.get("CI") == "true":
     import torch  # noqa: F401  (under CI a missing torch is a failure, not a skip)
 pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
 
-import lmu_edge  # noqa: E402
+import lmu_edge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +38,7 @@ def test_training_benchmark_runs_on_the_cpu_and_prints_both_modes_and_their_rati
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "torch_train.py"), "--quick", "--reps", "1"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = {l.split()[0]: float(l.split()[1]) for l in r.stdout.splitlines() if l.startswith(("parallel ", "recurrent ")) and "/" not in l}
+    rows = {line.split()[0]: float(line.split()[1]) for line in r.stdout.splitlines()
+            if line.startswith(("parallel ", "recurrent ")) and "/" not in line}
     assert set(rows) == {"parallel", "recurrent"} and min(rows.values()) > 0, r.stdout
     assert "parallel / recurrent:" in r.stdout and "cpu" in r.stdout

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 if os.environ.get("CI") == "true":
-    import torch  # noqa: F401  (under CI a missing torch is a failure, not a skip)
+    import torch  # under CI a missing torch is a failure, not a skip
 torch = pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
 
-import lmu_edge  # noqa: E402
-from lmu_edge.torch import LMU, save_checkpoint  # noqa: E402
+import lmu_edge  # noqa: E402  (after the importorskip above)
+from lmu_edge.torch import LMU, save_checkpoint  # noqa: E402  (after the importorskip above)
 
 # target -> (quantize modes, python modules its runtime needs)
 TARGETS = {"ir": (["float"], []), "c": (["float", "int8"], []), "onnx": (["float", "int8"], ["onnxruntime"]),

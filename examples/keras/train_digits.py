@@ -20,10 +20,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras_lmu  # noqa: E402  (before keras, so the layers are registered)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
+import keras
+import keras_lmu  # registers the LMU layers with Keras
+import numpy as np
+from sklearn.datasets import load_digits
 
 OUT = Path(__file__).resolve().parents[1] / "models"
 ORDER, THETA, UNITS, EPOCHS, N_SAVED = 24, 64, 32, 40, 200

@@ -23,9 +23,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras_lmu  # noqa: E402  (before keras, so the layers are registered)
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+import keras
+import keras_lmu  # registers the LMU layers with Keras
+import numpy as np
 
 OUT = Path(__file__).resolve().parents[1] / "models"
 ORDER, THETA, UNITS, T, HORIZON, EPOCHS, N_SAVED = 16, 32, 16, 128, 15, 30, 8
@@ -38,7 +38,8 @@ def mackey_glass(n: int, tau: float = 17.0, beta: float = 0.2, gamma: float = 0.
     steps = (n + discard) * every
     x = np.empty(steps + lag + 1)
     x[:lag + 1] = 1.2                                    # constant history
-    f = lambda xt, xd: beta * xd / (1 + xd ** power) - gamma * xt   # noqa: E731
+    def f(xt, xd):
+        return beta * xd / (1 + xd ** power) - gamma * xt
     for k in range(lag, steps + lag):
         xd0, xd1 = x[k - lag], x[k - lag + 1]
         xdm = 0.5 * (xd0 + xd1)                          # delayed value at the half step, interpolated

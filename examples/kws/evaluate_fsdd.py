@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fsdd  # noqa: E402
+import fsdd
 
 HERE = Path(__file__).resolve().parent
 

@@ -3,15 +3,17 @@
 Data (synthetic, see ``kws.py``): 10 keywords x 120 espeak-ng renditions (14 voices and accents,
 random speed and pitch) and 40 other words x 14 as "unknown", each placed at a random position
 in 1.54 s of seeded background noise (three copies, each with its own noise, random spectral
-tilt and, one time in three, a random low-pass: ``kws.colour``), plus 400 noise-only sequences. Features: the integer front end (``lmu_edge.audio.frontend``, 32 log-mel bands, 150 frames
-of 10 ms), fed as ``q / 128``. Targets per frame (``kws.frame_labels``): the word's class around
-its end, silence elsewhere, "don't care" while the word is still being spoken.
+tilt and, one time in three, a random low-pass: ``kws.colour``), plus 400 noise-only sequences.
+Features: the integer front end (``lmu_edge.audio.frontend``, 32 log-mel bands, 150 frames of 10 ms), fed as
+``q / 128``. Targets per frame (``kws.frame_labels``): the word's class around its end, silence
+elsewhere, "don't care" while the word is still being spoken.
 
 Model: ``LMUFeedforward`` (memory_d 4, order 24, theta 80 frames = 0.8 s, ZOH) with a hidden
 ``Dense(64, relu)`` that also sees the input, ``return_sequences=True`` so it can detect at every
 frame, dropout 0.3 (training only), then ``Dense(12, softmax)`` per frame. 10 epochs: a first
 40-epoch run overfit espeak-ng (the held-out flite loss rose after epoch 3), so this number was
-chosen after looking at the held-out curve once; nothing else is tuned on the flite data. Writes ``kws_lmu.keras`` and ``calibration_q.npy``
+chosen after looking at the held-out curve once; nothing else is tuned on the flite data.
+Writes ``kws_lmu.keras`` and ``calibration_q.npy``
 (24 training sequences of int8 features, for the int8 conversion) and prints accuracies on the
 held-out flite words. Seeded; run with the TensorFlow venv::
 
@@ -25,11 +27,10 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import keras_lmu  # noqa: E402
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-import kws  # noqa: E402
+import keras
+import keras_lmu
+import kws
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 T, ORDER, THETA, MEMORY_D, UNITS, EPOCHS = 150, 24, 80, 4, 64, 10

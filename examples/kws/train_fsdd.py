@@ -20,9 +20,8 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-
-import fsdd  # noqa: E402
+import fsdd
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDER, THETA, MEMORY_D, UNITS, GRU_UNITS = 32, 80, 8, 96, 64

@@ -23,12 +23,12 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from train import OPTIONS  # noqa: E402
+from train import OPTIONS  # noqa: E402  (train.py beside this script: importable after the sys.path line)
 
 #: (target, mode) -> SQNR floor in dB (None: float, where the bound is the artifact's own tolerance)
 CELLS = {
@@ -86,7 +86,7 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
         return {"status": "refused", "reason": str(e), "seconds": time.perf_counter() - t0}
     except lmu_edge.LmuEdgeError as e:      # any other error (a bad option, a failed build) is a failure
         return {"status": "error", "reason": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
-    except Exception as e:  # noqa: BLE001  (the matrix reports it: no raw exception may leave convert)
+    except Exception as e:  # the matrix reports it: no raw exception may leave convert
         return {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0],
                 "seconds": time.perf_counter() - t0}
     y_ref = lmu_edge.simulate(lmu_edge.load(path), x_test.astype(np.float64))

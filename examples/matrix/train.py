@@ -23,7 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 T, F = 40, 2          # sequence length and features of every matrix model

@@ -18,11 +18,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from train import F, SEED, T, inputs  # noqa: E402
+from train import SEED, F, T, inputs  # noqa: E402  (train.py beside this script: importable after the sys.path line)
 
 
 def _models():
     import torch
+
     from lmu_edge.torch import LMU
     nn = torch.nn
     return {
@@ -48,6 +49,7 @@ def _target(x: np.ndarray, seq: bool) -> np.ndarray:
 
 def main(names=None) -> None:
     import torch
+
     from lmu_edge.torch import save_checkpoint
     for name, make in _models().items():
         if names and name not in names:

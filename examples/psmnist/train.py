@@ -36,13 +36,14 @@ def main():
     ap.add_argument("--train", type=int, default=20000)
     ap.add_argument("--epochs", type=int, default=6)
     args = ap.parse_args()
-    import keras_lmu  # noqa: F401
     import keras
+    import keras_lmu
 
     keras.utils.set_random_seed(0)
     (xtr, ytr), _, (xte, yte) = load_mnist()
     perm = np.random.default_rng(0).permutation(784)
-    seq = lambda x: x[:, perm].reshape(-1, 784, 1).astype(np.float32)
+    def seq(x):
+        return x[:, perm].reshape(-1, 784, 1).astype(np.float32)
     xtr, xte = seq(xtr[: args.train]), seq(xte)
     ytr = ytr[: args.train]
     m = keras.Sequential([

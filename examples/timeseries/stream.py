@@ -71,7 +71,8 @@ def run(targets=("c",), qemu=True, out_root=None, verbose=True):
                     rows.append((name, f"{target} {q} ({rt})", m, v, cost, rep.get("c", {}).get("ram_bytes")))
                 if len(outs) == 2:
                     a, b = outs.values()
-                    same = np.array_equal(a, b) if q == "int8" else bool(np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(a)))
+                    same = (np.array_equal(a, b) if q == "int8"
+                            else bool(np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(a))))
                     rows.append((name, f"{target} {q}: host == cortex-m4", "identical" if same else "DIFFERENT",
                                  None, None, None))
     if verbose:

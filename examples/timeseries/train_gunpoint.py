@@ -18,8 +18,8 @@ OUT = Path(__file__).resolve().parents[1] / "models"
 
 
 def main():
-    import keras_lmu  # noqa: F401  (before keras.models.load_model)
     import keras
+    import keras_lmu  # registers the LMU layers for keras.models.load_model
     from sktime.datasets import load_gunpoint
 
     keras.utils.set_random_seed(0)
@@ -27,7 +27,8 @@ def main():
     xte, yte = load_gunpoint(split="test", return_X_y=True, return_type="numpy3D")
     # (N, 1, T) -> (N, T, 1); standardize with the training statistics; labels '1'/'2' -> 0/1
     mu, sd = xtr.mean(), xtr.std()
-    prep = lambda x: ((x.transpose(0, 2, 1) - mu) / sd).astype(np.float32)
+    def prep(x):
+        return ((x.transpose(0, 2, 1) - mu) / sd).astype(np.float32)
     xtr, xte = prep(xtr), prep(xte)
     ytr, yte = ytr.astype(int) - 1, yte.astype(int) - 1
     T = xtr.shape[1]

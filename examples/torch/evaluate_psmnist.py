@@ -27,13 +27,16 @@ def main():
     x = np.load(MODELS / "psmnist_test_x.npy")[:a.n, :, None].astype(np.float32) / 255.0
     y = np.load(MODELS / "psmnist_test_y.npy")[:a.n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
-    acc = lambda out: float(np.mean(np.argmax(out, -1) == y))
+    def acc(out):
+        return float(np.mean(np.argmax(out, -1) == y))
     rows = []
     try:
         import torch
+
         from lmu_edge.torch import load_checkpoint
         with torch.no_grad():
-            rows.append(("PyTorch model (float32, parallel mode)", acc(load_checkpoint(a.model)(torch.tensor(x)).numpy())))
+            y_torch = load_checkpoint(a.model)(torch.tensor(x)).numpy()
+            rows.append(("PyTorch model (float32, parallel mode)", acc(y_torch)))
     except ImportError:
         pass
     g = lmu_edge.load(a.model)
@@ -42,7 +45,8 @@ def main():
         for q in ("float", "int8"):
             art = lmu_edge.convert(g, "c", Path(tmp) / q, quantize=q, calibration=cal)
             if q == "int8":
-                rows.append(("integer reference", acc(lmu_edge.simulate(lmu_edge.load(art.path / "quantized.lmu.npz"), x))))
+                quantized = lmu_edge.load(art.path / "quantized.lmu.npz")
+                rows.append(("integer reference", acc(lmu_edge.simulate(quantized, x))))
             rows.append((f"C {q} (host)", acc(art.run(x))))
     print(f"{Path(a.model).name}: {a.n} psMNIST test digits")
     for name, v in rows:

@@ -82,7 +82,8 @@ def main():
     else:
         (xtr, ytr), _, (xte, yte) = load_mnist(a.mnist)
         perm = np.load(MODELS / "psmnist_permutation.npy")
-    seq = lambda x: torch.tensor(x[:, perm].reshape(-1, 784, 1), dtype=torch.float32, device=dev)
+    def seq(x):
+        return torch.tensor(x[:, perm].reshape(-1, 784, 1), dtype=torch.float32, device=dev)
     xtr, ytr = seq(xtr[:a.train]), torch.tensor(ytr[:a.train], device=dev)
     xte, yte = seq(xte), torch.tensor(yte, device=dev)
     model = build(a.order, a.theta, a.units).to(dev)
@@ -110,8 +111,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     save_checkpoint(model.cpu(), out / f"{a.name}.safetensors")
     (out / f"{a.name}_train.json").write_text(json.dumps(
-        {"test_accuracy": acc, "test_digits": len(xte), "epochs": epoch + 1, "seconds": round(time.perf_counter() - t0, 1),
-         "parameters": n_params, "device": a.device, "order": a.order, "theta": a.theta, "units": a.units}, indent=1))
+        {"test_accuracy": acc, "test_digits": len(xte), "epochs": epoch + 1,
+         "seconds": round(time.perf_counter() - t0, 1), "parameters": n_params, "device": a.device,
+         "order": a.order, "theta": a.theta, "units": a.units}, indent=1))
     print(f"final test accuracy ({len(xte)} digits): {acc:.4f}; wrote {out / (a.name + '.safetensors')}")
 
 

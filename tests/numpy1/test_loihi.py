@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("nengo_loihi", reason="nengo-loihi not installed: bash scripts/numpy1_tests.sh")
 
+from graphs import chain
+
 import lmu_edge
 from lmu_edge.targets import nengo as target
-
-from graphs import chain
 
 
 @pytest.fixture(scope="module")

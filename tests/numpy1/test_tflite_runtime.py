@@ -19,9 +19,9 @@ import pytest
 tflite_runtime = pytest.importorskip("tflite_runtime.interpreter",
                                      reason="tflite-runtime not installed: pip install tflite-runtime (numpy < 2)")
 
-import lmu_edge  # noqa: E402
-from lmu_edge import irfile  # noqa: E402
-from lmu_edge.metrics import relative_error  # noqa: E402
+import lmu_edge  # noqa: E402  (after the importorskip above)
+from lmu_edge import irfile  # noqa: E402  (after the importorskip above)
+from lmu_edge.metrics import relative_error  # noqa: E402  (after the importorskip above)
 
 TESTS = Path(__file__).resolve().parents[1]
 
