@@ -19,12 +19,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import folding as _fold
-from . import ir, irfile, limits, outdir, reference, registry
+from . import folding, ir, irfile, limits, outdir, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
 from .metrics import relative_error
-from .report import _json_default
+from .report import json_default
 
 MANIFEST = "artifact.json"
 ARTIFACT_FORMAT = "lmu-edge-artifact"
@@ -69,6 +68,7 @@ class Artifact:
 
     @property
     def runtimes(self) -> tuple:
+        """The runtimes this artifact runs in (the first is not necessarily the default)."""
         return tuple(self.module.RUNTIMES)
 
     @property
@@ -117,7 +117,8 @@ class Artifact:
                 raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
                                         f"(relative to the output scale), more than the tolerance {tol:g}")
             raise VerificationError(f"{self.path}: the {result['runtime']} build does not match its integer "
-                                    f"reference bit for bit; rebuild it (make clean) and report the model if it persists")
+                                    f"reference bit for bit; rebuild it (make clean) and report the model "
+                                    f"if it persists")
         return result
 
 
@@ -147,7 +148,7 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     """A seeded random input long enough to exercise every memory (10 theta, at most 4000 steps)."""
     T = graph.seq_len
     if T is None:
-        thetas = [l.theta for l in graph.lmu_layers] or [10.0]
+        thetas = [layer.theta for layer in graph.lmu_layers] or [10.0]
         T = int(min(max(10 * max(thetas), 16), 4000))
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
@@ -179,9 +180,9 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
 
 
 def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
-            realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
-            tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
-            **target_options) -> Artifact:
+            realization="auto", error_budget: float = folding.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
+            tolerance: Optional[float] = None, overwrite: bool = False,
+            progress: Optional[Callable[[str], None]] = None, **target_options) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
     Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
@@ -211,7 +212,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     modes = tuple(getattr(module, "QUANTIZE", ("float",)))
     quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
-        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}")
+        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; "
+                                f"it supports: {', '.join(modes)}")
     unknown = set(target_options) - set(getattr(module, "OPTIONS", {}))
     if unknown:
         known = ", ".join(sorted(getattr(module, "OPTIONS", {}))) or "none"
@@ -231,7 +233,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                             f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
-    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)
+    graph = folding.fold(source, realization, error_budget, substeps=substeps, progress=progress)
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -262,11 +264,11 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
             verification.update(module.check(art, x))
         report = {
             "model": source.name, "target": target, "quantize": quantize,
-            "layers": [_layer_report(l) for l in graph.layers],
+            "layers": [_layer_report(layer) for layer in graph.layers],
             "verification": verification,
         }
         report.update(extra_report)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=_json_default))
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
         # the accuracy report (report.json + report.html) on a bounded slice of the same data
         from . import report as _report
         qpath = tmp / "quantized.lmu.npz"
@@ -309,6 +311,7 @@ def _layer_report(layer) -> dict:
 
 
 def realization_name(memory) -> str:
+    """A short name of an LMU memory's realization for reports: ``dense zoh``, ``rk4 x2``, ``fir 25``."""
     if isinstance(memory, ir.DenseSS):
         return f"dense {memory.method}"
     if isinstance(memory, ir.RungeKutta):
