@@ -24,6 +24,8 @@ from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
 from .metrics import relative_error
 from .report import json_default
+from .targets import CheckedTarget, Target
+from .targets import load as load_target
 
 MANIFEST = "artifact.json"
 ARTIFACT_FORMAT = "lmu-edge-artifact"
@@ -46,8 +48,9 @@ class Artifact:
         self.path = Path(path)
         self.manifest = manifest
         self.target = manifest["target"]
-        self.module = registry.target(self.target)
-        self._graph = self._source = None
+        self.module: Target = load_target(self.target)
+        self._graph: Optional[ir.Graph] = None
+        self._source: Optional[ir.Graph] = None
 
     def __repr__(self) -> str:
         return f"Artifact(target={self.target!r}, path={str(self.path)!r})"
@@ -105,7 +108,7 @@ class Artifact:
         err = relative_error(self.run(x, runtime), self.reference(x))
         result = {"error": err, "tolerance": tol, "passed": bool(tol is None or err <= tol),
                   "runtime": self._runtime(runtime), "checked": tol is not None}
-        if hasattr(self.module, "check") and self.manifest.get("quantize") not in (None, "float"):
+        if isinstance(self.module, CheckedTarget) and self.manifest.get("quantize") not in (None, "float"):
             # quantized artifacts: what is checked is the target's own (e.g. bit-exactness with the integer reference)
             extra = self.module.check(self, x)
             result.update({k: v for k, v in extra.items() if k != "passed"})
@@ -208,17 +211,17 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         tolerance = tolerance if tolerance == float("inf") else _check_number(tolerance, "tolerance", 0.0, float("inf"))
     if substeps is not None:
         limits.check_int(substeps, 1, limits.MAX_SUBSTEPS, "substeps")
-    module = registry.target(target)
-    modes = tuple(getattr(module, "QUANTIZE", ("float",)))
+    module = load_target(target)
+    modes = tuple(module.QUANTIZE)
     quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
         raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; "
                                 f"it supports: {', '.join(modes)}")
-    unknown = set(target_options) - set(getattr(module, "OPTIONS", {}))
+    unknown = set(target_options) - set(module.OPTIONS)
     if unknown:
-        known = ", ".join(sorted(getattr(module, "OPTIONS", {}))) or "none"
+        known = ", ".join(sorted(module.OPTIONS)) or "none"
         raise ArtifactError(f"target {target!r} has no option(s) {', '.join(sorted(unknown))}; its options: {known}")
-    options = dict(getattr(module, "OPTIONS", {}))
+    options = dict(module.OPTIONS)
     options.update(target_options)
     cal = None if calibration is None else load_array(calibration, "calibration")
     if quantize != "float" and cal is None:
@@ -260,7 +263,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                         "input_shape": list(x.shape), "runtime": module.DEFAULT_RUNTIME,
                         "error_vs_source": err, "tolerance": manifest["tolerance"],
                         "passed": bool(tol is None or err <= tol)}
-        if hasattr(module, "check"):   # target-specific checks, e.g. bit-exactness with the integer reference
+        if isinstance(module, CheckedTarget):   # target-specific checks, e.g. bit-exactness with the integer reference
             verification.update(module.check(art, x))
         report = {
             "model": source.name, "target": target, "quantize": quantize,

@@ -43,7 +43,7 @@ def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
     stream = reference.Stream(graph, np.float64)
     stream.reset(N)
     runners = stream.runners
-    out = {layer.name: {"out": []} for layer in graph.layers}
+    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in graph.layers}
     for t in range(T):
         v = x[:, t]
         for layer, r in zip(graph.layers, runners, strict=True):
@@ -63,7 +63,7 @@ def trace_int(qg: ir.Graph, x: np.ndarray) -> dict:
     stream = intsim.IntStream(qg)
     stream.reset(N)
     runners = stream.runners
-    out = {layer.name: {"out": []} for layer in qg.layers}
+    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in qg.layers}
     for t in range(T):
         v = xq[:, t]
         for layer, r in zip(qg.layers, runners, strict=True):

@@ -1,6 +1,6 @@
 """Build the TFLite step model with TensorFlow and convert it (float32, int8, int16x8).
 
-The step function (:class:`.floatstep.FloatStep`, shared with the ONNX
+The step function (:class:`._floatstep.FloatStep`, shared with the ONNX
 target) is written through :class:`TFOps` with plain TensorFlow ops that the TFLite
 converter maps onto builtin ops (FULLY_CONNECTED, ADD, MUL, CONCATENATION,
 RESHAPE, STRIDED_SLICE, CUMSUM, TANH, LOGISTIC, SOFTMAX, ...), so the models
@@ -16,7 +16,7 @@ grid of its output channel plus the remainder::
 
     W_hi[:, c] = round(W[:, c] / s_c) * s_c,   s_c = max|W[:, c]| / 127
     W_lo       = W - W_hi                      (|W_lo| <= s_c / 2)
-    m'         = m @ W_hi + m @ W_lo + u * Bbar       (:func:`.floatstep.split_weights`)
+    m'         = m @ W_hi + m @ W_lo + u * Bbar       (:func:`._floatstep.split_weights`)
 
 Both products are FULLY_CONNECTED ops over the same input; the converter
 quantizes ``W_hi`` exactly (it is already on the per-channel grid) and
@@ -32,13 +32,15 @@ model takes its state path from the int16x8 conversion (:mod:`._tflite_mixed`,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from lmu_edge import ir
 from lmu_edge.registry import require
 
+from ._floatstep import FloatStep
 from ._stepplan import StatePlan
-from .floatstep import FloatStep
 
 
 def _tf():
@@ -46,7 +48,7 @@ def _tf():
 
 
 class TFOps:
-    """The :class:`.floatstep.StepOps` backend that writes TensorFlow ops (inside a ``tf.function``)."""
+    """The :class:`._floatstep.StepOps` backend that writes TensorFlow ops (inside a ``tf.function``)."""
 
     def __init__(self, tf):
         self.tf = tf
@@ -110,6 +112,7 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         raise ValueError(f"unknown memory form {form!r}; known: plain, split")
     fstep = FloatStep(graph, plan, split=form == "split")
     ops = TFOps(tf)
+    Module: Any = tf.Module                 # imported at run time: mypy sees no class here
     F = graph.input_features
     spec = plan.spec
 
@@ -117,7 +120,7 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [tf.TensorSpec((1, s), tf.float32, name=n)
                                                               for n, _, _, s in spec]
 
-        class Step(tf.Module):
+        class Step(Module):
             @tf.function(input_signature=sig)
             def step(self, x, *states):
                 y, new = fstep.step(ops, x, {n: v for (n, *_), v in zip(spec, states, strict=True)})
@@ -128,7 +131,7 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         m = Step()
         return m, [m.step.get_concrete_function()]
 
-    class StepInternal(tf.Module):
+    class StepInternal(Module):
         def __init__(self):
             super().__init__()
             self.vars = [tf.Variable(np.zeros((1, s), np.float32), name=n) for n, _, _, s in spec]
@@ -163,6 +166,8 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
     module, fns = build_module(graph, plan, form, internal)
     conv = tf.lite.TFLiteConverter.from_concrete_functions(fns, module)
     if quantize != "float":
+        if rep is None:
+            raise ValueError("a quantized conversion needs the representative data rep")
         names = ["x"] + ([] if internal else [n for n, *_ in plan.spec])
         S = rep["x"].shape[0]
 
@@ -230,7 +235,7 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
     fc_codes = {i for i, c in enumerate(m.operatorCodes) if max(c.builtinCode, c.deprecatedBuiltinCode) == 9}
     moves = {i for i, c in enumerate(m.operatorCodes)                     # RESHAPE, SQUEEZE, EXPAND_DIMS
              if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)}
-    links = {}
+    links: dict[int, set[int]] = {}
     for op in sg.operators:
         if op.opcodeIndex in moves:
             links.setdefault(op.inputs[0], set()).add(op.outputs[0])

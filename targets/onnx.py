@@ -27,6 +27,7 @@ Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
 
 from . import _stepplan
-from .floatstep import FloatStep
+from ._floatstep import FloatStep
 
 QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
@@ -51,7 +52,7 @@ def _onnx():
 
 
 class OnnxOps:
-    """The :class:`.floatstep.StepOps` backend that writes ONNX nodes; ``qdq`` maps tensor names to
+    """The :class:`._floatstep.StepOps` backend that writes ONNX nodes; ``qdq`` maps tensor names to
     ``(scale, zero_point, bits)``: the model is then a QDQ model (weights int8, activations behind
     QuantizeLinear / DequantizeLinear pairs)."""
 
@@ -258,12 +259,13 @@ def _calibrate(graph, plan, x) -> dict:
 
 
 def emit(graph, out_dir, options) -> dict:
+    """Write ``step.onnx`` and ``sequence.onnx`` (float or int8 QDQ) for the folded graph."""
     onnx = _onnx()
     out_dir = Path(out_dir)
     quantize = options.get("quantize", "float")
     plan = _stepplan.StatePlan(graph)
     qdq = None
-    report = {"opset": OPSET}
+    report: dict[str, Any] = {"opset": OPSET}
     if quantize == "int8":
         cal = options["calibration"]
         steps = int(options.get("calibration_steps", 2000))
@@ -312,6 +314,7 @@ def _runner(artifact, runtime, model=SEQ):
 
 
 def run(artifact, x, runtime):
+    """Run ``sequence.onnx`` over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
     y = _run_seq(_runner(artifact, runtime), x)
     return y if artifact.graph.output_is_sequence else y[:, -1]
 
@@ -343,10 +346,12 @@ class _Stream:
 
 
 def stream(artifact, runtime):
+    """``step.onnx`` in ``runtime`` with explicit state, one sample at a time."""
     return _Stream(artifact, runtime)
 
 
 def check(artifact, x) -> dict:
+    """The error against the source model in ``onnx.reference`` too (ONNX Runtime is checked by convert)."""
     ref = artifact.reference(x[:1])
     y = artifact.run(x[:1], runtime="onnx-reference")
     return {"error_vs_source_onnx-reference": relative_error(y, ref)}

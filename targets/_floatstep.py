@@ -213,6 +213,7 @@ class FloatStep:
     def _dense_memory(self, ops, i, L: ir.LMU, m2, u2):
         """``m' = m Abar^T + u Bbar`` in the state's coordinates (``Abar`` as ``hi + lo`` when split)."""
         mem, sigma = L.memory, self.plan.sigma[i]
+        assert isinstance(mem, ir.DenseSS)
         W = np.asarray(mem.Abar, dtype=np.float64).T * sigma[:, None] / sigma[None, :]
         Bt = np.asarray(mem.Bbar, dtype=np.float64) / sigma
         if self.split:
@@ -225,6 +226,7 @@ class FloatStep:
     def _rk_memory(self, ops, i, L: ir.LMU, m, u):
         """The structured RK step of :func:`lmu_edge.lti.rk_step` (two CUMSUMs per stage, no q*q matrix)."""
         mem, q = L.memory, L.order
+        assert isinstance(mem, ir.RungeKutta)
         hc = ops.const((lti.structure_coefficients(q, L.theta) / mem.substeps)[None, :])
         alt = ops.const(((-1.0) ** np.arange(q))[None, :])
 
