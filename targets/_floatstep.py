@@ -35,6 +35,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from lmu_edge import ir, lti
+from lmu_edge.errors import UnsupportedLayerError
 
 from ._stepplan import StatePlan
 
@@ -117,8 +118,8 @@ def _lookup(table: dict, obj: Any, what: str, where: str):
     for t in type(obj).__mro__:
         if t in table:
             return table[t]
-    raise ValueError(f"{where}: {type(obj).__name__} has no float step; supported {what}: "
-                     f"{', '.join(t.__name__ for t in table)}")
+    raise UnsupportedLayerError(f"{where}: {type(obj).__name__} has no float step (TFLite, ONNX); supported "
+                                f"{what}: {', '.join(t.__name__ for t in table)}")
 
 
 class FloatStep:

@@ -9,7 +9,7 @@ import pytest
 
 import lmu_edge
 from lmu_edge import ir, lti, registry, targets
-from lmu_edge.errors import LmuEdgeError
+from lmu_edge.errors import LmuEdgeError, UnsupportedLayerError
 from lmu_edge.targets import _stepplan
 from lmu_edge.targets._floatstep import FloatStep, StepOps
 
@@ -131,5 +131,5 @@ def test_the_shared_float_step_is_the_oracle_in_float64(name, quantized_form):
 
 
 def test_a_layer_without_a_float_step_is_named():
-    with pytest.raises(ValueError, match="layer 'bad'.*supported layers: Dense, Activation, TimePooling, LMU"):
+    with pytest.raises(UnsupportedLayerError, match="layer .bad.*supported layers: Dense, Activation, TimePooling"):
         FloatStep(types.SimpleNamespace(layers=(types.SimpleNamespace(name="bad"),)), None)
