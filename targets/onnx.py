@@ -9,6 +9,9 @@ Files:
     ``x_seq [T, 1, F] -> y_seq [T, 1, F_out]``: the same step as the body of a
     ``Scan`` whose carried values are the states (starting at zero).
 
+The step is :class:`._floatstep.FloatStep` (the same description the TFLite
+target converts), written as ONNX nodes by :class:`OnnxOps`.
+
 Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no
 TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
 initializers (symmetric, per output channel) behind DequantizeLinear, every
@@ -118,7 +121,7 @@ class OnnxOps:
                        self.h.make_node("DequantizeLinear", [q, sn, zn], [dq])]
         return dq
 
-    # --- floatstep.StepOps ----------------------------------------------------------------------
+    # --- _floatstep.StepOps ---------------------------------------------------------------------
 
     def matmul(self, x, W, b=None):
         """MatMul (and Add of the bias)."""
