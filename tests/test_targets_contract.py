@@ -2,19 +2,16 @@
 
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import ir, lti, registry, targets
 from lmu_edge.errors import LmuEdgeError, UnsupportedLayerError
 from lmu_edge.targets import _stepplan
 from lmu_edge.targets._floatstep import FloatStep, StepOps
-
-sys.path.insert(0, str(Path(__file__).parent))
-from graphs import chain  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(registry.TARGETS))
