@@ -15,7 +15,7 @@ This package's ``__init__`` imports no target and no optional dependency.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class Target(Protocol):
     #: the target's own options and their defaults (``convert(..., **options)``)
     OPTIONS: dict
 
-    def emit(self, graph: Any, out_dir: Any, options: dict) -> dict:
+    def emit(self, graph: Any, out_dir: Any, options: dict, /) -> dict:
         """Write the artifact's files into ``out_dir`` for the folded graph; returns manifest entries.
 
         ``options`` holds OPTIONS (with the caller's values), ``quantize`` and ``calibration``
@@ -55,10 +55,10 @@ class Target(Protocol):
         (None: measured, not enforced) and ``report`` (merged into report.json).
         """
 
-    def run(self, artifact: Any, x: np.ndarray, runtime: str) -> np.ndarray:
+    def run(self, artifact: Any, x: np.ndarray, runtime: str, /) -> np.ndarray:
         """Run the artifact in ``runtime`` on ``x`` ``(N, T, F)``: what the source model's predict returns."""
 
-    def stream(self, artifact: Any, runtime: str) -> TargetStream:
+    def stream(self, artifact: Any, runtime: str, /) -> TargetStream:
         """The artifact in ``runtime``, one sample at a time."""
 
 
@@ -66,7 +66,7 @@ class Target(Protocol):
 class CheckedTarget(Target, Protocol):
     """A target with its own verification of quantized artifacts (e.g. bit-exactness with the integer oracle)."""
 
-    def check(self, artifact: Any, x: np.ndarray) -> dict:
+    def check(self, artifact: Any, x: np.ndarray, /) -> dict:
         """Measurements merged into the verification result; ``bit_exact_host: False`` fails it."""
 
 
@@ -86,3 +86,10 @@ def load(name: str) -> Target:
         raise LmuEdgeError(f"target {name!r} ({module.__name__}) does not fulfil the target contract: it lacks "
                            f"{', '.join(missing)}; see lmu_edge.targets.Target")
     return module
+
+
+if TYPE_CHECKING:       # mypy checks every registered target module against the contract; nothing is imported
+    from . import c, ir, nengo, nir, onnx, tflite
+
+    _TARGETS: tuple[Target, ...] = (c, ir, nengo, nir, onnx, tflite)
+    _CHECKED: tuple[CheckedTarget, ...] = (c, nengo, onnx, tflite)

@@ -130,3 +130,18 @@ def test_the_shared_float_step_is_the_oracle_in_float64(name, quantized_form):
 def test_a_layer_without_a_float_step_is_named():
     with pytest.raises(UnsupportedLayerError, match="layer .bad.*supported layers: Dense, Activation, TimePooling"):
         FloatStep(types.SimpleNamespace(layers=(types.SimpleNamespace(name="bad"),)), None)
+
+
+def test_mypy_checks_every_registered_target_against_the_contract():
+    # targets/__init__.py lists the target modules under TYPE_CHECKING so that mypy checks their signatures
+    # against Target / CheckedTarget; the lists must follow the registry
+    import re
+    from pathlib import Path
+    src = Path(targets.__file__).read_text()
+
+    def names(kind):
+        m = re.search(rf"_\w+: tuple\[{kind}, \.\.\.\] = \(([^)]*)\)", src)
+        return set(m.group(1).replace(" ", "").split(","))
+
+    assert names("Target") == set(registry.TARGETS)
+    assert names("CheckedTarget") == {n for n in registry.TARGETS if isinstance(targets.load(n), targets.CheckedTarget)}
