@@ -8,7 +8,7 @@ import pytest
 from graphs import chain
 
 import lmu_edge
-from lmu_edge import ir, lti, registry, targets
+from lmu_edge import ir, lti, qir, registry, targets
 from lmu_edge.errors import LmuEdgeError, UnsupportedLayerError
 from lmu_edge.targets import _stepplan
 from lmu_edge.targets._floatstep import FloatStep, StepOps
@@ -145,3 +145,9 @@ def test_mypy_checks_every_registered_target_against_the_contract():
 
     assert names("Target") == set(registry.TARGETS)
     assert names("CheckedTarget") == {n for n in registry.TARGETS if isinstance(targets.load(n), targets.CheckedTarget)}
+
+
+def test_the_float_step_knows_every_layer_and_recurrent_memory_of_the_ir():
+    # a layer added to lmu_edge.ir fails here until TFLite and ONNX can write it (or refuse it on purpose)
+    assert set(FloatStep.LAYERS) == set(ir.LAYER_CLASSES) - set(qir.QLAYERS)     # float layers (qir adds its own)
+    assert set(FloatStep.MEMORIES) | {ir.FIR} == {ir.DenseSS, ir.RungeKutta, ir.FIR}
