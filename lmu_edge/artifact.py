@@ -19,12 +19,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import folding as _fold
-from . import ir, irfile, limits, outdir, reference, registry
+from . import folding, ir, irfile, limits, outdir, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
 from .metrics import relative_error
-from .report import _json_default
+from .report import json_default
+from .targets import CheckedTarget, Target
+from .targets import load as load_target
 
 MANIFEST = "artifact.json"
 ARTIFACT_FORMAT = "lmu-edge-artifact"
@@ -47,8 +48,9 @@ class Artifact:
         self.path = Path(path)
         self.manifest = manifest
         self.target = manifest["target"]
-        self.module = registry.target(self.target)
-        self._graph = self._source = None
+        self.module: Target = load_target(self.target)
+        self._graph: Optional[ir.Graph] = None
+        self._source: Optional[ir.Graph] = None
 
     def __repr__(self) -> str:
         return f"Artifact(target={self.target!r}, path={str(self.path)!r})"
@@ -69,6 +71,7 @@ class Artifact:
 
     @property
     def runtimes(self) -> tuple:
+        """The runtimes this artifact runs in (the first is not necessarily the default)."""
         return tuple(self.module.RUNTIMES)
 
     @property
@@ -105,7 +108,7 @@ class Artifact:
         err = relative_error(self.run(x, runtime), self.reference(x))
         result = {"error": err, "tolerance": tol, "passed": bool(tol is None or err <= tol),
                   "runtime": self._runtime(runtime), "checked": tol is not None}
-        if hasattr(self.module, "check") and self.manifest.get("quantize") not in (None, "float"):
+        if isinstance(self.module, CheckedTarget) and self.manifest.get("quantize") not in (None, "float"):
             # quantized artifacts: what is checked is the target's own (e.g. bit-exactness with the integer reference)
             extra = self.module.check(self, x)
             result.update({k: v for k, v in extra.items() if k != "passed"})
@@ -117,7 +120,8 @@ class Artifact:
                 raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
                                         f"(relative to the output scale), more than the tolerance {tol:g}")
             raise VerificationError(f"{self.path}: the {result['runtime']} build does not match its integer "
-                                    f"reference bit for bit; rebuild it (make clean) and report the model if it persists")
+                                    f"reference bit for bit; rebuild it (make clean) and report the model "
+                                    f"if it persists")
         return result
 
 
@@ -147,7 +151,7 @@ def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
     """A seeded random input long enough to exercise every memory (10 theta, at most 4000 steps)."""
     T = graph.seq_len
     if T is None:
-        thetas = [l.theta for l in graph.lmu_layers] or [10.0]
+        thetas = [layer.theta for layer in graph.lmu_layers] or [10.0]
         T = int(min(max(10 * max(thetas), 16), 4000))
     return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
 
@@ -179,9 +183,9 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
 
 
 def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
-            realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
-            tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
-            **target_options) -> Artifact:
+            realization="auto", error_budget: float = folding.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
+            tolerance: Optional[float] = None, overwrite: bool = False,
+            progress: Optional[Callable[[str], None]] = None, **target_options) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
     Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
@@ -207,16 +211,17 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         tolerance = tolerance if tolerance == float("inf") else _check_number(tolerance, "tolerance", 0.0, float("inf"))
     if substeps is not None:
         limits.check_int(substeps, 1, limits.MAX_SUBSTEPS, "substeps")
-    module = registry.target(target)
-    modes = tuple(getattr(module, "QUANTIZE", ("float",)))
+    module = load_target(target)
+    modes = tuple(module.QUANTIZE)
     quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
-        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}")
-    unknown = set(target_options) - set(getattr(module, "OPTIONS", {}))
+        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; "
+                                f"it supports: {', '.join(modes)}")
+    unknown = set(target_options) - set(module.OPTIONS)
     if unknown:
-        known = ", ".join(sorted(getattr(module, "OPTIONS", {}))) or "none"
+        known = ", ".join(sorted(module.OPTIONS)) or "none"
         raise ArtifactError(f"target {target!r} has no option(s) {', '.join(sorted(unknown))}; its options: {known}")
-    options = dict(getattr(module, "OPTIONS", {}))
+    options = dict(module.OPTIONS)
     options.update(target_options)
     cal = None if calibration is None else load_array(calibration, "calibration")
     if quantize != "float" and cal is None:
@@ -231,7 +236,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                             f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
-    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)
+    graph = folding.fold(source, realization, error_budget, substeps=substeps, progress=progress)
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -258,15 +263,15 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                         "input_shape": list(x.shape), "runtime": module.DEFAULT_RUNTIME,
                         "error_vs_source": err, "tolerance": manifest["tolerance"],
                         "passed": bool(tol is None or err <= tol)}
-        if hasattr(module, "check"):   # target-specific checks, e.g. bit-exactness with the integer reference
+        if isinstance(module, CheckedTarget):   # target-specific checks, e.g. bit-exactness with the integer reference
             verification.update(module.check(art, x))
         report = {
             "model": source.name, "target": target, "quantize": quantize,
-            "layers": [_layer_report(l) for l in graph.layers],
+            "layers": [_layer_report(layer) for layer in graph.layers],
             "verification": verification,
         }
         report.update(extra_report)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=_json_default))
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
         # the accuracy report (report.json + report.html) on a bounded slice of the same data
         from . import report as _report
         qpath = tmp / "quantized.lmu.npz"
@@ -309,6 +314,7 @@ def _layer_report(layer) -> dict:
 
 
 def realization_name(memory) -> str:
+    """A short name of an LMU memory's realization for reports: ``dense zoh``, ``rk4 x2``, ``fir 25``."""
     if isinstance(memory, ir.DenseSS):
         return f"dense {memory.method}"
     if isinstance(memory, ir.RungeKutta):

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import intsim, ir, lti, qir, reference
+from . import intsim, ir, lti, qir, reference, registry
 from .metrics import relative_error, sqnr_db
 
 SCHEMA_VERSION = 1
@@ -39,14 +39,14 @@ def _finite(v):
 
 def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
     """Per layer: its output, and for LMU layers ``u`` and ``state``, every step ``(N, T, ...)``."""
-    runners = reference._runners(graph, np.float64)
     N, T = x.shape[:2]
-    for r in runners:
-        r.reset(N)
-    out = {layer.name: {"out": []} for layer in graph.layers}
+    stream = reference.Stream(graph, np.float64)
+    stream.reset(N)
+    runners = stream.runners
+    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in graph.layers}
     for t in range(T):
         v = x[:, t]
-        for layer, r in zip(graph.layers, runners):
+        for layer, r in zip(graph.layers, runners, strict=True):
             v = r.step(v)
             rec = out[layer.name]
             rec["out"].append(v)
@@ -58,15 +58,15 @@ def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
 
 def trace_int(qg: ir.Graph, x: np.ndarray) -> dict:
     """As :func:`trace_float` for an integer graph, dequantized to real values."""
-    runners = intsim._runners(qg)
     xq = intsim.quantize_input(qg, x)
     N, T = x.shape[:2]
-    for r in runners:
-        r.reset(N)
-    out = {layer.name: {"out": []} for layer in qg.layers}
+    stream = intsim.IntStream(qg)
+    stream.reset(N)
+    runners = stream.runners
+    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in qg.layers}
     for t in range(T):
         v = xq[:, t]
-        for layer, r in zip(qg.layers, runners):
+        for layer, r in zip(qg.layers, runners, strict=True):
             v = r.step(v)
             rec = out[layer.name]
             rec["out"].append((v - layer.out_zp) * layer.out_scale)
@@ -77,7 +77,7 @@ def trace_int(qg: ir.Graph, x: np.ndarray) -> dict:
 
 
 def _q_name(layer, qg) -> Optional[str]:
-    names = {l.name for l in qg.layers}
+    names = {q.name for q in qg.layers}
     if isinstance(layer, ir.Dense) and layer.activation == "softmax" and layer.name + "_softmax" in names:
         return layer.name + "_softmax"
     return layer.name if layer.name in names else None
@@ -94,7 +94,7 @@ def _type_range(qlayer, key) -> list:
 def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
     tf, ti = trace_float(graph, x), trace_int(qg, x)
-    qlayers = {l.name: l for l in qg.layers}
+    qlayers = {q.name: q for q in qg.layers}
     rows = []
     for layer in graph.layers:
         qn = _q_name(layer, qg)
@@ -129,6 +129,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
 
 
 def diagnose(rows: list) -> dict:
+    """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it."""
     if not rows:
         return {}
     worst = max(rows, key=lambda r: (r["sqnr_drop_db"], -(r["sqnr_db"] or 300)))
@@ -151,7 +152,7 @@ def diagnose(rows: list) -> dict:
 def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
     """Per LMU layer: float vs quantized impulse response (first, middle, last row) and poles."""
     out = []
-    qlayers = {l.name: l for l in qg.layers}
+    qlayers = {q.name: q for q in qg.layers}
     for layer in graph.lmu_layers:
         ql = qlayers.get(layer.name)
         if ql is None:
@@ -167,7 +168,8 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
         else:
             Hf, Hq = lti.impulse_response(Mf, Nf, L), lti.impulse_response(Mq, Nq, L)
             pf, pq = np.linalg.eigvals(Mf), np.linalg.eigvals(Mq)
-            poles_f, poles_q = [[float(z.real), float(z.imag)] for z in pf], [[float(z.real), float(z.imag)] for z in pq]
+            poles_f = [[float(z.real), float(z.imag)] for z in pf]
+            poles_q = [[float(z.real), float(z.imag)] for z in pq]
             rho_f, rho_q = float(np.max(np.abs(pf))), float(np.max(np.abs(pq)))
         rows = sorted({0, q // 2, q - 1})
         out.append({"layer": layer.name, "order": q, "theta": layer.theta, "realization": ql.realization,
@@ -186,11 +188,17 @@ def _maps(layer, ql):
         Aq = qm.coeffs * 2.0 ** -qm.coeff_frac + (np.eye(q) if qm.form == "delta" else 0)
         return (np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64), Aq, qm.B * 2.0 ** -qm.b_frac)
     if isinstance(mem, ir.RungeKutta):
-        from .quantization import _rk_map_coeffs
         Mf, Nf = lti.rk_map(q, layer.theta, mem.rk_order, mem.substeps)
-        Mq, Nq = _rk_map_coeffs(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
+        Mq, Nq = _rk_map(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
         return Mf, Nf, Mq, Nq
     return None, None, None, None
+
+
+def _rk_map(q, coeffs, rk_order, substeps):
+    """``lti.rk_map`` for the structure coefficients ``coeffs`` (the quantized ones) instead of theta's."""
+    M = lti.rk_step(np.eye(q), np.zeros(q), 1.0, rk_order, substeps, coeffs=coeffs).T
+    N = lti.rk_step(np.zeros((1, q)), np.ones(1), 1.0, rk_order, substeps, coeffs=coeffs)[0]
+    return M, N
 
 
 def step_errors(y: np.ndarray, y_ref: np.ndarray) -> dict:
@@ -270,13 +278,31 @@ def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.nd
     return rep
 
 
+def c_footprint(qg: ir.Graph) -> tuple:
+    """``(constant data bytes, state bytes)`` of the integer C code for ``qg``.
+
+    Asked of the C target through :mod:`lmu_edge.registry` (the core imports no target): its
+    ``footprint(qgraph)`` where it has one, else its code generator's own count.
+    """
+    c = registry.target("c")
+    if hasattr(c, "footprint"):
+        return tuple(c.footprint(qg))
+    code = c.c_codegen.generate_int(qg, "sweep")
+    return code.const_bytes, code.state_bytes
+
+
 def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9), state_bits=(8, 12, 16, 24, 32),
-          progress: Optional[Callable[[str], None]] = None) -> list:
-    """Metric (or SQNR) against memory for a grid of weight and state bit widths."""
+          progress: Optional[Callable[[str], None]] = None,
+          footprint: Optional[Callable[[ir.Graph], tuple]] = None) -> list:
+    """Metric (or SQNR) against memory for a grid of weight and state bit widths.
+
+    ``footprint(qgraph) -> (constant bytes, state bytes)`` measures the memory of one integer
+    graph; by default the C target's (:func:`c_footprint`).
+    """
     import warnings
 
     from .quantization import quantize
-    from .targets.c_codegen import generate_int
+    footprint = footprint or c_footprint
     y_f = reference.simulate(folded, x)
     out = []
     for sb in state_bits:
@@ -287,10 +313,10 @@ def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9),
                 warnings.simplefilter("ignore")
                 qg = quantize(folded, x, weight_bits=wb, state_bits=sb)
             y = reference.simulate(qg, x)
-            code = generate_int(qg, "sweep")
+            const_bytes, state_bytes = footprint(qg)
             row = {"weight_bits": wb, "state_bits": sb, "sqnr_db": _finite(sqnr_db(y, y_f)),
-                   "flash_data_bytes": code.const_bytes, "ram_bytes": code.state_bytes,
-                   "memory_bytes": code.const_bytes + code.state_bytes}
+                   "flash_data_bytes": const_bytes, "ram_bytes": state_bytes,
+                   "memory_bytes": const_bytes + state_bytes}
             if labels is not None:
                 row["metric"] = task_metric(y, labels)
             out.append(row)
@@ -328,7 +354,7 @@ def figures(rep: dict) -> dict:
         cols = min(4, n)
         fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(3.2 * cols, 2.4 * ((n + cols - 1) // cols)),
                                  squeeze=False)
-        for ax, r in zip(axes.ravel(), rows):
+        for ax, r in zip(axes.ravel(), rows, strict=False):     # spare axes are blanked below
             e = np.asarray(r["hist_edges"])
             ax.bar(e[:-1], r["hist"], width=np.diff(e), align="edge", color="#1f77b4")
             for v in r["type_range"]:
@@ -355,7 +381,7 @@ def figures(rep: dict) -> dict:
         figs["steps"] = _png(fig)
     for m in rep.get("lmu", []):
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3))
-        for i, (hf, hq) in enumerate(zip(m["h_float"], m["h_quantized"])):
+        for i, (hf, hq) in enumerate(zip(m["h_float"], m["h_quantized"], strict=True)):
             a1.plot(hf, color=f"C{i}", lw=1.2, label=f"row {m['rows'][i]} float")
             a1.plot(hq, color=f"C{i}", lw=1, ls="--", label=f"row {m['rows'][i]} quantized")
         a1.set_title(f"{m['layer']}: impulse response (rel. error {m['impulse_response_error']:.1e})", fontsize=9)
@@ -365,7 +391,8 @@ def figures(rep: dict) -> dict:
         if m["poles_float"]:
             pf, pq = np.array(m["poles_float"]), np.array(m["poles_quantized"])
             a2.scatter(pf[:, 0], pf[:, 1], s=14, label=f"float, radius {m['spectral_radius_float']:.6f}")
-            a2.scatter(pq[:, 0], pq[:, 1], s=14, marker="x", label=f"quantized, radius {m['spectral_radius_quantized']:.6f}")
+            a2.scatter(pq[:, 0], pq[:, 1], s=14, marker="x",
+                       label=f"quantized, radius {m['spectral_radius_quantized']:.6f}")
         a2.set_aspect("equal")
         a2.set_title("poles of Abar and the unit circle" if m["poles_float"] else "FIR: no poles", fontsize=9)
         if m["poles_float"]:
@@ -379,7 +406,7 @@ def figures(rep: dict) -> dict:
             pts = [r for r in sw if r["state_bits"] == sb]
             ys = [r["metric"]["value"] if key == "metric" else (r["sqnr_db"] or 0) for r in pts]
             ax.plot([r["memory_bytes"] for r in pts], ys, marker="o", label=f"state {sb} bits")
-            for r, yv in zip(pts, ys):
+            for r, yv in zip(pts, ys, strict=True):
                 ax.annotate(str(r["weight_bits"]), (r["memory_bytes"], yv), fontsize=6)
         ax.set_xlabel("flash data + RAM (bytes); labels: weight bits")
         ax.set_ylabel(sw[0]["metric"]["name"] if key == "metric" else "SQNR (dB)")
@@ -394,11 +421,11 @@ def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
     import jinja2
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=_json_default))
+    (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=json_default))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
                              autoescape=True, undefined=jinja2.ChainableUndefined)
-    html = env.get_template("report_template.html.j2").render(rep=rep, figs=figures(rep), title=title or rep.get("model", ""),
-                                                     fmt=_fmt)
+    html = env.get_template("report_template.html.j2").render(rep=rep, figs=figures(rep),
+                                                              title=title or rep.get("model", ""), fmt=_fmt)
     (out_dir / "report.html").write_text(html)
     return out_dir / "report.json", out_dir / "report.html"
 
@@ -413,7 +440,8 @@ def _fmt(v, spec=".3g"):
     return str(v)
 
 
-def _json_default(o):
+def json_default(o):
+    """``json.dumps(default=...)`` for numpy scalars and arrays (as Python numbers and lists)."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):

@@ -1,6 +1,7 @@
 """Build the TFLite step model with TensorFlow and convert it (float32, int8, int16x8).
 
-The step function is written with plain TensorFlow ops that the TFLite
+The step function (:class:`._floatstep.FloatStep`, shared with the ONNX
+target) is written through :class:`TFOps` with plain TensorFlow ops that the TFLite
 converter maps onto builtin ops (FULLY_CONNECTED, ADD, MUL, CONCATENATION,
 RESHAPE, STRIDED_SLICE, CUMSUM, TANH, LOGISTIC, SOFTMAX, ...), so the models
 run in LiteRT and in TFLite Micro.
@@ -15,7 +16,7 @@ grid of its output channel plus the remainder::
 
     W_hi[:, c] = round(W[:, c] / s_c) * s_c,   s_c = max|W[:, c]| / 127
     W_lo       = W - W_hi                      (|W_lo| <= s_c / 2)
-    m'         = m @ W_hi + m @ W_lo + u * Bbar
+    m'         = m @ W_hi + m @ W_lo + u * Bbar       (:func:`._floatstep.split_weights`)
 
 Both products are FULLY_CONNECTED ops over the same input; the converter
 quantizes ``W_hi`` exactly (it is already on the per-channel grid) and
@@ -31,11 +32,14 @@ model takes its state path from the int16x8 conversion (:mod:`._tflite_mixed`,
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from lmu_edge import ir, lti
+from lmu_edge import ir
 from lmu_edge.registry import require
 
+from ._floatstep import FloatStep
 from ._stepplan import StatePlan
 
 
@@ -43,159 +47,72 @@ def _tf():
     return require("tensorflow", "tflite", "building TFLite models")
 
 
-def split_weights(W: np.ndarray) -> tuple:
-    """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid, ``W_lo = W - W_hi``."""
-    W = np.asarray(W, dtype=np.float64)
-    s = np.abs(W).max(axis=0, keepdims=True) / 127.0
-    s = np.where(s > 0, s, 1.0)
-    hi = np.round(W / s) * s
-    return hi, W - hi
+class TFOps:
+    """The :class:`._floatstep.StepOps` backend that writes TensorFlow ops (inside a ``tf.function``)."""
 
+    def __init__(self, tf):
+        self.tf = tf
 
-def _act(tf, name, x):
-    if name == "linear":
-        return x
-    if name == "relu":
-        return tf.nn.relu(x)
-    if name == "relu6":
-        return tf.nn.relu6(x)
-    if name == "tanh":
-        return tf.tanh(x)
-    if name == "sigmoid":
-        return tf.sigmoid(x)
-    if name == "softmax":
-        return tf.nn.softmax(x, axis=-1)
-    if name == "silu":
-        return x * tf.sigmoid(x)
-    raise ValueError(f"unknown activation {name!r}")
-
-
-class StepBuilder:
-    """Turns a recurrent graph into a TF step function of ``(x, states)``."""
-
-    def __init__(self, graph: ir.Graph, plan: StatePlan, form: str = "plain"):
-        if form not in ("plain", "split"):
-            raise ValueError(f"unknown memory form {form!r}; known: plain, split")
-        self.graph, self.plan, self.form = graph, plan, form
-
-    def _c(self, a):
+    def const(self, a):
+        """A float32 ``tf.constant``."""
         return self.tf.constant(np.asarray(a, dtype=np.float32))
 
-    def _matmul(self, x, W, b=None):
+    def matmul(self, x, W, b=None):
+        """``x @ W (+ b)``: FULLY_CONNECTED once converted."""
+        y = self.tf.matmul(x, self.const(W))
+        return y if b is None else y + self.const(b)
+
+    def add(self, a, b):
+        """``a + b``."""
+        return a + b
+
+    def sub(self, a, b):
+        """``a - b``."""
+        return a - b
+
+    def mul(self, a, b):
+        """``a * b``."""
+        return a * b
+
+    def div(self, a, b):
+        """``a / b``."""
+        return a / b
+
+    def unary(self, name, x):
+        """RELU, RELU6, TANH, LOGISTIC or SOFTMAX."""
         tf = self.tf
-        y = tf.matmul(x, self._c(W))
-        return y if b is None else y + self._c(b)
+        fns = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "tanh": tf.tanh, "sigmoid": tf.sigmoid,
+               "softmax": lambda v: tf.nn.softmax(v, axis=-1)}
+        return fns[name](x)
 
-    def step(self, x, states: dict):
-        """Returns ``(y, new_states)``; ``states`` maps state names to ``(1, size)`` tensors."""
-        import tensorflow as tf
-        self.tf = tf
-        new = {}
-        for i, (layer, n_in, n_out, _) in enumerate(self.graph.shapes()):
-            if isinstance(layer, ir.Dense):
-                x = _act(tf, layer.activation, self._matmul(x, layer.kernel, layer.bias))
-            elif isinstance(layer, ir.Activation):
-                x = _act(tf, layer.activation, x)
-            elif isinstance(layer, ir.TimePooling):
-                mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
-                n1 = n + 1.0
-                mean = mean + (x - mean) / n1
-                new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
-                x = mean
-            else:
-                x = self._lmu(i, layer, n_in, x, states, new)
-        return x, new
+    def reshape(self, x, shape):
+        """RESHAPE."""
+        return self.tf.reshape(x, shape)
 
-    def _lmu(self, i, L: ir.LMU, n_in, x, states, new):
-        tf = self.tf
-        d, q = L.memory_d, L.order
-        mem = L.memory
-        sigma = self.plan.sigma.get(i)
-        hk = f"L{i}_h"
-        h_prev = states.get(hk)
-        u = self._matmul(x, L.input_encoders, L.encoder_bias)
-        if L.hidden_encoders is not None:
-            u = u + self._matmul(h_prev, L.hidden_encoders)
-        if isinstance(mem, ir.FIR):
-            H = np.asarray(mem.kernel, dtype=np.float64)          # (q, K)
-            K = H.shape[1]
-            buf = tf.reshape(states[f"L{i}_buf"], (d, K))
-            if L.memory_encoders is not None:                      # m_prev from the previous buffer
-                m_prev = tf.reshape(self._matmul(buf, H.T), (1, d * q))
-                u = u + self._matmul(m_prev, L.memory_encoders)
-            buf = tf.concat([tf.reshape(u, (d, 1)), buf[:, :K - 1]], axis=1)
-            new[f"L{i}_buf"] = tf.reshape(buf, (1, d * K))
-            m_flat = tf.reshape(self._matmul(buf, H.T), (1, d * q))
-            row_scale = np.ones(d * q)
-        else:
-            m_prev = states[f"L{i}_m"]                             # model coordinates: m = sigma * mt
-            row_scale = np.tile(sigma, d)
-            if L.memory_encoders is not None:
-                u = u + self._matmul(m_prev, np.asarray(L.memory_encoders) * row_scale[:, None])
-            m2 = tf.reshape(m_prev, (d, q))
-            u2 = tf.reshape(u, (d, 1))
-            if isinstance(mem, ir.DenseSS):
-                W = np.asarray(mem.Abar, dtype=np.float64).T * sigma[:, None] / sigma[None, :]
-                Bt = np.asarray(mem.Bbar, dtype=np.float64) / sigma
-                if self.form == "split":
-                    hi, lo = split_weights(W)
-                    m2 = tf.matmul(m2, self._c(hi)) + tf.matmul(m2, self._c(lo)) + u2 * self._c(Bt[None, :])
-                else:
-                    m2 = tf.matmul(m2, self._c(W)) + u2 * self._c(Bt[None, :])
-            else:
-                m2 = self._rk(L, mem, m2, u2)
-            m_flat = tf.reshape(m2, (1, d * q))
-            new[f"L{i}_m"] = m_flat
-        z_rows = row_scale                                         # fold sigma into the consumer's rows
-        if L.hidden is None:
-            z = m_flat if np.all(z_rows == 1) else m_flat * self._c(z_rows[None, :])
-            if L.input_to_hidden:
-                z = tf.concat([z, x], axis=1)
-            h = z
-        else:
-            Wk = np.asarray(L.hidden.kernel, dtype=np.float64).copy()
-            Wk[:d * q] *= z_rows[:, None]
-            pre = self._matmul(m_flat, Wk[:d * q], L.hidden.bias)
-            if L.input_to_hidden:
-                pre = pre + self._matmul(x, Wk[d * q:])
-            if isinstance(L.hidden, ir.HiddenSimpleRNN):
-                pre = pre + self._matmul(h_prev, L.hidden.recurrent_kernel)
-            h = _act(tf, L.hidden.activation, pre)
-        if hk in states:
-            new[hk] = h
-        return h
+    def concat(self, xs, axis):
+        """CONCATENATION."""
+        return self.tf.concat(list(xs), axis=axis)
 
-    def _rk(self, L, mem: ir.RungeKutta, m, u):
-        """The structured RK step of :func:`lmu_edge.lti.rk_step` (CUMSUM, no q*q matrix)."""
-        tf = self.tf
-        q = L.order
-        hc = self._c(lti.structure_coefficients(q, L.theta)[None, :] / mem.substeps)
-        alt = self._c(((-1.0) ** np.arange(q))[None, :])
+    def cols(self, x, start, stop):
+        """STRIDED_SLICE ``x[:, start:stop]``."""
+        return x[:, start:stop]
 
-        def f(w, uu):
-            P = tf.cumsum(w, axis=1)
-            S = tf.cumsum(w * alt, axis=1)
-            inner = P - P[:, q - 1:q] - alt * S
-            if uu is not None:
-                inner = inner + alt * uu
-            return hc * inner
+    def cumsum(self, x):
+        """CUMSUM along axis 1."""
+        return self.tf.cumsum(x, axis=1)
 
-        r = mem.rk_order
-        for _ in range(mem.substeps):
-            w = [f(m, u)]
-            for _k in range(1, r):
-                w.append(f(w[-1], None))
-            acc = w[-1]
-            for k in range(r - 1, 0, -1):
-                acc = w[k - 1] + acc * (1.0 / (k + 1))
-            m = m + acc
-        return m
+    def memory_path(self, on):
+        """Nothing: the TFLite converter chooses every tensor's type itself."""
 
 
 def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
     """A ``tf.Module`` with a ``step`` function (and ``reset`` for the internal variant)."""
     tf = _tf()
-    builder = StepBuilder(graph, plan, form)
+    if form not in ("plain", "split"):
+        raise ValueError(f"unknown memory form {form!r}; known: plain, split")
+    fstep = FloatStep(graph, plan, split=form == "split")
+    ops = TFOps(tf)
+    Module: Any = tf.Module                 # imported at run time: mypy sees no class here
     F = graph.input_features
     spec = plan.spec
 
@@ -203,10 +120,10 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [tf.TensorSpec((1, s), tf.float32, name=n)
                                                               for n, _, _, s in spec]
 
-        class Step(tf.Module):
+        class Step(Module):
             @tf.function(input_signature=sig)
             def step(self, x, *states):
-                y, new = builder.step(x, {n: v for (n, *_), v in zip(spec, states)})
+                y, new = fstep.step(ops, x, {n: v for (n, *_), v in zip(spec, states, strict=True)})
                 out = {"y": y}
                 out.update({f"{n}_out": new[n] for n, *_ in spec})
                 return out
@@ -214,21 +131,21 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         m = Step()
         return m, [m.step.get_concrete_function()]
 
-    class StepInternal(tf.Module):
+    class StepInternal(Module):
         def __init__(self):
             super().__init__()
             self.vars = [tf.Variable(np.zeros((1, s), np.float32), name=n) for n, _, _, s in spec]
 
         @tf.function(input_signature=[tf.TensorSpec((1, F), tf.float32, name="x")])
         def step(self, x):
-            y, new = builder.step(x, {n: v.read_value() for (n, *_), v in zip(spec, self.vars)})
-            for (n, *_), v in zip(spec, self.vars):
+            y, new = fstep.step(ops, x, {n: v.read_value() for (n, *_), v in zip(spec, self.vars, strict=True)})
+            for (n, *_), v in zip(spec, self.vars, strict=True):
                 v.assign(new[n])
             return {"y": y}
 
         @tf.function(input_signature=[])
         def step_reset(self):
-            for (_, _, _, s), v in zip(spec, self.vars):
+            for (_, _, _, s), v in zip(spec, self.vars, strict=True):
                 v.assign(tf.zeros((1, s), tf.float32))
             return {"done": tf.constant(0, tf.int32)}
 
@@ -249,6 +166,8 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
     module, fns = build_module(graph, plan, form, internal)
     conv = tf.lite.TFLiteConverter.from_concrete_functions(fns, module)
     if quantize != "float":
+        if rep is None:
+            raise ValueError("a quantized conversion needs the representative data rep")
         names = ["x"] + ([] if internal else [n for n, *_ in plan.spec])
         S = rep["x"].shape[0]
 
@@ -316,7 +235,7 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
     fc_codes = {i for i, c in enumerate(m.operatorCodes) if max(c.builtinCode, c.deprecatedBuiltinCode) == 9}
     moves = {i for i, c in enumerate(m.operatorCodes)                     # RESHAPE, SQUEEZE, EXPAND_DIMS
              if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)}
-    links = {}
+    links: dict[int, set[int]] = {}
     for op in sg.operators:
         if op.opcodeIndex in moves:
             links.setdefault(op.inputs[0], set()).add(op.outputs[0])

@@ -75,7 +75,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     sa, sb = a.subgraphs[0], b.subgraphs[0]
     if len(sa.operators) != len(sb.operators):
         raise SpliceError(f"the int8 and int16x8 conversions differ: {len(sa.operators)} vs {len(sb.operators)} ops")
-    for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators)):
+    for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators, strict=True)):
         if (_code(a.operatorCodes[oa.opcodeIndex]) != _code(b.operatorCodes[ob.opcodeIndex])
                 or len(oa.inputs) != len(ob.inputs) or len(oa.outputs) != len(ob.outputs)):
             raise SpliceError(f"the int8 and int16x8 conversions differ at operator {k}")
@@ -84,8 +84,8 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     # tensor correspondence a -> b, by operator position (graph inputs/outputs by signature name)
     t_ab = {ins_a[n]: ins_b[n] for n in ins_a}
     t_ab.update({outs_a[n]: outs_b[n] for n in outs_a})
-    for oa, ob in zip(sa.operators, sb.operators):
-        for ta, tb in zip(list(oa.inputs) + list(oa.outputs), list(ob.inputs) + list(ob.outputs)):
+    for oa, ob in zip(sa.operators, sb.operators, strict=True):
+        for ta, tb in zip(list(oa.inputs) + list(oa.outputs), list(ob.inputs) + list(ob.outputs), strict=True):
             if ta >= 0:
                 if t_ab.setdefault(ta, tb) != tb:
                     raise SpliceError(f"tensor {ta} of the int8 model maps to two int16x8 tensors")
@@ -94,11 +94,11 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     # R: ancestors of the state outputs
     region, todo = set(), [outs_a[f"{n}_out"] for n in state_names]
     while todo:
-        k = producer.get(todo.pop())
-        if k is None or k in region:
+        kp = producer.get(todo.pop())
+        if kp is None or kp in region:
             continue
-        region.add(k)
-        todo.extend(t for t in sa.operators[k].inputs if t >= 0)
+        region.add(kp)
+        todo.extend(t for t in sa.operators[kp].inputs if t >= 0)
     if state_readers:
         fc = {k for k, op in enumerate(sa.operators) if _code(a.operatorCodes[op.opcodeIndex]) == _FC}
         states = {ins_a[n] for n in state_names} | {outs_a[f"{n}_out"] for n in state_names}
@@ -114,7 +114,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     region_tensors = set()
     for k in sorted(region):
         oa, ob = sa.operators[k], sb.operators[k]
-        for j, (ta, tb) in enumerate(zip(oa.inputs, ob.inputs)):
+        for j, (ta, tb) in enumerate(zip(oa.inputs, ob.inputs, strict=True)):
             if ta < 0:
                 continue
             if _is_const(b, sb, tb):
@@ -161,7 +161,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
             quant_ops.append((ta, t16))
 
     # 2. opcodes: versions at least those of the int16x8 model, plus QUANTIZE
-    versions = {}
+    versions: dict[int, int] = {}
     for c in b.operatorCodes:
         versions[_code(c)] = max(versions.get(_code(c), 1), c.version)
     for c in a.operatorCodes:

@@ -9,6 +9,9 @@ Files:
     ``x_seq [T, 1, F] -> y_seq [T, 1, F_out]``: the same step as the body of a
     ``Scan`` whose carried values are the states (starting at zero).
 
+The step is :class:`._floatstep.FloatStep` (the same description the TFLite
+target converts), written as ONNX nodes by :class:`OnnxOps`.
+
 Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no
 TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
 initializers (symmetric, per output channel) behind DequantizeLinear, every
@@ -27,15 +30,17 @@ Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from lmu_edge import ir, lti, reference
+from lmu_edge import reference
 from lmu_edge.errors import ArtifactError
 from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
 
 from . import _stepplan
+from ._floatstep import FloatStep
 
 QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
@@ -49,8 +54,10 @@ def _onnx():
     return require("onnx", "onnx", "building ONNX models")
 
 
-class _Builder:
-    """Writes the step computation as ONNX nodes; ``qdq`` maps tensor names to (scale, zero_point)."""
+class OnnxOps:
+    """The :class:`._floatstep.StepOps` backend that writes ONNX nodes; ``qdq`` maps tensor names to
+    ``(scale, zero_point, bits)``: the model is then a QDQ model (weights int8, activations behind
+    QuantizeLinear / DequantizeLinear pairs)."""
 
     def __init__(self, graph, plan, qdq=None, prefix=""):
         self.onnx = _onnx()
@@ -60,8 +67,11 @@ class _Builder:
         self.values = []          # every activation tensor name (for calibration)
         self.wide = False         # while True, activations are LMU input / state: 16-bit in a QDQ model
         self.wide_values = set()
+        self._ints = {}           # int64 vectors (shapes, slice bounds, axes) -> initializer name
+        self._axis = None         # CumSum's axis
 
     def name(self, base):
+        """A fresh tensor name."""
         self.n += 1
         return f"{self.p}{base}_{self.n}"
 
@@ -81,7 +91,16 @@ class _Builder:
         self.nodes.append(self.h.make_node("DequantizeLinear", [nm + "_q", nm + "_s", nm + "_z"], [nm], axis=1))
         return nm
 
+    def ints(self, values):
+        """An int64 initializer holding ``values`` (one per distinct value)."""
+        key = tuple(int(v) for v in values)
+        if key not in self._ints:
+            nm = self._ints[key] = self.name("shape")
+            self.inits.append(self.onnx.numpy_helper.from_array(np.array(key, np.int64), nm))
+        return self._ints[key]
+
     def op(self, op_type, inputs, **attrs):
+        """A node ``op_type(inputs)``; returns its output (behind Q/DQ in a QDQ model)."""
         out = self.name(op_type.lower())
         self.nodes.append(self.h.make_node(op_type, list(inputs), [out], **attrs))
         return self.act(out)
@@ -102,138 +121,58 @@ class _Builder:
                        self.h.make_node("DequantizeLinear", [q, sn, zn], [dq])]
         return dq
 
+    # --- _floatstep.StepOps ---------------------------------------------------------------------
+
     def matmul(self, x, W, b=None):
+        """MatMul (and Add of the bias)."""
         y = self.op("MatMul", [x, self.const(W)])
         return y if b is None else self.op("Add", [y, self.const(np.asarray(b)[None, :])])
 
-    def activation(self, name, x):
-        if name == "linear":
-            return x
-        if name == "relu":
-            return self.op("Relu", [x])
+    def add(self, a, b):
+        """Add."""
+        return self.op("Add", [a, b])
+
+    def sub(self, a, b):
+        """Sub."""
+        return self.op("Sub", [a, b])
+
+    def mul(self, a, b):
+        """Mul."""
+        return self.op("Mul", [a, b])
+
+    def div(self, a, b):
+        """Div."""
+        return self.op("Div", [a, b])
+
+    def unary(self, name, x):
+        """Relu, Clip(0, 6), Tanh, Sigmoid or Softmax (last axis)."""
         if name == "relu6":
             return self.op("Clip", [x, self.const(np.float32(0)), self.const(np.float32(6))])
-        if name == "tanh":
-            return self.op("Tanh", [x])
-        if name == "sigmoid":
-            return self.op("Sigmoid", [x])
         if name == "softmax":
             return self.op("Softmax", [x], axis=-1)
-        if name == "silu":
-            return self.op("Mul", [x, self.op("Sigmoid", [x])])
-        raise ValueError(name)
+        return self.op({"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid"}[name], [x])
 
     def reshape(self, x, shape):
-        return self.op("Reshape", [x, self._shape(shape)])
+        """Reshape."""
+        return self.op("Reshape", [x, self.ints(shape)])
 
-    def _shape(self, shape):
-        nm = self.name("shape")
-        self.inits.append(self.onnx.numpy_helper.from_array(np.array(shape, np.int64), nm))
-        return nm
+    def concat(self, xs, axis):
+        """Concat."""
+        return self.op("Concat", list(xs), axis=axis)
 
-    def step(self, x, states: dict):
-        """Nodes of one step; returns ``(y, new_states)`` tensor names."""
-        new = {}
-        x = self.act(x)
-        for i, (layer, n_in, n_out, _) in enumerate(self.graph.shapes()):
-            if isinstance(layer, ir.Dense):
-                x = self.activation(layer.activation, self.matmul(x, layer.kernel, layer.bias))
-            elif isinstance(layer, ir.Activation):
-                x = self.activation(layer.activation, x)
-            elif isinstance(layer, ir.TimePooling):
-                mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
-                n1 = self.op("Add", [n, self.const(np.float32(1))])
-                mean = self.op("Add", [mean, self.op("Div", [self.op("Sub", [x, mean]), n1])])
-                new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
-                x = mean
-            else:
-                x = self._lmu(i, layer, x, states, new)
-        return x, new
+    def cols(self, x, start, stop):
+        """Slice of columns ``start:stop`` (axis 1)."""
+        return self.op("Slice", [x, self.ints([start]), self.ints([stop]), self.ints([1])])
 
-    def _lmu(self, i, L, x, states, new):
-        d, q, mem = L.memory_d, L.order, L.memory
-        sigma = self.plan.sigma.get(i)
-        hk = f"L{i}_h"
-        h_prev = states.get(hk)
-        self.wide = True          # u and the memory update: 16-bit in a QDQ model
-        u = self.matmul(x, L.input_encoders, L.encoder_bias)
-        if L.hidden_encoders is not None:
-            u = self.op("Add", [u, self.matmul(h_prev, L.hidden_encoders)])
-        if isinstance(mem, ir.FIR):
-            H = np.asarray(mem.kernel, dtype=np.float64)
-            K = H.shape[1]
-            buf = self.reshape(states[f"L{i}_buf"], (d, K))
-            if L.memory_encoders is not None:
-                m_prev = self.reshape(self.matmul(buf, H.T), (1, d * q))
-                u = self.op("Add", [u, self.matmul(m_prev, L.memory_encoders)])
-            head = self.op("Slice", [buf, self._shape([0]), self._shape([K - 1]), self._shape([1])])
-            buf = self.op("Concat", [self.reshape(u, (d, 1)), head], axis=1)
-            new[f"L{i}_buf"] = self.reshape(buf, (1, d * K))
-            m_flat = self.reshape(self.matmul(buf, H.T), (1, d * q))
-            rows = np.ones(d * q)
-        else:
-            m_prev = states[f"L{i}_m"]
-            rows = np.tile(sigma, d)
-            if L.memory_encoders is not None:
-                u = self.op("Add", [u, self.matmul(m_prev, np.asarray(L.memory_encoders) * rows[:, None])])
-            m2 = self.reshape(m_prev, (d, q))
-            u2 = self.reshape(u, (d, 1))
-            if isinstance(mem, ir.DenseSS):
-                W = np.asarray(mem.Abar, np.float64).T * sigma[:, None] / sigma[None, :]
-                Bt = np.asarray(mem.Bbar, np.float64) / sigma
-                if self.qdq is not None:
-                    from ._tflite_build import split_weights
-                    hi, lo = split_weights(W)
-                    am = self.op("Add", [self.op("MatMul", [m2, self.const(hi)]), self.op("MatMul", [m2, self.const(lo)])])
-                else:
-                    am = self.op("MatMul", [m2, self.const(W)])
-                m2 = self.op("Add", [am, self.op("Mul", [u2, self.const(Bt[None, :])])])
-            else:
-                m2 = self._rk(L, mem, m2, u2)
-            m_flat = self.reshape(m2, (1, d * q))
-            new[f"L{i}_m"] = m_flat
-        self.wide = False
-        if L.hidden is None:
-            z = m_flat if np.all(rows == 1) else self.op("Mul", [m_flat, self.const(rows[None, :])])
-            h = self.op("Concat", [z, x], axis=1) if L.input_to_hidden else z
-        else:
-            Wk = np.asarray(L.hidden.kernel, np.float64).copy()
-            Wk[:d * q] *= rows[:, None]
-            pre = self.matmul(m_flat, Wk[:d * q], L.hidden.bias)
-            if L.input_to_hidden:
-                pre = self.op("Add", [pre, self.matmul(x, Wk[d * q:])])
-            if isinstance(L.hidden, ir.HiddenSimpleRNN):
-                pre = self.op("Add", [pre, self.matmul(h_prev, L.hidden.recurrent_kernel)])
-            h = self.activation(L.hidden.activation, pre)
-        if hk in states:
-            new[hk] = h
-        return h
+    def cumsum(self, x):
+        """CumSum along axis 1 (its axis is a 0-d int64 tensor)."""
+        if self._axis is None:
+            self._axis = self.const(1, np.int64)
+        return self.op("CumSum", [x, self._axis])
 
-    def _rk(self, L, mem, m, u):
-        q = L.order
-        hc = self.const((lti.structure_coefficients(q, L.theta) / mem.substeps)[None, :])
-        alt = self.const(((-1.0) ** np.arange(q))[None, :])
-        axis = self.const(1, np.int64)
-        last = (self._shape([q - 1]), self._shape([q]), self._shape([1]))
-
-        def f(w, uu):
-            P = self.op("CumSum", [w, axis])
-            S = self.op("CumSum", [self.op("Mul", [w, alt]), axis])
-            inner = self.op("Sub", [self.op("Sub", [P, self.op("Slice", [P, *last])]), self.op("Mul", [alt, S])])
-            if uu is not None:
-                inner = self.op("Add", [inner, self.op("Mul", [alt, uu])])
-            return self.op("Mul", [hc, inner])
-
-        r = mem.rk_order
-        for _ in range(mem.substeps):
-            w = [f(m, u)]
-            for _k in range(1, r):
-                w.append(f(w[-1], None))
-            acc = w[-1]
-            for k in range(r - 1, 0, -1):
-                acc = self.op("Add", [w[k - 1], self.op("Mul", [acc, self.const(np.float32(1.0 / (k + 1)))])])
-            m = self.op("Add", [m, acc])
-        return m
+    def memory_path(self, on):
+        """Activations written while ``on`` are the LMU's input and memory: 16-bit in a QDQ model."""
+        self.wide = bool(on)
 
 
 def _info(h, name, shape):
@@ -246,13 +185,13 @@ def build(graph, plan, qdq=None, expose=False):
     h = onnx.helper
     spec = plan.spec
     F, Fo = graph.input_features, graph.output_features
-    b = _Builder(graph, plan, qdq)
+    b = OnnxOps(graph, plan, qdq)
     states = {}
     for n, *_ in spec:
         b.wide = _is_state(n)
         states[n] = b.act(n)
     b.wide = False
-    y, new = b.step("x", states)
+    y, new = FloatStep(graph, plan, split=qdq is not None).step(b, b.act("x"), states)
     outs = [h.make_node("Identity", [y], ["y"])] + [h.make_node("Identity", [new[n]], [f"{n}_out"]) for n, *_ in spec]
     o_info = [_info(h, "y", (1, Fo))] + [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec]
     if expose:                 # every activation as an output, for calibration
@@ -300,7 +239,7 @@ def _calibrate(graph, plan, x) -> dict:
     for seq in x:
         st = {n: np.zeros((1, s), np.float32) for n, _, _, s in spec}
         for x_t in seq:
-            res = dict(zip(names, sess.run(None, {"x": x_t[None].astype(np.float32), **st})))
+            res = dict(zip(names, sess.run(None, {"x": x_t[None].astype(np.float32), **st}), strict=True))
             st = {n: res[f"{n}_out"] for n, *_ in spec}
             for n, v in res.items():
                 lo[n], hi[n] = min(lo[n], float(v.min())), max(hi[n], float(v.max()))
@@ -323,12 +262,13 @@ def _calibrate(graph, plan, x) -> dict:
 
 
 def emit(graph, out_dir, options) -> dict:
+    """Write ``step.onnx`` and ``sequence.onnx`` (float or int8 QDQ) for the folded graph."""
     onnx = _onnx()
     out_dir = Path(out_dir)
     quantize = options.get("quantize", "float")
     plan = _stepplan.StatePlan(graph)
     qdq = None
-    report = {"opset": OPSET}
+    report: dict[str, Any] = {"opset": OPSET}
     if quantize == "int8":
         cal = options["calibration"]
         steps = int(options.get("calibration_steps", 2000))
@@ -349,8 +289,9 @@ def emit(graph, out_dir, options) -> dict:
         ref = reference.simulate(graph, x)
         report["quantization"] = {
             "error_vs_float": relative_error(y, ref), "sqnr_db_vs_float": sqnr_db(y, ref),
-            "note": ("int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and per-channel weights, measured "
-                     "against the float oracle on the calibration data; ONNX Runtime's fused integer kernels "
+            "note": ("int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and "
+                     "per-channel weights, measured against the float oracle on the calibration data; "
+                     "ONNX Runtime's fused integer kernels "
                      "round differently from a Q/DQ reading, so no 1-LSB comparison is made")}
     return {"files": [STEP, SEQ], "tolerance": None if quantize != "float" else 1e-4, "report": report}
 
@@ -376,6 +317,7 @@ def _runner(artifact, runtime, model=SEQ):
 
 
 def run(artifact, x, runtime):
+    """Run ``sequence.onnx`` over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
     y = _run_seq(_runner(artifact, runtime), x)
     return y if artifact.graph.output_is_sequence else y[:, -1]
 
@@ -394,7 +336,8 @@ class _Stream:
 
     def _one(self, k, x_t):
         names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
-        res = dict(zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]})))
+        res = dict(zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]}),
+                       strict=True))
         self.st[k] = {n: res[f"{n}_out"] for n, *_ in self.spec}
         return np.asarray(res["y"][0], np.float64)
 
@@ -406,10 +349,12 @@ class _Stream:
 
 
 def stream(artifact, runtime):
+    """``step.onnx`` in ``runtime`` with explicit state, one sample at a time."""
     return _Stream(artifact, runtime)
 
 
 def check(artifact, x) -> dict:
+    """The error against the source model in ``onnx.reference`` too (ONNX Runtime is checked by convert)."""
     ref = artifact.reference(x[:1])
     y = artifact.run(x[:1], runtime="onnx-reference")
     return {"error_vs_source_onnx-reference": relative_error(y, ref)}

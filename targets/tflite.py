@@ -45,11 +45,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from lmu_edge import reference
-from lmu_edge.errors import ArtifactError, QuantizationError, UnsupportedLayerError
+from lmu_edge.errors import ArtifactError, QuantizationError
 from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
 
@@ -178,6 +179,7 @@ def _construction(form: str, quantize: str, state_path: str) -> str:
 
 
 def emit(graph, out_dir, options) -> dict:
+    """Write ``model.tflite`` and ``io.json`` for the folded graph (see the module docstring)."""
     out_dir = Path(out_dir)
     variant = options.get("variant") or "external"
     if variant not in ("external", "internal"):
@@ -195,8 +197,9 @@ def emit(graph, out_dir, options) -> dict:
         form = "plain" if quantize == "float" else "split"
     require("tensorflow", "tflite", "building TFLite models")
     cal = options.get("calibration")
-    rep = rec = None
-    report = {"variant": variant, "form": form}
+    rep: dict | None = None
+    rec: dict | None = None
+    report: dict[str, Any] = {"variant": variant, "form": form}
     if quantize != "float":
         n_rep = int(options.get("representative_samples", 1000))
         if variant == "internal":         # the variables must follow real trajectories: whole sequences in order
@@ -223,7 +226,7 @@ def emit(graph, out_dir, options) -> dict:
                       "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
                       "compared within 1 LSB")}
         q["construction"] = _construction(form, quantize, state_path)
-        if _bool(options.get("compare_plain", True)) and form != "plain":
+        if _bool(options.get("compare_plain", True)) and form != "plain" and rec is not None:
             plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
             prep = {"x": rec["x"], **plain_plan.model_states(rec)}
             with tempfile.TemporaryDirectory() as d:
@@ -287,6 +290,7 @@ class _WorkerSession:
             _tflite_session.write_npy(self.proc.stdin, arr)
             return np.lib.format.read_array(_tflite_session.PipeReader(self.proc.stdout))
         except (OSError, EOFError, ValueError):
+            assert self.proc.stderr is not None          # Popen(stderr=PIPE)
             err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-3:]
             raise ArtifactError(f"the tflite-runtime worker failed: {' | '.join(err)}") from None
 
@@ -301,6 +305,7 @@ class _WorkerSession:
 
     def close(self):
         with contextlib.suppress(Exception):
+            assert self.proc.stdin is not None           # Popen(stdin=PIPE)
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
 
@@ -324,6 +329,7 @@ def _session(artifact, runtime):
 
 
 def run(artifact, x, runtime):
+    """Run the step model over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
     s = _session(artifact, runtime)
     if isinstance(s, _WorkerSession):
         y = s.run(x)
@@ -352,16 +358,17 @@ class _Stream:
         x = np.asarray(x_t, dtype=np.float64)
         if x.ndim == 1:
             return self.sessions[0].step(x)
-        return np.stack([s.step(row) for s, row in zip(self.sessions, x)])
+        return np.stack([s.step(row) for s, row in zip(self.sessions, x, strict=True)])
 
 
 def stream(artifact, runtime):
+    """The step model in ``runtime``, one sample at a time (``reset(batch)``, ``step(x_t)``)."""
     return _Stream(artifact, runtime)
 
 
 def check(artifact, x) -> dict:
     """Errors against the source model in each runtime that is installed (LiteRT is checked by convert)."""
-    out = {}
+    out: dict[str, Any] = {}
     ref = artifact.reference(x[:2])
     for rt in ("tflm",):
         try:

@@ -4,17 +4,15 @@ import json
 import shutil
 import subprocess
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, lmu_edge_cli
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, report
 from lmu_edge.metrics import sqnr_db
-
-from conftest import ROOT, lmu_edge_cli
-from graphs import chain
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -55,7 +53,7 @@ def test_report_numbers_match_independent_computations(digits):
     assert last["max_error"] == pytest.approx(np.max(np.abs(yq - yf)))
     # the LMU state's range check uses the chosen type
     st = next(r for r in rep["tensors"] if r["tensor"] == "state")
-    lmu = next(l for l in qg.layers if l.TYPE == "q_lmu")
+    lmu = next(layer for layer in qg.layers if layer.TYPE == "q_lmu")
     assert st["type_range"] == [lmu.state_type.min, lmu.state_type.max]
     assert st["range_used"] <= 1 and not st["saturated"]
     # the memory's impulse response and its poles
@@ -152,3 +150,19 @@ def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match the data" in r.stderr
     assert not (tmp_path / "rep").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["wrong.npy"]
+
+
+def test_sweep_memory_is_the_c_targets_count(tmp_path):
+    # report asks the C target through the registry (the core imports no target): the bytes it reports for
+    # an integer graph are the ones the C artifact of that graph reports
+    rng = np.random.default_rng(5)
+    g = chain(rng, q=6, theta=10.0)
+    cal = rng.standard_normal((4, 40, 2))
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=cal, measure=False)
+    c = json.loads((art.path / "report.json").read_text())["c"]
+    qg = lmu_edge.irfile.load_ir(art.path / "quantized.lmu.npz")
+    assert report.c_footprint(qg) == (c["const_data_bytes"], c["ram_bytes"])
+    seen = []
+    rows = report.sweep(lmu_edge.fold(g), cal[:2], weight_bits=(8,), state_bits=(16,),
+                        footprint=lambda q: seen.append(q) or (1000, 24))
+    assert len(seen) == 1 and rows[0]["memory_bytes"] == 1024 and rows[0]["ram_bytes"] == 24

@@ -8,10 +8,10 @@ import pytest
 onnx = pytest.importorskip("onnx", reason="onnx not installed: pip install 'lmu-edge[onnx]'")
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip install 'lmu-edge[onnx]'")
 
-import lmu_edge  # noqa: E402
-from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402
+from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (after the importorskip checks; the same model configurations)
 
-from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (the same model configurations)
+import lmu_edge  # noqa: E402  (after the importorskip checks)
+from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
 
 FLOAT_TOL = 1e-5   # float32 models against the float64 oracle (see test_targets_tflite)
 

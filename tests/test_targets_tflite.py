@@ -9,12 +9,12 @@ pytest.importorskip("tensorflow", reason="tensorflow not installed: pip install 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed: pip install 'lmu-edge[tflite]'")
 pytest.importorskip("tflite_micro", reason="tflite-micro not installed: pip install 'lmu-edge[tflite]'")
 
-import lmu_edge  # noqa: E402
-from lmu_edge import ir, lti  # noqa: E402
-from lmu_edge.errors import ArtifactError  # noqa: E402
-from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402
+from graphs import chain  # noqa: E402  (after the importorskip checks)
 
-from graphs import chain  # noqa: E402
+import lmu_edge  # noqa: E402  (after the importorskip checks)
+from lmu_edge import ir, lti  # noqa: E402  (after the importorskip checks)
+from lmu_edge.errors import ArtifactError  # noqa: E402  (after the importorskip checks)
+from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
 
 # float32 step models against the float64 oracle: the float32 rounding of a few hundred steps of a
 # contracting recurrence stays near 1e-7 relative; 1e-5 is the issue's bound.
@@ -30,7 +30,8 @@ def configurations():
         "rk4": lmu_edge.fold(chain(rng, q=6, theta=10.0), "rk4"),
         "fir": lmu_edge.fold(chain(rng, q=6, theta=10.0, memory=ir.ImpulseResponse(fir_kernel, "truncated")), "fir"),
         "pooling": lmu_edge.fold(ir.Graph("pool", 2, chain(rng, q=6, theta=10.0).layers[:2]
-                                          + (ir.TimePooling("pool"), ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")))),
+                                          + (ir.TimePooling("pool"),
+                                             ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")))),
         "last_step": lmu_edge.fold(chain(rng, q=6, theta=10.0, return_sequences=False, hidden=None)),
     }
 
@@ -216,4 +217,5 @@ def test_tflite_runtime_worker_when_configured(float_artifacts):
                     "tests/numpy1/test_tflite_runtime.py covers this runtime")
     art = float_artifacts["memory_d2_dense"]
     x = np.random.default_rng(4).standard_normal((2, 40, 2))
-    assert relative_error(art.run(x, runtime="tflite-runtime"), lmu_edge.simulate(CONFIGS["memory_d2_dense"], x)) < FLOAT_TOL
+    err = relative_error(art.run(x, runtime="tflite-runtime"), lmu_edge.simulate(CONFIGS["memory_d2_dense"], x))
+    assert err < FLOAT_TOL

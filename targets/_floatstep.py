@@ -1,0 +1,251 @@
+"""The float step of a recurrent graph, written once over a small ops interface.
+
+The TFLite target (TensorFlow ops, :mod:`._tflite_build`) and the ONNX target
+(ONNX nodes, :mod:`.onnx`) run the same step function
+``(x_t, states) -> (y_t, states')`` (state names and layout: :mod:`._stepplan`).
+:class:`FloatStep` states it once, for every layer and every memory realization
+those targets support; a backend only says how to write each elementary op
+(:class:`StepOps`: about a dozen methods). Adding a layer or a realization is one
+entry in :data:`FloatStep.LAYERS` or :data:`FloatStep.MEMORIES` and the method it
+names; adding a runtime that can express these ops is one backend class.
+
+The step, per layer (``d`` memory channels of order ``q``, states in the
+coordinates of :class:`._stepplan.StatePlan`, ``m = sigma * mt``)::
+
+    Dense            y = act(x W + b)
+    Activation       y = act(x)
+    TimePooling      n' = n + 1,  mean' = mean + (x - mean) / n'
+    LMU              u  = x E_x + b_u [+ h E_h] [+ m E_m]           (encoders)
+                     m' = memory update of u (below)
+                     h  = act(m' W_m + [x W_x] + [h R] + b)  or  [m', x] without a hidden layer
+
+    memory update    DenseSS     m' = m Abar^T + u Bbar          (``split``: Abar^T = hi + lo, both 8-bit exact)
+                     RungeKutta  the structured step of :func:`lmu_edge.lti.rk_step` (CUMSUM, no q*q matrix)
+                     FIR         buf' = [u, buf[:, :K-1]],  m' = buf' H^T
+
+Every tensor is a row vector of batch 1. A backend sees the exact same sequence
+of op calls for a given graph, so the TFLite and the ONNX models compute the
+same arithmetic in the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from lmu_edge import ir, lti
+from lmu_edge.errors import UnsupportedLayerError
+
+from ._stepplan import StatePlan
+
+#: activations of :class:`lmu_edge.ir.Dense`, :class:`lmu_edge.ir.Activation` and LMU hidden layers
+ACTIVATIONS = ("linear", "relu", "relu6", "tanh", "sigmoid", "softmax", "silu")
+#: the ones a backend writes as one op (:meth:`StepOps.unary`); the others are composed here
+UNARY = ("relu", "relu6", "tanh", "sigmoid", "softmax")
+
+
+class StepOps(Protocol):
+    """What a backend writes: each method returns the backend's tensor (a TF tensor, an ONNX value name).
+
+    Shapes are 2-D ``(rows, cols)`` except scalar constants; broadcasting
+    follows numpy's rules (both TensorFlow and ONNX use them).
+    """
+
+    def const(self, a: Any) -> Any:
+        """A float32 constant holding ``a`` (a scalar or an array)."""
+
+    def matmul(self, x: Any, W: np.ndarray, b: np.ndarray | None = None) -> Any:
+        """``x @ W`` (``+ b`` when given; ``b`` has one entry per column of ``W``)."""
+
+    def add(self, a: Any, b: Any) -> Any:
+        """``a + b``."""
+
+    def sub(self, a: Any, b: Any) -> Any:
+        """``a - b``."""
+
+    def mul(self, a: Any, b: Any) -> Any:
+        """``a * b`` (element-wise)."""
+
+    def div(self, a: Any, b: Any) -> Any:
+        """``a / b`` (element-wise)."""
+
+    def unary(self, name: str, x: Any) -> Any:
+        """The activation ``name`` (one of :data:`UNARY`; softmax over the last axis)."""
+
+    def reshape(self, x: Any, shape: tuple) -> Any:
+        """``x`` reshaped to ``shape`` (row-major)."""
+
+    def concat(self, xs: Sequence[Any], axis: int) -> Any:
+        """The tensors ``xs`` joined along ``axis``."""
+
+    def cols(self, x: Any, start: int, stop: int) -> Any:
+        """``x[:, start:stop]``."""
+
+    def cumsum(self, x: Any) -> Any:
+        """The inclusive cumulative sum of ``x`` along its columns (axis 1)."""
+
+    def memory_path(self, on: bool) -> None:
+        """Tensors written from now on are (``on``) or are not an LMU's input ``u`` and memory.
+
+        A quantizing backend keeps them wider than the other activations (the
+        ONNX QDQ model: 16 bits); a float backend ignores it.
+        """
+
+
+def activation(ops: StepOps, name: str, x: Any) -> Any:
+    """The activation ``name`` of :data:`ACTIVATIONS` applied to ``x``."""
+    if name == "linear":
+        return x
+    if name == "silu":
+        return ops.mul(x, ops.unary("sigmoid", x))
+    if name in UNARY:
+        return ops.unary(name, x)
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+
+
+def split_weights(W: np.ndarray) -> tuple:
+    """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid, ``W_lo = W - W_hi``."""
+    W = np.asarray(W, dtype=np.float64)
+    s = np.abs(W).max(axis=0, keepdims=True) / 127.0
+    s = np.where(s > 0, s, 1.0)
+    hi = np.round(W / s) * s
+    return hi, W - hi
+
+
+def _lookup(table: dict, obj: Any, what: str, where: str):
+    """The entry of ``table`` for ``type(obj)`` or its nearest base class."""
+    for t in type(obj).__mro__:
+        if t in table:
+            return table[t]
+    raise UnsupportedLayerError(f"{where}: {type(obj).__name__} has no float step (TFLite, ONNX); supported "
+                                f"{what}: {', '.join(t.__name__ for t in table)}")
+
+
+class FloatStep:
+    """The step function of a recurrent graph, emitted through a :class:`StepOps` backend.
+
+    ``split``: write a dense memory's ``Abar`` as two matrices (:func:`split_weights`), for
+    backends that quantize weights to 8 bits (see :mod:`._tflite_build`).
+    """
+
+    #: layer type -> the method that writes it: ``(self, ops, i, layer, x, states, new) -> y``
+    LAYERS = {ir.Dense: "_dense", ir.Activation: "_activation", ir.TimePooling: "_pooling", ir.LMU: "_lmu"}
+    #: memory realization -> the method that writes its update: ``(self, ops, i, L, m2, u2) -> m2'``
+    MEMORIES = {ir.DenseSS: "_dense_memory", ir.RungeKutta: "_rk_memory"}
+
+    def __init__(self, graph: ir.Graph, plan: StatePlan, split: bool = False):
+        self.graph, self.plan, self.split = graph, plan, bool(split)
+        for layer in graph.layers:
+            _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}")
+
+    def step(self, ops: StepOps, x: Any, states: dict) -> tuple:
+        """``(y, new_states)``: ``states`` maps state names to ``(1, size)`` tensors of ``ops``."""
+        new: dict = {}
+        for i, layer in enumerate(self.graph.layers):
+            write = getattr(self, _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}"))
+            x = write(ops, i, layer, x, states, new)
+        return x, new
+
+    # --- layers --------------------------------------------------------------------------------
+
+    def _dense(self, ops, i, layer: ir.Dense, x, states, new):
+        return activation(ops, layer.activation, ops.matmul(x, layer.kernel, layer.bias))
+
+    def _activation(self, ops, i, layer: ir.Activation, x, states, new):
+        return activation(ops, layer.activation, x)
+
+    def _pooling(self, ops, i, layer: ir.TimePooling, x, states, new):
+        mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
+        n1 = ops.add(n, ops.const(np.float32(1)))
+        mean = ops.add(mean, ops.div(ops.sub(x, mean), n1))
+        new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
+        return mean
+
+    def _lmu(self, ops, i, L: ir.LMU, x, states, new):
+        d, q, mem = L.memory_d, L.order, L.memory
+        hk = f"L{i}_h"
+        h_prev = states.get(hk)
+        ops.memory_path(True)
+        u = ops.matmul(x, L.input_encoders, L.encoder_bias)
+        if L.hidden_encoders is not None:
+            u = ops.add(u, ops.matmul(h_prev, L.hidden_encoders))
+        if isinstance(mem, ir.FIR):
+            H = np.asarray(mem.kernel, dtype=np.float64)            # (q, K)
+            K = H.shape[1]
+            buf = ops.reshape(states[f"L{i}_buf"], (d, K))
+            if L.memory_encoders is not None:                        # m_prev from the previous buffer
+                m_prev = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
+                u = ops.add(u, ops.matmul(m_prev, L.memory_encoders))
+            buf = ops.concat([ops.reshape(u, (d, 1)), ops.cols(buf, 0, K - 1)], axis=1)
+            new[f"L{i}_buf"] = ops.reshape(buf, (1, d * K))
+            m_flat = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
+            rows = np.ones(d * q)
+        else:
+            update = getattr(self, _lookup(self.MEMORIES, mem, "memories (and FIR)", f"layer {L.name!r}"))
+            m_prev = states[f"L{i}_m"]                               # model coordinates: m = sigma * mt
+            rows = np.tile(self.plan.sigma[i], d)
+            if L.memory_encoders is not None:
+                u = ops.add(u, ops.matmul(m_prev, np.asarray(L.memory_encoders) * rows[:, None]))
+            m2 = ops.reshape(m_prev, (d, q))
+            u2 = ops.reshape(u, (d, 1))
+            m2 = update(ops, i, L, m2, u2)
+            m_flat = ops.reshape(m2, (1, d * q))
+            new[f"L{i}_m"] = m_flat
+        ops.memory_path(False)
+        if L.hidden is None:                                         # fold sigma into the consumer's rows
+            z = m_flat if np.all(rows == 1) else ops.mul(m_flat, ops.const(rows[None, :]))
+            h = ops.concat([z, x], axis=1) if L.input_to_hidden else z
+        else:
+            Wk = np.asarray(L.hidden.kernel, dtype=np.float64).copy()
+            Wk[:d * q] *= rows[:, None]
+            pre = ops.matmul(m_flat, Wk[:d * q], L.hidden.bias)
+            if L.input_to_hidden:
+                pre = ops.add(pre, ops.matmul(x, Wk[d * q:]))
+            if isinstance(L.hidden, ir.HiddenSimpleRNN):
+                pre = ops.add(pre, ops.matmul(h_prev, L.hidden.recurrent_kernel))
+            h = activation(ops, L.hidden.activation, pre)
+        if hk in states:
+            new[hk] = h
+        return h
+
+    # --- memory realizations: (d, q) state rows, (d, 1) input column ---------------------------
+
+    def _dense_memory(self, ops, i, L: ir.LMU, m2, u2):
+        """``m' = m Abar^T + u Bbar`` in the state's coordinates (``Abar`` as ``hi + lo`` when split)."""
+        mem, sigma = L.memory, self.plan.sigma[i]
+        assert isinstance(mem, ir.DenseSS)
+        W = np.asarray(mem.Abar, dtype=np.float64).T * sigma[:, None] / sigma[None, :]
+        Bt = np.asarray(mem.Bbar, dtype=np.float64) / sigma
+        if self.split:
+            hi, lo = split_weights(W)
+            am = ops.add(ops.matmul(m2, hi), ops.matmul(m2, lo))
+        else:
+            am = ops.matmul(m2, W)
+        return ops.add(am, ops.mul(u2, ops.const(Bt[None, :])))
+
+    def _rk_memory(self, ops, i, L: ir.LMU, m, u):
+        """The structured RK step of :func:`lmu_edge.lti.rk_step` (two CUMSUMs per stage, no q*q matrix)."""
+        mem, q = L.memory, L.order
+        assert isinstance(mem, ir.RungeKutta)
+        hc = ops.const((lti.structure_coefficients(q, L.theta) / mem.substeps)[None, :])
+        alt = ops.const(((-1.0) ** np.arange(q))[None, :])
+
+        def f(w, uu):
+            P = ops.cumsum(w)
+            S = ops.cumsum(ops.mul(w, alt))
+            inner = ops.sub(ops.sub(P, ops.cols(P, q - 1, q)), ops.mul(alt, S))
+            if uu is not None:
+                inner = ops.add(inner, ops.mul(alt, uu))
+            return ops.mul(hc, inner)
+
+        r = mem.rk_order
+        for _ in range(mem.substeps):
+            w = [f(m, u)]
+            for _k in range(1, r):
+                w.append(f(w[-1], None))
+            acc = w[-1]
+            for k in range(r - 1, 0, -1):                            # Horner: w_k + acc / (k+1)
+                acc = ops.add(w[k - 1], ops.mul(acc, ops.const(np.float32(1.0 / (k + 1)))))
+            m = ops.add(m, acc)
+        return m
