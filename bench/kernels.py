@@ -32,8 +32,8 @@ M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 def m4_run(art, xq, extra):
     """Instructions per step and model.o flash bytes of the M4 build with extra flags; bit-exactness."""
     d = art.path
-    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", "build/model_m4.o", f"M4={M4} {extra}"], cwd=d, check=True,
-                   capture_output=True)
+    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", "build/model_m4.o", f"FLAGS_m4={M4} {extra}"], cwd=d,
+                   check=True, capture_output=True)
     c_target._write_input(d / "lmu_in.bin", xq.astype(np.int8), 1)
     r = subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=d, check=True,
                        capture_output=True, text=True)

@@ -8,13 +8,12 @@ import subprocess
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
-
-from graphs import chain
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_arm = pytest.mark.skipif(not ARM and os.environ.get("CI") != "true",
@@ -24,7 +23,7 @@ M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 
 def _run_m4(art_dir, xq, extra=""):
     """Build the M4 image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
-    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", f"M4={M4} {extra}"], cwd=art_dir, check=True,
+    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", f"FLAGS_m4={M4} {extra}"], cwd=art_dir, check=True,
                    capture_output=True)
     c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
     subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=art_dir, check=True,
