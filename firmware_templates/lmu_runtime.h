@@ -247,10 +247,12 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
 /* Dense memory, per channel c:  acc_i = B_i u_c + sum_j C_ij m_j  (exact),
  *   delta form:  m_i <- sat_bits(m_i + round_half_up(acc_i / 2^coeff_frac)),
  *   direct form: m_i <- sat_bits(round_half_up(acc_i / 2^coeff_frac)).
- * B_i u_c is formed in 64 bits. The sum over j uses a 32-bit accumulator when acc32 is 1: the code
- * generator sets it only when max_i sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound
- * on the absolute value of every partial sum, so the 32-bit sum is exact; otherwise 64 bits. tmp holds q
- * int64 (the new state is written after every row has read the old one). */
+ * B_i u_c is formed in 64 bits. chunk: the code generator's proof (c_codegen.dense_chunk) that the sum of
+ * any `chunk` consecutive columns (aligned at multiples of chunk) fits int32: for every row and chunk,
+ * sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound on every partial sum. chunk >= q:
+ * the whole row sums in 32 bits; otherwise the generic kernels sum in 64 bits and the 16 x 16 kernel adds
+ * 32-bit partial sums of chunk columns into 64 bits. Either way the sum is exact. Scratch: tmp holds q int64
+ * (the new state is written after every row has read the old one). */
 #define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                \
     static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C,          \
                                    const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits, \
@@ -280,7 +282,8 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
     }                                                                                               \
     static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
-                            int64_t *tmp, int32_t acc32) {                                          \
+                            int64_t *tmp, int32_t chunk) {                                          \
+        const int32_t acc32 = chunk >= q;                                                           \
         int32_t c, i;                                                                               \
         for (c = 0; c < d; ++c) {                                                                   \
             ST *mc = m + c * q;                                                                     \
@@ -308,7 +311,18 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
     for (; i + 4 <= q; i += 4) {                                                                 \
         const int16_t *r0 = C + i * q;                                                           \
         ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                      \
-        for (j = 0; j + 2 <= q; j += 2) {                                                        \
+        for (j = 0; j + 4 <= q; j += 4) {  /* two column pairs per pass: half the loop overhead */ \
+            const uint32_t sv = lmu_ld32(mc + j), sw = lmu_ld32(mc + j + 2);                     \
+            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
+            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
+            a0 = MAC(lmu_ld32(r0 + j + 2), sw, a0);                                              \
+            a1 = MAC(lmu_ld32(r0 + q + j + 2), sw, a1);                                          \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j + 2), sw, a2);                                      \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j + 2), sw, a3);                                      \
+        }                                                                                        \
+        for (; j + 2 <= q; j += 2) {                                                             \
             const uint32_t sv = lmu_ld32(mc + j);                                                \
             a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
             a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
@@ -365,6 +379,46 @@ LMU_NO_DSP_ROWS(int8_t, int32_t)
 LMU_NO_DSP_ROWS(int16_t, int32_t)
 LMU_NO_DSP_ROWS(int32_t, int16_t)
 LMU_NO_DSP_ROWS(int32_t, int32_t)
+
+/* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
+ * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
+ * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
+ * (|partial| <= 2^31 - 1, proven by the code generator) and adds the partial sums in int64, so ARMv6-M
+ * runs one MULS and one ADDS per MAC and no 64-bit multiply helper. Scratch: tmp, q int64. */
+static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
+                                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
+                                            int64_t *tmp, int32_t chunk) {
+    int32_t c, i, j, j0;
+    for (c = 0; c < d; ++c) {
+        int16_t *mc = m + c * q;
+        const int32_t uc = u[c];
+        i = lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
+        for (; i < q; i += 2) {
+            const int16_t *r0 = C + i * q;
+            const int16_t *r1 = i + 1 < q ? r0 + q : r0;      /* an odd last row runs twice, stored once */
+            int64_t s0 = 0, s1 = 0;
+            for (j0 = 0; j0 < q; j0 += chunk) {
+                const int32_t n = q - j0 > chunk ? chunk : q - j0;
+                const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
+                int32_t a0 = 0, a1 = 0;
+                for (j = 0; j < n; ++j) {      /* one shared index: ARMv6-M LDRSH takes a register offset */
+                    const int32_t mj = pm[j];
+                    a0 += (int32_t)p0[j] * mj;
+                    a1 += (int32_t)p1[j] * mj;
+                }
+                s0 += a0;
+                s1 += a1;
+            }
+            lmu_dense_finish(tmp, i, s0, B[i], uc, mc[i], coeff_frac, delta, bits);
+            if (i + 1 < q) {
+                lmu_dense_finish(tmp, i + 1, s1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+            }
+        }
+        for (i = 0; i < q; ++i) {
+            mc[i] = (int16_t)tmp[i];
+        }
+    }
+}
 
 /* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
 #define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                              \
@@ -438,7 +492,6 @@ LMU_NO_DSP_ROWS(int32_t, int32_t)
 
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c16, int16_t, int16_t, LMU_PROD_NARROW)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)

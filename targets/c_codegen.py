@@ -200,10 +200,10 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
         B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
-        acc32 = dense_acc32(mem.coeffs, bits)
+        chunk = dense_chunk(mem.coeffs, bits)
+        sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
         lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
-                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {acc32});"
-                     f"  /* {'32' if acc32 else '64'}-bit sums over C m */")
+                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk});  /* {sums} */")
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
         hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
@@ -249,6 +249,28 @@ def dense_acc32(coeffs, state_bits: int) -> int:
         return 1
     bound = int(c.reshape(c.shape[0], -1).sum(axis=1).max()) << (int(state_bits) - 1)
     return 1 if bound <= 2 ** 31 - 1 else 0
+
+
+def dense_chunk(coeffs, state_bits: int) -> int:
+    """The most consecutive columns of the dense memory whose sum over C m provably fits int32.
+
+    Returns the largest ``k`` (1 <= k <= q) such that for every row i and every chunk of columns
+    ``[a k, (a + 1) k)`` the bound ``sum_j |C_ij| * 2^(state_bits - 1)`` is at most 2^31 - 1 (|m_j| <=
+    2^(state_bits - 1)), so every partial sum inside a chunk is exact in 32 bits. ``k >= q`` is
+    :func:`dense_acc32`'s whole-row proof. Returns 1 when even one column can overflow (a 32-bit state):
+    the kernels then sum in 64 bits (the generic kernels ignore k below q)."""
+    c = np.abs(np.asarray(coeffs, dtype=np.int64))
+    c = c.reshape(c.shape[0], -1)
+    q = c.shape[1]
+    if q == 0:
+        return 1
+    limit = (2 ** 31 - 1) >> (int(state_bits) - 1)
+    for k in range(q, 1, -1):
+        pad = -q % k
+        sums = np.pad(c, ((0, 0), (0, pad))).reshape(c.shape[0], -1, k).sum(axis=2)
+        if int(sums.max()) <= limit:
+            return k
+    return 1
 
 
 def bits_tag(ctype: str) -> int:

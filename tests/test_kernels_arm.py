@@ -40,7 +40,7 @@ def test_dsp_and_portable_paths_are_bit_exact_on_cortex_m4(tmp_path, q, coeff_bi
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits,
                            measure=False)
     if sums:   # both accumulator widths of the dense memory are exercised
-        assert f"/* {sums}-bit sums over C m */" in (art.path / "model.c").read_text()
+        assert f"/* {sums}-bit sums over C m" in (art.path / "model.c").read_text()
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
     ref = intsim.run_int(qg, xq)
@@ -53,3 +53,13 @@ def test_acc32_is_chosen_only_when_the_bound_proves_it():
     assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15 - 1]]), 16) == 1
     assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15]]), 16) == 0
     assert c_codegen.dense_acc32(np.array([[1, -(2 ** 16)], [0, 0]]), 16) == 0
+
+
+def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
+    # limit for a 16-bit state: (2^31 - 1) >> 15 = 65535 per chunk of |C|
+    c = np.array([[30000, 30000, 30000, 5535, 1]])
+    assert c_codegen.dense_chunk(c, 16) == 2            # three columns: 90000 > 65535; pairs fit
+    assert c_codegen.dense_chunk(np.array([[1, 2, 3]]), 16) == 3    # the whole row: acc32's proof
+    assert c_codegen.dense_chunk(np.array([[65535, 1]]), 16) == 1
+    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25535]]), 16) == 2    # aligned pairs
+    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25536]]), 16) == 1
