@@ -31,6 +31,14 @@
 #else
 #define LMU_PATH_DSP 0
 #endif
+/* Helium (M-profile Vector Extension, integer part) on ARMv8.1-M cores such as the Cortex-M55: the int8
+ * dense layers and the 16 x 16 dense memory use it first, the DSP path takes what it leaves. */
+#if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define LMU_PATH_MVE 1
+#include <arm_mve.h>
+#else
+#define LMU_PATH_MVE 0
+#endif
 
 /* ------------------------------------------------------------------------------------------ */
 /* integer helpers                                                                            */
@@ -54,16 +62,14 @@ static inline int64_t lmu_shift_round(int64_t x, int s) {
     return (x + ((int64_t)1 << (s - 1))) >> s;
 }
 
-/* gemmlowp SaturatingRoundingDoublingHighMul */
+/* gemmlowp SaturatingRoundingDoublingHighMul: (ab + nudge) / 2^31 truncated toward zero, nudge = 2^30 for
+ * ab >= 0 and 1 - 2^30 otherwise. Both cases equal floor((ab + 2^30) / 2^31): for ab < 0 the truncation is
+ * a ceiling, and ceil((ab + 1 - 2^30) / 2^31) = floor((ab + 2^30) / 2^31). One SMULL, an add and a shift. */
 static inline int32_t lmu_srdhm(int32_t a, int32_t b) {
-    int64_t ab, nudge, r;
     if (a == INT32_MIN && b == INT32_MIN) {
         return INT32_MAX;
     }
-    ab = (int64_t)a * (int64_t)b;
-    nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
-    r = (ab + nudge) / ((int64_t)1 << 31);   /* C division truncates toward zero */
-    return (int32_t)r;
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 
 /* gemmlowp RoundingDivideByPOT: ties away from zero */
@@ -80,6 +86,11 @@ static inline int32_t lmu_mbqm(int64_t x, int32_t m, int32_t s) {
     const int right = s > 0 ? 0 : -s;
     const int64_t xl = lmu_clamp64(x * ((int64_t)1 << left), INT32_MIN, INT32_MAX);
     return lmu_rdbpot(lmu_srdhm((int32_t)xl, m), right);
+}
+
+/* lmu_mbqm for an int32 x: no clamp is needed when s <= 0 (x * 2^0 is x) */
+static inline int32_t lmu_mbqm32(int32_t x, int32_t m, int32_t s) {
+    return s > 0 ? lmu_mbqm(x, m, s) : lmu_rdbpot(lmu_srdhm(x, m), -s);
 }
 
 /* a / n rounded half away from zero, n > 0 */
@@ -140,6 +151,23 @@ static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
 static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
                              int32_t *a0, int32_t *a1) {
     int32_t i = 0, s0 = *a0, s1 = *a1;
+#if LMU_PATH_MVE
+    /* Helium: per 16 inputs and 2 rows, 3 VLDRB, 2 VMLADAVA (x . w) and 2 VADDVA (sum w); the zero point
+     * enters once per row as zp * sum w. Every partial value is within the bound above. */
+    {
+        int32_t sw0 = 0, sw1 = 0;
+        for (; i + 16 <= n; i += 16) {
+            const int8x16_t xv = vldrbq_s8(x + i);
+            const int8x16_t u0 = vldrbq_s8(w0 + i), u1 = vldrbq_s8(w1 + i);
+            s0 = vmladavaq_s8(s0, xv, u0);
+            s1 = vmladavaq_s8(s1, xv, u1);
+            sw0 = vaddvaq_s8(sw0, u0);
+            sw1 = vaddvaq_s8(sw1, u1);
+        }
+        s0 -= zp * sw0;
+        s1 -= zp * sw1;
+    }
+#endif
 #if LMU_PATH_DSP
     const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
     for (; i + 4 <= n; i += 4) {
@@ -176,8 +204,8 @@ static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, 
             int32_t a0 = (k == 0 && L->bias) ? L->bias[j] : 0;
             int32_t a1 = (k == 0 && L->bias) ? L->bias[j1] : 0;
             lmu_qdot2(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->w + (int32_t)j1 * p->n_in, p->n_in, &a0, &a1);
-            total[0] += lmu_mbqm(a0, p->mult[j], p->shift[j]);
-            total[1] += lmu_mbqm(a1, p->mult[j1], p->shift[j1]);
+            total[0] += lmu_mbqm32(a0, p->mult[j], p->shift[j]);
+            total[1] += lmu_mbqm32(a1, p->mult[j1], p->shift[j1]);
         }
         for (r = 0; r < 2 && j + r < L->n_out; ++r) {
             const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
@@ -230,8 +258,8 @@ static inline void lmu_qpool(int64_t *sum, int32_t *count, const int8_t *x, int8
 }
 
 /* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values) */
-static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
-    return lmu_clamp8(zp + (int64_t)lmu_mbqm(v, m, s));
+static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
+    return lmu_clamp8(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -380,6 +408,44 @@ LMU_NO_DSP_ROWS(int16_t, int32_t)
 LMU_NO_DSP_ROWS(int32_t, int16_t)
 LMU_NO_DSP_ROWS(int32_t, int32_t)
 
+/* Helium rows of the 16 x 16 dense memory: four rows at a time, eight columns per vector; one state vector
+ * (VLDRH) feeds four VMLALDAVA (8 MACs each into a 64-bit sum), so per 32 MACs 5 VLDRH and 4 VMLALDAVA.
+ * The last q % 8 columns run predicated (VCTP). Exact 64-bit sums: the same state as every other path.
+ * Returns the first row it left. */
+static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp) {
+    int32_t i = 0;
+#if LMU_PATH_MVE
+    int32_t j;
+    for (; i + 4 <= q; i += 4) {
+        const int16_t *r0 = C + i * q;
+        int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (j = 0; j + 8 <= q; j += 8) {
+            const int16x8_t sv = vldrhq_s16(mc + j);
+            a0 = vmlaldavaq_s16(a0, vldrhq_s16(r0 + j), sv);
+            a1 = vmlaldavaq_s16(a1, vldrhq_s16(r0 + q + j), sv);
+            a2 = vmlaldavaq_s16(a2, vldrhq_s16(r0 + 2 * q + j), sv);
+            a3 = vmlaldavaq_s16(a3, vldrhq_s16(r0 + 3 * q + j), sv);
+        }
+        if (j < q) {
+            const mve_pred16_t p = vctp16q((uint32_t)(q - j));
+            const int16x8_t sv = vldrhq_z_s16(mc + j, p);
+            a0 = vmlaldavaq_p_s16(a0, vldrhq_z_s16(r0 + j, p), sv, p);
+            a1 = vmlaldavaq_p_s16(a1, vldrhq_z_s16(r0 + q + j, p), sv, p);
+            a2 = vmlaldavaq_p_s16(a2, vldrhq_z_s16(r0 + 2 * q + j, p), sv, p);
+            a3 = vmlaldavaq_p_s16(a3, vldrhq_z_s16(r0 + 3 * q + j, p), sv, p);
+        }
+        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
+        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
+        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
+    }
+#else
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+#endif
+    return i;
+}
+
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
  * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
@@ -388,11 +454,12 @@ LMU_NO_DSP_ROWS(int32_t, int32_t)
 static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
                                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
                                             int64_t *tmp, int32_t chunk) {
-    int32_t c, i, j, j0;
+    int32_t c, i, j0;
     for (c = 0; c < d; ++c) {
         int16_t *mc = m + c * q;
         const int32_t uc = u[c];
-        i = lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
+        i = LMU_PATH_MVE ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
+                         : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
         for (; i < q; i += 2) {
             const int16_t *r0 = C + i * q;
             const int16_t *r1 = i + 1 < q ? r0 + q : r0;      /* an odd last row runs twice, stored once */
@@ -400,7 +467,7 @@ static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_
             for (j0 = 0; j0 < q; j0 += chunk) {
                 const int32_t n = q - j0 > chunk ? chunk : q - j0;
                 const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
-                int32_t a0 = 0, a1 = 0;
+                int32_t a0 = 0, a1 = 0, j;
                 for (j = 0; j < n; ++j) {      /* one shared index: ARMv6-M LDRSH takes a register offset */
                     const int32_t mj = pm[j];
                     a0 += (int32_t)p0[j] * mj;
