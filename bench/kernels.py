@@ -197,6 +197,7 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
 
 
 def main(argv=None):
+    """Print the table for the given orders and runtimes; returns its rows."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])

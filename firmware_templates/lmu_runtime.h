@@ -31,6 +31,15 @@
 #else
 #define LMU_PATH_DSP 0
 #endif
+/* The portable 16 x 16 dense memory adds 32-bit partial sums of the proven chunk of columns into 64 bits
+ * where a 64-bit multiply-accumulate costs several instructions (ARMv6-M); elsewhere it accumulates the
+ * 32-bit products in 64 bits directly (SMLAL on ARMv7-M, one instruction on a 64-bit host). The same
+ * exact sums either way. */
+#if defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_8M_BASE__)
+#define LMU_SUM32_CHUNKS 1
+#else
+#define LMU_SUM32_CHUNKS 0
+#endif
 /* Helium (M-profile Vector Extension, integer part) on ARMv8.1-M cores such as the Cortex-M55: the int8
  * dense layers and the 16 x 16 dense memory use it first, the DSP path takes what it leaves. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -464,17 +473,25 @@ static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_
             const int16_t *r0 = C + i * q;
             const int16_t *r1 = i + 1 < q ? r0 + q : r0;      /* an odd last row runs twice, stored once */
             int64_t s0 = 0, s1 = 0;
-            for (j0 = 0; j0 < q; j0 += chunk) {
-                const int32_t n = q - j0 > chunk ? chunk : q - j0;
-                const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
-                int32_t a0 = 0, a1 = 0, j;
-                for (j = 0; j < n; ++j) {      /* one shared index: ARMv6-M LDRSH takes a register offset */
-                    const int32_t mj = pm[j];
-                    a0 += (int32_t)p0[j] * mj;
-                    a1 += (int32_t)p1[j] * mj;
+            if (!LMU_SUM32_CHUNKS && chunk < q) {   /* a 64-bit multiply-accumulate is one instruction here */
+                for (j0 = 0; j0 < q; ++j0) {
+                    const int32_t mj = mc[j0];
+                    s0 += (int32_t)r0[j0] * mj;
+                    s1 += (int32_t)r1[j0] * mj;
                 }
-                s0 += a0;
-                s1 += a1;
+            } else {
+                for (j0 = 0; j0 < q; j0 += chunk) {
+                    const int32_t n = q - j0 > chunk ? chunk : q - j0;
+                    const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
+                    int32_t a0 = 0, a1 = 0, j;
+                    for (j = 0; j < n; ++j) {  /* one shared index: ARMv6-M LDRSH takes a register offset */
+                        const int32_t mj = pm[j];
+                        a0 += (int32_t)p0[j] * mj;
+                        a1 += (int32_t)p1[j] * mj;
+                    }
+                    s0 += a0;
+                    s1 += a1;
+                }
             }
             lmu_dense_finish(tmp, i, s0, B[i], uc, mc[i], coeff_frac, delta, bits);
             if (i + 1 < q) {
