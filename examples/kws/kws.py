@@ -343,7 +343,7 @@ def run_stream(exe, runtime, audio, n_outputs=len(CLASSES)) -> tuple:
     for the front end (``fe_insn``) and the model (``net_insn``)."""
     import tempfile
     import time
-    from lmu_edge.targets.c import INSN_PER_TICK
+    from lmu_edge import toolchain
     with tempfile.TemporaryDirectory(prefix="kws-stream-") as tmp:
         tmp = Path(tmp)
         (tmp / "stream.raw").write_bytes(np.asarray(audio, "<i2").tobytes())
@@ -355,8 +355,8 @@ def run_stream(exe, runtime, audio, n_outputs=len(CLASSES)) -> tuple:
     stats = frontend.parse_stats(r.stdout, "kws-stats")
     stats["wall_s"] = wall
     if runtime != "host" and stats.get("frames"):
-        stats["fe_insn"] = stats["fe_ticks"] * INSN_PER_TICK / stats["frames"]
-        stats["net_insn"] = stats["net_ticks"] * INSN_PER_TICK / stats["frames"]
+        stats["fe_insn"] = toolchain.instructions(stats["fe_ticks"], runtime) / stats["frames"]
+        stats["net_insn"] = toolchain.instructions(stats["net_ticks"], runtime) / stats["frames"]
     return lines, y, stats
 
 
