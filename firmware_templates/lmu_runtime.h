@@ -11,6 +11,9 @@
  * values are arithmetic (as gcc and clang define them).
  *
  * Float path (define LMU_NO_FLOAT to leave it out): the same layers in float32.
+ *
+ * The Cortex-M kernels (DSP: Cortex-M4, M7, M33; Helium: Cortex-M55) are in lmu_kernels_arm.h, included
+ * below only when the compiler targets such a core; define LMU_PORTABLE to use the portable loops there too.
  */
 #ifndef LMU_RUNTIME_H
 #define LMU_RUNTIME_H
@@ -27,7 +30,6 @@
  * exact integers: only the instructions differ. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #define LMU_PATH_DSP 1
-#include <arm_acle.h>
 #else
 #define LMU_PATH_DSP 0
 #endif
@@ -44,7 +46,6 @@
  * dense layers and the 16 x 16 dense memory use it first, the DSP path takes what it leaves. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
 #define LMU_PATH_MVE 1
-#include <arm_mve.h>
 #else
 #define LMU_PATH_MVE 0
 #endif
@@ -111,6 +112,38 @@ static inline int8_t lmu_clamp8(int64_t v) {
     return (int8_t)lmu_clamp64(v, -128, 127);
 }
 
+/* finish row i of the dense memory from its exact sum over j */
+static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
+                                    int32_t coeff_frac, int32_t delta, int32_t bits) {
+    const int64_t step = lmu_shift_round((int64_t)b * (int64_t)uc + sum, coeff_frac);
+    tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
+}
+
+
+/* The Cortex-M kernels (DSP and Helium) live in lmu_kernels_arm.h; each returns how much of its work it
+ * did and leaves the rest to the portable loops here. Without either extension they do nothing. */
+#if LMU_PATH_DSP || LMU_PATH_MVE
+#include "lmu_kernels_arm.h"
+#else
+static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
+                                    int32_t *a0, int32_t *a1) {
+    (void)x; (void)zp; (void)w0; (void)w1; (void)n; (void)a0; (void)a1;
+    return 0;
+}
+static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
+                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
+                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)acc32;
+    return 0;
+}
+static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp) {
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    return 0;
+}
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 /* int8 linear layers                                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -134,62 +167,17 @@ typedef struct {
     const int8_t *lut;        /* 256 entries indexed by y + 128, or NULL */
 } lmu_qlinear_t;
 
-#if LMU_PATH_DSP
-/* a 32-bit word from any address (unaligned LDR is allowed on every core with the DSP extension) */
-static inline uint32_t lmu_ld32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-/* bytes 1 and 3 of w, sign-extended to two halfwords (SXTB16 with ROR #8; gcc 12 has no __ror) */
-static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
-    uint32_t r;
-    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
-    return r;
-}
-#endif
-
 /* Two rows of an int8 dot product with an input zero point:
  *   a0 += sum_i (x_i - zp) w0_i,  a1 += sum_i (x_i - zp) w1_i   (w1 may equal w0: one row).
  * Ranges: x, w in [-128, 127], zp in [-128, 127], so x - zp in [-255, 255] fits a halfword and every
  * product fits 17 bits. Accumulator: int32. The quantizer keeps n * 255 * 128 + |bias| below 2^31
  * (n < 65000 inputs per part), so the exact sum fits; SMLAD wraps modulo 2^32, so any intermediate
- * wrap cancels and the final value is the exact sum on both paths. DSP path: per 4 inputs and 2 rows,
+ * wrap cancels and the final value is the exact sum on every path. lmu_qdot2_arm (lmu_kernels_arm.h) does
+ * the first inputs on a DSP or Helium core. DSP path: per 4 inputs and 2 rows,
  * 1 LDR + 2 SXTB16 + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. No scratch. */
 static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
                              int32_t *a0, int32_t *a1) {
-    int32_t i = 0, s0 = *a0, s1 = *a1;
-#if LMU_PATH_MVE
-    /* Helium: per 16 inputs and 2 rows, 3 VLDRB, 2 VMLADAVA (x . w) and 2 VADDVA (sum w); the zero point
-     * enters once per row as zp * sum w. Every partial value is within the bound above. */
-    {
-        int32_t sw0 = 0, sw1 = 0;
-        for (; i + 16 <= n; i += 16) {
-            const int8x16_t xv = vldrbq_s8(x + i);
-            const int8x16_t u0 = vldrbq_s8(w0 + i), u1 = vldrbq_s8(w1 + i);
-            s0 = vmladavaq_s8(s0, xv, u0);
-            s1 = vmladavaq_s8(s1, xv, u1);
-            sw0 = vaddvaq_s8(sw0, u0);
-            sw1 = vaddvaq_s8(sw1, u1);
-        }
-        s0 -= zp * sw0;
-        s1 -= zp * sw1;
-    }
-#endif
-#if LMU_PATH_DSP
-    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
-    for (; i + 4 <= n; i += 4) {
-        const uint32_t xw = lmu_ld32(x + i);
-        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);     /* x0 - zp, x2 - zp */
-        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
-        const uint32_t u0 = lmu_ld32(w0 + i), u1 = lmu_ld32(w1 + i);
-        s0 = __smlad(__sxtb16(u0), xe, s0);
-        s0 = __smlad(lmu_sxtb16_hi(u0), xo, s0);
-        s1 = __smlad(__sxtb16(u1), xe, s1);
-        s1 = __smlad(lmu_sxtb16_hi(u1), xo, s1);
-    }
-#endif
+    int32_t i = lmu_qdot2_arm(x, zp, w0, w1, n, a0, a1), s0 = *a0, s1 = *a1;
     for (; i < n; ++i) {
         const int32_t xv = (int32_t)x[i] - zp;
         s0 += xv * (int32_t)w0[i];
@@ -333,74 +321,6 @@ static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
         }                                                                                           \
     }
 
-/* finish row i of the dense memory from its exact sum over j */
-static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
-                                    int32_t coeff_frac, int32_t delta, int32_t bits) {
-    const int64_t step = lmu_shift_round((int64_t)b * (int64_t)uc + sum, coeff_frac);
-    tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
-}
-
-#if LMU_PATH_DSP
-/* Four rows of C times the state at a time, with accumulators of type ACC and the ACLE dual-MAC
- * intrinsic MAC; the caller picks the 32- or 64-bit pair. Uses i, j, q, C, mc, B, uc, coeff_frac,
- * delta, bits and tmp from the enclosing function. */
-#define LMU_DSP_ROWS4(ACC, MAC)                                                                  \
-    for (; i + 4 <= q; i += 4) {                                                                 \
-        const int16_t *r0 = C + i * q;                                                           \
-        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                      \
-        for (j = 0; j + 4 <= q; j += 4) {  /* two column pairs per pass: half the loop overhead */ \
-            const uint32_t sv = lmu_ld32(mc + j), sw = lmu_ld32(mc + j + 2);                     \
-            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
-            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
-            a0 = MAC(lmu_ld32(r0 + j + 2), sw, a0);                                              \
-            a1 = MAC(lmu_ld32(r0 + q + j + 2), sw, a1);                                          \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j + 2), sw, a2);                                      \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j + 2), sw, a3);                                      \
-        }                                                                                        \
-        for (; j + 2 <= q; j += 2) {                                                             \
-            const uint32_t sv = lmu_ld32(mc + j);                                                \
-            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
-            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
-        }                                                                                        \
-        if (j < q) {                                                                             \
-            a0 += (int32_t)r0[j] * mc[j];                                                        \
-            a1 += (int32_t)r0[q + j] * mc[j];                                                    \
-            a2 += (int32_t)r0[2 * q + j] * mc[j];                                                \
-            a3 += (int32_t)r0[3 * q + j] * mc[j];                                                \
-        }                                                                                        \
-        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);                  \
-        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);      \
-    }
-#endif
-
-/* DSP rows of the dense memory with 16-bit coefficients and a 16-bit state: returns the first row it left
- * to the portable loop. Four rows at a time: one state word (two halfwords) feeds four dual MACs, so per
- * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
- * finished by a scalar tail. Same exact sums as the portable loop, so the same state. */
-static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
-                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
-                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
-    int32_t i = 0;
-#if LMU_PATH_DSP
-    int32_t j;
-    if (acc32) {
-        LMU_DSP_ROWS4(int32_t, __smlad);       /* sums proven to fit 32 bits: 1 SMLAD per 2 MACs */
-    } else {
-        LMU_DSP_ROWS4(int64_t, __smlald);      /* 64-bit sums: 1 SMLALD per 2 MACs */
-    }
-#else
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
-    (void)acc32;
-#endif
-    return i;
-}
-
 /* the other storage / coefficient types take the portable loop for every row */
 #define LMU_NO_DSP_ROWS(ST, CT)                                                                     \
     static inline int32_t lmu_dense_dsp_rows_##ST##_##CT(ST *mc, int32_t uc, int32_t q, const CT *C,  \
@@ -416,44 +336,6 @@ LMU_NO_DSP_ROWS(int8_t, int32_t)
 LMU_NO_DSP_ROWS(int16_t, int32_t)
 LMU_NO_DSP_ROWS(int32_t, int16_t)
 LMU_NO_DSP_ROWS(int32_t, int32_t)
-
-/* Helium rows of the 16 x 16 dense memory: four rows at a time, eight columns per vector; one state vector
- * (VLDRH) feeds four VMLALDAVA (8 MACs each into a 64-bit sum), so per 32 MACs 5 VLDRH and 4 VMLALDAVA.
- * The last q % 8 columns run predicated (VCTP). Exact 64-bit sums: the same state as every other path.
- * Returns the first row it left. */
-static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
-                                         int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp) {
-    int32_t i = 0;
-#if LMU_PATH_MVE
-    int32_t j;
-    for (; i + 4 <= q; i += 4) {
-        const int16_t *r0 = C + i * q;
-        int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (j = 0; j + 8 <= q; j += 8) {
-            const int16x8_t sv = vldrhq_s16(mc + j);
-            a0 = vmlaldavaq_s16(a0, vldrhq_s16(r0 + j), sv);
-            a1 = vmlaldavaq_s16(a1, vldrhq_s16(r0 + q + j), sv);
-            a2 = vmlaldavaq_s16(a2, vldrhq_s16(r0 + 2 * q + j), sv);
-            a3 = vmlaldavaq_s16(a3, vldrhq_s16(r0 + 3 * q + j), sv);
-        }
-        if (j < q) {
-            const mve_pred16_t p = vctp16q((uint32_t)(q - j));
-            const int16x8_t sv = vldrhq_z_s16(mc + j, p);
-            a0 = vmlaldavaq_p_s16(a0, vldrhq_z_s16(r0 + j, p), sv, p);
-            a1 = vmlaldavaq_p_s16(a1, vldrhq_z_s16(r0 + q + j, p), sv, p);
-            a2 = vmlaldavaq_p_s16(a2, vldrhq_z_s16(r0 + 2 * q + j, p), sv, p);
-            a3 = vmlaldavaq_p_s16(a3, vldrhq_z_s16(r0 + 3 * q + j, p), sv, p);
-        }
-        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);
-        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
-        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);
-        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
-    }
-#else
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
-#endif
-    return i;
-}
 
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)

@@ -189,7 +189,7 @@ def matrix(tmp_path_factory):
             first = art
     d = root / "all"
     d.mkdir()
-    for name in ("Makefile", "lmu_runtime.h", "startup.c", *toolchain.LINKER_SCRIPTS):
+    for name in ("Makefile", "lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", *toolchain.LINKER_SCRIPTS):
         shutil.copyfile(first.path / name, d / name)
     for k in range(len(CASES)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")

@@ -323,12 +323,12 @@ def score(detections, events, tol_before=0.3, tol_after=0.7):
 # --- the streaming C: build and run -----------------------------------------------------------
 
 def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0")) -> dict:
-    """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h), the front end
+    """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
     (``frontend.emit_c``), the detection header and ``stream.c`` into ``build_dir`` and compile
     them for each runtime. Returns ``{runtime: executable}``."""
     art_dir, d = Path(art_dir), Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    for f in ("model.c", "model.h", "lmu_runtime.h"):
+    for f in ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h"):
         shutil.copyfile(art_dir / f, d / f)
     frontend.emit_c(d, CFG, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
