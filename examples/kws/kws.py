@@ -343,6 +343,7 @@ def run_stream(exe, runtime, audio, n_outputs=len(CLASSES)) -> tuple:
     for the front end (``fe_insn``) and the model (``net_insn``)."""
     import tempfile
     import time
+
     from lmu_edge import toolchain
     with tempfile.TemporaryDirectory(prefix="kws-stream-") as tmp:
         tmp = Path(tmp)
