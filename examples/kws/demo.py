@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
+import kws
+import numpy as np
 
-import kws  # noqa: E402
-import lmu_edge  # noqa: E402
-from lmu_edge import intsim, toolchain  # noqa: E402
+import lmu_edge
+from lmu_edge import intsim, toolchain
 
 T = 150
 
@@ -40,7 +40,8 @@ def utterance_accuracy(qg, model_path):
     x, _, _, _ = kws.sequences(words, labels, T, np.random.default_rng(1))
     post_f = lmu_edge.simulate(lmu_edge.load(model_path), x * kws.FEATURE_SCALE)
     post_q = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
-    acc = lambda p: float(np.mean(kws.utterance_predictions(p) == labels))  # noqa: E731
+    def acc(p):
+        return float(np.mean(kws.utterance_predictions(p) == labels))
     return acc(post_f), acc(post_q), len(labels)
 
 
@@ -124,12 +125,14 @@ def main(argv=None):
     if any(rt.startswith("cortex") for rt in runtimes):
         st = res[[rt for rt in runtimes if rt.startswith("cortex")][0]]
         b = out / "build"
-        res["flash"] = {cpu: {"frontend": flash_bytes(b, "kws_frontend.c", cpu), "model": flash_bytes(b, "model.c", cpu)}
+        res["flash"] = {cpu: {"frontend": flash_bytes(b, "kws_frontend.c", cpu),
+                              "model": flash_bytes(b, "model.c", cpu)}
                         for cpu in ("m4", "m0")}
         res["ram"] = {"frontend": st["fe_bytes"], "model": st["net_bytes"], "detector": st["det_bytes"]}
         print(f"RAM {sum(res['ram'].values())} B (front end {st['fe_bytes']}, model {st['net_bytes']}, detection "
               f"{st['det_bytes']}); flash M4: front end {res['flash']['m4']['frontend']} B, model "
-              f"{res['flash']['m4']['model']} B; M0: {res['flash']['m0']['frontend']} B + {res['flash']['m0']['model']} B")
+              f"{res['flash']['m4']['model']} B; M0: {res['flash']['m0']['frontend']} B + "
+              f"{res['flash']['m0']['model']} B")
     (out / "demo.json").write_text(json.dumps(res, indent=1, default=str))
     return 0 if all(same.values()) else 1
 

@@ -13,7 +13,6 @@ to the same samples, and all randomness (noise, gains, positions) comes from see
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import wave
@@ -31,6 +30,7 @@ SR = 16000
 CFG = frontend.FrontendConfig()
 KEYWORDS = ["yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
 CLASSES = ["_silence_", "_unknown_"] + KEYWORDS
+N_CLASSES = len(CLASSES)
 UNKNOWN_TRAIN = ["bed", "bird", "cat", "dog", "happy", "house", "marvin", "sheila", "tree", "wow", "zero", "one",
                  "two", "three", "four", "five", "six", "seven", "eight", "nine", "learn", "follow", "forward",
                  "backward", "visual", "apple", "water", "yellow", "window", "under", "over", "little", "morning",
@@ -61,6 +61,7 @@ def _to16k(x, rate):
     if rate == SR:
         return x
     from math import gcd
+
     from scipy.signal import resample_poly
     g = gcd(SR, rate)
     return np.round(resample_poly(x.astype(np.float64), SR // g, rate // g)).astype(np.int64)
@@ -203,7 +204,7 @@ def sequences(words, labels, n_frames, rng, n_silence=0, copies=1, augment=False
     """Feature sequences ``(N, n_frames, n_mels)`` int8, targets, weights, word end samples."""
     n_samples = frame_end(n_frames - 1)
     xs, ys, ws, ends = [], [], [], []
-    items = [(w, c) for w, c in zip(words, labels) for _ in range(copies)] + [(None, None)] * n_silence
+    items = [(w, c) for w, c in zip(words, labels, strict=True) for _ in range(copies)] + [(None, None)] * n_silence
     for word, cls in items:
         if word is not None:
             word = word[: n_samples - 3200 - 8000 - 1600]
@@ -310,7 +311,7 @@ def score(detections, events, tol_before=0.3, tol_after=0.7):
     used, correct = set(), 0
     for f, c, _ in detections:
         t = frame_end(f)
-        for j, (s, e, ce) in enumerate(kw):
+        for j, (_, e, ce) in enumerate(kw):
             if j not in used and ce == c and e - tol_before * SR <= t <= e + tol_after * SR:
                 used.add(j)
                 correct += 1
@@ -337,7 +338,7 @@ def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "c
             for rt in runtimes}
 
 
-def run_stream(exe, runtime, audio, n_outputs=len(CLASSES)) -> tuple:
+def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     """Stream int16 ``audio`` through a built ``stream`` executable. Returns ``(detection lines,
     int8 outputs (frames, n_outputs), stats)``; on Cortex-M stats also has instructions per frame
     for the front end (``fe_insn``) and the model (``net_insn``)."""
