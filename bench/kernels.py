@@ -1,16 +1,35 @@
-"""Cortex-M kernel paths: whole-step instructions per MAC, optimized (DSP) against portable, measured in
-one run with QEMU -icount on the bench model (order 64) and an order-256 model, both dense ZOH with int8
-weights and a 16-bit state.
+"""Cortex-M kernel paths on every runtime: instructions per MAC, optimized against portable, for the whole
+step and per layer, with a cycle estimate and the flash each build takes; measured in one run with QEMU
+-icount on the bench model (order 64, theta 200) and an order-256 model (theta 1024), both dense ZOH with
+int8 weights, a 16-bit state and a Dense(8) hidden layer.
 
-    python bench/kernels.py [--orders 64 256]
+    python bench/kernels.py [--orders 64 256] [--runtimes cortex-m4 cortex-m55 ...]
 
-MACs are the report's ``macs_per_step`` (every dense layer and the q x q memory update, counted by the
-code generator outside the kernels). The portable row is the same model.c built with -DLMU_PORTABLE.
-Prints ratios, asserts nothing.
+MACs are the report's ``macs_per_step`` (every dense layer and the q x q + q memory update, counted by
+the code generator outside the kernels). "optimized" is each core's default kernel path (DSP on M4 / M7 /
+M33, Helium on M55, portable C on M0); "portable" is the same model.c built with -DLMU_PORTABLE. Every
+build's int8 outputs are compared with the integer reference (bit-exact column).
+
+Per layer: the bench copies the artifact, puts a SysTick read after every statement of
+``<prefix>_step_int8`` and charges each statement the instructions since the previous read, less the
+cost of one read (measured by two reads in a row). "dense" sums every int8 dense layer (input, encoder,
+hidden, output), "memory" is the LMU memory update, "other" the requantization of the state and copies.
+
+Cycles: instructions x the cycles per instruction of the step's hottest loop (the backward branch with
+the most multiply-accumulate instructions in ``<prefix>_step_int8``), from the cores' published
+instruction timings: Cortex-M0 and M4 Technical Reference Manuals (loads 2, MUL/SMLAD/SMLALD 1, taken
+branch 3 (1 + pipeline refill of 2), LDRD and LDM 1 + words); Cortex-M33 and M7 use the M4 figures (for
+the dual-issue M7 an upper bound); Cortex-M55 (dual-beat Helium): 2 cycles per 128-bit vector
+instruction, scalar as on the M4. An estimate, not a measurement: QEMU does not model cycles.
+Flash: text + rodata + data of model.o for that core and path (the paths read the same arrays, so any
+difference is code). Prints, asserts nothing.
 """
 
 import argparse
+import datetime
 import json
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,37 +38,175 @@ from pathlib import Path
 import numpy as np
 
 import lmu_edge
-from lmu_edge import intsim
+from lmu_edge import intsim, toolchain
 from lmu_edge.targets import c as c_target
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from graphs import chain  # noqa: E402
 
-M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
+PROF_C = r"""/* bench instrumentation: SysTick ticks charged to each statement of the step */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define LMU_BENCH_CVR (*(volatile uint32_t *)0xE000E018u)
+uint32_t lmu_bench_ticks[%(n)d];
+static uint32_t lmu_bench_last;
+static int lmu_bench_registered;
+static void lmu_bench_print(void) {
+    int k;
+    printf("lmu-bench:");
+    for (k = 0; k < %(n)d; ++k) printf(" t%%d=%%lu", k, (unsigned long)lmu_bench_ticks[k]);
+    printf("\n");
+}
+void lmu_bench_mark(int k);
+void lmu_bench_mark(int k) {
+    const uint32_t now = LMU_BENCH_CVR;
+    if (!lmu_bench_registered) {
+        lmu_bench_registered = 1;
+        atexit(lmu_bench_print);
+    }
+    if (k >= 0) lmu_bench_ticks[k] += (lmu_bench_last - now) & 0xFFFFFFu;
+    lmu_bench_last = LMU_BENCH_CVR;
+}
+"""
+
+# cycles per instruction class, from the cores' published instruction timings (see the module docstring)
+SCALAR_CYCLES = {"load": 2, "load2": 3, "store": 2, "branch": 3, "mac": 1, "alu": 1}
+VECTOR_CYCLES = 2       # Cortex-M55: one 128-bit vector instruction in two beats
 
 
-def m4_run(art, xq, extra):
-    """Instructions per step and model.o flash bytes of the M4 build with extra flags; bit-exactness."""
-    d = art.path
-    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", "build/model_m4.o", f"M4={M4} {extra}"], cwd=d, check=True,
-                   capture_output=True)
+def _classify(mnemonic: str) -> str:
+    m = mnemonic.split(".")[0]
+    if m.startswith("v"):
+        return "vector"
+    if m in ("ldrd", "strd") or m.startswith("ldm") or m.startswith("pop"):
+        return "load2"
+    if m.startswith("ldr"):
+        return "load"
+    if m.startswith("str") or m.startswith("push") or m.startswith("stm"):
+        return "store"
+    if m in ("b", "bne", "beq", "blt", "bge", "bgt", "ble", "bhi", "bls", "bcc", "bcs", "bmi", "bpl", "le", "letp",
+             "cbz", "cbnz") or m.startswith("b") and len(m) == 3:
+        return "branch"
+    if m.startswith(("smla", "smul", "mul", "mla", "umla", "umul", "sdiv")):
+        return "mac"
+    return "alu"
+
+
+def hot_loop_cpi(elf: Path, symbol: str) -> float:
+    """Cycles per instruction of the hottest loop of ``symbol`` in ``elf`` (see the module docstring)."""
+    out = subprocess.run(["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
+                         text=True, check=True).stdout
+    body = out.split(f"<{symbol}>:", 1)[1].split("\n\n", 1)[0]
+    insns = []
+    for line in body.splitlines():
+        mt = re.match(r"\s*([0-9a-f]+):\s+(\S+)\s*(.*)", line)
+        if mt:
+            insns.append((int(mt.group(1), 16), mt.group(2), mt.group(3)))
+    best, best_macs = None, -1
+    for i, (addr, mn, ops) in enumerate(insns):
+        target = re.match(r"([0-9a-f]+) <", ops)
+        if _classify(mn) == "branch" and target and int(target.group(1), 16) < addr:
+            loop = [x for x in insns[: i + 1] if x[0] >= int(target.group(1), 16)]
+            macs = sum(1 for x in loop if _classify(x[1]) == "mac" or x[1].startswith("vmla"))
+            if macs > best_macs:
+                best, best_macs = loop, macs
+    if not best:
+        return 1.0
+    cycles = sum(VECTOR_CYCLES if _classify(mn) == "vector" else SCALAR_CYCLES[_classify(mn)] for _, mn, _ in best)
+    return cycles / len(best)
+
+
+def _step_lines(src: str, prefix: str):
+    head = f"void {prefix}_step_int8("
+    start = src.index(head)
+    open_ = src.index("{", start) + 1
+    close = src.index("\n}\n", open_)
+    return open_, close, src[open_:close].split("\n")
+
+
+def _macs_of(line: str, src: str) -> tuple:
+    """(kind, MACs) of one statement of the step."""
+    mt = re.search(r"lmu_qlinear(?:_i8)?\(&(\w+),", line)
+    if mt:
+        sizes = re.findall(rf"static const int8_t {mt.group(1)}_p\d+_w\[(\d+)\]", src)
+        return "dense", sum(int(s) for s in sizes)
+    mt = re.search(r"lmu_(?:dense|rk|fir)_memory\w*\([^,]+, [^,]+, (\d+), (\d+),", line)
+    if mt:
+        d, q = int(mt.group(1)), int(mt.group(2))
+        return "memory", d * (q * q + q)
+    return "other", 0
+
+
+def instrument(d: Path, prefix: str) -> list:
+    """Put a SysTick read after every statement of the step in ``d/model.c``; returns the statements' kinds."""
+    src = (d / "model.c").read_text()
+    open_, close, lines = _step_lines(src, prefix)
+    kinds, out = [], ["    lmu_bench_mark(-1);"]
+    for line in lines:
+        if not line.strip() or line.strip().startswith("/*"):
+            out.append(line)
+            continue
+        out.append(line)
+        out.append(f"    lmu_bench_mark({len(kinds)});")
+        kinds.append(_macs_of(line, src))
+    out.append(f"    lmu_bench_mark(-1); lmu_bench_mark({len(kinds)});   /* the cost of one read */")
+    new = src[:open_] + "\n".join(out) + src[close:]
+    new = new.replace(f"void {prefix}_step_int8(", f"void lmu_bench_mark(int k);\nvoid {prefix}_step_int8(", 1)
+    (d / "model.c").write_text(new)
+    (d / "bench_prof.c").write_text(PROF_C % {"n": len(kinds) + 1})
+    return kinds
+
+
+def _qemu(d: Path, rt, elf: str) -> str:
+    r = subprocess.run(toolchain.qemu_command(rt.name, elf), cwd=d, capture_output=True, text=True, timeout=1800,
+                       check=True)
+    return r.stdout
+
+
+def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
+    """Whole-step and per-layer instructions, flash and bit-exactness of one runtime and path."""
+    flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)}{' -DLMU_PORTABLE' if portable else ''}"
+    d = work / f"{rt.tag}_{'p' if portable else 'o'}"
+    shutil.copytree(art.path, d)
     c_target._write_input(d / "lmu_in.bin", xq.astype(np.int8), 1)
-    r = subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=d, check=True,
-                       capture_output=True, text=True)
-    stats = next({k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
-                 for line in r.stdout.splitlines() if line.startswith("lmu-edge:"))
+    elf, obj = f"build/model_{rt.tag}.elf", f"build/model_{rt.tag}.o"
+    subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=d, check=True, capture_output=True)
+    out = _qemu(d, rt, elf)
+    stats = next({k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
+                 for ln in out.splitlines() if ln.startswith("lmu-edge:"))
     y = c_target._read_output(d / "lmu_out.bin", 0).astype(np.int64)
-    sec = c_target._sections(d / "build" / "model_m4.o")
-    return stats["ticks"] * c_target.INSN_PER_TICK / stats["steps"], sec["text"] + sec["rodata"] + sec["data"], y
+    sec = c_target._sections(d / obj)
+    res = {"insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],
+           "flash": sec["text"] + sec["rodata"] + sec["data"], "exact": bool(np.array_equal(y, ref)),
+           "cpi": hot_loop_cpi(d / elf, f"{art.manifest['c']['prefix']}_step_int8")}
+    kinds = instrument(d, art.manifest["c"]["prefix"])
+    subprocess.run(["make", "-s", "-B", elf, flags, "SRC=model.c harness.c bench_prof.c"], cwd=d, check=True,
+                   capture_output=True)
+    prof = _qemu(d, rt, elf)
+    ticks = next({k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
+                 for ln in prof.splitlines() if ln.startswith("lmu-bench:"))
+    mark = ticks[f"t{len(kinds)}"] / stats["steps"]
+    per = {"dense": [0.0, 0], "memory": [0.0, 0], "other": [0.0, 0]}
+    for k, (kind, macs) in enumerate(kinds):
+        per[kind][0] += toolchain.instructions(ticks[f"t{k}"] / stats["steps"] - mark, rt.name)
+        per[kind][1] += macs
+    res["per"] = per
+    return res
 
 
-def main():
+def main(argv=None):
+    """Print the table for the given orders and runtimes; returns its rows."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, nargs="+", default=[64, 256])
-    a = ap.parse_args()
-    print(f"{'model':<28} {'path':<22} {'MACs':>7} {'M4 insn/step':>13} {'per MAC':>8} {'flash B':>8} "
-          f"{'bit-exact':>9} ratio")
+    ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
+    a = ap.parse_args(argv)
+    print(f"lmu-edge bench/kernels.py, {datetime.date.today().isoformat()}, QEMU -icount (exact instruction "
+          f"counts), arm-none-eabi-gcc -O2")
+    print(f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} {'memory':>6} "
+          f"{'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}")
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for q in a.orders:
             rng = np.random.default_rng(0)
@@ -62,15 +219,31 @@ def main():
             xq = intsim.quantize_input(qg, x)
             ref = intsim.run_int(qg, xq)
             macs = json.loads((art.path / "report.json").read_text())["c"]["macs_per_step"]
-            res = {}
-            for path, extra in (("portable (-DLMU_PORTABLE)", "-DLMU_PORTABLE"), ("DSP (default on M4)", "")):
-                res[path] = m4_run(art, xq, extra)
-            base = res["portable (-DLMU_PORTABLE)"][0]
-            for path, (n, flash, y) in res.items():
-                print(f"{f'order {q}, theta {theta:g}, 16-bit':<28} {path:<22} {macs:7d} {n:13.0f} {n / macs:8.2f} "
-                      f"{flash:8d} {str(bool(np.array_equal(y, ref))):>9} {base / n:.2f}x fewer than portable")
-    print("instruction counts are exact (QEMU -icount); the DSP path reads the same arrays, so flash differs "
-          "only by code size")
+            for name in a.runtimes:
+                rt = toolchain.ARM_RUNTIMES[name]
+                work = Path(tmp) / f"w{q}_{rt.tag}"
+                work.mkdir()
+                res = {}
+                for portable in ((True,) if rt.kernel_path == "portable" else (True, False)):
+                    try:
+                        res[portable] = measure(art, xq, ref, rt, portable, work)
+                    except subprocess.CalledProcessError as e:
+                        print(f"order {q:<6} {name:<11} does not build or run here: "
+                              f"{(e.stderr or b'')[-200:]!r}")
+                        break
+                base = res.get(True)
+                for portable, r in res.items():
+                    per = r["per"]
+                    path = "portable" if portable else rt.kernel_path
+                    dense = per["dense"][0] / max(per["dense"][1], 1)
+                    mem = per["memory"][0] / max(per["memory"][1], 1)
+                    print(f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.2f} "
+                          f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
+                          f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x")
+                    rows.append({"order": q, "runtime": name, "path": path, "macs": macs, **r})
+    print("dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
+          "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data")
+    return rows
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@
  * values are arithmetic (as gcc and clang define them).
  *
  * Float path (define LMU_NO_FLOAT to leave it out): the same layers in float32.
+ *
+ * The Cortex-M kernels (DSP: Cortex-M4, M7, M33; Helium: Cortex-M55) are in lmu_kernels_arm.h, included
+ * below only when the compiler targets such a core; define LMU_PORTABLE to use the portable loops there too.
  */
 #ifndef LMU_RUNTIME_H
 #define LMU_RUNTIME_H
@@ -27,9 +30,24 @@
  * exact integers: only the instructions differ. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #define LMU_PATH_DSP 1
-#include <arm_acle.h>
 #else
 #define LMU_PATH_DSP 0
+#endif
+/* The portable 16 x 16 dense memory adds 32-bit partial sums of the proven chunk of columns into 64 bits
+ * where a 64-bit multiply-accumulate costs several instructions (ARMv6-M); elsewhere it accumulates the
+ * 32-bit products in 64 bits directly (SMLAL on ARMv7-M, one instruction on a 64-bit host). The same
+ * exact sums either way. */
+#if defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_8M_BASE__)
+#define LMU_SUM32_CHUNKS 1
+#else
+#define LMU_SUM32_CHUNKS 0
+#endif
+/* Helium (M-profile Vector Extension, integer part) on ARMv8.1-M cores such as the Cortex-M55: the int8
+ * dense layers and the 16 x 16 dense memory use it first, the DSP path takes what it leaves. */
+#if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define LMU_PATH_MVE 1
+#else
+#define LMU_PATH_MVE 0
 #endif
 
 /* ------------------------------------------------------------------------------------------ */
@@ -54,16 +72,14 @@ static inline int64_t lmu_shift_round(int64_t x, int s) {
     return (x + ((int64_t)1 << (s - 1))) >> s;
 }
 
-/* gemmlowp SaturatingRoundingDoublingHighMul */
+/* gemmlowp SaturatingRoundingDoublingHighMul: (ab + nudge) / 2^31 truncated toward zero, nudge = 2^30 for
+ * ab >= 0 and 1 - 2^30 otherwise. Both cases equal floor((ab + 2^30) / 2^31): for ab < 0 the truncation is
+ * a ceiling, and ceil((ab + 1 - 2^30) / 2^31) = floor((ab + 2^30) / 2^31). One SMULL, an add and a shift. */
 static inline int32_t lmu_srdhm(int32_t a, int32_t b) {
-    int64_t ab, nudge, r;
     if (a == INT32_MIN && b == INT32_MIN) {
         return INT32_MAX;
     }
-    ab = (int64_t)a * (int64_t)b;
-    nudge = ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30));
-    r = (ab + nudge) / ((int64_t)1 << 31);   /* C division truncates toward zero */
-    return (int32_t)r;
+    return (int32_t)(((int64_t)a * (int64_t)b + ((int64_t)1 << 30)) >> 31);
 }
 
 /* gemmlowp RoundingDivideByPOT: ties away from zero */
@@ -82,6 +98,11 @@ static inline int32_t lmu_mbqm(int64_t x, int32_t m, int32_t s) {
     return lmu_rdbpot(lmu_srdhm((int32_t)xl, m), right);
 }
 
+/* lmu_mbqm for an int32 x: no clamp is needed when s <= 0 (x * 2^0 is x) */
+static inline int32_t lmu_mbqm32(int32_t x, int32_t m, int32_t s) {
+    return s > 0 ? lmu_mbqm(x, m, s) : lmu_rdbpot(lmu_srdhm(x, m), -s);
+}
+
 /* a / n rounded half away from zero, n > 0 */
 static inline int64_t lmu_div_round(int64_t a, int64_t n) {
     return (2 * a + (a >= 0 ? n : -n)) / (2 * n);
@@ -90,6 +111,38 @@ static inline int64_t lmu_div_round(int64_t a, int64_t n) {
 static inline int8_t lmu_clamp8(int64_t v) {
     return (int8_t)lmu_clamp64(v, -128, 127);
 }
+
+/* finish row i of the dense memory from its exact sum over j */
+static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
+                                    int32_t coeff_frac, int32_t delta, int32_t bits) {
+    const int64_t step = lmu_shift_round((int64_t)b * (int64_t)uc + sum, coeff_frac);
+    tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
+}
+
+
+/* The Cortex-M kernels (DSP and Helium) live in lmu_kernels_arm.h; each returns how much of its work it
+ * did and leaves the rest to the portable loops here. Without either extension they do nothing. */
+#if LMU_PATH_DSP || LMU_PATH_MVE
+#include "lmu_kernels_arm.h"
+#else
+static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
+                                    int32_t *a0, int32_t *a1) {
+    (void)x; (void)zp; (void)w0; (void)w1; (void)n; (void)a0; (void)a1;
+    return 0;
+}
+static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
+                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
+                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)acc32;
+    return 0;
+}
+static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp) {
+    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    return 0;
+}
+#endif
 
 /* ------------------------------------------------------------------------------------------ */
 /* int8 linear layers                                                                         */
@@ -114,45 +167,17 @@ typedef struct {
     const int8_t *lut;        /* 256 entries indexed by y + 128, or NULL */
 } lmu_qlinear_t;
 
-#if LMU_PATH_DSP
-/* a 32-bit word from any address (unaligned LDR is allowed on every core with the DSP extension) */
-static inline uint32_t lmu_ld32(const void *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-/* bytes 1 and 3 of w, sign-extended to two halfwords (SXTB16 with ROR #8; gcc 12 has no __ror) */
-static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
-    uint32_t r;
-    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
-    return r;
-}
-#endif
-
 /* Two rows of an int8 dot product with an input zero point:
  *   a0 += sum_i (x_i - zp) w0_i,  a1 += sum_i (x_i - zp) w1_i   (w1 may equal w0: one row).
  * Ranges: x, w in [-128, 127], zp in [-128, 127], so x - zp in [-255, 255] fits a halfword and every
  * product fits 17 bits. Accumulator: int32. The quantizer keeps n * 255 * 128 + |bias| below 2^31
  * (n < 65000 inputs per part), so the exact sum fits; SMLAD wraps modulo 2^32, so any intermediate
- * wrap cancels and the final value is the exact sum on both paths. DSP path: per 4 inputs and 2 rows,
+ * wrap cancels and the final value is the exact sum on every path. lmu_qdot2_arm (lmu_kernels_arm.h) does
+ * the first inputs on a DSP or Helium core. DSP path: per 4 inputs and 2 rows,
  * 1 LDR + 2 SXTB16 + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. No scratch. */
 static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
                              int32_t *a0, int32_t *a1) {
-    int32_t i = 0, s0 = *a0, s1 = *a1;
-#if LMU_PATH_DSP
-    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
-    for (; i + 4 <= n; i += 4) {
-        const uint32_t xw = lmu_ld32(x + i);
-        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);     /* x0 - zp, x2 - zp */
-        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
-        const uint32_t u0 = lmu_ld32(w0 + i), u1 = lmu_ld32(w1 + i);
-        s0 = __smlad(__sxtb16(u0), xe, s0);
-        s0 = __smlad(lmu_sxtb16_hi(u0), xo, s0);
-        s1 = __smlad(__sxtb16(u1), xe, s1);
-        s1 = __smlad(lmu_sxtb16_hi(u1), xo, s1);
-    }
-#endif
+    int32_t i = lmu_qdot2_arm(x, zp, w0, w1, n, a0, a1), s0 = *a0, s1 = *a1;
     for (; i < n; ++i) {
         const int32_t xv = (int32_t)x[i] - zp;
         s0 += xv * (int32_t)w0[i];
@@ -176,8 +201,8 @@ static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, 
             int32_t a0 = (k == 0 && L->bias) ? L->bias[j] : 0;
             int32_t a1 = (k == 0 && L->bias) ? L->bias[j1] : 0;
             lmu_qdot2(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->w + (int32_t)j1 * p->n_in, p->n_in, &a0, &a1);
-            total[0] += lmu_mbqm(a0, p->mult[j], p->shift[j]);
-            total[1] += lmu_mbqm(a1, p->mult[j1], p->shift[j1]);
+            total[0] += lmu_mbqm32(a0, p->mult[j], p->shift[j]);
+            total[1] += lmu_mbqm32(a1, p->mult[j1], p->shift[j1]);
         }
         for (r = 0; r < 2 && j + r < L->n_out; ++r) {
             const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
@@ -230,8 +255,8 @@ static inline void lmu_qpool(int64_t *sum, int32_t *count, const int8_t *x, int8
 }
 
 /* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values) */
-static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
-    return lmu_clamp8(zp + (int64_t)lmu_mbqm(v, m, s));
+static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
+    return lmu_clamp8(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -247,10 +272,12 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
 /* Dense memory, per channel c:  acc_i = B_i u_c + sum_j C_ij m_j  (exact),
  *   delta form:  m_i <- sat_bits(m_i + round_half_up(acc_i / 2^coeff_frac)),
  *   direct form: m_i <- sat_bits(round_half_up(acc_i / 2^coeff_frac)).
- * B_i u_c is formed in 64 bits. The sum over j uses a 32-bit accumulator when acc32 is 1: the code
- * generator sets it only when max_i sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound
- * on the absolute value of every partial sum, so the 32-bit sum is exact; otherwise 64 bits. tmp holds q
- * int64 (the new state is written after every row has read the old one). */
+ * B_i u_c is formed in 64 bits. chunk: the code generator's proof (c_codegen.dense_chunk) that the sum of
+ * any `chunk` consecutive columns (aligned at multiples of chunk) fits int32: for every row and chunk,
+ * sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound on every partial sum. chunk >= q:
+ * the whole row sums in 32 bits; otherwise the generic kernels sum in 64 bits and the 16 x 16 kernel adds
+ * 32-bit partial sums of chunk columns into 64 bits. Either way the sum is exact. Scratch: tmp holds q int64
+ * (the new state is written after every row has read the old one). */
 #define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                \
     static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C,          \
                                    const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits, \
@@ -280,7 +307,8 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
     }                                                                                               \
     static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
-                            int64_t *tmp, int32_t acc32) {                                          \
+                            int64_t *tmp, int32_t chunk) {                                          \
+        const int32_t acc32 = chunk >= q;                                                           \
         int32_t c, i;                                                                               \
         for (c = 0; c < d; ++c) {                                                                   \
             ST *mc = m + c * q;                                                                     \
@@ -292,63 +320,6 @@ static inline int8_t lmu_requant8(int64_t v, int32_t m, int32_t s, int32_t zp) {
             }                                                                                       \
         }                                                                                           \
     }
-
-/* finish row i of the dense memory from its exact sum over j */
-static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
-                                    int32_t coeff_frac, int32_t delta, int32_t bits) {
-    const int64_t step = lmu_shift_round((int64_t)b * (int64_t)uc + sum, coeff_frac);
-    tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
-}
-
-#if LMU_PATH_DSP
-/* Four rows of C times the state at a time, with accumulators of type ACC and the ACLE dual-MAC
- * intrinsic MAC; the caller picks the 32- or 64-bit pair. Uses i, j, q, C, mc, B, uc, coeff_frac,
- * delta, bits and tmp from the enclosing function. */
-#define LMU_DSP_ROWS4(ACC, MAC)                                                                  \
-    for (; i + 4 <= q; i += 4) {                                                                 \
-        const int16_t *r0 = C + i * q;                                                           \
-        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                      \
-        for (j = 0; j + 2 <= q; j += 2) {                                                        \
-            const uint32_t sv = lmu_ld32(mc + j);                                                \
-            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
-            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
-        }                                                                                        \
-        if (j < q) {                                                                             \
-            a0 += (int32_t)r0[j] * mc[j];                                                        \
-            a1 += (int32_t)r0[q + j] * mc[j];                                                    \
-            a2 += (int32_t)r0[2 * q + j] * mc[j];                                                \
-            a3 += (int32_t)r0[3 * q + j] * mc[j];                                                \
-        }                                                                                        \
-        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);                  \
-        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);      \
-    }
-#endif
-
-/* DSP rows of the dense memory with 16-bit coefficients and a 16-bit state: returns the first row it left
- * to the portable loop. Four rows at a time: one state word (two halfwords) feeds four dual MACs, so per
- * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
- * finished by a scalar tail. Same exact sums as the portable loop, so the same state. */
-static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
-                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
-                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
-    int32_t i = 0;
-#if LMU_PATH_DSP
-    int32_t j;
-    if (acc32) {
-        LMU_DSP_ROWS4(int32_t, __smlad);       /* sums proven to fit 32 bits: 1 SMLAD per 2 MACs */
-    } else {
-        LMU_DSP_ROWS4(int64_t, __smlald);      /* 64-bit sums: 1 SMLALD per 2 MACs */
-    }
-#else
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
-    (void)acc32;
-#endif
-    return i;
-}
 
 /* the other storage / coefficient types take the portable loop for every row */
 #define LMU_NO_DSP_ROWS(ST, CT)                                                                     \
@@ -365,6 +336,55 @@ LMU_NO_DSP_ROWS(int8_t, int32_t)
 LMU_NO_DSP_ROWS(int16_t, int32_t)
 LMU_NO_DSP_ROWS(int32_t, int16_t)
 LMU_NO_DSP_ROWS(int32_t, int32_t)
+
+/* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
+ * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
+ * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
+ * (|partial| <= 2^31 - 1, proven by the code generator) and adds the partial sums in int64, so ARMv6-M
+ * runs one MULS and one ADDS per MAC and no 64-bit multiply helper. Scratch: tmp, q int64. */
+static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
+                                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
+                                            int64_t *tmp, int32_t chunk) {
+    int32_t c, i, j0;
+    for (c = 0; c < d; ++c) {
+        int16_t *mc = m + c * q;
+        const int32_t uc = u[c];
+        i = LMU_PATH_MVE ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
+                         : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
+        for (; i < q; i += 2) {
+            const int16_t *r0 = C + i * q;
+            const int16_t *r1 = i + 1 < q ? r0 + q : r0;      /* an odd last row runs twice, stored once */
+            int64_t s0 = 0, s1 = 0;
+            if (!LMU_SUM32_CHUNKS && chunk < q) {   /* a 64-bit multiply-accumulate is one instruction here */
+                for (j0 = 0; j0 < q; ++j0) {
+                    const int32_t mj = mc[j0];
+                    s0 += (int32_t)r0[j0] * mj;
+                    s1 += (int32_t)r1[j0] * mj;
+                }
+            } else {
+                for (j0 = 0; j0 < q; j0 += chunk) {
+                    const int32_t n = q - j0 > chunk ? chunk : q - j0;
+                    const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
+                    int32_t a0 = 0, a1 = 0, j;
+                    for (j = 0; j < n; ++j) {  /* one shared index: ARMv6-M LDRSH takes a register offset */
+                        const int32_t mj = pm[j];
+                        a0 += (int32_t)p0[j] * mj;
+                        a1 += (int32_t)p1[j] * mj;
+                    }
+                    s0 += a0;
+                    s1 += a1;
+                }
+            }
+            lmu_dense_finish(tmp, i, s0, B[i], uc, mc[i], coeff_frac, delta, bits);
+            if (i + 1 < q) {
+                lmu_dense_finish(tmp, i + 1, s1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+            }
+        }
+        for (i = 0; i < q; ++i) {
+            mc[i] = (int16_t)tmp[i];
+        }
+    }
+}
 
 /* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
 #define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                              \
@@ -438,7 +458,6 @@ LMU_NO_DSP_ROWS(int32_t, int32_t)
 
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c16, int16_t, int16_t, LMU_PROD_NARROW)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)

@@ -1,31 +1,32 @@
 """The C target: constant-memory streaming C for microcontrollers and hosts.
 
 ``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
-runtime ``lmu_runtime.h``, a test harness, the Cortex-M startup and linker
+runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the Cortex-M startup and linker
 script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
 activations, a fixed-point LMU state of ``state_bits``); ``"float"`` emits
 float32.
 
-Runtimes:
+Runtimes (:data:`lmu_edge.toolchain.RUNTIMES`; flags, boards and counting live in
+:mod:`lmu_edge.toolchain`):
 
 ``host``        the harness compiled with the host gcc (-O2), run on the inputs
-``cortex-m4``   arm-none-eabi-gcc -mcpu=cortex-m4 (hard float), run under
-                ``qemu-system-arm -M mps2-an386`` with semihosting
-``cortex-m0``   -mcpu=cortex-m0 (ARMv6-M, no FPU, integer path only), run on the
-                same board (ARMv7-M executes ARMv6-M code; QEMU's one real
-                Cortex-M0 board has 16 KB of RAM)
+``cortex-m4``   Cortex-M4 (hard float, DSP kernels) on ``qemu-system-arm -M mps2-an386``
+``cortex-m0``   ARMv6-M code (no FPU, integer path only) on the same board: any size
+``microbit``    the same ARMv6-M code on QEMU's ``microbit``, a genuine Cortex-M0 with
+                16 KB RAM and 256 KB flash (unaligned loads fault there)
+``cortex-m7``   Cortex-M7 on ``mps2-an500``; ``cortex-m33`` Cortex-M33 on ``mps2-an505``
+                (code at 0x10000000); ``cortex-m55`` Cortex-M55 with Helium on ``mps3-an547``
 
 Integer artifacts are run through their int8 API: inputs are quantized in
 Python exactly as :func:`lmu_edge.intsim.quantize_input` does, and outputs are
 compared with the integer reference bit for bit. Instructions per step are
 counted with QEMU's ``-icount`` (one instruction = 32 ns of virtual time) and
-the SysTick counter (25 MHz on mps2), so they are deterministic.
+the board's SysTick counter, so they are deterministic.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import subprocess
@@ -34,14 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__, intsim, irfile, qir
-from ..errors import ArtifactError, LmuEdgeError, QuantizationError
+from .. import __version__, intsim, irfile, toolchain
+from ..errors import ArtifactError, LmuEdgeError
 from ..escape import c_comment
-from . import c_codegen
 from ..resources import templates_dir
+from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
+from . import c_codegen
 
 QUANTIZE = ("float", "int8")
-RUNTIMES = ("host", "cortex-m4", "cortex-m0")
+RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16, "coeff_bits": None,
            "measure": True}
@@ -54,24 +56,14 @@ DEVICES = {
                        "example": "a Cortex-M4F part with 1 MB flash / 128 KB RAM"},
     "cortex-m4-64k": {"cpu": "cortex-m4", "flash": 256 * 1024, "ram": 64 * 1024,
                       "example": "a Cortex-M4F part with 256 KB flash / 64 KB RAM"},
+    "cortex-m0-16k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 16 * 1024, "runtime": "microbit",
+                      "example": "a Cortex-M0 part with 256 KB flash / 16 KB RAM (nRF51822, QEMU's microbit)"},
 }
-ICOUNT_SHIFT = 5
-INSN_PER_TICK = 40 / 2 ** ICOUNT_SHIFT       # 25 MHz SysTick, 2^shift ns per instruction
+ICOUNT_SHIFT = toolchain.ICOUNT_SHIFT
+INSN_PER_TICK = toolchain.ARM_RUNTIMES["cortex-m4"].insn_per_tick    # mps2-an386 (kept for older callers)
 TEMPLATES = templates_dir()        # the packaged firmware_templates, in a checkout or an install
-QEMU_ARGS = ["-M", "mps2-an386", "-nographic", "-monitor", "none", "-serial", "none",
-             "-semihosting-config", "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}"]
-
-
-class ToolMissingError(LmuEdgeError, FileNotFoundError):
-    """A compiler or emulator the runtime needs is not installed."""
-
-
-def _need(tool: str, package: str) -> str:
-    path = shutil.which(tool)
-    if path is None:
-        raise ToolMissingError(f"{tool} is not installed; install the Debian package {package} "
-                               f"(bash scripts/test.sh installs it)")
-    return path
+QEMU_ARGS = ["-M", "mps2-an386", *toolchain.QEMU_COMMON]              # mps2-an386 (kept for older callers)
+_need = toolchain.need
 
 
 def _jinja():
@@ -102,17 +94,16 @@ def emit(graph, out_dir, options) -> dict:
         in_s, in_zp = intsim.input_qparams(qg)
         out_s, out_zp = intsim.output_qparams(qg)
         report["quantization"] = qg.metadata.get("quantization", {})
-        emitted = qg
     else:
         if device is not None and DEVICES[device]["cpu"] == "cortex-m0":
             raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
         code = c_codegen.generate_float(graph, prefix)
-        emitted = graph
     ctx = {"prefix": prefix, "PREFIX": prefix.upper(), "version": __version__, "model_name": c_comment(graph.name),
            "header": "model.h", "quantized": quantized, "n_inputs": graph.input_features,
            "n_outputs": graph.output_features, "state_bytes": code.state_bytes,
            "state_fields": code.struct_fields(), "arrays": code.arrays, "objects": code.objects,
            "reset_lines": code.reset_lines, "step_lines": code.step_lines,
+           "runtimes": toolchain.make_variables(), "icount_shift": toolchain.ICOUNT_SHIFT,
            "description": ("integer path: int8 activations, fixed-point LMU state, no floating point in "
                            f"{prefix}_step_int8" if quantized else "float32 path")}
     if quantized:
@@ -122,11 +113,12 @@ def emit(graph, out_dir, options) -> dict:
     for name, template in (("model.h", "model.h.j2"), ("model.c", "model.c.j2"), ("harness.c", "harness.c.j2"),
                            ("Makefile", "Makefile.j2")):
         (out_dir / name).write_text(env.get_template(template).render(**ctx))
-    for name in ("lmu_runtime.h", "startup.c", "mps2.ld"):
+    for name in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", *toolchain.LINKER_SCRIPTS):
         shutil.copyfile(TEMPLATES / name, out_dir / name)
-    files = ["model.c", "model.h", "lmu_runtime.h", "harness.c", "startup.c", "mps2.ld", "Makefile"]
+    files = ["model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "harness.c", "startup.c",
+             *toolchain.LINKER_SCRIPTS, "Makefile"]
     sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
-    flash = _arm_flash(out_dir, quantized)
+    flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
     sizes.update(flash)
     report["c"] = {"prefix": prefix, "quantized": quantized, **sizes}
     if device is not None:
@@ -140,12 +132,16 @@ def emit(graph, out_dir, options) -> dict:
     return result
 
 
-def _arm_flash(out_dir: Path, quantized: bool) -> dict:
-    """Flash bytes of model.o (text + rodata + data) for Cortex-M4 and M0, when the toolchain is here."""
+def _arm_flash(out_dir: Path, quantized: bool, every_core: bool = True) -> dict:
+    """Flash bytes of model.o (text + rodata + data) per Cortex-M core, when the toolchain is here.
+
+    Cortex-M4 and M0 always; M7, M33 and M55 too with ``every_core`` (``measure=True``). The microbit
+    runtime compiles the M0 object. RAM is the same on every core: ``ram_bytes``, the state struct."""
     if shutil.which("arm-none-eabi-gcc") is None:
         return {"flash_bytes": None, "flash_note": "arm-none-eabi-gcc not installed"}
     out = {}
-    for cpu in ("m4", "m0") if quantized else ("m4",):
+    tags = toolchain.OBJECT_TAGS if every_core else ("m4", "m0")
+    for cpu in tags if quantized else tuple(t for t in tags if t != "m0"):
         sec = _sections(_make(out_dir, f"model_{cpu}.o"))
         out[f"flash_bytes_{cpu}"] = sec["text"] + sec["rodata"] + sec["data"]
         out[f"sections_{cpu}"] = sec
@@ -180,7 +176,7 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
         hints = []
         if not quantized:
             hints.append("--quantize int8 (4x smaller weights)")
-        if any(getattr(getattr(l, "memory", None), "TYPE", "") == "dense_ss" for l in graph.lmu_layers):
+        if any(getattr(getattr(lay, "memory", None), "TYPE", "") == "dense_ss" for lay in graph.lmu_layers):
             hints.append("--realization rk4 (stores q numbers instead of a q*q matrix)")
         hints.append("--state-bits 16 or fewer")
         raise ArtifactError(f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
@@ -191,7 +187,8 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
 
 #: what the Makefile builds, all under build/ (an artifact's --force replacement accepts exactly these there)
 BUILD_DIR = "build"
-BUILD_OUTPUTS = ("harness_host", "libmodel.so", "model_m4.elf", "model_m0.elf", "model_m4.o", "model_m0.o")
+BUILD_OUTPUTS = ("harness_host", "libmodel.so",
+                 *(f"model_{r.tag}.{ext}" for r in toolchain.ARM_RUNTIMES.values() for ext in ("elf", "o")))
 
 
 def _make(directory: Path, target: str) -> Path:
@@ -266,12 +263,13 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
     if runtime == "host":
         exe = _make(art.path, "harness_host")
         cmd_prefix = [str(exe)]
-    elif runtime in ("cortex-m4", "cortex-m0"):
-        if runtime == "cortex-m0" and not _is_quantized(art):
-            raise ArtifactError("runtime cortex-m0 runs the integer path only (no FPU): convert with --quantize int8")
+    elif runtime in toolchain.ARM_RUNTIMES:
+        rt = toolchain.ARM_RUNTIMES[runtime]
+        if rt.integer_only and not _is_quantized(art):
+            raise ArtifactError(f"runtime {runtime} runs the integer path only (no FPU): convert with --quantize int8")
         qemu = _need("qemu-system-arm", "qemu-system-arm")
-        exe = _make(art.path, "model_m4.elf" if runtime == "cortex-m4" else "model_m0.elf")
-        cmd_prefix = [qemu, *QEMU_ARGS, "-kernel", str(exe)]
+        exe = _make(art.path, f"model_{rt.tag}.elf")
+        cmd_prefix = toolchain.qemu_command(runtime, exe, qemu)
     else:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
     with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp:
@@ -288,7 +286,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         if line.startswith("lmu-edge:"):
             stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
     if runtime != "host" and stats.get("steps"):
-        stats["instructions_per_step"] = stats["ticks"] * INSN_PER_TICK / stats["steps"]
+        stats["instructions_per_step"] = toolchain.instructions(stats["ticks"], runtime) / stats["steps"]
     return y, stats
 
 

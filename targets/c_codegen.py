@@ -114,14 +114,16 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         w = code.array(f"{name}_p{k}_w", "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)")
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
-        parts.append(f"{{{w}, {p.kernel.shape[0]}, {p.in_zp}, {m}, {s}}}")
+        parts.append(f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .mult = {m}, .shift = {s}}}")
         code.macs += int(p.kernel.size)
     bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
     lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table") if q.lut is not None else "NULL"
     sym = f"{code.prefix}_{name}"
-    code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{{', '.join(parts)}}};")
-    code.objects.append(f"static const lmu_qlinear_t {sym} = {{{sym}_parts, {len(parts)}, {q.units}, {bias}, "
-                        f"{q.out_zp}, {q.clamp_min}, {q.clamp_max}, {lut}}};")
+    code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{\n    "
+                        + ",\n    ".join(parts) + "};")
+    code.objects.append(f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
+                        f".n_out = {q.units}, .bias = {bias},\n    .out_zp = {q.out_zp}, .clamp_min = {q.clamp_min}, "
+                        f".clamp_max = {q.clamp_max}, .lut = {lut}}};")
     return sym
 
 
@@ -129,22 +131,22 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
     code = Code(prefix)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
-    units = [l.linear.units for l in graph.layers if isinstance(l, qir.QDense)]
-    for l in graph.layers:
-        if isinstance(l, qir.QLMU):
-            units += [l.encoder.units] + ([l.hidden.units] if l.hidden is not None else [])
+    units = [lay.linear.units for lay in graph.layers if isinstance(lay, qir.QDense)]
+    for lay in graph.layers:
+        if isinstance(lay, qir.QLMU):
+            units += [lay.encoder.units] + ([lay.hidden.units] if lay.hidden is not None else [])
     bufs = _Bufs(code, "int8_t", max(widths))
     acc = code.state("int32_t", "acc", max(units + [1]))
     cur = "x"
-    for i, (layer, n_in, n_out, _) in enumerate(shapes):
+    for i, (layer, n_in, _n_out, _) in enumerate(shapes):
         tag = f"l{i}"
         if isinstance(layer, qir.QInput):
             continue
         nxt = bufs.next_for(cur)
         if isinstance(layer, qir.QDense):
             lin = _qlinear(code, f"{tag}_dense", layer.linear)
-            code.step_lines.append(f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, {nxt}); }}"
-                                   f"  /* {c_comment(layer.name)} */")
+            code.step_lines.append(f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, "
+                                   f"{nxt}); }}  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QLut):
             lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{c_comment(layer.name)}: activation table")
@@ -197,16 +199,18 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     mem = L.memory
     if isinstance(mem, qir.QDenseMemory):
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
-        C = code.array(f"{tag}_coeffs", ct, mem.coeffs, f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
+        C = code.array(f"{tag}_coeffs", ct, mem.coeffs,
+                       f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
         B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
-        acc32 = dense_acc32(mem.coeffs, bits)
+        chunk = dense_chunk(mem.coeffs, bits)
+        sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
         lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
-                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {acc32});"
-                     f"  /* {'32' if acc32 else '64'}-bit sums over C m */")
+                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk});  /* {sums} */")
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
-        hc = code.array(f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
+        hc = code.array(f"{tag}_hc", "int32_t", mem.hc,
+                        f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
         w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
         lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
                      f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
@@ -214,7 +218,8 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     else:
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
-        K = code.array(f"{tag}_kernel", ct, mem.kernel, f"{c_comment(L.name)}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
+        K = code.array(f"{tag}_kernel", ct, mem.kernel,
+                       f"{c_comment(L.name)}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
         buf = code.state(st, f"{tag}_buf", d * Lk)
         head = code.state("int32_t", f"{tag}_head", 1)
         shift = mem.kernel_frac + L.u_type.frac - L.state_type.frac
@@ -225,8 +230,8 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
                  f"{L.z_zp}); }}")
     if L.input_to_hidden:
         xm, xs, xzp = L.x_to_z
-        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = lmu_requant8((int32_t){cur}[k_] - "
-                     f"({xzp}), {xm}, {xs}, {L.z_zp}); }}")
+        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
+                     f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}")
     out = z
     if L.hidden is not None:
         hid = _qlinear(code, f"{tag}_hidden", L.hidden)
@@ -251,6 +256,28 @@ def dense_acc32(coeffs, state_bits: int) -> int:
     return 1 if bound <= 2 ** 31 - 1 else 0
 
 
+def dense_chunk(coeffs, state_bits: int) -> int:
+    """The most consecutive columns of the dense memory whose sum over C m provably fits int32.
+
+    Returns the largest ``k`` (1 <= k <= q) such that for every row i and every chunk of columns
+    ``[a k, (a + 1) k)`` the bound ``sum_j |C_ij| * 2^(state_bits - 1)`` is at most 2^31 - 1 (|m_j| <=
+    2^(state_bits - 1)), so every partial sum inside a chunk is exact in 32 bits. ``k >= q`` is
+    :func:`dense_acc32`'s whole-row proof. Returns 1 when even one column can overflow (a 32-bit state):
+    the kernels then sum in 64 bits (the generic kernels ignore k below q)."""
+    c = np.abs(np.asarray(coeffs, dtype=np.int64))
+    c = c.reshape(c.shape[0], -1)
+    q = c.shape[1]
+    if q == 0:
+        return 1
+    limit = (2 ** 31 - 1) >> (int(state_bits) - 1)
+    for k in range(q, 1, -1):
+        pad = -q % k
+        sums = np.pad(c, ((0, 0), (0, pad))).reshape(c.shape[0], -1, k).sum(axis=2)
+        if int(sums.max()) <= limit:
+            return k
+    return 1
+
+
 def bits_tag(ctype: str) -> int:
     return {"int8_t": 8, "int16_t": 16, "int32_t": 32}[ctype]
 
@@ -267,8 +294,10 @@ def generate_float(graph: ir.Graph, prefix: str) -> Code:
         tag = f"l{i}"
         nxt = bufs.next_for(cur)
         if isinstance(layer, ir.Dense):
-            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T, f"{c_comment(layer.name)}: kernel (out, in)")
-            b = code.array(f"{tag}_bias", "float", layer.bias, f"{c_comment(layer.name)}: bias") if layer.bias is not None else "NULL"
+            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T,
+                           f"{c_comment(layer.name)}: kernel (out, in)")
+            b = (code.array(f"{tag}_bias", "float", layer.bias, f"{c_comment(layer.name)}: bias")
+                 if layer.bias is not None else "NULL")
             code.step_lines += [f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {c_comment(layer.name)} */",
                                 f"lmu_f_add_bias({nxt}, {b}, {n_out});",
                                 f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});"]
@@ -296,18 +325,21 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
     units = L.hidden.units if L.hidden is not None else 0
     h = code.state("float", f"{tag}_h", max(units, 1)) if L.hidden is not None else None
     lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g} */"]
-    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T, f"{c_comment(L.name)}: input encoders (d, in)")
+    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T,
+                     f"{c_comment(L.name)}: input encoders (d, in)")
     lines.append(f"lmu_f_matvec({enc}, {cur}, {u}, {n_in}, {d}, 0);")
     code.macs += n_in * d
     if L.encoder_bias is not None:
         b = code.array(f"{tag}_enc_bias", "float", L.encoder_bias, f"{c_comment(L.name)}: encoder bias")
         lines.append(f"lmu_f_add_bias({u}, {b}, {d});")
     if L.hidden_encoders is not None:
-        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T, f"{c_comment(L.name)}: hidden encoders (d, units)")
+        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T,
+                        f"{c_comment(L.name)}: hidden encoders (d, units)")
         lines.append(f"lmu_f_matvec({he}, {h}, {u}, {units}, {d}, 1);")
         code.macs += units * d
     if L.memory_encoders is not None:
-        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T, f"{c_comment(L.name)}: memory encoders (d, d*order)")
+        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T,
+                        f"{c_comment(L.name)}: memory encoders (d, d*order)")
         lines.append(f"lmu_f_matvec({me}, {m}, {u}, {d * q}, {d}, 1);")
         code.macs += d * q * d
     mem = L.memory
@@ -344,7 +376,8 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
         code.step_lines.extend(lines)
         return z
     acc = code.state("float", f"{tag}_hacc", units)
-    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T, f"{c_comment(L.name)}: hidden kernel (units, in)")
+    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T,
+                   f"{c_comment(L.name)}: hidden kernel (units, in)")
     lines.append(f"lmu_f_matvec({W}, {z}, {acc}, {zlen}, {units}, 0);")
     code.macs += zlen * units
     if isinstance(L.hidden, ir.HiddenSimpleRNN):

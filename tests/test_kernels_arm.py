@@ -1,6 +1,7 @@
-"""The Cortex-M kernel paths: the DSP path (default on Cortex-M4) and the portable path forced with
--DLMU_PORTABLE give the integer reference's outputs bit for bit, on sizes that exercise the four-row
-blocks, the row tail, the odd-column tail and both accumulator widths of the dense memory."""
+"""The Cortex-M kernel paths: the DSP path (default on Cortex-M4), the Helium path (default on Cortex-M55)
+and the portable path forced with -DLMU_PORTABLE give the integer reference's outputs bit for bit, on sizes
+that exercise the four-row blocks, the row tail, the odd-column (DSP) and predicated (Helium) tails, the
+16-input int8 vectors and both accumulator widths of the dense memory."""
 
 import os
 import shutil
@@ -8,45 +9,46 @@ import subprocess
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
-from lmu_edge import intsim
+from lmu_edge import intsim, toolchain
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
-
-from graphs import chain
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_arm = pytest.mark.skipif(not ARM and os.environ.get("CI") != "true",
                                reason="arm-none-eabi-gcc / qemu-system-arm not installed")
-M4 = "-mcpu=cortex-m4 -mfloat-abi=hard -mfpu=fpv4-sp-d16"
 
 
-def _run_m4(art_dir, xq, extra=""):
-    """Build the M4 image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
-    subprocess.run(["make", "-s", "-B", "build/model_m4.elf", f"M4={M4} {extra}"], cwd=art_dir, check=True,
+def _run(art_dir, xq, runtime, extra=""):
+    """Build ``runtime``'s image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
+    rt = toolchain.ARM_RUNTIMES[runtime]
+    flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"
+    subprocess.run(["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags], cwd=art_dir, check=True,
                    capture_output=True)
     c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
-    subprocess.run(["qemu-system-arm", *c_target.QEMU_ARGS, "-kernel", "build/model_m4.elf"], cwd=art_dir, check=True,
+    subprocess.run(toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"), cwd=art_dir, check=True,
                    capture_output=True, timeout=600)
     return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 
 
 @needs_arm
 @pytest.mark.parametrize("q,coeff_bits,sums", [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32")])
-def test_dsp_and_portable_paths_are_bit_exact_on_cortex_m4(tmp_path, q, coeff_bits, sums):
+def test_dsp_helium_and_portable_paths_are_bit_exact(tmp_path, q, coeff_bits, sums):
     rng = np.random.default_rng(100 + q)
-    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")
+    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")   # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits,
                            measure=False)
     if sums:   # both accumulator widths of the dense memory are exercised
-        assert f"/* {sums}-bit sums over C m */" in (art.path / "model.c").read_text()
+        assert f"/* {sums}-bit sums over C m" in (art.path / "model.c").read_text()
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
     ref = intsim.run_int(qg, xq)
-    assert np.array_equal(_run_m4(art.path, xq), ref)
-    assert np.array_equal(_run_m4(art.path, xq, "-DLMU_PORTABLE"), ref)
+    assert np.array_equal(_run(art.path, xq, "cortex-m4"), ref)
+    assert np.array_equal(_run(art.path, xq, "cortex-m4", "-DLMU_PORTABLE"), ref)
+    assert np.array_equal(_run(art.path, xq, "cortex-m55"), ref)
 
 
 def test_acc32_is_chosen_only_when_the_bound_proves_it():
@@ -54,3 +56,13 @@ def test_acc32_is_chosen_only_when_the_bound_proves_it():
     assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15 - 1]]), 16) == 1
     assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15]]), 16) == 0
     assert c_codegen.dense_acc32(np.array([[1, -(2 ** 16)], [0, 0]]), 16) == 0
+
+
+def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
+    # limit for a 16-bit state: (2^31 - 1) >> 15 = 65535 per chunk of |C|
+    c = np.array([[30000, 30000, 30000, 5535, 1]])
+    assert c_codegen.dense_chunk(c, 16) == 2            # three columns: 90000 > 65535; pairs fit
+    assert c_codegen.dense_chunk(np.array([[1, 2, 3]]), 16) == 3    # the whole row: acc32's proof
+    assert c_codegen.dense_chunk(np.array([[65535, 1]]), 16) == 1
+    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25535]]), 16) == 2    # aligned pairs
+    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25536]]), 16) == 1

@@ -7,14 +7,13 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import lmu_edge_cli
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, ir, lti
 from lmu_edge.errors import ArtifactError, LmuEdgeError
 from lmu_edge.metrics import relative_error
-
-from conftest import lmu_edge_cli
-from graphs import chain
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_arm = pytest.mark.skipif(not ARM, reason="arm-none-eabi-gcc / qemu-system-arm not installed "
@@ -25,7 +24,8 @@ def _fir_pool_softmax(rng):
     q = 6
     kernel = lti.legendre_impulse_response(q, 8.0, 20)
     g = chain(rng, q=q, theta=8.0, memory=ir.ImpulseResponse(kernel, "truncated"))
-    layers = g.layers[:2] + (ir.TimePooling("pool"), ir.Dense("cls", rng.standard_normal((5, 3)), np.zeros(3), "softmax"))
+    layers = g.layers[:2] + (ir.TimePooling("pool"),
+                             ir.Dense("cls", rng.standard_normal((5, 3)), np.zeros(3), "softmax"))
     return ir.Graph("fps", 2, layers)
 
 
@@ -47,7 +47,7 @@ def built(tmp_path_factory):
     for name, (make, real, bits) in CONFIGS.items():
         rng = np.random.default_rng(zlib.crc32(name.encode()))   # fixed across processes
         g = lmu_edge.fold(make(rng), real)
-        theta = max(l.theta for l in g.lmu_layers)
+        theta = max(lay.theta for lay in g.lmu_layers)
         x = rng.standard_normal((3, int(10 * theta) + 5, g.input_features))
         d = tmp_path_factory.mktemp(name)
         a_int = lmu_edge.convert(g, "c", d / "int8", quantize="int8", calibration=x, state_bits=bits, measure=False)
@@ -115,7 +115,7 @@ def test_adversarial_inputs_never_saturate_the_state(built):
     for name in ("memory_d3_input_to_hidden", "rk4", "euler_no_hidden_last_step"):
         g, x, art, _ = built[name]
         qg = lmu_edge.load(art.path / "quantized.lmu.npz")
-        lmu = next(l for l in qg.layers if l.TYPE == "q_lmu")
+        lmu = next(lay for lay in qg.layers if lay.TYPE == "q_lmu")
         lo, hi = x.min(), x.max()
         T = int(20 * lmu.theta)
         period = max(2, int(lmu.theta))
@@ -144,7 +144,7 @@ def test_report_has_sizes_costs_bound_and_error(built):
     c = rep["c"]
     assert c["ram_bytes"] == art.manifest["c"]["state_bytes"] > 0
     assert c["macs_per_step"] > 0 and c["const_data_bytes"] > 0
-    lmu = [l for l in rep["quantization"]["layers"] if l["type"] == "lmu"][0]
+    lmu = [lay for lay in rep["quantization"]["layers"] if lay["type"] == "lmu"][0]
     assert lmu["bound_proven"] and lmu["state_bound_lsb"] <= lmu["state_max_int"]
     assert rep["verification"]["bit_exact_host"] is True
     assert np.isfinite(rep["verification"]["error_vs_source"])
@@ -177,7 +177,7 @@ def test_symbols_carry_the_prefix_and_bad_prefixes_are_refused(tmp_path, rng):
     art = lmu_edge.convert(g, "c", tmp_path / "o", prefix="kws_v2", measure=False)
     lib = art.module._make(art.path, "libmodel.so")
     r = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True)
-    syms = [l.split()[-1] for l in r.stdout.splitlines() if l.split() and l.split()[-2] in ("T", "D", "R")]
+    syms = [ln.split()[-1] for ln in r.stdout.splitlines() if ln.split() and ln.split()[-2] in ("T", "D", "R")]
     assert syms and all(s.startswith("kws_v2_") for s in syms), syms
     for bad in ("2fast", "int", "my-model", "lmu_x"):
         with pytest.raises(ArtifactError, match="C identifier"):
@@ -272,3 +272,24 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
     finally:
         (art.path / "model.c").write_text(src)
         art.module.check(art, x[:1])                  # rebuild the clean host harness for later tests
+
+
+@needs_arm
+def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_not_fit(tmp_path):
+    """--device cortex-m0-16k is QEMU's microbit (16 KB RAM): a small model fits and runs there bit for bit
+    (unaligned loads would fault on that core); a state over 16 KB is refused with the RAM figure."""
+    rng = np.random.default_rng(1616)
+    g = lmu_edge.fold(chain(rng, q=12, theta=30.0), "zoh")
+    x = rng.standard_normal((1, 50, 2))
+    art = lmu_edge.convert(g, "c", tmp_path / "ok", quantize="int8", calibration=x, device="cortex-m0-16k",
+                           measure=False)
+    device = json.loads((art.path / "report.json").read_text())["c"]["device"]
+    assert device == {"name": "cortex-m0-16k", "flash": 256 * 1024, "ram": 16 * 1024, "fits": True}
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    xq = intsim.quantize_input(qg, x)
+    y, stats = art.module.run_native(art, xq.astype(np.int8), "microbit")
+    assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq)) and stats["instructions_per_step"] > 0
+    big = lmu_edge.fold(chain(rng, d=160, q=40, theta=100.0), "zoh")
+    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-16k.*RAM: needs \d+ bytes.*over by"):
+        lmu_edge.convert(big, "c", tmp_path / "big", quantize="int8", calibration=x, device="cortex-m0-16k",
+                         measure=False)

@@ -30,7 +30,7 @@ import kws
 import numpy as np
 
 import lmu_edge
-from lmu_edge import intsim
+from lmu_edge import intsim, toolchain
 
 T = 150
 
@@ -56,8 +56,7 @@ def float_stream_detections(model_path, audio, detector):
 
 def flash_bytes(build_dir, source, cpu):
     obj = Path(build_dir) / f"{Path(source).stem}_{cpu}.o"
-    flags = {"m4": ["-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
-             "m0": ["-mcpu=cortex-m0", "-mfloat-abi=soft", "-DLMU_NO_FLOAT"]}[cpu]
+    flags = list(toolchain.ARM_RUNTIMES[{"m4": "cortex-m4", "m0": "cortex-m0"}[cpu]].cpu_flags)
     subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *flags, "-c", source, "-o", str(obj)],
                    cwd=build_dir, check=True)
     r = subprocess.run(["arm-none-eabi-size", "-A", str(obj)], capture_output=True, text=True, check=True)

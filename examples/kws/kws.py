@@ -324,12 +324,12 @@ def score(detections, events, tol_before=0.3, tol_after=0.7):
 # --- the streaming C: build and run -----------------------------------------------------------
 
 def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0")) -> dict:
-    """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h), the front end
+    """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
     (``frontend.emit_c``), the detection header and ``stream.c`` into ``build_dir`` and compile
     them for each runtime. Returns ``{runtime: executable}``."""
     art_dir, d = Path(art_dir), Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    for f in ("model.c", "model.h", "lmu_runtime.h"):
+    for f in ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h"):
         shutil.copyfile(art_dir / f, d / f)
     frontend.emit_c(d, CFG, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
@@ -345,7 +345,7 @@ def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     import tempfile
     import time
 
-    from lmu_edge.targets.c import INSN_PER_TICK
+    from lmu_edge import toolchain
     with tempfile.TemporaryDirectory(prefix="kws-stream-") as tmp:
         tmp = Path(tmp)
         (tmp / "stream.raw").write_bytes(np.asarray(audio, "<i2").tobytes())
@@ -357,8 +357,8 @@ def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     stats = frontend.parse_stats(r.stdout, "kws-stats")
     stats["wall_s"] = wall
     if runtime != "host" and stats.get("frames"):
-        stats["fe_insn"] = stats["fe_ticks"] * INSN_PER_TICK / stats["frames"]
-        stats["net_insn"] = stats["net_ticks"] * INSN_PER_TICK / stats["frames"]
+        stats["fe_insn"] = toolchain.instructions(stats["fe_ticks"], runtime) / stats["frames"]
+        stats["net_insn"] = toolchain.instructions(stats["net_ticks"], runtime) / stats["frames"]
     return lines, y, stats
 
 

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import toolchain
 from ..fixedpoint import shift_round
 from ..resources import templates_dir
 
@@ -447,29 +448,28 @@ int main(int argc, char **argv) {
 }
 """
 
-WARN = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
-ARM_FLAGS = ["-O2", "-mthumb", "-ffunction-sections", "-fdata-sections", "-nostartfiles", "--specs=rdimon.specs",
-             "-Wl,--gc-sections"]
-CPU_FLAGS = {"cortex-m4": ["-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
-             "cortex-m0": ["-mcpu=cortex-m0", "-mfloat-abi=soft", "-DLMU_NO_FLOAT"]}
+WARN = list(toolchain.WARN)
+ARM_FLAGS = [*toolchain.ARM_OPT, *toolchain.ARM_LINK]
+CPU_FLAGS = {name: list(r.cpu_flags) for name, r in toolchain.ARM_RUNTIMES.items()}
 
 
 def build_c(directory, sources, runtime: str, exe: str, includes=(), flags=()) -> Path:
-    """Compile C ``sources`` in ``directory`` for ``runtime`` (host / cortex-m4 / cortex-m0) with
-    ``-std=c99 -Wall -Wextra -Werror -pedantic -O2`` (the Cortex-M0 build defines LMU_NO_FLOAT)."""
-    from ..targets.c import _need
+    """Compile C ``sources`` in ``directory`` for ``runtime`` (``host`` or a Cortex-M runtime of
+    :mod:`lmu_edge.toolchain`) with ``-std=c99 -Wall -Wextra -Werror -pedantic -O2`` (the integer-only
+    Cortex-M0 builds define LMU_NO_FLOAT)."""
     d = Path(directory)
     inc = [f"-I{i}" for i in includes]
     if runtime == "host":
-        cmd = [_need("gcc", "gcc"), *WARN, "-O2", *flags, *inc, *map(str, sources), "-o", exe]
-    elif runtime in CPU_FLAGS:
-        for f in ("startup.c", "mps2.ld"):
+        cmd = [toolchain.need("gcc", "gcc"), *WARN, "-O2", *flags, *inc, *map(str, sources), "-o", exe]
+    elif runtime in toolchain.ARM_RUNTIMES:
+        script = toolchain.ARM_RUNTIMES[runtime].linker_script
+        for f in ("startup.c", script):
             if not (d / f).exists():
                 shutil.copyfile(TEMPLATES / f, d / f)
-        cmd = [_need("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi"), *WARN, *CPU_FLAGS[runtime],
-               *ARM_FLAGS, *flags, "-T", "mps2.ld", *inc, *map(str, sources), "startup.c", "-o", exe]
+        cmd = [toolchain.arm_gcc(), *toolchain.compile_flags(runtime, flags), *toolchain.link_flags(runtime), *inc,
+               *map(str, sources), "startup.c", "-o", exe]
     else:
-        raise ValueError(f"unknown runtime {runtime!r}; known: host, cortex-m4, cortex-m0")
+        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(toolchain.RUNTIMES)}")
     r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"compiling {exe} for {runtime} failed: {(r.stderr or r.stdout)[-2000:]}")
@@ -477,13 +477,12 @@ def build_c(directory, sources, runtime: str, exe: str, includes=(), flags=()) -
 
 
 def run_binary(exe, runtime: str, cwd, args=(), timeout: int = 900) -> subprocess.CompletedProcess:
-    """Run a host executable, or a Cortex-M image under ``qemu-system-arm -M mps2-an386`` with
-    semihosting and ``-icount`` (files are opened relative to ``cwd``)."""
-    from ..targets.c import QEMU_ARGS, _need
+    """Run a host executable, or a Cortex-M image on its QEMU board with semihosting and ``-icount``
+    (files are opened relative to ``cwd``)."""
     if runtime == "host":
         cmd = [str(exe), *args]
     else:
-        cmd = [_need("qemu-system-arm", "qemu-system-arm"), *QEMU_ARGS, "-kernel", str(exe)]
+        cmd = toolchain.qemu_command(runtime, exe)
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"{runtime} run of {exe} failed (exit {r.returncode}): {(r.stdout + r.stderr)[-1000:]}")
@@ -503,7 +502,6 @@ def run_c(x, cfg: FrontendConfig = FrontendConfig(), runtime: str = "host") -> t
 
     ``stats``: samples, frames, state_bytes and, on Cortex-M, ``instructions_per_frame`` (every
     ``push`` call counted, divided by the frames it produced)."""
-    from ..targets.c import INSN_PER_TICK
     x = np.asarray(x)
     with tempfile.TemporaryDirectory(prefix="lmu-fe-") as tmp:
         d = Path(tmp)
@@ -515,5 +513,5 @@ def run_c(x, cfg: FrontendConfig = FrontendConfig(), runtime: str = "host") -> t
         y = np.frombuffer((d / "fe_out.bin").read_bytes(), np.int8).reshape(-1, cfg.n_mels).copy()
     stats = parse_stats(r.stdout, "lmu-fe")
     if runtime != "host" and stats.get("frames"):
-        stats["instructions_per_frame"] = stats["ticks"] * INSN_PER_TICK / stats["frames"]
+        stats["instructions_per_frame"] = toolchain.instructions(stats["ticks"], runtime) / stats["frames"]
     return y, stats
