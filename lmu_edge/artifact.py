@@ -231,7 +231,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                             f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
-    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress)
+    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
+                       quantized=quantize != "float")
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -313,6 +314,8 @@ def realization_name(memory) -> str:
         return f"dense {memory.method}"
     if isinstance(memory, ir.RungeKutta):
         return f"rk{memory.rk_order} x{memory.substeps}"
+    if isinstance(memory, ir.Pade):
+        return f"pade [{memory.num}/{memory.den}] x{memory.substeps}"
     if isinstance(memory, ir.FIR):
         return f"fir {memory.kernel.shape[1]}"
     if isinstance(memory, ir.ImpulseResponse):

@@ -224,11 +224,11 @@ def inspect(model, error_budget, candidates, as_json):
               help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
                    "needed to quantize, and used to verify the artifact.")
 @click.option("--realization", default="auto", show_default=True,
-              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
               help="How to run each LMU memory; auto picks the cheapest within the error budget.")
 @click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
               help="Largest relative impulse-response error a realization may have.")
-@click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK substep count (default: searched).")
+@click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
 @click.option("--tolerance", type=TOLERANCE,
               help="Largest accepted relative output error against MODEL (default: the target's).")
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
@@ -384,7 +384,8 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
             raise ShapeError(f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
                              f"class indices of shape {expect} or targets of shape {expect + (source.output_features,)}")
     say = _progress(quiet)
-    folded = lmu_edge.fold(source, realization, error_budget, progress=say)
+    folded = lmu_edge.fold(source, realization, error_budget, progress=say, target=tuple(targets),
+                           quantized=quantize != "float")
     qg = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -27,10 +27,33 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import ir, limits, lti
+from . import ir, limits, lti, pade
 from .errors import FoldError
 
-REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir")
+REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir")
+#: the implicit realizations by name: Pade orders (numerator, denominator); "pade" is [3/4]
+PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
+#: the targets that run the implicit realization, in float and in integers (the others have no kernel or
+#: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
+PADE_RUNS_ON = {"float": ("ir",), "int": ()}
+
+
+def pade_refusal(target, quantized: bool) -> Optional[str]:
+    """Why the implicit realization cannot be used for ``target`` (a name, or several that must all
+    run the folded graph); ``None`` when it can, or when no target is given (the Python API folds
+    for the float reference)."""
+    if target is None:
+        return None
+    kind = "int" if quantized else "float"
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    bad = [t for t in targets if t not in PADE_RUNS_ON[kind]]
+    if not bad:
+        return None
+    target = bad[0]
+    where = ", ".join(PADE_RUNS_ON[kind]) or "no target yet"
+    return (f"the implicit 'pade' realization does not run on the {target!r} target "
+            f"{'quantized' if quantized else 'in float'} (it runs on: {where}); use --realization rk4 (also O(q) "
+            f"per substep) or zoh")
 DEFAULT_ERROR_BUDGET = 1e-6
 MAX_SUBSTEPS = 4096
 CACHE_BYTES = 256 << 20     # keep the reference response in memory up to this size
@@ -48,7 +71,7 @@ class Candidate:
 
     def describe(self) -> str:
         m = self.measurement
-        extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, ir.RungeKutta) else ""
+        extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, (ir.RungeKutta, ir.Pade)) else ""
         rho = "not computed (over budget)" if math.isnan(m.spectral_radius) else f"{m.spectral_radius:.6f}"
         note = f" ({self.note})" if self.note else ""
         return (f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
@@ -138,7 +161,7 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
             return math.inf, rho
     worst, blk = 0.0, (256 if early else 512)
     with np.errstate(over="ignore", invalid="ignore"):
-        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length, blk), ref.blocks(length, blk)):
+        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length, blk), ref.blocks(length, blk), strict=True):
             assert s0 == s1 and a.shape == b.shape
             d = np.max(np.abs(a - b))
             if not np.isfinite(d):
@@ -181,6 +204,9 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
         if isinstance(memory, ir.DenseSS):
             M, N = memory.Abar, memory.Bbar
             ops, coeffs = lti.dense_cost(q)
+        elif isinstance(memory, ir.Pade):
+            M, N = pade.pade_map(q, layer.theta, memory.orders, memory.substeps)
+            ops, coeffs = pade.pade_cost(q, memory.orders, memory.substeps)
         else:
             M, N = lti.rk_map(q, layer.theta, memory.rk_order, memory.substeps)
             ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
@@ -192,18 +218,32 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
 
 
 def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
-    """RK of order ``r``: the smallest substep count within ``budget``, found by doubling then bisecting.
+    """RK of order ``r``: the smallest substep count within ``budget`` (see :func:`_search`)."""
+    return _search(layer, f"rk{r}", lambda s: ir.RungeKutta(r, s), lti.rk_cost(layer.order, r, 1)[0], ref, budget,
+                   substeps, max_substeps, progress, incumbent)
 
-    With an ``incumbent`` (the cheapest candidate already within budget) the
-    search stops at the largest count whose cost does not exceed the
-    incumbent's: a count beyond it could not be chosen, so it is not measured.
+
+def _pade_candidate(layer, name, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
+    """The implicit Pade realization ``name``: the smallest substep count within ``budget``."""
+    orders = PADE_NAMES[name]
+    return _search(layer, name, lambda s: ir.Pade(*orders, s), pade.pade_cost(layer.order, orders, 1)[0], ref,
+                   budget, substeps, max_substeps, progress, incumbent)
+
+
+def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps, progress, incumbent) -> Candidate:
+    """A substepped realization: the smallest substep count within ``budget``, found by doubling then bisecting.
+
+    ``make(s)`` builds the node with ``s`` substeps; ``per_substep`` is its cost
+    per channel and substep. With an ``incumbent`` (the cheapest candidate
+    already within budget) the search stops at the largest count whose cost
+    does not exceed the incumbent's: a count beyond it could not be chosen, so
+    it is not measured.
     """
-    name = f"rk{r}"
     if substeps is not None:
-        return _measure(layer, name, ir.RungeKutta(r, int(substeps)), ref, budget)
+        return _measure(layer, name, make(int(substeps)), ref, budget)
     note = ""
     if incumbent is not None:
-        per = lti.rk_cost(layer.order, r, 1)[0] * layer.memory_d
+        per = per_substep * layer.memory_d
         cap = max(1, incumbent.measurement.ops_per_step // per)
         if cap < max_substeps:
             max_substeps = int(cap)
@@ -213,7 +253,7 @@ def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incum
 
     def at(s):
         if s not in tried:
-            tried[s] = _measure(layer, name, ir.RungeKutta(r, s), ref, budget)
+            tried[s] = _measure(layer, name, make(s), ref, budget)
             if progress:
                 progress(f"  {layer.name}: {tried[s].describe()}")
         return tried[s]
@@ -239,9 +279,9 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
     ``auto`` considers the dense form of the layer's own discretizer, the
-    structured RK form (RK4 with searched substeps for ZOH; RK1 with one
-    substep, which is Euler exactly, for Euler), and a FIR of the stored kernel
-    when the source model convolved with one.
+    structured forms (for ZOH the implicit Pade [3/4] and RK4, each with
+    searched substeps; for Euler RK1 with one substep, which is Euler exactly),
+    and a FIR of the stored kernel when the source model convolved with one.
 
     With ``prune`` (the default) a substep search stops once more substeps
     could not beat the cheapest candidate already within budget (its
@@ -258,7 +298,7 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
         raise limits.LimitError(f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
                                 f"than the limit {limits.MAX_PLANNED_BYTES >> 20} MiB (order {q}, kernel length {L})")
     if names is None:
-        names = [layer.discretizer, "rk4" if layer.discretizer == "zoh" else "rk1"] + (["fir"] if stored else [])
+        names = _auto_names(layer)
     ref = _Reference(layer, horizon)
     out = []
     for name in names:
@@ -267,15 +307,17 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
         if name in ("zoh", "euler"):
             A, B = lti.legendre_discrete(layer.order, layer.theta, name)
             out.append(_measure(layer, name, ir.DenseSS(name, A, B), ref, error_budget))
-        elif name in ("rk1", "rk2", "rk4"):
-            r = int(name[2])
+        elif name in ("rk1", "rk2", "rk4") or name in PADE_NAMES:
             s = substeps
             if s is None and name == "rk1" and layer.discretizer == "euler":
                 s = 1
             good = [c for c in out if c.ok]
             best = min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) \
                 if (good and prune) else None
-            out.append(_rk_candidate(layer, r, ref, error_budget, s, max_substeps, progress, best))
+            if name in PADE_NAMES:
+                out.append(_pade_candidate(layer, name, ref, error_budget, s, max_substeps, progress, best))
+            else:
+                out.append(_rk_candidate(layer, int(name[2]), ref, error_budget, s, max_substeps, progress, best))
         elif name == "fir":
             kernel = mem.kernel if stored else lti.legendre_impulse_response(
                 layer.order, layer.theta, ref.length, layer.discretizer)
@@ -283,6 +325,14 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
         else:
             raise FoldError(f"unknown realization {name!r}; known: {', '.join(REALIZATIONS)}")
     return out
+
+
+def _auto_names(layer: ir.LMU) -> list:
+    """The realizations ``auto`` measures for ``layer``, in the order they are measured."""
+    mem = layer.memory
+    stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
+    return [layer.discretizer] + (["pade", "rk4"] if layer.discretizer == "zoh" else ["rk1"]) \
+        + (["fir"] if stored else [])
 
 
 def _choose(layer, cands, budget, requested) -> Candidate:
@@ -300,20 +350,32 @@ def _choose(layer, cands, budget, requested) -> Candidate:
     return min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored))
 
 
-def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, **kw) -> ir.LMU:
-    """One LMU layer in recurrent form, with the measurement that proves its realization."""
+def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
+               target: Optional[str] = None, quantized: bool = False, **kw) -> ir.LMU:
+    """One LMU layer in recurrent form, with the measurement that proves its realization.
+
+    With a ``target``, ``auto`` considers only the realizations that target runs
+    (see :func:`pade_refusal`), and asking for one it does not run is refused.
+    """
     if not layer.is_parallel:
         return layer
     if realization not in REALIZATIONS:
-        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; known: {', '.join(REALIZATIONS)}")
+        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; "
+                        f"known: {', '.join(REALIZATIONS)}")
+    refusal = pade_refusal(target, quantized)
+    if realization in PADE_NAMES and refusal:
+        raise FoldError(f"layer {layer.name!r}: {refusal}")
     names = None if realization == "auto" else [realization]
+    if names is None and refusal:
+        names = [n for n in _auto_names(layer) if n not in PADE_NAMES]
     chosen = _choose(layer, candidates(layer, error_budget, names, **kw), error_budget, realization)
     return replace(layer, memory=chosen.memory, measurement=chosen.measurement)
 
 
 def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
          substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
-         progress: Optional[Callable[[str], None]] = None) -> ir.Graph:
+         progress: Optional[Callable[[str], None]] = None, target: Optional[str] = None,
+         quantized: bool = False) -> ir.Graph:
     """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
 
     Parameters
@@ -324,23 +386,26 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
     error_budget : float
         Largest accepted ``max|H - H_ref| / max|H_ref|`` of the memory's impulse response.
     substeps : int, optional
-        Fix the RK substep count instead of searching for the smallest that meets the budget.
+        Fix the RK / Pade substep count instead of searching for the smallest that meets the budget.
+    target, quantized : optional
+        The target the graph is folded for (and whether it will be quantized): realizations the
+        target cannot run are left out of ``auto`` and refused when asked for.
     """
     if not isinstance(graph, ir.Graph):
         raise TypeError(f"fold() expects an lmu_edge.ir.Graph, got {type(graph).__name__}")
     if not (error_budget > 0):
         raise FoldError(f"error_budget must be positive, got {error_budget!r}")
     per_layer = dict(realization) if isinstance(realization, dict) else {}
-    unknown = set(per_layer) - {l.name for l in graph.lmu_layers}
+    unknown = set(per_layer) - {lay.name for lay in graph.lmu_layers}
     if unknown:
         raise FoldError(f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
-                        f"LMU layers: {', '.join(l.name for l in graph.lmu_layers) or 'none'}")
+                        f"LMU layers: {', '.join(lay.name for lay in graph.lmu_layers) or 'none'}")
     default = "auto" if isinstance(realization, dict) else realization
     layers, changed = [], False
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
             layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,
-                               max_substeps=max_substeps, progress=progress)
+                               max_substeps=max_substeps, progress=progress, target=target, quantized=quantized)
             changed = True
         layers.append(layer)
     if not changed:

@@ -17,7 +17,8 @@ LMU memory has two forms:
   ``truncated``: the first L steps of it, as the source model used;
   ``learned``: a kernel stored in the model that A, B need not reproduce);
 * recurrent: a realization, :class:`DenseSS` (dense ``Abar``, ``Bbar``),
-  :class:`RungeKutta` (structured, stores no q*q matrix) or :class:`FIR` (a
+  :class:`RungeKutta` (structured, stores no q*q matrix), :class:`Pade` (implicit,
+  structured, A-stable) or :class:`FIR` (a
   ring buffer of a finite kernel), with the :class:`Measurement` that proves it.
 """
 
@@ -232,6 +233,32 @@ class RungeKutta:
 
 
 @dataclass(frozen=True, eq=False)
+class Pade:
+    """Recurrent memory stepped by the implicit, A-stable ``[num/den]`` Pade approximant of the ZOH
+    step, ``substeps`` substeps per sample, each one O(q) shifted solve per pole pair
+    (see :mod:`lmu_edge.pade`); stores no q*q matrix."""
+
+    TYPE: ClassVar[str] = "pade"
+    ORDERS: ClassVar[tuple] = ((1, 1), (2, 2), (2, 3), (3, 4), (4, 4))
+    num: int
+    den: int
+    substeps: int
+
+    def __post_init__(self):
+        if (self.num, self.den) not in self.ORDERS:
+            raise ShapeError(f"Pade: orders [{self.num!r}/{self.den!r}] are not supported; "
+                             f"supported: {', '.join(f'[{m}/{n}]' for m, n in self.ORDERS)}")
+        if isinstance(self.substeps, bool) or not isinstance(self.substeps, (int, np.integer)) or self.substeps < 1:
+            raise ShapeError(f"Pade: substeps must be a positive integer, got {self.substeps!r}")
+        limits.check_int(self.substeps, 1, limits.MAX_SUBSTEPS, "Pade: substeps")
+
+    @property
+    def orders(self) -> tuple:
+        """``(num, den)``: the degrees of the approximant's numerator and denominator."""
+        return (int(self.num), int(self.den))
+
+
+@dataclass(frozen=True, eq=False)
 class FIR:
     """Recurrent memory as a ring buffer of the last L inputs and a (q, L) kernel."""
 
@@ -257,7 +284,7 @@ class Measurement:
     spectral_radius: float
 
 
-Memory = Union[ImpulseResponse, DenseSS, RungeKutta, FIR]
+Memory = Union[ImpulseResponse, DenseSS, RungeKutta, Pade, FIR]
 Hidden = Union[HiddenDense, HiddenSimpleRNN, None]
 
 
@@ -322,7 +349,7 @@ class LMU:
         elif isinstance(mem, FIR):
             if mem.kernel.shape[0] != q:
                 raise ShapeError(f"{w}: FIR kernel must have {q} rows (order), got shape {mem.kernel.shape}")
-        elif not isinstance(mem, (ImpulseResponse, RungeKutta)):
+        elif not isinstance(mem, (ImpulseResponse, RungeKutta, Pade)):
             raise ShapeError(f"{w}: memory must be an ImpulseResponse or a realization, got {type(mem).__name__}")
         if self.is_parallel and self.is_rnn_path:
             raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; it cannot be given as an impulse response")
@@ -455,7 +482,7 @@ class Graph:
 
 
 NODE_TYPES = {c.TYPE: c for c in (Dense, Activation, TimePooling, HiddenDense, HiddenSimpleRNN, ImpulseResponse,
-                                  DenseSS, RungeKutta, FIR, Measurement, LMU, Graph)}
+                                  DenseSS, RungeKutta, Pade, FIR, Measurement, LMU, Graph)}
 INT_NODE_TYPES: set = set()   # node types whose arrays are integers (the quantized layers of lmu_edge.qir)
 
 

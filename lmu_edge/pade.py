@@ -104,11 +104,46 @@ def pade_step(m: np.ndarray, u, theta: float, orders=(3, 4), substeps: int = 1) 
 
 
 def pade_map(order: int, theta: float, orders=(3, 4), substeps: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The one-sample linear map ``m' = M m + N u`` of :func:`pade_step` (float64), built by running it."""
-    q = int(order)
-    M = pade_step(np.eye(q), np.zeros(q), theta, orders, substeps).T
-    N = pade_step(np.zeros((1, q)), np.ones(1), theta, orders, substeps)[0]
-    return M, N
+    """The one-sample linear map ``m' = M m + N u`` of :func:`pade_step` (float64).
+
+    One substep's map is built by running the structured step on the identity
+    (O(q^2)); the ``s`` substeps by repeated squaring of the input-augmented
+    map ``[[M1, N1], [0, 1]]`` (about ``log2 s`` products), so measuring a
+    large substep count costs little more than a small one.
+    """
+    q, s = int(order), int(substeps)
+    if s < 1:
+        raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
+    M1 = _one_substep(np.eye(q), np.zeros(q), theta, orders, s).T
+    N1 = _one_substep(np.zeros((1, q)), np.ones(1), theta, orders, s)[0]
+    aug = np.zeros((q + 1, q + 1))
+    aug[:q, :q], aug[:q, q], aug[q, q] = M1, N1, 1.0
+    out, base = None, aug
+    while s:
+        if s & 1:
+            out = base if out is None else base @ out
+        s >>= 1
+        if s:
+            base = base @ base
+    return out[:q, :q].copy(), out[:q, q].copy()
+
+
+def _one_substep(m, u, theta, orders, substeps):
+    """One substep of length ``1/substeps`` of :func:`pade_step`."""
+    k, rho, p = pade_fractions(*orders)
+    m = np.asarray(m, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)[..., None]
+    q = m.shape[-1]
+    h = 1.0 / int(substeps)
+    Bv = lti.structure_coefficients(q, theta) * (-1.0) ** np.arange(q)
+    out = k * m
+    for j in range(p.size):
+        if p[j].imag < -1e-12:
+            continue
+        c = h / p[j]
+        term = -(rho[j] / p[j]) * shifted_solve(m + c * Bv * u, c, theta)
+        out = out + (term.real if abs(p[j].imag) < 1e-12 else 2 * term.real)
+    return out
 
 
 def pade_cost(q: int, orders, substeps: int) -> tuple[int, int]:

@@ -363,6 +363,9 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
         qmem, fm, bound, mem_err, rho = _rk_memory(mem, q, layer.theta, sb, u_type, horizon, notes)
     elif isinstance(mem, ir.FIR):
         qmem, fm, bound, mem_err, rho = _fir_memory(mem, q, sb, cb, u_type, notes)
+    elif isinstance(mem, ir.Pade):
+        raise QuantizationError(f"layer {layer.name!r}: the implicit 'pade' realization has no integer form; "
+                                f"fold with realization='rk4' (also O(q) per substep) or 'zoh' to quantize")
     else:
         raise QuantizationError(f"layer {layer.name!r}: fold the graph before quantizing it")
     st = FixedType(sb, fm, rounding=rounding)
