@@ -35,7 +35,7 @@ REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "
 PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
 #: the targets that run the implicit realization, in float and in integers (the others have no kernel or
 #: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
-PADE_RUNS_ON = {"float": ("ir",), "int": ()}
+PADE_RUNS_ON = {"float": ("ir",), "int": ("ir", "c")}
 
 
 def pade_refusal(target, quantized: bool) -> Optional[str]:

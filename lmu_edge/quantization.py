@@ -254,6 +254,75 @@ def _rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes):
         G * u_type.max + Ngain * noise * 2.0 ** -fm, err, rho
 
 
+def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
+    """The implicit Pade step in integers: constants, guard bits and every fraction from proven bounds.
+
+    Work values (the solve's right-hand side, its running sums, the solution) carry ``guard`` more
+    fractional bits than the state: 8 for states up to 16 bits (the forward substitution amplifies a
+    rounding error by the l1 gain of ``L^{-1}``: without guard bits a 16-bit state drifts by thousands
+    of LSBs), and a 24-bit work width beyond. Each constant gets the most fractional bits for which its
+    product with its proven operand bound fits int64."""
+    from . import pade
+    s = mem.substeps
+    consts = pade.step_constants(q, theta, mem.orders, s)
+    M, N = pade.constants_map(consts, q, s)
+    guard = 8 if st_bits <= 16 else 24 - st_bits
+    a_max = 2 * q - 1
+    P = len(consts["gc"])
+    fm = None
+    for _attempt in range(4):
+        bounds1 = pade.int_bounds(q, consts, 1.0)                   # per unit |b|: the noise estimate
+        dx = [math.sqrt(2) * b["y"] / 2 for b in bounds1]          # one work LSB per element through L^{-1}
+        noise = 0.5 + 2.0 ** -guard * (sum(abs(c) * (d + abs(iv) * math.sqrt(2) * b["sy"] / 2 *
+                                                     float(np.abs(w).max()) + 2)
+                                           for c, d, iv, b, w in zip(consts["coef"], dx, consts["inv"], bounds1,
+                                                                     consts["w"], strict=True)) + P + 1)
+        noise_lsb = s * noise
+        if fm is None:
+            G, Ng = _l1_gains(M, N, horizon)
+            fm = _fit_state(G, Ng, u_type.max, st_bits, noise_lsb=noise_lsb)
+        fw = fm + guard
+        uw = u_type.max_int * 2.0 ** (fw - u_type.frac) + 1
+        gmax = float(np.max(np.abs(np.stack([consts["gc"].real, consts["gc"].imag]))))
+        bmax = 2.0 ** (st_bits - 1 + guard) + 2.0 ** max(guard, 0) + a_max * gmax / 2 * uw
+        bd = pade.int_bounds(q, consts, bmax)
+        S_b = max(b["S"] for b in bd)
+        gc_frac = pade.frac_for(a_max * gmax, 2 * max(S_b, uw))
+        inv_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["inv"].real, consts["inv"].imag])))),
+                                 2 * max(b["sy"] for b in bd))
+        t_b = max(b["sy"] * abs(iv) for b, iv in zip(bd, consts["inv"], strict=True)) * 2 + 2
+        w_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["w"].real, consts["w"].imag])))), 2 * t_b)
+        coef_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["coef"].real, consts["coef"].imag])))),
+                                  2 * max(b["x"] for b in bd))
+        k_frac = 30 if consts["k"] else 0
+        rnd = lambda v, f: np.round(v * 2.0 ** f)                         # noqa: E731
+        cplx = lambda v, f: np.stack([rnd(np.real(v), f), rnd(np.imag(v), f)], axis=-1).astype(np.int64)  # noqa: E731
+        ints = {"gc": cplx(consts["gc"], gc_frac), "w": cplx(consts["w"], w_frac),
+                "inv": cplx(consts["inv"], inv_frac), "coef": cplx(consts["coef"], coef_frac),
+                "k": int(rnd(consts["k"], k_frac))}
+        back = lambda v, f: (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f      # noqa: E731
+        cq = {"k": ints["k"] * 2.0 ** -k_frac, "gc": back(ints["gc"], gc_frac), "w": back(ints["w"], w_frac),
+              "inv": back(ints["inv"], inv_frac), "coef": back(ints["coef"], coef_frac)}
+        Mq, Nq = pade.constants_map(cq, q, s)
+        G, Ng = _l1_gains(Mq, Nq, horizon)
+        out_b = sum(abs(c) * b["x"] for c, b in zip(cq["coef"], bd, strict=True)) + 2.0 ** (st_bits + guard)
+        fits = G * u_type.max * 2.0 ** fm + Ng * noise_lsb <= (1 << (st_bits - 1)) - 1
+        if (fits or not _CALIBRATED.get("proven", True)) and out_b < 2.0 ** 61:
+            break
+        fm -= 1
+    else:
+        raise QuantizationError(f"the implicit 'pade' realization cannot be bounded in {st_bits}-bit integers "
+                                f"(order {q}, theta {theta:g}); use --realization rk4 or zoh")
+    err = _ir_error(Mq, Nq, M, N, horizon)
+    rho = lti.spectral_radius(Mq)
+    notes.append(f"pade [{mem.num}/{mem.den}] x{s}: {guard} guard bits, fractions gc {gc_frac}, w {w_frac}, "
+                 f"inv {inv_frac}, coef {coef_frac}; impulse-response error {err:.2e}, spectral radius {rho:.6f}")
+    node = pade.QPadeMemory(mem.num, mem.den, s, guard, u_type.frac - fw, ints["gc"].astype(np.int32), gc_frac,
+                            ints["w"].astype(np.int32), w_frac, ints["inv"].astype(np.int32), inv_frac,
+                            ints["coef"].astype(np.int32), coef_frac, ints["k"], k_frac)
+    return node, fm, G * u_type.max + Ng * noise_lsb * 2.0 ** -fm, err, rho
+
+
 def _rk_map_coeffs(q, coeffs, r, s):
     M = lti.rk_step(np.eye(q), np.zeros(q), 1.0, r, s, coeffs=coeffs).T
     N = lti.rk_step(np.zeros((1, q)), np.ones(1), 1.0, r, s, coeffs=coeffs)[0]
@@ -364,8 +433,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
     elif isinstance(mem, ir.FIR):
         qmem, fm, bound, mem_err, rho = _fir_memory(mem, q, sb, cb, u_type, notes)
     elif isinstance(mem, ir.Pade):
-        raise QuantizationError(f"layer {layer.name!r}: the implicit 'pade' realization has no integer form; "
-                                f"fold with realization='rk4' (also O(q) per substep) or 'zoh' to quantize")
+        qmem, fm, bound, mem_err, rho = _pade_memory(mem, q, layer.theta, sb, u_type, horizon, notes)
     else:
         raise QuantizationError(f"layer {layer.name!r}: fold the graph before quantizing it")
     st = FixedType(sb, fm, rounding=rounding)
