@@ -101,4 +101,55 @@ LMU_DEFINE_PADE_MEMORY(lmu_pade_memory_s8, int8_t)
 LMU_DEFINE_PADE_MEMORY(lmu_pade_memory_s16, int16_t)
 LMU_DEFINE_PADE_MEMORY(lmu_pade_memory_s32, int32_t)
 
+#ifndef LMU_NO_FLOAT
+/* The float32 path: the same substep with float constants (lmu_edge.pade.constants_substep). */
+typedef struct {
+    int32_t poles, substeps;
+    const float *gc;        /* (P, 2) */
+    const float *w;         /* (P, q, 2) */
+    const float *inv;       /* (P, 2) */
+    const float *coef;      /* (P, 2) */
+    float k;
+} lmu_f_pade_t;
+
+/* One sample for d channels of order q; `work` holds 3*q floats. */
+static inline void lmu_f_pade_memory(float *m, const float *u, int32_t d, int32_t q, const lmu_f_pade_t *p,
+                                     float *work) {
+    float *out = work, *yr = work + q, *yi = work + 2 * q;
+    int32_t c, s, j, i;
+    for (c = 0; c < d; ++c) {
+        float *mc = m + (int64_t)c * q;
+        const float uc = u[c];
+        for (s = 0; s < p->substeps; ++s) {
+            for (i = 0; i < q; ++i) out[i] = p->k * mc[i];
+            for (j = 0; j < p->poles; ++j) {
+                const float gr = p->gc[2 * j], gi = p->gc[2 * j + 1];
+                const float ir = p->inv[2 * j], ii = p->inv[2 * j + 1];
+                const float fr = p->coef[2 * j], fi = p->coef[2 * j + 1];
+                const float *wj = p->w + (int64_t)2 * j * q;
+                float sr[2] = {0.0f, 0.0f}, si[2] = {0.0f, 0.0f}, tr, ti;
+                for (i = 0; i < q; ++i) {
+                    const float a = (float)(2 * i + 1), cr = a * gr, ci = a * gi;
+                    const int32_t par = i & 1, oth = 1 - par;
+                    const float sg = par ? -0.5f : 0.5f;
+                    const float vr = mc[i] + sg * cr * uc + (cr * sr[oth] - ci * si[oth]);
+                    const float vi = sg * ci * uc + (cr * si[oth] + ci * sr[oth]);
+                    sr[par] += vr;
+                    si[par] += vi;
+                    yr[i] = vr;
+                    yi[i] = vi;
+                }
+                tr = (sr[0] + sr[1]) * ir - (si[0] + si[1]) * ii;
+                ti = (sr[0] + sr[1]) * ii + (si[0] + si[1]) * ir;
+                for (i = 0; i < q; ++i) {
+                    const float wr = wj[2 * i], wi = wj[2 * i + 1];
+                    out[i] += fr * (yr[i] - (wr * tr - wi * ti)) - fi * (yi[i] - (wr * ti + wi * tr));
+                }
+            }
+            for (i = 0; i < q; ++i) mc[i] = out[i];
+        }
+    }
+}
+#endif /* LMU_NO_FLOAT */
+
 #endif /* LMU_PADE_H */

@@ -35,7 +35,7 @@ REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "
 PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
 #: the targets that run the implicit realization, in float and in integers (the others have no kernel or
 #: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
-PADE_RUNS_ON = {"float": ("ir",), "int": ("ir", "c")}
+PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
 
 
 def pade_refusal(target, quantized: bool) -> Optional[str]:
@@ -401,6 +401,10 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
         raise FoldError(f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
                         f"LMU layers: {', '.join(lay.name for lay in graph.lmu_layers) or 'none'}")
     default = "auto" if isinstance(realization, dict) else realization
+    refusal = pade_refusal(target, quantized)
+    done = [lay for lay in graph.lmu_layers if isinstance(lay.memory, ir.Pade)]
+    if refusal and done:       # folded before, for another target
+        raise FoldError(f"layer {done[0].name!r}: {refusal}")
     layers, changed = [], False
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
