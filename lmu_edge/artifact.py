@@ -179,7 +179,7 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
 
 
 def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
-            realization="auto", error_budget: float = _fold.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
+            realization="auto", error_budget: Optional[float] = None, substeps: Optional[int] = None,
             tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
             **target_options) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
@@ -196,11 +196,20 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     output error of a model can exceed the budget by the window length's order).
     ``float("inf")`` measures and reports the error but never refuses (the
     manifest then holds no tolerance, so ``verify`` does not refuse either).
+
+    ``error_budget`` ``None`` (the default) follows the target's state width
+    (:func:`lmu_edge.folding.default_budget`); the report says which and why.
     """
     from . import load
     if out_dir is None:
         raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")
     out_dir = Path(out_dir)
+    if error_budget is None:
+        module_opts = dict(getattr(registry.target(target), "OPTIONS", {}), **target_options)
+        qmode = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
+        error_budget, budget_why = _fold.default_budget(_fold.state_bits_for(target, qmode, module_opts))
+    else:
+        budget_why = "given"
     error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)
     if tolerance is not None:
         # +inf is allowed: measure the error and report it, never refuse (stored as "not checked")
@@ -265,6 +274,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
             "model": source.name, "target": target, "quantize": quantize,
             "layers": [_layer_report(l) for l in graph.layers],
             "verification": verification,
+            "error_budget": {"value": float(error_budget), "why": budget_why},
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=_json_default))

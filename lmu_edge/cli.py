@@ -226,8 +226,9 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--realization", default="auto", show_default=True,
               type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
               help="How to run each LMU memory; auto picks the cheapest within the error budget.")
-@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
-              help="Largest relative impulse-response error a realization may have.")
+@click.option("--error-budget", type=BUDGET, default=None,
+              help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
+                   "a quarter of one state LSB, at least 1e-6, when quantized).")
 @click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
 @click.option("--tolerance", type=TOLERANCE,
               help="Largest accepted relative output error against MODEL (default: the target's).")
@@ -271,6 +272,8 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
     tol = "measured, not enforced" if v["tolerance"] is None else f"tolerance {v['tolerance']:g}"
     click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
                f"on the {v['input']} ({tol})")
+    if "error_budget" in rep:
+        click.echo(f"  error budget {rep['error_budget']['value']:.3g}: {rep['error_budget']['why']}")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "

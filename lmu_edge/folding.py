@@ -38,6 +38,43 @@ PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
 PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
 
 
+#: the default budget of a quantized target, in LSBs of its state relative to the state's proven range
+BUDGET_LSB_FRACTION = 0.25
+
+
+def state_bits_for(target: Optional[str], quantize: str, options: Optional[dict] = None) -> Optional[int]:
+    """The width of the LMU state a target keeps for ``quantize`` (``None`` in float): the C target's
+    ``state_bits`` option (16 by default), TFLite's 16-bit state (8 with ``int8_state_path='int8'``),
+    ONNX's 16-bit state."""
+    options = options or {}
+    if quantize in (None, "float", "float32"):
+        return None
+    if options.get("state_bits"):
+        return int(options["state_bits"])
+    if target == "tflite" and quantize == "int8" and options.get("int8_state_path") == "int8":
+        return 8
+    return 16
+
+
+def default_budget(state_bits: Optional[int]) -> tuple[float, str]:
+    """``(error budget, why)``: 1e-6 in float; for a quantized state a quarter of one LSB relative to
+    the state's proven range (``0.25 * 2^-(bits-1)``), never below 1e-6.
+
+    A realization more accurate than the state can resolve buys nothing: the state's own rounding
+    (half an LSB per step, carried through the memory) is already larger. A quarter LSB keeps the
+    realization's error below the state's rounding; 1e-6 is the floor because past it (a 32-bit
+    state) float64 measurement is the limit, not the state."""
+    if state_bits is None:
+        return DEFAULT_ERROR_BUDGET, f"float target: the default {DEFAULT_ERROR_BUDGET:g}"
+    lsb = 2.0 ** -(int(state_bits) - 1)
+    b = max(DEFAULT_ERROR_BUDGET, BUDGET_LSB_FRACTION * lsb)
+    why = (f"{state_bits}-bit state: {BUDGET_LSB_FRACTION:g} of one LSB relative to its proven range "
+           f"({BUDGET_LSB_FRACTION:g} * 2^-{int(state_bits) - 1} = {BUDGET_LSB_FRACTION * lsb:.3g})")
+    if b > BUDGET_LSB_FRACTION * lsb:
+        why += f", floored at {DEFAULT_ERROR_BUDGET:g}"
+    return b, why
+
+
 def pade_refusal(target, quantized: bool) -> Optional[str]:
     """Why the implicit realization cannot be used for ``target`` (a name, or several that must all
     run the folded graph); ``None`` when it can, or when no target is given (the Python API folds

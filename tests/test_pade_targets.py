@@ -7,12 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, ir, pade
 from lmu_edge.errors import LmuEdgeError
-
-from graphs import chain
 
 CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
