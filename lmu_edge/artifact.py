@@ -181,7 +181,7 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
 def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
             realization="auto", error_budget: Optional[float] = None, substeps: Optional[int] = None,
             tolerance: Optional[float] = None, overwrite: bool = False, progress: Optional[Callable[[str], None]] = None,
-            **target_options) -> Artifact:
+            prefer: Optional[str] = None, **target_options) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
     Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
@@ -199,6 +199,9 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
 
     ``error_budget`` ``None`` (the default) follows the target's state width
     (:func:`lmu_edge.folding.default_budget`); the report says which and why.
+    ``prefer`` is what ``auto`` minimises (``ops``, ``flash`` or ``ram``, see
+    :func:`lmu_edge.folding.rank`); by default ``flash`` when a ``device`` option
+    is given, else ``ops``. The report holds the trade-off of each choice.
     """
     from . import load
     if out_dir is None:
@@ -240,8 +243,14 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                             f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
+    if prefer is None:
+        prefer, prefer_why = ("flash", "a device was given") if options.get("device") else ("ops", "the default")
+    else:
+        prefer_why = "given"
+    if prefer not in _fold.PREFERENCES:
+        raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(_fold.PREFERENCES)}")
     graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
-                       quantized=quantize != "float")
+                       quantized=quantize != "float", prefer=prefer)
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -275,6 +284,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
             "layers": [_layer_report(l) for l in graph.layers],
             "verification": verification,
             "error_budget": {"value": float(error_budget), "why": budget_why},
+            "realization_choice": {"prefer": prefer, "why": prefer_why,
+                                   "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {}))},
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=_json_default))

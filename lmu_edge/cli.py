@@ -230,6 +230,9 @@ def inspect(model, error_budget, candidates, as_json):
               help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
                    "a quarter of one state LSB, at least 1e-6, when quantized).")
 @click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
+@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default=None,
+              help="What auto minimises: operations per step, flash (the fewest operations among realizations "
+                   "storing O(q) numbers) or RAM (default: flash with --device, else ops); the trade-off is printed.")
 @click.option("--tolerance", type=TOLERANCE,
               help="Largest accepted relative output error against MODEL (default: the target's).")
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
@@ -248,7 +251,8 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
 @click.option("--option", "-O", "extra_options", multiple=True, metavar="KEY=VALUE",
               help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.")
-def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, tolerance, force,
+def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, prefer, tolerance,
+            force,
             quiet, extra_options, **target_flags):
     """Convert MODEL for a target into an output directory, verify it against
     MODEL, and write report.json next to the artifact.
@@ -265,7 +269,7 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
         except ValueError:
             options[key.strip().replace("-", "_")] = value
     art = lmu_edge.convert(model, target=target, out_dir=out_dir, quantize=quantize, calibration=calibration,
-                           realization=realization, error_budget=error_budget, substeps=substeps,
+                           realization=realization, error_budget=error_budget, substeps=substeps, prefer=prefer,
                            tolerance=tolerance, overwrite=force, progress=_progress(quiet), **options)
     rep = json.loads((art.path / "report.json").read_text())
     v = rep["verification"]
@@ -274,6 +278,9 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
                f"on the {v['input']} ({tol})")
     if "error_budget" in rep:
         click.echo(f"  error budget {rep['error_budget']['value']:.3g}: {rep['error_budget']['why']}")
+    choice = rep.get("realization_choice", {})
+    for name, text in choice.get("tradeoffs", {}).items():
+        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "

@@ -38,6 +38,57 @@ PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
 PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
 
 
+#: what ``auto`` minimises: operations per step, flash (numbers stored), or RAM (state and scratch)
+PREFERENCES = ("ops", "flash", "ram")
+#: "flash": a realization storing at most this many numbers per order counts as O(q) (no q*q matrix,
+#: no q*L kernel); among those the fewest operations win
+FLASH_SMALL = 8
+
+
+def ram_numbers(memory, q: int, d: int) -> int:
+    """Numbers a realization keeps in RAM per step for ``d`` channels of order ``q``: the state plus the
+    scratch its kernel needs (dense: a q-vector; RK of order r: r q-vectors; Pade: four; FIR: its
+    ring buffer of L inputs per channel)."""
+    if isinstance(memory, ir.DenseSS):
+        return q * d + q
+    if isinstance(memory, ir.RungeKutta):
+        return q * d + memory.rk_order * q
+    if isinstance(memory, ir.Pade):
+        return q * d + 4 * q
+    if isinstance(memory, ir.FIR):
+        return q * d + memory.kernel.shape[1] * d
+    return q * d
+
+
+def rank(c: "Candidate", prefer: str, q: int, d: int = 1) -> tuple:
+    """The sort key ``auto`` minimises under ``prefer`` (see :data:`PREFERENCES`)."""
+    m = c.measurement
+    base = (m.ops_per_step, m.coeffs_stored)
+    if prefer == "flash":
+        return (0 if m.coeffs_stored <= FLASH_SMALL * q else m.coeffs_stored,) + base
+    if prefer == "ram":
+        return (ram_numbers(c.memory, q, d),) + base
+    return base
+
+
+def tradeoff(chosen: "Candidate", cands: list, prefer: str, q: int, d: int = 1) -> str:
+    """One line: what ``prefer`` chose against the fewest-operations choice, and what it costs."""
+    good = [c for c in cands if c.ok]
+    fastest = min(good, key=lambda c: rank(c, "ops", q, d))
+    a, b = chosen.measurement, fastest.measurement
+    label = (f"{chosen.name} x{chosen.memory.substeps}" if isinstance(chosen.memory, (ir.RungeKutta, ir.Pade))
+             else chosen.name)
+    if fastest is chosen:
+        return (f"prefer {prefer}: {label} ({a.ops_per_step} ops/step, {a.coeffs_stored} coefficients, "
+                f"{ram_numbers(chosen.memory, q, d)} numbers in RAM) is also the fewest-operations choice")
+    flabel = (f"{fastest.name} x{fastest.memory.substeps}" if isinstance(fastest.memory, (ir.RungeKutta, ir.Pade))
+              else fastest.name)
+    return (f"prefer {prefer}: {label} instead of {flabel}: {a.coeffs_stored} coefficients against "
+            f"{b.coeffs_stored} ({b.coeffs_stored / max(a.coeffs_stored, 1):.3g}x fewer), "
+            f"{ram_numbers(chosen.memory, q, d)} numbers in RAM against {ram_numbers(fastest.memory, q, d)}, "
+            f"for {a.ops_per_step} ops/step against {b.ops_per_step} ({a.ops_per_step / max(b.ops_per_step, 1):.3g}x)")
+
+
 #: the default budget of a quantized target, in LSBs of its state relative to the state's proven range
 BUDGET_LSB_FRACTION = 0.25
 
@@ -281,11 +332,12 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
     note = ""
     if incumbent is not None:
         per = per_substep * layer.memory_d
-        cap = max(1, incumbent.measurement.ops_per_step // per)
+        cap = max(1, incumbent.measurement.ops_per_step // per) if incumbent.ok else 1
         if cap < max_substeps:
             max_substeps = int(cap)
             note = (f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
-                    f"{incumbent.measurement.ops_per_step} ops/step")
+                    f"{incumbent.measurement.ops_per_step} ops/step" if incumbent.ok else
+                    f"search stopped at 1 substep: no count can beat {incumbent.name} under this preference")
     tried = {}
 
     def at(s):
@@ -312,7 +364,7 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
 
 def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=None, *,
                substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS, horizon: Optional[int] = None,
-               progress: Optional[Callable[[str], None]] = None, prune: bool = True) -> list:
+               progress: Optional[Callable[[str], None]] = None, prune: bool = True, prefer: str = "ops") -> list:
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
     ``auto`` considers the dense form of the layer's own discretizer, the
@@ -323,10 +375,14 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
     With ``prune`` (the default) a substep search stops once more substeps
     could not beat the cheapest candidate already within budget (its
     :attr:`Candidate.note` says so); ``prune=False`` measures each family to
-    its own smallest count within budget.
+    its own smallest count within budget. Pruning follows ``prefer`` (see
+    :func:`rank`): a family that cannot beat the best candidate so far under
+    that preference is measured at one substep only.
     """
     if not isinstance(layer, ir.LMU):
         raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
+    if prefer not in PREFERENCES:
+        raise FoldError(f"unknown preference {prefer!r}; known: {', '.join(PREFERENCES)}")
     mem = layer.memory
     stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
     q, L = layer.order, (mem.kernel.shape[1] if stored else 0)
@@ -348,9 +404,7 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
             s = substeps
             if s is None and name == "rk1" and layer.discretizer == "euler":
                 s = 1
-            good = [c for c in out if c.ok]
-            best = min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) \
-                if (good and prune) else None
+            best = _incumbent(layer, name, [c for c in out if c.ok], prefer) if prune else None
             if name in PADE_NAMES:
                 out.append(_pade_candidate(layer, name, ref, error_budget, s, max_substeps, progress, best))
             else:
@@ -364,6 +418,25 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
     return out
 
 
+def _incumbent(layer, name, good, prefer):
+    """The candidate a substep family must beat under ``prefer``, for pruning its search: the best so
+    far when the family ties with it on everything but operations (its ops then cap the substeps); a
+    copy marked not ok when the family cannot beat it at all; ``None`` when it can beat it anyway."""
+    if not good:
+        return None
+    q, d = layer.order, layer.memory_d
+    best = min(good, key=lambda c: rank(c, prefer, q, d))
+    if prefer == "ops":
+        return best
+    probe = ir.Pade(*PADE_NAMES[name], 1) if name in PADE_NAMES else ir.RungeKutta(int(name[2]), 1)
+    ops, coeffs = (pade.pade_cost(q, probe.orders, 1) if name in PADE_NAMES else lti.rk_cost(q, probe.rk_order, 1))
+    fake = Candidate(name, probe, replace(best.measurement, ops_per_step=ops * d, coeffs_stored=coeffs), True)
+    mine, theirs = rank(fake, prefer, q, d)[0], rank(best, prefer, q, d)[0]
+    if mine < theirs:
+        return None
+    return best if mine == theirs else replace(best, ok=False)
+
+
 def _auto_names(layer: ir.LMU) -> list:
     """The realizations ``auto`` measures for ``layer``, in the order they are measured."""
     mem = layer.memory
@@ -372,7 +445,7 @@ def _auto_names(layer: ir.LMU) -> list:
         + (["fir"] if stored else [])
 
 
-def _choose(layer, cands, budget, requested) -> Candidate:
+def _choose(layer, cands, budget, requested, prefer: str = "ops") -> Candidate:
     good = [c for c in cands if c.ok]
     if not good:
         lines = "; ".join(c.describe() for c in cands)
@@ -384,12 +457,16 @@ def _choose(layer, cands, budget, requested) -> Candidate:
             hint += "or allow more substeps"
         raise FoldError(f"layer {layer.name!r}: no {requested!r} realization is within the error budget "
                         f"{budget:g} ({lines}); {hint}")
-    return min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored))
+    return min(good, key=lambda c: rank(c, prefer, layer.order, layer.memory_d))
 
 
 def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
-               target: Optional[str] = None, quantized: bool = False, **kw) -> ir.LMU:
+               target: Optional[str] = None, quantized: bool = False, prefer: str = "ops",
+               tradeoffs: Optional[dict] = None, **kw) -> ir.LMU:
     """One LMU layer in recurrent form, with the measurement that proves its realization.
+
+    ``prefer`` (:data:`PREFERENCES`) is what ``auto`` minimises; with a ``tradeoffs`` dict the
+    choice's trade-off against the fewest-operations candidate is written into it.
 
     With a ``target``, ``auto`` considers only the realizations that target runs
     (see :func:`pade_refusal`), and asking for one it does not run is refused.
@@ -405,14 +482,19 @@ def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = D
     names = None if realization == "auto" else [realization]
     if names is None and refusal:
         names = [n for n in _auto_names(layer) if n not in PADE_NAMES]
-    chosen = _choose(layer, candidates(layer, error_budget, names, **kw), error_budget, realization)
+    cands = candidates(layer, error_budget, names, prefer=prefer, **kw)
+    chosen = _choose(layer, cands, error_budget, realization, prefer)
+    if tradeoffs is not None and realization == "auto":
+        tradeoffs[layer.name] = tradeoff(chosen, cands, prefer, layer.order, layer.memory_d)
+        if kw.get("progress"):
+            kw["progress"](f"  {layer.name}: {tradeoffs[layer.name]}")
     return replace(layer, memory=chosen.memory, measurement=chosen.measurement)
 
 
 def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
          substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
          progress: Optional[Callable[[str], None]] = None, target: Optional[str] = None,
-         quantized: bool = False) -> ir.Graph:
+         quantized: bool = False, prefer: str = "ops") -> ir.Graph:
     """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
 
     Parameters
@@ -442,16 +524,17 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
     done = [lay for lay in graph.lmu_layers if isinstance(lay.memory, ir.Pade)]
     if refusal and done:       # folded before, for another target
         raise FoldError(f"layer {done[0].name!r}: {refusal}")
-    layers, changed = [], False
+    layers, changed, tradeoffs = [], False, {}
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
             layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,
-                               max_substeps=max_substeps, progress=progress, target=target, quantized=quantized)
+                               max_substeps=max_substeps, progress=progress, target=target, quantized=quantized,
+                               prefer=prefer, tradeoffs=tradeoffs)
             changed = True
         layers.append(layer)
     if not changed:
         return graph
     meta = dict(graph.metadata)
     meta["fold"] = {"realization": realization if isinstance(realization, str) else dict(realization),
-                    "error_budget": float(error_budget)}
+                    "error_budget": float(error_budget), "prefer": prefer, "tradeoffs": tradeoffs}
     return graph.replace(layers=tuple(layers), metadata=meta)

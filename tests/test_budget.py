@@ -5,12 +5,11 @@ import warnings
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import folding as fold
 from lmu_edge import ir
-
-from graphs import chain
 
 
 @pytest.mark.parametrize("bits,expect", [(None, 1e-6), (8, 0.25 * 2.0 ** -7), (16, 0.25 * 2.0 ** -15),
