@@ -166,6 +166,31 @@ class Candidate:
                 f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {rho}{note}")
 
 
+def map_radius(memory, lam: np.ndarray) -> float:
+    """Spectral radius of a realization's one-sample map from the eigenvalues ``lam`` of ``A``: the map is
+    a function of ``A`` (``exp`` for ZOH, ``1 + z`` for Euler, the degree-r Taylor polynomial of ``z/s``
+    to the power ``s`` for RK, the Pade approximant of ``z/s`` to the power ``s``), so its eigenvalues
+    are that function of ``lam``: one eigenvalue problem per layer instead of one per candidate."""
+    lam = np.asarray(lam, dtype=complex)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(memory, ir.DenseSS):
+            f = np.exp(lam) if memory.method == "zoh" else 1.0 + lam
+            return float(np.max(np.abs(f)))
+        if isinstance(memory, ir.RungeKutta):
+            z = lam / memory.substeps
+            t, term = np.ones_like(z), np.ones_like(z)
+            for k in range(1, memory.rk_order + 1):
+                term = term * z / k
+                t = t + term
+            return float(np.max(np.abs(t)) ** memory.substeps)
+        if isinstance(memory, ir.Pade):
+            k, rho, p = pade.pade_fractions(*memory.orders)
+            z = lam / memory.substeps
+            r = k + np.sum(rho[None, :] / (z[:, None] - p[None, :]), axis=1)
+            return float(np.max(np.abs(r)) ** memory.substeps)
+    raise TypeError(f"no spectral-radius formula for {type(memory).__name__}")
+
+
 class _Reference:
     """The response a layer's realizations are measured against."""
 
@@ -193,8 +218,16 @@ class _Reference:
     def rho(self) -> float:
         """Spectral radius of the reference map (0 for a finite kernel)."""
         if self._rho is None:
-            self._rho = lti.spectral_radius(self.Abar)
+            self._rho = map_radius(ir.DenseSS(self.layer.discretizer, self.Abar, self.Bbar), self.eig_a)
         return self._rho
+
+    @property
+    def eig_a(self) -> np.ndarray:
+        """Eigenvalues of the layer's continuous ``A`` (divided by theta): computed once per layer, they
+        give the spectral radius of every candidate map through its step's function (:func:`map_radius`)."""
+        if getattr(self, "_eig", None) is None:
+            self._eig = np.linalg.eigvals(lti.legendre_ab(self.layer.order, self.layer.theta)[0])
+        return self._eig
 
     def response(self, length: int) -> Optional[np.ndarray]:
         """The whole reference response ``(q, length)``, computed once and kept when it fits
@@ -231,7 +264,8 @@ def _stable(rho: float, ref: _Reference) -> bool:
     return bool(np.isfinite(rho) and (rho < 1.0 or rho <= ref.rho * (1 + 1e-12)))
 
 
-def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None) -> tuple[float, float]:
+def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None,
+               radius: Optional[Callable[[], float]] = None) -> tuple[float, float]:
     """``(relative error, spectral radius)`` of the map's impulse response against ``ref``.
 
     When the reference response is cached its scale is known up front, so with a
@@ -239,12 +273,15 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
     it (the error returned is then a lower bound, above the budget) and the
     spectral radius (an eigenvalue problem) is computed only for a map that meets
     the budget: failing candidates cost a fraction of a full measurement.
+    ``radius`` computes it without an eigenvalue problem of the map (:func:`map_radius`).
     """
+    def spectral():
+        return radius() if radius is not None else lti.spectral_radius(M)
     H = ref.response(length)
     scale = float(np.max(np.abs(H))) if H is not None else 0.0
     early = budget is not None and H is not None and scale > 0
     if not early:
-        rho = lti.spectral_radius(M)
+        rho = spectral()
         if not _stable(rho, ref):
             return math.inf, rho
     worst, blk = 0.0, (256 if early else 512)
@@ -260,7 +297,7 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
             elif early and worst > budget * scale:
                 return worst / scale, math.nan
     if early:
-        rho = lti.spectral_radius(M)
+        rho = spectral()
         if not _stable(rho, ref):
             return math.inf, rho
     return (worst / scale if scale > 0 else worst), rho
@@ -298,7 +335,7 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
         else:
             M, N = lti.rk_map(q, layer.theta, memory.rk_order, memory.substeps)
             ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
-        err, rho = _map_error(M, N, ref, length, budget)
+        err, rho = _map_error(M, N, ref, length, budget, radius=lambda: map_radius(memory, ref.eig_a))
         state = q * d
     meas = ir.Measurement(error=float(err), horizon=int(length), reference=ref.what, ops_per_step=int(ops * d),
                           coeffs_stored=int(coeffs), state_size=int(state), spectral_radius=float(rho))
