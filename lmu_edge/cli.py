@@ -151,12 +151,14 @@ def _targets():
 @click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
               help="Largest relative impulse-response error a realization may have.")
 @click.option("--candidates/--no-candidates", default=True, show_default=True,
-              help="Measure every candidate realization of each parallel LMU layer (may take seconds for large orders).")
+              help="Measure every candidate realization of each parallel LMU layer "
+                   "(may take seconds for large orders).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON description instead of text.")
 def inspect(model, error_budget, candidates, as_json):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost."""
     import lmu_edge
+
     from .artifact import realization_name
     from .ir import LMU
 
@@ -219,7 +221,8 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory (must be empty or new unless --force).")
 @click.option("--quantize", default="float", show_default=True,
-              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (tflite).")
+              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), "
+                   "int16x8 (tflite).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
                    "needed to quantize, and used to verify the artifact.")
@@ -285,10 +288,10 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
                    f"(relative to the output scale); {hint}", err=True)
-    for l in rep["layers"]:
-        if "realization" in l:
-            m = l.get("measurement") or {}
-            click.echo(f"  {l['name']}: {l['realization']}"
+    for lay in rep["layers"]:
+        if "realization" in lay:
+            m = lay.get("measurement") or {}
+            click.echo(f"  {lay['name']}: {lay['realization']}"
                        + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else ""))
 
 
@@ -327,6 +330,7 @@ def verify(out_dir, input_path, runtime, tolerance):
     """Run the artifact and its source model on inputs, print the error, and
     exit non-zero when it is beyond the tolerance."""
     import lmu_edge
+
     from .errors import VerificationError
     art = lmu_edge.open_artifact(out_dir)
     try:
@@ -374,9 +378,10 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     import warnings
 
     import lmu_edge
+
+    from . import outdir
     from . import report as rep_mod
     from .arrays import load_array
-    from . import outdir
     from .artifact import QUANTIZE_ALIASES
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
     from .errors import ShapeError
@@ -392,7 +397,8 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
         if labels.shape[:len(expect)] != expect:
             raise ShapeError(f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
-                             f"class indices of shape {expect} or targets of shape {expect + (source.output_features,)}")
+                             f"class indices of shape {expect} or targets of shape "
+                             f"{expect + (source.output_features,)}")
     say = _progress(quiet)
     folded = lmu_edge.fold(source, realization, error_budget, progress=say, target=tuple(targets),
                            quantized=quantize != "float")

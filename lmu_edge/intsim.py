@@ -20,7 +20,8 @@ import numpy as np
 from . import ir, pade, qir
 from .arrays import check_input
 from .errors import ShapeError
-from .fixedpoint import div_round, multiply_by_quantized_multiplier as mbqm, shift_round
+from .fixedpoint import div_round, shift_round
+from .fixedpoint import multiply_by_quantized_multiplier as mbqm
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -33,7 +34,7 @@ def _check_i32(acc, where):
 def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
     """Integer ``QLinear`` on ``inputs`` (one int array ``(N, n_in_p)`` per part)."""
     total = 0
-    for k, (p, x) in enumerate(zip(q.parts, inputs)):
+    for k, (p, x) in enumerate(zip(q.parts, inputs, strict=True)):
         acc = (np.asarray(x, np.int64) - p.in_zp) @ p.kernel.astype(np.int64)
         if k == 0 and q.bias is not None:
             acc = acc + q.bias.astype(np.int64)

@@ -59,7 +59,8 @@ def _opt_array(value, where, ndim):
 def _freeze_arrays(obj, spec: dict):
     for name, ndim in spec.items():
         v = getattr(obj, name)
-        object.__setattr__(obj, name, _opt_array(v, f"{type(obj).__name__} {getattr(obj, 'name', '')!r}.{name}".replace(" ''", ""), ndim))
+        where = f"{type(obj).__name__} {getattr(obj, 'name', '')!r}.{name}".replace(" ''", "")
+        object.__setattr__(obj, name, _opt_array(v, where, ndim))
 
 
 def _check_activation(act, where):
@@ -193,9 +194,11 @@ class ImpulseResponse:
     def __post_init__(self):
         _freeze_arrays(self, {"kernel": 2})
         if self.provenance not in PROVENANCES:
-            raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; known: {', '.join(PROVENANCES)}")
+            raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; "
+                             f"known: {', '.join(PROVENANCES)}")
         if (self.kernel is None) != (self.provenance == "analytic"):
-            raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; 'truncated' and 'learned' ones need one")
+            raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; "
+                             "'truncated' and 'learned' ones need one")
         if self.kernel is not None:
             limits.check_int(self.kernel.shape[1], 1, limits.MAX_KERNEL_LEN, "ImpulseResponse: kernel length")
 
@@ -339,11 +342,13 @@ class LMU:
                 raise ShapeError(f"{w}: hidden_encoders (hidden_to_memory) need a hidden cell")
             _expect(self.hidden_encoders, (self.hidden.units, d), f"{w}.hidden_encoders")
         if self.input_encoders.shape[1] != d:
-            raise ShapeError(f"{w}.input_encoders: expected {d} columns (memory_d), got shape {self.input_encoders.shape}")
+            raise ShapeError(f"{w}.input_encoders: expected {d} columns (memory_d), "
+                             f"got shape {self.input_encoders.shape}")
         mem = self.memory
         if isinstance(mem, ImpulseResponse) and mem.kernel is not None:
             if mem.kernel.shape[0] != q:
-                raise ShapeError(f"{w}: impulse response kernel must have {q} rows (order), got shape {mem.kernel.shape}")
+                raise ShapeError(f"{w}: impulse response kernel must have {q} rows (order), "
+                                 f"got shape {mem.kernel.shape}")
         elif isinstance(mem, DenseSS):
             _expect(mem.Bbar, (q,), f"{w}.memory.Bbar")
         elif isinstance(mem, FIR):
@@ -352,7 +357,8 @@ class LMU:
         elif not isinstance(mem, (ImpulseResponse, RungeKutta, Pade)):
             raise ShapeError(f"{w}: memory must be an ImpulseResponse or a realization, got {type(mem).__name__}")
         if self.is_parallel and self.is_rnn_path:
-            raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; it cannot be given as an impulse response")
+            raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; "
+                             f"it cannot be given as an impulse response")
 
     @property
     def is_parallel(self) -> bool:
@@ -417,13 +423,14 @@ class Graph:
         limits.check_int(self.input_features, 1, limits.MAX_FEATURES, f"graph {self.name!r}: input_features")
         if self.seq_len is not None:
             limits.check_int(self.seq_len, 1, limits.MAX_SEQ_LEN, f"graph {self.name!r}: seq_len")
-        for l in self.layers:
-            limits.check_name(getattr(l, "name", None), f"graph {self.name!r}: a {type(l).__name__} layer")
+        for lay in self.layers:
+            limits.check_name(getattr(lay, "name", None), f"graph {self.name!r}: a {type(lay).__name__} layer")
         if int(self.input_features) != self.input_features or self.input_features < 1:
-            raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, got {self.input_features!r}")
+            raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, "
+                             f"got {self.input_features!r}")
         if self.seq_len is not None and (int(self.seq_len) != self.seq_len or self.seq_len < 1):
             raise ShapeError(f"graph {self.name!r}: seq_len must be None or a positive integer, got {self.seq_len!r}")
-        names = [l.name for l in self.layers]
+        names = [lay.name for lay in self.layers]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ShapeError(f"graph {self.name!r}: layer names must be unique; repeated: {', '.join(sorted(dup))}")
@@ -436,7 +443,8 @@ class Graph:
             if not isinstance(layer, tuple(LAYER_CLASSES)):
                 raise ShapeError(f"graph {self.name!r}: {type(layer).__name__} is not a layer type of the IR")
             if _needs_sequence(layer) and not seq:
-                raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer before it returns only the last step")
+                raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer "
+                                 f"before it returns only the last step")
             m = layer.out_features(n)
             if _returns_last_step(layer):
                 seq = False
@@ -456,12 +464,12 @@ class Graph:
 
     @property
     def lmu_layers(self) -> list:
-        return [l for l in self.layers if isinstance(l, LMU)]
+        return [lay for lay in self.layers if isinstance(lay, LMU)]
 
     @property
     def quantized(self) -> bool:
         """True for a graph of integer layers (made by :func:`lmu_edge.quantize`)."""
-        return any(getattr(l, "QUANTIZED", False) for l in self.layers)
+        return any(getattr(lay, "QUANTIZED", False) for lay in self.layers)
 
     @property
     def form(self) -> str:
@@ -469,16 +477,17 @@ class Graph:
         integer graph, else ``"recurrent"``."""
         if self.quantized:
             return "quantized"
-        return "parallel" if any(l.is_parallel for l in self.lmu_layers) else "recurrent"
+        return "parallel" if any(lay.is_parallel for lay in self.lmu_layers) else "recurrent"
 
     def replace(self, **changes) -> "Graph":
         return dataclasses.replace(self, **changes)
 
     def layer(self, name: str):
-        for l in self.layers:
-            if l.name == name:
-                return l
-        raise KeyError(f"graph {self.name!r} has no layer {name!r}; layers: {', '.join(l.name for l in self.layers)}")
+        for lay in self.layers:
+            if lay.name == name:
+                return lay
+        raise KeyError(f"graph {self.name!r} has no layer {name!r}; "
+                       f"layers: {', '.join(lay.name for lay in self.layers)}")
 
 
 NODE_TYPES = {c.TYPE: c for c in (Dense, Activation, TimePooling, HiddenDense, HiddenSimpleRNN, ImpulseResponse,
@@ -494,7 +503,7 @@ def equal(a: Any, b: Any) -> bool:
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
         return True
     return type(a) is type(b) and a == b

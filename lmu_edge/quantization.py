@@ -24,7 +24,6 @@ system that is not stable is refused with a suggestion.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Optional
 
 import numpy as np
@@ -187,7 +186,8 @@ def _fit_state(G, N, U, bits, noise_lsb=1.0):
 
 def _ir_error(Aq, Bq, Abar, Bbar, horizon):
     errs, scale = 0.0, 0.0
-    for (s0, a), (_, b) in zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon)):
+    pairs = zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon), strict=True)
+    for (_, a), (_, b) in pairs:
         errs = max(errs, float(np.max(np.abs(a - b))))
         scale = max(scale, float(np.max(np.abs(b))))
     return errs / scale if scale else errs
@@ -295,11 +295,12 @@ def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
         coef_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["coef"].real, consts["coef"].imag])))),
                                   2 * max(b["x"] for b in bd))
         k_frac = 30 if consts["k"] else 0
-        rnd = lambda v, f: np.round(v * 2.0 ** f)                         # noqa: E731
-        cplx = lambda v, f: np.stack([rnd(np.real(v), f), rnd(np.imag(v), f)], axis=-1).astype(np.int64)  # noqa: E731
+        def cplx(v, f):
+            return np.stack([np.round(np.real(v) * 2.0 ** f), np.round(np.imag(v) * 2.0 ** f)],
+                            axis=-1).astype(np.int64)
         ints = {"gc": cplx(consts["gc"], gc_frac), "w": cplx(consts["w"], w_frac),
                 "inv": cplx(consts["inv"], inv_frac), "coef": cplx(consts["coef"], coef_frac),
-                "k": int(rnd(consts["k"], k_frac))}
+                "k": int(np.round(consts["k"] * 2.0 ** k_frac))}
         back = lambda v, f: (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f      # noqa: E731
         cq = {"k": ints["k"] * 2.0 ** -k_frac, "gc": back(ints["gc"], gc_frac), "w": back(ints["w"], w_frac),
               "inv": back(ints["inv"], inv_frac), "coef": back(ints["coef"], coef_frac)}
@@ -339,7 +340,8 @@ def _fir_memory(mem: ir.FIR, q, st_bits, coeff_bits, u_type, notes):
     fm = _fit_state(G, 1.0, u_type.max, st_bits, noise_lsb=0.5)
     err = float(np.max(np.abs(Kq * 2.0 ** -fk - K)) / max(np.max(np.abs(K)), 1e-30))
     notes.append(f"fir {L}: coefficients fixed<{cb},{fk}>, kernel error {err:.2e}")
-    return qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb), fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
+    node = qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb)
+    return node, fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
 
 
 # --- the graph -------------------------------------------------------------------------------
@@ -373,12 +375,13 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
     layers = [qir.QInput("input", s, zp)]
     info = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
             "layers": []}
-    for (layer, n_in, n_out, _), rec in zip(graph.shapes(), recs):
+    for (layer, _n_in, _n_out, _), rec in zip(graph.shapes(), recs, strict=True):
         lay_info = {"name": layer.name, "type": layer.TYPE}
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear([(layer.kernel, s, zp, wb)], layer.bias, "linear" if act == "softmax" else act,
-                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"], layer.name)
+                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"],
+                                   layer.name)
             layers.append(qir.QDense(layer.name, lin, os_, oz))
             s, zp = os_, oz
             if act == "softmax":
@@ -390,7 +393,7 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
                 s, zp = 1.0 / 256, -128
             else:
                 os_, oz = _act_out(layer.activation, rec["in"], rec["out"])
-                lut = _lut(lambda v: reference.activation(layer.activation, v), s, zp, os_, oz)
+                lut = _lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz)
                 layers.append(qir.QLut(layer.name, lut, os_, oz))
                 s, zp = os_, oz
         elif isinstance(layer, ir.TimePooling):

@@ -19,7 +19,6 @@ from . import ir, lti, pade
 from .arrays import check_input  # noqa: F401  (reference.check_input stays importable)
 from .errors import ShapeError
 
-
 # --- activations --------------------------------------------------------------------------
 
 def activation(name: str, x: np.ndarray) -> np.ndarray:

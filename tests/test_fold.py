@@ -2,15 +2,14 @@ import math
 
 import numpy as np
 import pytest
+from graphs import chain, lmu
 
 import lmu_edge
-from lmu_edge import ir, lti
 
 # lmu_edge.fold is the function; lmu_edge.folding is the module with the measuring machinery
 from lmu_edge import folding as fold
+from lmu_edge import ir, lti
 from lmu_edge.errors import FoldError
-
-from graphs import chain, lmu
 
 
 def analytic(q, theta, disc="zoh"):
@@ -175,6 +174,7 @@ def test_pruned_search_stops_at_the_incumbent_cost_and_picks_the_same_realizatio
     assert pruned["rk4"].memory.substeps <= 9 < full["rk4"].memory.substeps
     assert not pruned["rk4"].ok and full["rk4"].ok and "cannot beat zoh" in pruned["rk4"].note
     assert full["rk4"].measurement.ops_per_step > full["zoh"].measurement.ops_per_step
-    best = lambda cs: min((c for c in cs.values() if c.ok),
-                          key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)).name
+    def best(cs):
+        return min((c for c in cs.values() if c.ok),
+                   key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)).name
     assert best(pruned) == best(full) == "zoh"

@@ -20,12 +20,11 @@ import warnings
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, qir
 from lmu_edge.targets import c as c_target
-
-from graphs import chain
 
 T = 240                         # steps per case: 15 windows of the short cases
 N_IN = 2
@@ -178,7 +177,7 @@ def matrix(tmp_path_factory):
         fields = _state_fields(header, prefix)
         assert any(kind == "m" for _, kind, _ in fields), f"{prefix}: no LMU state array found in model.h"
         py, peak = _python_hashes(qg, fields, x8)
-        lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+        lmu = next(lay for lay in qg.layers if isinstance(lay, qir.QLMU))
         cases.append({"case": (real, sb, cb, q, theta), "hashes": py, "peak": peak, "layer": lmu,
                       "info": qg.metadata["quantization"]})
         wrapper.append(f'#include "{prefix}/model.c"')
@@ -231,7 +230,7 @@ def test_eight_bit_states_are_driven_into_saturation(matrix):
     # rounding per output, so its 8-bit bound is always proven and its saturation never fires.
     assert saturated >= {"dense", "rk"}
     for c in cases:
-        proven = [l for l in c["info"]["layers"] if l["type"] == "lmu"][0]["bound_proven"]
+        proven = [lay for lay in c["info"]["layers"] if lay["type"] == "lmu"][0]["bound_proven"]
         if proven:
             assert c["peak"] <= c["layer"].state_bound * 2.0 ** c["layer"].state_type.frac, c["case"]
 
