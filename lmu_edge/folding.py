@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -126,7 +126,7 @@ def default_budget(state_bits: Optional[int]) -> tuple[float, str]:
     return b, why
 
 
-def pade_refusal(target, quantized: bool) -> Optional[str]:
+def pade_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[str]:
     """Why the implicit realization cannot be used for ``target`` (a name, or several that must all
     run the folded graph); ``None`` when it can, or when no target is given (the Python API folds
     for the float reference)."""
@@ -152,7 +152,7 @@ class Candidate:
     """One measured realization of one layer."""
 
     name: str
-    memory: object          # the realization node (ir.DenseSS, ir.RungeKutta, ir.FIR)
+    memory: ir.Memory       # the realization node (ir.DenseSS, ir.RungeKutta, ir.Pade, ir.FIR)
     measurement: ir.Measurement
     ok: bool                # within budget and stable
     note: str = ""          # why a search stopped early, when it did
@@ -179,8 +179,8 @@ def map_radius(memory, lam: np.ndarray) -> float:
         if isinstance(memory, ir.RungeKutta):
             z = lam / memory.substeps
             t, term = np.ones_like(z), np.ones_like(z)
-            for k in range(1, memory.rk_order + 1):
-                term = term * z / k
+            for n in range(1, memory.rk_order + 1):
+                term = term * z / n
                 t = t + term
             return float(np.max(np.abs(t)) ** memory.substeps)
         if isinstance(memory, ir.Pade):
@@ -196,7 +196,9 @@ class _Reference:
 
     def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
         self.layer = layer
-        self._rho = 0.0       # a finite kernel is stable
+        self._rho: Optional[float] = 0.0       # a finite kernel is stable
+        self.kernel: Optional[np.ndarray] = None
+        self._cache: Optional[np.ndarray] = None
         mem = layer.memory
         base = max(int(math.ceil(5 * layer.theta)), 32)
         if isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None:
@@ -206,7 +208,6 @@ class _Reference:
             self.length = max(base, self.kernel.shape[1] + (base if mem.provenance == "truncated" else 0))
             self.what = f"stored {mem.provenance} kernel ({self.kernel.shape[1]} steps)"
         else:
-            self.kernel = None
             self.Abar, self.Bbar = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
             self.length = base
             self.what = f"exact float64 {layer.discretizer} response"
@@ -234,7 +235,7 @@ class _Reference:
         in :data:`CACHE_BYTES` (every candidate is compared with it); ``None`` otherwise."""
         if self.kernel is not None or self.layer.order * length * 8 > CACHE_BYTES:
             return None
-        if getattr(self, "_cache", None) is None or self._cache.shape[1] < length:
+        if self._cache is None or self._cache.shape[1] < length:
             self._cache = lti.impulse_response(self.Abar, self.Bbar, length)
         return self._cache[:, :length]
 
@@ -294,7 +295,7 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
             worst = max(worst, float(d))
             if H is None:
                 scale = max(scale, float(np.max(np.abs(b))))
-            elif early and worst > budget * scale:
+            elif early and budget is not None and worst > budget * scale:
                 return worst / scale, math.nan
     if early:
         rho = spectral()
@@ -421,8 +422,8 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
     if prefer not in PREFERENCES:
         raise FoldError(f"unknown preference {prefer!r}; known: {', '.join(PREFERENCES)}")
     mem = layer.memory
-    stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
-    q, L = layer.order, (mem.kernel.shape[1] if stored else 0)
+    kernel = mem.kernel if isinstance(mem, ir.ImpulseResponse) else None
+    q, L = layer.order, (kernel.shape[1] if kernel is not None else 0)
     planned = 8 * (4 * q * q + 4 * q * 512 + 2 * q * L)     # dense maps, measurement blocks, kernel copies
     if planned > limits.MAX_PLANNED_BYTES:
         raise limits.LimitError(f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
@@ -447,8 +448,8 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
             else:
                 out.append(_rk_candidate(layer, int(name[2]), ref, error_budget, s, max_substeps, progress, best))
         elif name == "fir":
-            kernel = mem.kernel if stored else lti.legendre_impulse_response(
-                layer.order, layer.theta, ref.length, layer.discretizer)
+            if kernel is None:
+                kernel = lti.legendre_impulse_response(layer.order, layer.theta, ref.length, layer.discretizer)
             out.append(_measure(layer, name, ir.FIR(kernel), ref, error_budget))
         else:
             raise FoldError(f"unknown realization {name!r}; known: {', '.join(REALIZATIONS)}")
@@ -465,8 +466,13 @@ def _incumbent(layer, name, good, prefer):
     best = min(good, key=lambda c: rank(c, prefer, q, d))
     if prefer == "ops":
         return best
-    probe = ir.Pade(*PADE_NAMES[name], 1) if name in PADE_NAMES else ir.RungeKutta(int(name[2]), 1)
-    ops, coeffs = (pade.pade_cost(q, probe.orders, 1) if name in PADE_NAMES else lti.rk_cost(q, probe.rk_order, 1))
+    probe: object
+    if name in PADE_NAMES:
+        probe = ir.Pade(*PADE_NAMES[name], 1)
+        ops, coeffs = pade.pade_cost(q, PADE_NAMES[name], 1)
+    else:
+        probe = ir.RungeKutta(int(name[2]), 1)
+        ops, coeffs = lti.rk_cost(q, int(name[2]), 1)
     fake = Candidate(name, probe, replace(best.measurement, ops_per_step=ops * d, coeffs_stored=coeffs), True)
     mine, theirs = rank(fake, prefer, q, d)[0], rank(best, prefer, q, d)[0]
     if mine < theirs:
@@ -498,7 +504,7 @@ def _choose(layer, cands, budget, requested, prefer: str = "ops") -> Candidate:
 
 
 def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
-               target: Optional[str] = None, quantized: bool = False, prefer: str = "ops",
+               target: Union[str, tuple, None] = None, quantized: bool = False, prefer: str = "ops",
                tradeoffs: Optional[dict] = None, **kw) -> ir.LMU:
     """One LMU layer in recurrent form, with the measurement that proves its realization.
 
@@ -530,7 +536,7 @@ def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = D
 
 def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
          substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
-         progress: Optional[Callable[[str], None]] = None, target: Optional[str] = None,
+         progress: Optional[Callable[[str], None]] = None, target: Union[str, tuple, None] = None,
          quantized: bool = False, prefer: str = "ops") -> ir.Graph:
     """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
 
@@ -561,7 +567,8 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
     done = [lay for lay in graph.lmu_layers if isinstance(lay.memory, ir.Pade)]
     if refusal and done:       # folded before, for another target
         raise FoldError(f"layer {done[0].name!r}: {refusal}")
-    layers, changed, tradeoffs = [], False, {}
+    layers, changed = [], False
+    tradeoffs: dict = {}
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
             layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,

@@ -118,16 +118,7 @@ def pade_map(order: int, theta: float, orders=(3, 4), substeps: int = 1) -> tupl
         raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
     M1 = _one_substep(np.eye(q), np.zeros(q), theta, orders, s).T
     N1 = _one_substep(np.zeros((1, q)), np.ones(1), theta, orders, s)[0]
-    aug = np.zeros((q + 1, q + 1))
-    aug[:q, :q], aug[:q, q], aug[q, q] = M1, N1, 1.0
-    out, base = None, aug
-    while s:
-        if s & 1:
-            out = base if out is None else base @ out
-        s >>= 1
-        if s:
-            base = base @ base
-    return out[:q, :q].copy(), out[:q, q].copy()
+    return _power(M1, N1, s)
 
 
 def _one_substep(m, u, theta, orders, substeps):
@@ -218,10 +209,10 @@ def _power(M1, N1, s):
     q = M1.shape[0]
     aug = np.zeros((q + 1, q + 1))
     aug[:q, :q], aug[:q, q], aug[q, q] = M1, N1, 1.0
-    out, base = None, aug
+    out, base = np.eye(q + 1), aug
     while s:
         if s & 1:
-            out = base if out is None else base @ out
+            out = base @ out
         s >>= 1
         if s:
             base = base @ base
@@ -286,7 +277,8 @@ class QPadeMemory:
 
 def _register():
     from . import ir
-    ir.NODE_TYPES[QPadeMemory.TYPE] = QPadeMemory
+    types: dict = ir.NODE_TYPES          # quantized node types register themselves, as lmu_edge.qir's do
+    types[QPadeMemory.TYPE] = QPadeMemory
     ir.INT_NODE_TYPES.add(QPadeMemory.TYPE)
 
 
