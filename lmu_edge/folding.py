@@ -36,6 +36,11 @@ PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
 #: the targets that run the implicit realization, in float and in integers (the others have no kernel or
 #: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
 PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
+#: Quantized, ``auto`` leaves the implicit step out (ask for it with realization="pade"): its forward
+#: substitution amplifies the integer roundings, and at order 512 (theta 2048, 10 substeps) the bound
+#: of a 16-bit state could no longer be proven where dense ZOH's is (the quantizer's noise estimate is
+#: about 100 state LSBs per sample against dense ZOH's half LSB).
+PADE_IN_INTEGER_AUTO = False
 
 
 #: what ``auto`` minimises: operations per step, flash (numbers stored), or RAM (state and scratch)
@@ -523,7 +528,7 @@ def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = D
     if realization in PADE_NAMES and refusal:
         raise FoldError(f"layer {layer.name!r}: {refusal}")
     names = None if realization == "auto" else [realization]
-    if names is None and refusal:
+    if names is None and (refusal or (quantized and target is not None and not PADE_IN_INTEGER_AUTO)):
         names = [n for n in _auto_names(layer) if n not in PADE_NAMES]
     cands = candidates(layer, error_budget, names, prefer=prefer, **kw)
     chosen = _choose(layer, cands, error_budget, realization, prefer)

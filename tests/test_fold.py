@@ -71,11 +71,15 @@ def test_auto_picks_dense_zoh_where_it_is_cheaper_and_a_structured_step_where_th
     assert long.measurement.ops_per_step < lti.dense_cost(128)[0]
     assert long.measurement.coeffs_stored < 128 * 8    # no q*q matrix stored
     assert short.measurement.ops_per_step == lti.dense_cost(256)[0]
-    # for a target that does not run the implicit step, auto falls back to RK4
-    f = lmu_edge.fold(g, target="tflite")
-    assert isinstance(f.layers[1].memory, ir.RungeKutta) and f.layers[1].memory.rk_order == 4
-    assert f.layers[1].measurement.ops_per_step > long.measurement.ops_per_step
-    assert f.layers[1].measurement.coeffs_stored == 128
+    # for a target that does not run the implicit step, auto falls back to RK4; so it does for a quantized
+    # target (its integer rounding noise is amplified by the solve), where asking for it still works
+    for kw in ({"target": "tflite"}, {"target": "c", "quantized": True}):
+        f = lmu_edge.fold(g, **kw)
+        assert isinstance(f.layers[1].memory, ir.RungeKutta) and f.layers[1].memory.rk_order == 4
+        assert f.layers[1].measurement.ops_per_step > long.measurement.ops_per_step
+        assert f.layers[1].measurement.coeffs_stored == 128
+    f = lmu_edge.fold(g, {"long": "pade"}, target="c", quantized=True)
+    assert isinstance(f.layers[1].memory, ir.Pade)
 
 
 def test_asking_for_the_implicit_step_on_a_target_without_it_is_refused_in_one_line():
