@@ -154,7 +154,9 @@ def _targets():
               help="Measure every candidate realization of each parallel LMU layer "
                    "(may take seconds for large orders).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON description instead of text.")
-def inspect(model, error_budget, candidates, as_json):
+@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default="ops", show_default=True,
+              help="What the marked auto choice minimises: operations per step, flash or RAM.")
+def inspect(model, error_budget, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost."""
     import lmu_edge
@@ -173,9 +175,10 @@ def inspect(model, error_budget, candidates, as_json):
                        input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences,
                        rnn_path=layer.is_rnn_path)
             if candidates and layer.is_parallel:
-                cs = lmu_edge.candidates(layer, error_budget)
+                from .folding import rank
+                cs = lmu_edge.candidates(layer, error_budget, prefer=prefer)
                 ok = [c for c in cs if c.ok]
-                best = min(ok, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) if ok else None
+                best = min(ok, key=lambda c: rank(c, prefer, layer.order, layer.memory_d)) if ok else None
                 row["candidates"] = [dict(name=c.name, substeps=getattr(c.memory, "substeps", None),
                                           error=c.measurement.error, ops_per_step=c.measurement.ops_per_step,
                                           coeffs_stored=c.measurement.coeffs_stored,

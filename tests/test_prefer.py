@@ -91,3 +91,16 @@ def test_a_device_makes_flash_the_default_preference(tmp_path):
     assert rep["realization_choice"]["prefer"] == "flash" and rep["realization_choice"]["why"] == "a device was given"
     folded = lmu_edge.load(art.path / "model.lmu.npz")
     assert folded.layers[1].measurement.coeffs_stored <= fold.FLASH_SMALL * 64
+
+
+def test_inspect_marks_the_choice_of_the_preference(tmp_path):
+    lmu_edge.save(_graph(), tmp_path / "m.lmu.npz")
+
+    def auto_choice(*extra):
+        r = subprocess.run([sys.executable, "-m", "lmu_edge.cli", "inspect", str(tmp_path / "m.lmu.npz"), "--json",
+                            *extra], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        cands = json.loads(r.stdout)["layers"][0]["candidates"]
+        return [c["name"] for c in cands if c["auto_choice"]]
+    assert auto_choice() == ["zoh"]
+    assert auto_choice("--prefer", "flash") == ["pade"]
