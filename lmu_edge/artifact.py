@@ -210,7 +210,8 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     if error_budget is None:
         module_opts = dict(getattr(registry.target(target), "OPTIONS", {}), **target_options)
         qmode = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
-        error_budget, budget_why = _fold.default_budget(_fold.state_bits_for(target, qmode, module_opts))
+        from .folding import default_budget, state_bits_for
+        error_budget, budget_why = default_budget(state_bits_for(target, qmode, module_opts))
     else:
         budget_why = "given"
     error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)
@@ -247,10 +248,11 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         prefer, prefer_why = ("flash", "a device was given") if options.get("device") else ("ops", "the default")
     else:
         prefer_why = "given"
-    if prefer not in _fold.PREFERENCES:
-        raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(_fold.PREFERENCES)}")
-    graph = _fold.fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
-                       quantized=quantize != "float", prefer=prefer)
+    from .folding import PREFERENCES, fold
+    if prefer not in PREFERENCES:
+        raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(PREFERENCES)}")
+    graph = fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
+                 quantized=quantize != "float", prefer=prefer)
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
