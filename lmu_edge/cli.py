@@ -282,10 +282,11 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
     tol = "measured, not enforced" if v["tolerance"] is None else f"tolerance {v['tolerance']:g}"
     click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
                f"on the {v['input']} ({tol})")
-    if "error_budget" in rep:
-        click.echo(f"  error budget {rep['error_budget']['value']:.3g}: {rep['error_budget']['why']}")
+    budget = rep.get("error_budget", {})
+    if budget and not budget["why"].startswith("float target"):      # the float default goes unsaid
+        click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
     choice = rep.get("realization_choice", {})
-    for name, text in choice.get("tradeoffs", {}).items():
+    for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
         click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")

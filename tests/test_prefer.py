@@ -67,7 +67,10 @@ def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
     assert rep["realization_choice"]["prefer"] == "flash"
     r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "b", "-q")
-    assert r.returncode == 0 and "(ops: the default)" in r.stdout
+    assert r.returncode == 0 and "prefer ops" not in r.stdout     # the default preference goes unsaid
+    rep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert rep["realization_choice"]["why"] == "the default"
+    assert "also the fewest-operations choice" in rep["realization_choice"]["tradeoffs"]["mem"]
     r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "c", "--prefer", "speed")
     assert r.returncode != 0 and "Traceback" not in r.stderr
 
