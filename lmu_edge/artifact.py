@@ -183,9 +183,10 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
 
 
 def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
-            realization="auto", error_budget: float = folding.DEFAULT_ERROR_BUDGET, substeps: Optional[int] = None,
+            realization="auto", error_budget: Optional[float] = None, substeps: Optional[int] = None,
             tolerance: Optional[float] = None, overwrite: bool = False,
-            progress: Optional[Callable[[str], None]] = None, **target_options) -> Artifact:
+            progress: Optional[Callable[[str], None]] = None, prefer: Optional[str] = None,
+            **target_options) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
     Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
@@ -200,11 +201,24 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     output error of a model can exceed the budget by the window length's order).
     ``float("inf")`` measures and reports the error but never refuses (the
     manifest then holds no tolerance, so ``verify`` does not refuse either).
+
+    ``error_budget`` ``None`` (the default) follows the target's state width
+    (:func:`lmu_edge.folding.default_budget`); the report says which and why.
+    ``prefer`` is what ``auto`` minimises (``ops``, ``flash`` or ``ram``, see
+    :func:`lmu_edge.folding.rank`); by default ``flash`` when a ``device`` option
+    is given, else ``ops``. The report holds the trade-off of each choice.
     """
     from . import load
     if out_dir is None:
         raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")
     out_dir = Path(out_dir)
+    if error_budget is None:
+        module_opts = dict(getattr(registry.target(target), "OPTIONS", {}), **target_options)
+        qmode = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
+        from .folding import default_budget, state_bits_for
+        error_budget, budget_why = default_budget(state_bits_for(target, qmode, module_opts))
+    else:
+        budget_why = "given"
     error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)
     if tolerance is not None:
         # +inf is allowed: measure the error and report it, never refuse (stored as "not checked")
@@ -236,7 +250,14 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
                             f"target copies a quantized graph)")
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
-    graph = folding.fold(source, realization, error_budget, substeps=substeps, progress=progress)
+    if prefer is None:
+        prefer, prefer_why = ("flash", "a device was given") if options.get("device") else ("ops", "the default")
+    else:
+        prefer_why = "given"
+    if prefer not in folding.PREFERENCES:
+        raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(folding.PREFERENCES)}")
+    graph = folding.fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
+                         quantized=quantize != "float", prefer=prefer)
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -269,6 +290,9 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
             "model": source.name, "target": target, "quantize": quantize,
             "layers": [_layer_report(layer) for layer in graph.layers],
             "verification": verification,
+            "error_budget": {"value": float(error_budget), "why": budget_why},
+            "realization_choice": {"prefer": prefer, "why": prefer_why,
+                                   "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {}))},
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
@@ -319,6 +343,8 @@ def realization_name(memory) -> str:
         return f"dense {memory.method}"
     if isinstance(memory, ir.RungeKutta):
         return f"rk{memory.rk_order} x{memory.substeps}"
+    if isinstance(memory, ir.Pade):
+        return f"pade [{memory.num}/{memory.den}] x{memory.substeps}"
     if isinstance(memory, ir.FIR):
         return f"fir {memory.kernel.shape[1]}"
     if isinstance(memory, ir.ImpulseResponse):

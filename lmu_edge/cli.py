@@ -151,12 +151,16 @@ def _targets():
 @click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
               help="Largest relative impulse-response error a realization may have.")
 @click.option("--candidates/--no-candidates", default=True, show_default=True,
-              help="Measure every candidate realization of each parallel LMU layer (may take seconds for large orders).")
+              help="Measure every candidate realization of each parallel LMU layer "
+                   "(may take seconds for large orders).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON description instead of text.")
-def inspect(model, error_budget, candidates, as_json):
+@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default="ops", show_default=True,
+              help="What the marked auto choice minimises: operations per step, flash or RAM.")
+def inspect(model, error_budget, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost."""
     import lmu_edge
+
     from .artifact import realization_name
     from .ir import LMU
 
@@ -171,9 +175,10 @@ def inspect(model, error_budget, candidates, as_json):
                        input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences,
                        rnn_path=layer.is_rnn_path)
             if candidates and layer.is_parallel:
-                cs = lmu_edge.candidates(layer, error_budget)
+                from .folding import rank
+                cs = lmu_edge.candidates(layer, error_budget, prefer=prefer)
                 ok = [c for c in cs if c.ok]
-                best = min(ok, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) if ok else None
+                best = min(ok, key=lambda c: rank(c, prefer, layer.order, layer.memory_d)) if ok else None
                 row["candidates"] = [dict(name=c.name, substeps=getattr(c.memory, "substeps", None),
                                           error=c.measurement.error, ops_per_step=c.measurement.ops_per_step,
                                           coeffs_stored=c.measurement.coeffs_stored,
@@ -219,16 +224,21 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Output directory (must be empty or new unless --force).")
 @click.option("--quantize", default="float", show_default=True,
-              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (tflite).")
+              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), "
+                   "int16x8 (tflite).")
 @click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
               help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
                    "needed to quantize, and used to verify the artifact.")
 @click.option("--realization", default="auto", show_default=True,
-              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
               help="How to run each LMU memory; auto picks the cheapest within the error budget.")
-@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
-              help="Largest relative impulse-response error a realization may have.")
-@click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK substep count (default: searched).")
+@click.option("--error-budget", type=BUDGET, default=None,
+              help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
+                   "a quarter of one state LSB, at least 1e-6, when quantized).")
+@click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
+@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default=None,
+              help="What auto minimises: operations per step, flash (the fewest operations among realizations "
+                   "storing O(q) numbers) or RAM (default: flash with --device, else ops); the trade-off is printed.")
 @click.option("--tolerance", type=TOLERANCE,
               help="Largest accepted relative output error against MODEL (default: the target's).")
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
@@ -247,7 +257,8 @@ def inspect(model, error_budget, candidates, as_json):
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
 @click.option("--option", "-O", "extra_options", multiple=True, metavar="KEY=VALUE",
               help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.")
-def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, tolerance, force,
+def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, prefer, tolerance,
+            force,
             quiet, extra_options, **target_flags):
     """Convert MODEL for a target into an output directory, verify it against
     MODEL, and write report.json next to the artifact.
@@ -264,21 +275,27 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
         except ValueError:
             options[key.strip().replace("-", "_")] = value
     art = lmu_edge.convert(model, target=target, out_dir=out_dir, quantize=quantize, calibration=calibration,
-                           realization=realization, error_budget=error_budget, substeps=substeps,
+                           realization=realization, error_budget=error_budget, substeps=substeps, prefer=prefer,
                            tolerance=tolerance, overwrite=force, progress=_progress(quiet), **options)
     rep = json.loads((art.path / "report.json").read_text())
     v = rep["verification"]
     tol = "measured, not enforced" if v["tolerance"] is None else f"tolerance {v['tolerance']:g}"
     click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
                f"on the {v['input']} ({tol})")
+    budget = rep.get("error_budget", {})
+    if budget and not budget["why"].startswith("float target"):      # the float default goes unsaid
+        click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
+    choice = rep.get("realization_choice", {})
+    for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
+        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
                    f"(relative to the output scale); {hint}", err=True)
-    for l in rep["layers"]:
-        if "realization" in l:
-            m = l.get("measurement") or {}
-            click.echo(f"  {l['name']}: {l['realization']}"
+    for lay in rep["layers"]:
+        if "realization" in lay:
+            m = lay.get("measurement") or {}
+            click.echo(f"  {lay['name']}: {lay['realization']}"
                        + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else ""))
 
 
@@ -317,6 +334,7 @@ def verify(out_dir, input_path, runtime, tolerance):
     """Run the artifact and its source model on inputs, print the error, and
     exit non-zero when it is beyond the tolerance."""
     import lmu_edge
+
     from .errors import VerificationError
     art = lmu_edge.open_artifact(out_dir)
     try:
@@ -364,9 +382,10 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     import warnings
 
     import lmu_edge
+
+    from . import outdir
     from . import report as rep_mod
     from .arrays import load_array
-    from . import outdir
     from .artifact import QUANTIZE_ALIASES
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
     from .errors import ShapeError
@@ -382,9 +401,11 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
         if labels.shape[:len(expect)] != expect:
             raise ShapeError(f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
-                             f"class indices of shape {expect} or targets of shape {expect + (source.output_features,)}")
+                             f"class indices of shape {expect} or targets of shape "
+                             f"{expect + (source.output_features,)}")
     say = _progress(quiet)
-    folded = lmu_edge.fold(source, realization, error_budget, progress=say)
+    folded = lmu_edge.fold(source, realization, error_budget, progress=say, target=tuple(targets),
+                           quantized=quantize != "float")
     qg = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

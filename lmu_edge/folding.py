@@ -23,14 +23,130 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
-from . import ir, limits, lti
+from . import ir, limits, lti, pade
 from .errors import FoldError
 
-REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir")
+REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir")
+#: the implicit realizations by name: Pade orders (numerator, denominator); "pade" is [3/4]
+PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
+#: the targets that run the implicit realization, in float and in integers (the others have no kernel or
+#: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
+PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
+#: Quantized, ``auto`` leaves the implicit step out (ask for it with realization="pade"): its forward
+#: substitution amplifies the integer roundings, and at order 512 (theta 2048, 10 substeps) the bound
+#: of a 16-bit state could no longer be proven where dense ZOH's is (the quantizer's noise estimate is
+#: about 100 state LSBs per sample against dense ZOH's half LSB).
+PADE_IN_INTEGER_AUTO = False
+
+
+#: what ``auto`` minimises: operations per step, flash (numbers stored), or RAM (state and scratch)
+PREFERENCES = ("ops", "flash", "ram")
+#: "flash": a realization storing at most this many numbers per order counts as O(q) (no q*q matrix,
+#: no q*L kernel); among those the fewest operations win
+FLASH_SMALL = 8
+
+
+def ram_numbers(memory, q: int, d: int) -> int:
+    """Numbers a realization keeps in RAM per step for ``d`` channels of order ``q``: the state plus the
+    scratch its kernel needs (dense: a q-vector; RK of order r: r q-vectors; Pade: four; FIR: its
+    ring buffer of L inputs per channel)."""
+    if isinstance(memory, ir.DenseSS):
+        return q * d + q
+    if isinstance(memory, ir.RungeKutta):
+        return q * d + memory.rk_order * q
+    if isinstance(memory, ir.Pade):
+        return q * d + 4 * q
+    if isinstance(memory, ir.FIR):
+        return q * d + memory.kernel.shape[1] * d
+    return q * d
+
+
+def rank(c: "Candidate", prefer: str, q: int, d: int = 1) -> tuple:
+    """The sort key ``auto`` minimises under ``prefer`` (see :data:`PREFERENCES`)."""
+    m = c.measurement
+    base = (m.ops_per_step, m.coeffs_stored)
+    if prefer == "flash":
+        return (0 if m.coeffs_stored <= FLASH_SMALL * q else m.coeffs_stored,) + base
+    if prefer == "ram":
+        return (ram_numbers(c.memory, q, d),) + base
+    return base
+
+
+def tradeoff(chosen: "Candidate", cands: list, prefer: str, q: int, d: int = 1) -> str:
+    """One line: what ``prefer`` chose against the fewest-operations choice, and what it costs."""
+    good = [c for c in cands if c.ok]
+    fastest = min(good, key=lambda c: rank(c, "ops", q, d))
+    a, b = chosen.measurement, fastest.measurement
+    label = (f"{chosen.name} x{chosen.memory.substeps}" if isinstance(chosen.memory, (ir.RungeKutta, ir.Pade))
+             else chosen.name)
+    if fastest is chosen:
+        return (f"prefer {prefer}: {label} ({a.ops_per_step} ops/step, {a.coeffs_stored} coefficients, "
+                f"{ram_numbers(chosen.memory, q, d)} numbers in RAM) is also the fewest-operations choice")
+    flabel = (f"{fastest.name} x{fastest.memory.substeps}" if isinstance(fastest.memory, (ir.RungeKutta, ir.Pade))
+              else fastest.name)
+    return (f"prefer {prefer}: {label} instead of {flabel}: {a.coeffs_stored} coefficients against "
+            f"{b.coeffs_stored} ({b.coeffs_stored / max(a.coeffs_stored, 1):.3g}x fewer), "
+            f"{ram_numbers(chosen.memory, q, d)} numbers in RAM against {ram_numbers(fastest.memory, q, d)}, "
+            f"for {a.ops_per_step} ops/step against {b.ops_per_step} ({a.ops_per_step / max(b.ops_per_step, 1):.3g}x)")
+
+
+#: the default budget of a quantized target, in LSBs of its state relative to the state's proven range
+BUDGET_LSB_FRACTION = 0.25
+
+
+def state_bits_for(target: Optional[str], quantize: str, options: Optional[dict] = None) -> Optional[int]:
+    """The width of the LMU state a target keeps for ``quantize`` (``None`` in float): the C target's
+    ``state_bits`` option (16 by default), TFLite's 16-bit state (8 with ``int8_state_path='int8'``),
+    ONNX's 16-bit state."""
+    options = options or {}
+    if quantize in (None, "float", "float32"):
+        return None
+    if options.get("state_bits"):
+        return int(options["state_bits"])
+    if target == "tflite" and quantize == "int8" and options.get("int8_state_path") == "int8":
+        return 8
+    return 16
+
+
+def default_budget(state_bits: Optional[int]) -> tuple[float, str]:
+    """``(error budget, why)``: 1e-6 in float; for a quantized state a quarter of one LSB relative to
+    the state's proven range (``0.25 * 2^-(bits-1)``), never below 1e-6.
+
+    A realization more accurate than the state can resolve buys nothing: the state's own rounding
+    (half an LSB per step, carried through the memory) is already larger. A quarter LSB keeps the
+    realization's error below the state's rounding; 1e-6 is the floor because past it (a 32-bit
+    state) float64 measurement is the limit, not the state."""
+    if state_bits is None:
+        return DEFAULT_ERROR_BUDGET, f"float target: the default {DEFAULT_ERROR_BUDGET:g}"
+    lsb = 2.0 ** -(int(state_bits) - 1)
+    b = max(DEFAULT_ERROR_BUDGET, BUDGET_LSB_FRACTION * lsb)
+    why = (f"{state_bits}-bit state: {BUDGET_LSB_FRACTION:g} of one LSB relative to its proven range "
+           f"({BUDGET_LSB_FRACTION:g} * 2^-{int(state_bits) - 1} = {BUDGET_LSB_FRACTION * lsb:.3g})")
+    if b > BUDGET_LSB_FRACTION * lsb:
+        why += f", floored at {DEFAULT_ERROR_BUDGET:g}"
+    return b, why
+
+
+def pade_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[str]:
+    """Why the implicit realization cannot be used for ``target`` (a name, or several that must all
+    run the folded graph); ``None`` when it can, or when no target is given (the Python API folds
+    for the float reference)."""
+    if target is None:
+        return None
+    kind = "int" if quantized else "float"
+    targets = (target,) if isinstance(target, str) else tuple(target)
+    bad = [t for t in targets if t not in PADE_RUNS_ON[kind]]
+    if not bad:
+        return None
+    target = bad[0]
+    where = ", ".join(PADE_RUNS_ON[kind]) or "no target yet"
+    return (f"the implicit 'pade' realization does not run on the {target!r} target "
+            f"{'quantized' if quantized else 'in float'} (it runs on: {where}); use --realization rk4 (also O(q) "
+            f"per substep) or zoh")
 DEFAULT_ERROR_BUDGET = 1e-6
 MAX_SUBSTEPS = 4096
 CACHE_BYTES = 256 << 20     # keep the reference response in memory up to this size
@@ -41,18 +157,43 @@ class Candidate:
     """One measured realization of one layer."""
 
     name: str
-    memory: object          # the realization node (ir.DenseSS, ir.RungeKutta, ir.FIR)
+    memory: ir.Memory       # the realization node (ir.DenseSS, ir.RungeKutta, ir.Pade, ir.FIR)
     measurement: ir.Measurement
     ok: bool                # within budget and stable
     note: str = ""          # why a search stopped early, when it did
 
     def describe(self) -> str:
         m = self.measurement
-        extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, ir.RungeKutta) else ""
+        extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, (ir.RungeKutta, ir.Pade)) else ""
         rho = "not computed (over budget)" if math.isnan(m.spectral_radius) else f"{m.spectral_radius:.6f}"
         note = f" ({self.note})" if self.note else ""
         return (f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
                 f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {rho}{note}")
+
+
+def map_radius(memory, lam: np.ndarray) -> float:
+    """Spectral radius of a realization's one-sample map from the eigenvalues ``lam`` of ``A``: the map is
+    a function of ``A`` (``exp`` for ZOH, ``1 + z`` for Euler, the degree-r Taylor polynomial of ``z/s``
+    to the power ``s`` for RK, the Pade approximant of ``z/s`` to the power ``s``), so its eigenvalues
+    are that function of ``lam``: one eigenvalue problem per layer instead of one per candidate."""
+    lam = np.asarray(lam, dtype=complex)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(memory, ir.DenseSS):
+            f = np.exp(lam) if memory.method == "zoh" else 1.0 + lam
+            return float(np.max(np.abs(f)))
+        if isinstance(memory, ir.RungeKutta):
+            z = lam / memory.substeps
+            t, term = np.ones_like(z), np.ones_like(z)
+            for n in range(1, memory.rk_order + 1):
+                term = term * z / n
+                t = t + term
+            return float(np.max(np.abs(t)) ** memory.substeps)
+        if isinstance(memory, ir.Pade):
+            k, rho, p = pade.pade_fractions(*memory.orders)
+            z = lam / memory.substeps
+            r = k + np.sum(rho[None, :] / (z[:, None] - p[None, :]), axis=1)
+            return float(np.max(np.abs(r)) ** memory.substeps)
+    raise TypeError(f"no spectral-radius formula for {type(memory).__name__}")
 
 
 class _Reference:
@@ -60,7 +201,9 @@ class _Reference:
 
     def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
         self.layer = layer
-        self._rho = 0.0       # a finite kernel is stable
+        self._rho: Optional[float] = 0.0       # a finite kernel is stable
+        self.kernel: Optional[np.ndarray] = None
+        self._cache: Optional[np.ndarray] = None
         mem = layer.memory
         base = max(int(math.ceil(5 * layer.theta)), 32)
         if isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None:
@@ -70,7 +213,6 @@ class _Reference:
             self.length = max(base, self.kernel.shape[1] + (base if mem.provenance == "truncated" else 0))
             self.what = f"stored {mem.provenance} kernel ({self.kernel.shape[1]} steps)"
         else:
-            self.kernel = None
             self.Abar, self.Bbar = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
             self.length = base
             self.what = f"exact float64 {layer.discretizer} response"
@@ -82,15 +224,23 @@ class _Reference:
     def rho(self) -> float:
         """Spectral radius of the reference map (0 for a finite kernel)."""
         if self._rho is None:
-            self._rho = lti.spectral_radius(self.Abar)
+            self._rho = map_radius(ir.DenseSS(self.layer.discretizer, self.Abar, self.Bbar), self.eig_a)
         return self._rho
+
+    @property
+    def eig_a(self) -> np.ndarray:
+        """Eigenvalues of the layer's continuous ``A`` (divided by theta): computed once per layer, they
+        give the spectral radius of every candidate map through its step's function (:func:`map_radius`)."""
+        if getattr(self, "_eig", None) is None:
+            self._eig = np.linalg.eigvals(lti.legendre_ab(self.layer.order, self.layer.theta)[0])
+        return self._eig
 
     def response(self, length: int) -> Optional[np.ndarray]:
         """The whole reference response ``(q, length)``, computed once and kept when it fits
         in :data:`CACHE_BYTES` (every candidate is compared with it); ``None`` otherwise."""
         if self.kernel is not None or self.layer.order * length * 8 > CACHE_BYTES:
             return None
-        if getattr(self, "_cache", None) is None or self._cache.shape[1] < length:
+        if self._cache is None or self._cache.shape[1] < length:
             self._cache = lti.impulse_response(self.Abar, self.Bbar, length)
         return self._cache[:, :length]
 
@@ -120,7 +270,8 @@ def _stable(rho: float, ref: _Reference) -> bool:
     return bool(np.isfinite(rho) and (rho < 1.0 or rho <= ref.rho * (1 + 1e-12)))
 
 
-def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None) -> tuple[float, float]:
+def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None,
+               radius: Optional[Callable[[], float]] = None) -> tuple[float, float]:
     """``(relative error, spectral radius)`` of the map's impulse response against ``ref``.
 
     When the reference response is cached its scale is known up front, so with a
@@ -128,17 +279,20 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
     it (the error returned is then a lower bound, above the budget) and the
     spectral radius (an eigenvalue problem) is computed only for a map that meets
     the budget: failing candidates cost a fraction of a full measurement.
+    ``radius`` computes it without an eigenvalue problem of the map (:func:`map_radius`).
     """
+    def spectral():
+        return radius() if radius is not None else lti.spectral_radius(M)
     H = ref.response(length)
     scale = float(np.max(np.abs(H))) if H is not None else 0.0
     early = budget is not None and H is not None and scale > 0
     if not early:
-        rho = lti.spectral_radius(M)
+        rho = spectral()
         if not _stable(rho, ref):
             return math.inf, rho
     worst, blk = 0.0, (256 if early else 512)
     with np.errstate(over="ignore", invalid="ignore"):
-        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length, blk), ref.blocks(length, blk)):
+        for (s0, a), (s1, b) in zip(lti.iter_impulse_response(M, N, length, blk), ref.blocks(length, blk), strict=True):
             assert s0 == s1 and a.shape == b.shape
             d = np.max(np.abs(a - b))
             if not np.isfinite(d):
@@ -146,10 +300,10 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
             worst = max(worst, float(d))
             if H is None:
                 scale = max(scale, float(np.max(np.abs(b))))
-            elif early and worst > budget * scale:
+            elif early and budget is not None and worst > budget * scale:
                 return worst / scale, math.nan
     if early:
-        rho = lti.spectral_radius(M)
+        rho = spectral()
         if not _stable(rho, ref):
             return math.inf, rho
     return (worst / scale if scale > 0 else worst), rho
@@ -181,10 +335,13 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
         if isinstance(memory, ir.DenseSS):
             M, N = memory.Abar, memory.Bbar
             ops, coeffs = lti.dense_cost(q)
+        elif isinstance(memory, ir.Pade):
+            M, N = pade.pade_map(q, layer.theta, memory.orders, memory.substeps)
+            ops, coeffs = pade.pade_cost(q, memory.orders, memory.substeps)
         else:
             M, N = lti.rk_map(q, layer.theta, memory.rk_order, memory.substeps)
             ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
-        err, rho = _map_error(M, N, ref, length, budget)
+        err, rho = _map_error(M, N, ref, length, budget, radius=lambda: map_radius(memory, ref.eig_a))
         state = q * d
     meas = ir.Measurement(error=float(err), horizon=int(length), reference=ref.what, ops_per_step=int(ops * d),
                           coeffs_stored=int(coeffs), state_size=int(state), spectral_radius=float(rho))
@@ -192,28 +349,43 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
 
 
 def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
-    """RK of order ``r``: the smallest substep count within ``budget``, found by doubling then bisecting.
+    """RK of order ``r``: the smallest substep count within ``budget`` (see :func:`_search`)."""
+    return _search(layer, f"rk{r}", lambda s: ir.RungeKutta(r, s), lti.rk_cost(layer.order, r, 1)[0], ref, budget,
+                   substeps, max_substeps, progress, incumbent)
 
-    With an ``incumbent`` (the cheapest candidate already within budget) the
-    search stops at the largest count whose cost does not exceed the
-    incumbent's: a count beyond it could not be chosen, so it is not measured.
+
+def _pade_candidate(layer, name, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
+    """The implicit Pade realization ``name``: the smallest substep count within ``budget``."""
+    orders = PADE_NAMES[name]
+    return _search(layer, name, lambda s: ir.Pade(*orders, s), pade.pade_cost(layer.order, orders, 1)[0], ref,
+                   budget, substeps, max_substeps, progress, incumbent)
+
+
+def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps, progress, incumbent) -> Candidate:
+    """A substepped realization: the smallest substep count within ``budget``, found by doubling then bisecting.
+
+    ``make(s)`` builds the node with ``s`` substeps; ``per_substep`` is its cost
+    per channel and substep. With an ``incumbent`` (the cheapest candidate
+    already within budget) the search stops at the largest count whose cost
+    does not exceed the incumbent's: a count beyond it could not be chosen, so
+    it is not measured.
     """
-    name = f"rk{r}"
     if substeps is not None:
-        return _measure(layer, name, ir.RungeKutta(r, int(substeps)), ref, budget)
+        return _measure(layer, name, make(int(substeps)), ref, budget)
     note = ""
     if incumbent is not None:
-        per = lti.rk_cost(layer.order, r, 1)[0] * layer.memory_d
-        cap = max(1, incumbent.measurement.ops_per_step // per)
+        per = per_substep * layer.memory_d
+        cap = max(1, incumbent.measurement.ops_per_step // per) if incumbent.ok else 1
         if cap < max_substeps:
             max_substeps = int(cap)
             note = (f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
-                    f"{incumbent.measurement.ops_per_step} ops/step")
+                    f"{incumbent.measurement.ops_per_step} ops/step" if incumbent.ok else
+                    f"search stopped at 1 substep: no count can beat {incumbent.name} under this preference")
     tried = {}
 
     def at(s):
         if s not in tried:
-            tried[s] = _measure(layer, name, ir.RungeKutta(r, s), ref, budget)
+            tried[s] = _measure(layer, name, make(s), ref, budget)
             if progress:
                 progress(f"  {layer.name}: {tried[s].describe()}")
         return tried[s]
@@ -235,30 +407,34 @@ def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incum
 
 def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=None, *,
                substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS, horizon: Optional[int] = None,
-               progress: Optional[Callable[[str], None]] = None, prune: bool = True) -> list:
+               progress: Optional[Callable[[str], None]] = None, prune: bool = True, prefer: str = "ops") -> list:
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
     ``auto`` considers the dense form of the layer's own discretizer, the
-    structured RK form (RK4 with searched substeps for ZOH; RK1 with one
-    substep, which is Euler exactly, for Euler), and a FIR of the stored kernel
-    when the source model convolved with one.
+    structured forms (for ZOH the implicit Pade [3/4] and RK4, each with
+    searched substeps; for Euler RK1 with one substep, which is Euler exactly),
+    and a FIR of the stored kernel when the source model convolved with one.
 
     With ``prune`` (the default) a substep search stops once more substeps
     could not beat the cheapest candidate already within budget (its
     :attr:`Candidate.note` says so); ``prune=False`` measures each family to
-    its own smallest count within budget.
+    its own smallest count within budget. Pruning follows ``prefer`` (see
+    :func:`rank`): a family that cannot beat the best candidate so far under
+    that preference is measured at one substep only.
     """
     if not isinstance(layer, ir.LMU):
         raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
+    if prefer not in PREFERENCES:
+        raise FoldError(f"unknown preference {prefer!r}; known: {', '.join(PREFERENCES)}")
     mem = layer.memory
-    stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
-    q, L = layer.order, (mem.kernel.shape[1] if stored else 0)
+    kernel = mem.kernel if isinstance(mem, ir.ImpulseResponse) else None
+    q, L = layer.order, (kernel.shape[1] if kernel is not None else 0)
     planned = 8 * (4 * q * q + 4 * q * 512 + 2 * q * L)     # dense maps, measurement blocks, kernel copies
     if planned > limits.MAX_PLANNED_BYTES:
         raise limits.LimitError(f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
                                 f"than the limit {limits.MAX_PLANNED_BYTES >> 20} MiB (order {q}, kernel length {L})")
     if names is None:
-        names = [layer.discretizer, "rk4" if layer.discretizer == "zoh" else "rk1"] + (["fir"] if stored else [])
+        names = _auto_names(layer)
     ref = _Reference(layer, horizon)
     out = []
     for name in names:
@@ -267,25 +443,57 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
         if name in ("zoh", "euler"):
             A, B = lti.legendre_discrete(layer.order, layer.theta, name)
             out.append(_measure(layer, name, ir.DenseSS(name, A, B), ref, error_budget))
-        elif name in ("rk1", "rk2", "rk4"):
-            r = int(name[2])
+        elif name in ("rk1", "rk2", "rk4") or name in PADE_NAMES:
             s = substeps
             if s is None and name == "rk1" and layer.discretizer == "euler":
                 s = 1
-            good = [c for c in out if c.ok]
-            best = min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)) \
-                if (good and prune) else None
-            out.append(_rk_candidate(layer, r, ref, error_budget, s, max_substeps, progress, best))
+            best = _incumbent(layer, name, [c for c in out if c.ok], prefer) if prune else None
+            if name in PADE_NAMES:
+                out.append(_pade_candidate(layer, name, ref, error_budget, s, max_substeps, progress, best))
+            else:
+                out.append(_rk_candidate(layer, int(name[2]), ref, error_budget, s, max_substeps, progress, best))
         elif name == "fir":
-            kernel = mem.kernel if stored else lti.legendre_impulse_response(
-                layer.order, layer.theta, ref.length, layer.discretizer)
+            if kernel is None:
+                kernel = lti.legendre_impulse_response(layer.order, layer.theta, ref.length, layer.discretizer)
             out.append(_measure(layer, name, ir.FIR(kernel), ref, error_budget))
         else:
             raise FoldError(f"unknown realization {name!r}; known: {', '.join(REALIZATIONS)}")
     return out
 
 
-def _choose(layer, cands, budget, requested) -> Candidate:
+def _incumbent(layer, name, good, prefer):
+    """The candidate a substep family must beat under ``prefer``, for pruning its search: the best so
+    far when the family ties with it on everything but operations (its ops then cap the substeps); a
+    copy marked not ok when the family cannot beat it at all; ``None`` when it can beat it anyway."""
+    if not good:
+        return None
+    q, d = layer.order, layer.memory_d
+    best = min(good, key=lambda c: rank(c, prefer, q, d))
+    if prefer == "ops":
+        return best
+    probe: object
+    if name in PADE_NAMES:
+        probe = ir.Pade(*PADE_NAMES[name], 1)
+        ops, coeffs = pade.pade_cost(q, PADE_NAMES[name], 1)
+    else:
+        probe = ir.RungeKutta(int(name[2]), 1)
+        ops, coeffs = lti.rk_cost(q, int(name[2]), 1)
+    fake = Candidate(name, probe, replace(best.measurement, ops_per_step=ops * d, coeffs_stored=coeffs), True)
+    mine, theirs = rank(fake, prefer, q, d)[0], rank(best, prefer, q, d)[0]
+    if mine < theirs:
+        return None
+    return best if mine == theirs else replace(best, ok=False)
+
+
+def _auto_names(layer: ir.LMU) -> list:
+    """The realizations ``auto`` measures for ``layer``, in the order they are measured."""
+    mem = layer.memory
+    stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
+    return [layer.discretizer] + (["pade", "rk4"] if layer.discretizer == "zoh" else ["rk1"]) \
+        + (["fir"] if stored else [])
+
+
+def _choose(layer, cands, budget, requested, prefer: str = "ops") -> Candidate:
     good = [c for c in cands if c.ok]
     if not good:
         lines = "; ".join(c.describe() for c in cands)
@@ -297,23 +505,44 @@ def _choose(layer, cands, budget, requested) -> Candidate:
             hint += "or allow more substeps"
         raise FoldError(f"layer {layer.name!r}: no {requested!r} realization is within the error budget "
                         f"{budget:g} ({lines}); {hint}")
-    return min(good, key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored))
+    return min(good, key=lambda c: rank(c, prefer, layer.order, layer.memory_d))
 
 
-def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, **kw) -> ir.LMU:
-    """One LMU layer in recurrent form, with the measurement that proves its realization."""
+def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
+               target: Union[str, tuple, None] = None, quantized: bool = False, prefer: str = "ops",
+               tradeoffs: Optional[dict] = None, **kw) -> ir.LMU:
+    """One LMU layer in recurrent form, with the measurement that proves its realization.
+
+    ``prefer`` (:data:`PREFERENCES`) is what ``auto`` minimises; with a ``tradeoffs`` dict the
+    choice's trade-off against the fewest-operations candidate is written into it.
+
+    With a ``target``, ``auto`` considers only the realizations that target runs
+    (see :func:`pade_refusal`), and asking for one it does not run is refused.
+    """
     if not layer.is_parallel:
         return layer
     if realization not in REALIZATIONS:
-        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; known: {', '.join(REALIZATIONS)}")
+        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; "
+                        f"known: {', '.join(REALIZATIONS)}")
+    refusal = pade_refusal(target, quantized)
+    if realization in PADE_NAMES and refusal:
+        raise FoldError(f"layer {layer.name!r}: {refusal}")
     names = None if realization == "auto" else [realization]
-    chosen = _choose(layer, candidates(layer, error_budget, names, **kw), error_budget, realization)
+    if names is None and (refusal or (quantized and target is not None and not PADE_IN_INTEGER_AUTO)):
+        names = [n for n in _auto_names(layer) if n not in PADE_NAMES]
+    cands = candidates(layer, error_budget, names, prefer=prefer, **kw)
+    chosen = _choose(layer, cands, error_budget, realization, prefer)
+    if tradeoffs is not None and realization == "auto":
+        tradeoffs[layer.name] = tradeoff(chosen, cands, prefer, layer.order, layer.memory_d)
+        if kw.get("progress"):
+            kw["progress"](f"  {layer.name}: {tradeoffs[layer.name]}")
     return replace(layer, memory=chosen.memory, measurement=chosen.measurement)
 
 
 def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
          substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
-         progress: Optional[Callable[[str], None]] = None) -> ir.Graph:
+         progress: Optional[Callable[[str], None]] = None, target: Union[str, tuple, None] = None,
+         quantized: bool = False, prefer: str = "ops") -> ir.Graph:
     """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
 
     Parameters
@@ -324,28 +553,37 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
     error_budget : float
         Largest accepted ``max|H - H_ref| / max|H_ref|`` of the memory's impulse response.
     substeps : int, optional
-        Fix the RK substep count instead of searching for the smallest that meets the budget.
+        Fix the RK / Pade substep count instead of searching for the smallest that meets the budget.
+    target, quantized : optional
+        The target the graph is folded for (and whether it will be quantized): realizations the
+        target cannot run are left out of ``auto`` and refused when asked for.
     """
     if not isinstance(graph, ir.Graph):
         raise TypeError(f"fold() expects an lmu_edge.ir.Graph, got {type(graph).__name__}")
     if not (error_budget > 0):
         raise FoldError(f"error_budget must be positive, got {error_budget!r}")
     per_layer = dict(realization) if isinstance(realization, dict) else {}
-    unknown = set(per_layer) - {l.name for l in graph.lmu_layers}
+    unknown = set(per_layer) - {lay.name for lay in graph.lmu_layers}
     if unknown:
         raise FoldError(f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
-                        f"LMU layers: {', '.join(l.name for l in graph.lmu_layers) or 'none'}")
+                        f"LMU layers: {', '.join(lay.name for lay in graph.lmu_layers) or 'none'}")
     default = "auto" if isinstance(realization, dict) else realization
+    refusal = pade_refusal(target, quantized)
+    done = [lay for lay in graph.lmu_layers if isinstance(lay.memory, ir.Pade)]
+    if refusal and done:       # folded before, for another target
+        raise FoldError(f"layer {done[0].name!r}: {refusal}")
     layers, changed = [], False
+    tradeoffs: dict = {}
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
             layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,
-                               max_substeps=max_substeps, progress=progress)
+                               max_substeps=max_substeps, progress=progress, target=target, quantized=quantized,
+                               prefer=prefer, tradeoffs=tradeoffs)
             changed = True
         layers.append(layer)
     if not changed:
         return graph
     meta = dict(graph.metadata)
     meta["fold"] = {"realization": realization if isinstance(realization, str) else dict(realization),
-                    "error_budget": float(error_budget)}
+                    "error_budget": float(error_budget), "prefer": prefer, "tradeoffs": tradeoffs}
     return graph.replace(layers=tuple(layers), metadata=meta)

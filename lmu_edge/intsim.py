@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ir, qir
+from . import ir, pade, qir
 from .arrays import check_input
 from .errors import ShapeError
-from .fixedpoint import div_round, multiply_by_quantized_multiplier as mbqm, shift_round
+from .fixedpoint import div_round, shift_round
+from .fixedpoint import multiply_by_quantized_multiplier as mbqm
 
 I32_MIN, I32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -33,7 +34,7 @@ def _check_i32(acc, where):
 def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
     """Integer ``QLinear`` on ``inputs`` (one int array ``(N, n_in_p)`` per part)."""
     total = 0
-    for k, (p, x) in enumerate(zip(q.parts, inputs)):
+    for k, (p, x) in enumerate(zip(q.parts, inputs, strict=True)):
         acc = (np.asarray(x, np.int64) - p.in_zp) @ p.kernel.astype(np.int64)
         if k == 0 and q.bias is not None:
             acc = acc + q.bias.astype(np.int64)
@@ -124,6 +125,8 @@ class _LMURun(_Run):
         elif isinstance(mem, qir.QFIRMemory):
             self.KT = mem.kernel.astype(np.int64).T.copy()          # (L, q)
             self.fir_shift = mem.kernel_frac + self.ut.frac - self.st.frac
+        elif isinstance(mem, pade.QPadeMemory):
+            pass
         else:
             self.hc = mem.hc.astype(np.int64)
         self.max_abs_state = 0
@@ -150,6 +153,8 @@ class _LMURun(_Run):
         if isinstance(mem, qir.QFIRMemory):
             self.buf = np.concatenate([u[..., None], self.buf[..., :-1]], axis=-1)
             return st.saturate(shift_round(self.buf @ self.KT, self.fir_shift, st.rounding))
+        if isinstance(mem, pade.QPadeMemory):
+            return pade_memory_int(m, u, mem, st)
         alt, hc, f = _alt(L.order), self.hc, mem.hc_frac
         um = shift_round(u, self.ut.frac - st.frac, st.rounding)[..., None]
         for _ in range(mem.substeps):
@@ -185,6 +190,68 @@ class _LMURun(_Run):
             return z
         self.h = linear(L.hidden, [z, self.h] if L.hidden_recurrent else [z])
         return self.h
+
+
+def pade_memory_int(m, u, mem, st) -> np.ndarray:
+    """One sample of the implicit Pade step in integers (:class:`lmu_edge.pade.QPadeMemory`), exactly as
+    ``lmu_pade.h`` computes it: ``m`` state integers ``(..., q)``, ``u`` encoder outputs ``m.shape[:-1]``.
+
+    The forward substitution is sequential in the order; it runs on Python integers per state vector
+    (numpy's per-call overhead would dominate at these sizes), everything else vectorised."""
+    m = np.asarray(m, np.int64)
+    q = m.shape[-1]
+    r = st.rounding
+    gf, g = mem.gc_frac, mem.guard
+    uw = shift_round(np.asarray(u, np.int64), mem.u_shift, r)[..., None]
+    gc, w, inv, coef = (a.astype(np.int64) for a in (mem.gc, mem.w, mem.inv, mem.coef))
+    a = 2 * np.arange(q, dtype=np.int64) + 1
+    alt = _alt(q)
+    half = 1 << (gf - 1)
+    for _ in range(mem.substeps):
+        mw = shift_round(m, -g, r)
+        out = shift_round(mem.k * mw, mem.k_frac, r) if mem.k else np.zeros_like(mw)
+        for j in range(gc.shape[0]):
+            cr, ci = a * gc[j, 0], a * gc[j, 1]
+            br = mw + alt * shift_round(cr * uw, gf + 1, r)
+            bi = alt * shift_round(ci * uw, gf + 1, r)
+            yr, yi = _forward_int(br, bi, cr.tolist(), ci.tolist(), gf, half, r)
+            syr, syi = yr.sum(axis=-1, keepdims=True), yi.sum(axis=-1, keepdims=True)
+            tr = shift_round(syr * inv[j, 0] - syi * inv[j, 1], mem.inv_frac, r)
+            ti = shift_round(syr * inv[j, 1] + syi * inv[j, 0], mem.inv_frac, r)
+            xr = yr - shift_round(w[j, :, 0] * tr - w[j, :, 1] * ti, mem.w_frac, r)
+            xi = yi - shift_round(w[j, :, 0] * ti + w[j, :, 1] * tr, mem.w_frac, r)
+            out = out + shift_round(coef[j, 0] * xr - coef[j, 1] * xi, mem.coef_frac, r)
+        m = st.saturate(shift_round(out, g, r))
+    return m
+
+
+def _forward_int(br, bi, cr, ci, gf, half, rounding):
+    """``y_i = b_i + rnd(c_i * S_i)`` with the running sums ``S`` over the other parity (complex)."""
+    shape = br.shape
+    BR, BI = br.reshape(-1, shape[-1]).tolist(), bi.reshape(-1, shape[-1]).tolist()
+    YR, YI = [], []
+    if rounding == "half_up":
+        def rnd(v):
+            return (v + half) >> gf
+    else:
+        def rnd(v):
+            return int(shift_round(np.int64(v), gf, rounding))
+    for row_r, row_i in zip(BR, BI, strict=True):
+        s = [[0, 0], [0, 0]]             # [parity][re, im]
+        yr, yi = [], []
+        for i, (b_r, b_i) in enumerate(zip(row_r, row_i, strict=True)):
+            sr, si = s[1 - (i & 1)]
+            c_r, c_i = cr[i], ci[i]
+            v_r = b_r + rnd(c_r * sr - c_i * si)
+            v_i = b_i + rnd(c_r * si + c_i * sr)
+            own = s[i & 1]
+            own[0] += v_r
+            own[1] += v_i
+            yr.append(v_r)
+            yi.append(v_i)
+        YR.append(yr)
+        YI.append(yi)
+    return np.array(YR, np.int64).reshape(shape), np.array(YI, np.int64).reshape(shape)
 
 
 def _runners(graph: ir.Graph):

@@ -17,7 +17,8 @@ LMU memory has two forms:
   ``truncated``: the first L steps of it, as the source model used;
   ``learned``: a kernel stored in the model that A, B need not reproduce);
 * recurrent: a realization, :class:`DenseSS` (dense ``Abar``, ``Bbar``),
-  :class:`RungeKutta` (structured, stores no q*q matrix) or :class:`FIR` (a
+  :class:`RungeKutta` (structured, stores no q*q matrix), :class:`Pade` (implicit,
+  structured, A-stable) or :class:`FIR` (a
   ring buffer of a finite kernel), with the :class:`Measurement` that proves it.
 """
 
@@ -58,7 +59,8 @@ def _opt_array(value, where, ndim):
 def _freeze_arrays(obj, spec: dict):
     for name, ndim in spec.items():
         v = getattr(obj, name)
-        object.__setattr__(obj, name, _opt_array(v, f"{type(obj).__name__} {getattr(obj, 'name', '')!r}.{name}".replace(" ''", ""), ndim))
+        where = f"{type(obj).__name__} {getattr(obj, 'name', '')!r}.{name}".replace(" ''", "")
+        object.__setattr__(obj, name, _opt_array(v, where, ndim))
 
 
 def _check_activation(act, where):
@@ -192,9 +194,11 @@ class ImpulseResponse:
     def __post_init__(self):
         _freeze_arrays(self, {"kernel": 2})
         if self.provenance not in PROVENANCES:
-            raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; known: {', '.join(PROVENANCES)}")
+            raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; "
+                             f"known: {', '.join(PROVENANCES)}")
         if (self.kernel is None) != (self.provenance == "analytic"):
-            raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; 'truncated' and 'learned' ones need one")
+            raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; "
+                             "'truncated' and 'learned' ones need one")
         if self.kernel is not None:
             limits.check_int(self.kernel.shape[1], 1, limits.MAX_KERNEL_LEN, "ImpulseResponse: kernel length")
 
@@ -232,6 +236,32 @@ class RungeKutta:
 
 
 @dataclass(frozen=True, eq=False)
+class Pade:
+    """Recurrent memory stepped by the implicit, A-stable ``[num/den]`` Pade approximant of the ZOH
+    step, ``substeps`` substeps per sample, each one O(q) shifted solve per pole pair
+    (see :mod:`lmu_edge.pade`); stores no q*q matrix."""
+
+    TYPE: ClassVar[str] = "pade"
+    ORDERS: ClassVar[tuple] = ((1, 1), (2, 2), (2, 3), (3, 4), (4, 4))
+    num: int
+    den: int
+    substeps: int
+
+    def __post_init__(self):
+        if (self.num, self.den) not in self.ORDERS:
+            raise ShapeError(f"Pade: orders [{self.num!r}/{self.den!r}] are not supported; "
+                             f"supported: {', '.join(f'[{m}/{n}]' for m, n in self.ORDERS)}")
+        if isinstance(self.substeps, bool) or not isinstance(self.substeps, (int, np.integer)) or self.substeps < 1:
+            raise ShapeError(f"Pade: substeps must be a positive integer, got {self.substeps!r}")
+        limits.check_int(self.substeps, 1, limits.MAX_SUBSTEPS, "Pade: substeps")
+
+    @property
+    def orders(self) -> tuple:
+        """``(num, den)``: the degrees of the approximant's numerator and denominator."""
+        return (int(self.num), int(self.den))
+
+
+@dataclass(frozen=True, eq=False)
 class FIR:
     """Recurrent memory as a ring buffer of the last L inputs and a (q, L) kernel."""
 
@@ -257,7 +287,7 @@ class Measurement:
     spectral_radius: float
 
 
-Memory = Union[ImpulseResponse, DenseSS, RungeKutta, FIR]
+Memory = Union[ImpulseResponse, DenseSS, RungeKutta, Pade, FIR]
 Hidden = Union[HiddenDense, HiddenSimpleRNN, None]
 
 
@@ -312,20 +342,23 @@ class LMU:
                 raise ShapeError(f"{w}: hidden_encoders (hidden_to_memory) need a hidden cell")
             _expect(self.hidden_encoders, (self.hidden.units, d), f"{w}.hidden_encoders")
         if self.input_encoders.shape[1] != d:
-            raise ShapeError(f"{w}.input_encoders: expected {d} columns (memory_d), got shape {self.input_encoders.shape}")
+            raise ShapeError(f"{w}.input_encoders: expected {d} columns (memory_d), "
+                             f"got shape {self.input_encoders.shape}")
         mem = self.memory
         if isinstance(mem, ImpulseResponse) and mem.kernel is not None:
             if mem.kernel.shape[0] != q:
-                raise ShapeError(f"{w}: impulse response kernel must have {q} rows (order), got shape {mem.kernel.shape}")
+                raise ShapeError(f"{w}: impulse response kernel must have {q} rows (order), "
+                                 f"got shape {mem.kernel.shape}")
         elif isinstance(mem, DenseSS):
             _expect(mem.Bbar, (q,), f"{w}.memory.Bbar")
         elif isinstance(mem, FIR):
             if mem.kernel.shape[0] != q:
                 raise ShapeError(f"{w}: FIR kernel must have {q} rows (order), got shape {mem.kernel.shape}")
-        elif not isinstance(mem, (ImpulseResponse, RungeKutta)):
+        elif not isinstance(mem, (ImpulseResponse, RungeKutta, Pade)):
             raise ShapeError(f"{w}: memory must be an ImpulseResponse or a realization, got {type(mem).__name__}")
         if self.is_parallel and self.is_rnn_path:
-            raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; it cannot be given as an impulse response")
+            raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; "
+                             f"it cannot be given as an impulse response")
 
     @property
     def is_parallel(self) -> bool:
@@ -390,13 +423,14 @@ class Graph:
         limits.check_int(self.input_features, 1, limits.MAX_FEATURES, f"graph {self.name!r}: input_features")
         if self.seq_len is not None:
             limits.check_int(self.seq_len, 1, limits.MAX_SEQ_LEN, f"graph {self.name!r}: seq_len")
-        for l in self.layers:
-            limits.check_name(getattr(l, "name", None), f"graph {self.name!r}: a {type(l).__name__} layer")
+        for lay in self.layers:
+            limits.check_name(getattr(lay, "name", None), f"graph {self.name!r}: a {type(lay).__name__} layer")
         if int(self.input_features) != self.input_features or self.input_features < 1:
-            raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, got {self.input_features!r}")
+            raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, "
+                             f"got {self.input_features!r}")
         if self.seq_len is not None and (int(self.seq_len) != self.seq_len or self.seq_len < 1):
             raise ShapeError(f"graph {self.name!r}: seq_len must be None or a positive integer, got {self.seq_len!r}")
-        names = [l.name for l in self.layers]
+        names = [lay.name for lay in self.layers]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ShapeError(f"graph {self.name!r}: layer names must be unique; repeated: {', '.join(sorted(dup))}")
@@ -409,7 +443,8 @@ class Graph:
             if not isinstance(layer, tuple(LAYER_CLASSES)):
                 raise ShapeError(f"graph {self.name!r}: {type(layer).__name__} is not a layer type of the IR")
             if _needs_sequence(layer) and not seq:
-                raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer before it returns only the last step")
+                raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer "
+                                 f"before it returns only the last step")
             m = layer.out_features(n)
             if _returns_last_step(layer):
                 seq = False
@@ -429,12 +464,12 @@ class Graph:
 
     @property
     def lmu_layers(self) -> list:
-        return [l for l in self.layers if isinstance(l, LMU)]
+        return [lay for lay in self.layers if isinstance(lay, LMU)]
 
     @property
     def quantized(self) -> bool:
         """True for a graph of integer layers (made by :func:`lmu_edge.quantize`)."""
-        return any(getattr(l, "QUANTIZED", False) for l in self.layers)
+        return any(getattr(lay, "QUANTIZED", False) for lay in self.layers)
 
     @property
     def form(self) -> str:
@@ -442,20 +477,21 @@ class Graph:
         integer graph, else ``"recurrent"``."""
         if self.quantized:
             return "quantized"
-        return "parallel" if any(l.is_parallel for l in self.lmu_layers) else "recurrent"
+        return "parallel" if any(lay.is_parallel for lay in self.lmu_layers) else "recurrent"
 
     def replace(self, **changes) -> "Graph":
         return dataclasses.replace(self, **changes)
 
     def layer(self, name: str):
-        for l in self.layers:
-            if l.name == name:
-                return l
-        raise KeyError(f"graph {self.name!r} has no layer {name!r}; layers: {', '.join(l.name for l in self.layers)}")
+        for lay in self.layers:
+            if lay.name == name:
+                return lay
+        raise KeyError(f"graph {self.name!r} has no layer {name!r}; "
+                       f"layers: {', '.join(lay.name for lay in self.layers)}")
 
 
 NODE_TYPES = {c.TYPE: c for c in (Dense, Activation, TimePooling, HiddenDense, HiddenSimpleRNN, ImpulseResponse,
-                                  DenseSS, RungeKutta, FIR, Measurement, LMU, Graph)}
+                                  DenseSS, RungeKutta, Pade, FIR, Measurement, LMU, Graph)}
 INT_NODE_TYPES: set = set()   # node types whose arrays are integers (the quantized layers of lmu_edge.qir)
 
 
@@ -467,7 +503,7 @@ def equal(a: Any, b: Any) -> bool:
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, (list, tuple)):
-        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
         return True
     return type(a) is type(b) and a == b

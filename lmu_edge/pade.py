@@ -27,6 +27,8 @@ approximations to the exponential", SIAM J. Math. Anal. 1973.)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import scipy.interpolate
@@ -104,11 +106,37 @@ def pade_step(m: np.ndarray, u, theta: float, orders=(3, 4), substeps: int = 1) 
 
 
 def pade_map(order: int, theta: float, orders=(3, 4), substeps: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """The one-sample linear map ``m' = M m + N u`` of :func:`pade_step` (float64), built by running it."""
-    q = int(order)
-    M = pade_step(np.eye(q), np.zeros(q), theta, orders, substeps).T
-    N = pade_step(np.zeros((1, q)), np.ones(1), theta, orders, substeps)[0]
-    return M, N
+    """The one-sample linear map ``m' = M m + N u`` of :func:`pade_step` (float64).
+
+    One substep's map is built by running the structured step on the identity
+    (O(q^2)); the ``s`` substeps by repeated squaring of the input-augmented
+    map ``[[M1, N1], [0, 1]]`` (about ``log2 s`` products), so measuring a
+    large substep count costs little more than a small one.
+    """
+    q, s = int(order), int(substeps)
+    if s < 1:
+        raise ValueError(f"substeps must be a positive integer, got {substeps!r}")
+    M1 = _one_substep(np.eye(q), np.zeros(q), theta, orders, s).T
+    N1 = _one_substep(np.zeros((1, q)), np.ones(1), theta, orders, s)[0]
+    return _power(M1, N1, s)
+
+
+def _one_substep(m, u, theta, orders, substeps):
+    """One substep of length ``1/substeps`` of :func:`pade_step`."""
+    k, rho, p = pade_fractions(*orders)
+    m = np.asarray(m, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64)[..., None]
+    q = m.shape[-1]
+    h = 1.0 / int(substeps)
+    Bv = lti.structure_coefficients(q, theta) * (-1.0) ** np.arange(q)
+    out = k * m
+    for j in range(p.size):
+        if p[j].imag < -1e-12:
+            continue
+        c = h / p[j]
+        term = -(rho[j] / p[j]) * shifted_solve(m + c * Bv * u, c, theta)
+        out = out + (term.real if abs(p[j].imag) < 1e-12 else 2 * term.real)
+    return out
 
 
 def pade_cost(q: int, orders, substeps: int) -> tuple[int, int]:
@@ -124,3 +152,181 @@ def pade_cost(q: int, orders, substeps: int) -> tuple[int, int]:
     pairs = (p.size - real) // 2
     ops = (11 * real + 44 * pairs) * q * int(substeps) + (q if orders[0] == orders[1] else 0) * int(substeps)
     return ops, q + q * (real + 2 * pairs)
+
+
+# --- the integer form's constants ------------------------------------------------------------
+
+def step_constants(q: int, theta: float, orders=(3, 4), substeps: int = 1) -> dict:
+    """The constants of one substep in the form the integer kernel runs (floats, complex per pole).
+
+    Per kept pole ``j`` (one of each conjugate pair) with ``c = h / p_j``:
+    ``gc = 2c / theta`` (so ``2 c d_i = (2i+1) gc`` and the input term ``c B_i u =
+    (-1)^i (2i+1) (gc / 2) u``), the Sherman-Morrison vector ``w = L^{-1}(c d)``,
+    ``inv = 1 / (1 + sum w)`` and the output weight ``coef = -(rho_j / p_j)``, doubled for a
+    conjugate pair (its real part is taken). ``k`` is the polynomial part (0 below the diagonal).
+    """
+    k, rho, p = pade_fractions(*orders)
+    d = lti.structure_coefficients(q, theta)
+    h = 1.0 / int(substeps)
+    gc, w, inv, coef = [], [], [], []
+    for j in range(p.size):
+        if p[j].imag < -1e-12:
+            continue
+        c = complex(h / p[j])
+        wj = _forward((c * d).astype(complex), c * d)
+        gc.append(2 * c / theta)
+        w.append(wj)
+        inv.append(1.0 / (1.0 + np.sum(wj)))
+        coef.append(-(rho[j] / p[j]) * (1.0 if abs(p[j].imag) < 1e-12 else 2.0))
+    return {"k": float(k), "gc": np.array(gc), "w": np.array(w), "inv": np.array(inv), "coef": np.array(coef)}
+
+
+def constants_substep(m: np.ndarray, u, consts: dict) -> np.ndarray:
+    """One substep with the given constants (:func:`step_constants`, possibly rounded), in float64:
+    the integer kernel's formula without its roundings, so that the map of rounded constants can be
+    measured. ``m`` has shape ``(..., q)``, ``u`` shape ``m.shape[:-1]``."""
+    m = np.asarray(m, dtype=np.float64)
+    q = m.shape[-1]
+    a = 2.0 * np.arange(q) + 1.0
+    alt = (-1.0) ** np.arange(q)
+    u = np.asarray(u, dtype=np.float64)[..., None]
+    out = consts["k"] * m
+    for gc, w, inv, coef in zip(consts["gc"], consts["w"], consts["inv"], consts["coef"], strict=True):
+        y = _forward((m + alt * a * (gc / 2) * u).astype(complex), a * gc / 2)
+        x = y - w * (np.sum(y, axis=-1, keepdims=True) * inv)
+        out = out + (coef * x).real
+    return out
+
+
+def constants_map(consts: dict, q: int, substeps: int) -> tuple[np.ndarray, np.ndarray]:
+    """The one-sample map ``(M, N)`` of ``substeps`` substeps of :func:`constants_substep`."""
+    M1 = constants_substep(np.eye(q), np.zeros(q), consts).T
+    N1 = constants_substep(np.zeros((1, q)), np.ones(1), consts)[0]
+    return _power(M1, N1, int(substeps))
+
+
+def _power(M1, N1, s):
+    q = M1.shape[0]
+    aug = np.zeros((q + 1, q + 1))
+    aug[:q, :q], aug[:q, q], aug[q, q] = M1, N1, 1.0
+    out, base = np.eye(q + 1), aug
+    while s:
+        if s & 1:
+            out = base @ out
+        s >>= 1
+        if s:
+            base = base @ base
+    return out[:q, :q].copy(), out[:q, q].copy()
+
+
+# --- the integer node -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class QPadeMemory:
+    """The implicit Pade step in integers (run by :func:`lmu_edge.intsim.pade_memory_int`, mirrored by
+    ``lmu_pade.h``). Work values carry ``guard`` more fractional bits than the state (fewer when
+    negative); per substep, with ``mw = m`` at the work scale and ``uw = u`` at the work scale
+    (``u_shift = u.frac - work frac``), for each kept pole ``j`` (complex, ``(re, im)`` pairs)::
+
+        a_i = 2i + 1, (cr, ci) = a_i * gc_j
+        b_i = mw_i + (-1)^i rnd(c * uw, gc_frac + 1)              (per component)
+        y_i = b_i + rnd(c * S, gc_frac)    S = running sum of y over the indices of the other parity
+        t = rnd(sum(y) * inv_j, inv_frac),  x_i = y_i - rnd(w_ji * t, w_frac)
+        out_i += rnd(Re(coef_j * x_i), coef_frac)
+
+    then ``m = sat(rnd(out + rnd(k * mw, k_frac), guard))``. Every product's operands are bounded
+    (the quantizer chooses each fraction from the proven bounds) so that it fits in int64."""
+
+    TYPE: ClassVar[str] = "q_pade_memory"
+    num: int
+    den: int
+    substeps: int
+    guard: int
+    u_shift: int
+    gc: np.ndarray          # (P, 2) int32
+    gc_frac: int
+    w: np.ndarray           # (P, q, 2) int32
+    w_frac: int
+    inv: np.ndarray         # (P, 2) int32
+    inv_frac: int
+    coef: np.ndarray        # (P, 2) int32
+    coef_frac: int
+    k: int = 0
+    k_frac: int = 0
+
+    def __post_init__(self):
+        from .errors import ShapeError
+        for name, ndim in (("gc", 2), ("w", 3), ("inv", 2), ("coef", 2)):
+            a = np.array(getattr(self, name), copy=True)
+            if a.dtype.kind not in "iu" or a.ndim != ndim or a.shape[-1] != 2:
+                raise ShapeError(f"QPadeMemory.{name}: expected an integer array of {ndim} dimensions ending in 2")
+            if a.size and (a.min() < -(1 << 31) or a.max() > (1 << 31) - 1):
+                raise ShapeError(f"QPadeMemory.{name}: values outside int32")
+            a.setflags(write=False)
+            object.__setattr__(self, name, a)
+        P = self.gc.shape[0]
+        if self.w.shape[0] != P or self.inv.shape[0] != P or self.coef.shape[0] != P:
+            raise ShapeError("QPadeMemory: gc, w, inv and coef need one row per pole")
+        for name, lo, hi in (("substeps", 1, 4096), ("guard", -24, 24), ("u_shift", -62, 62),
+                             ("gc_frac", 0, 62), ("w_frac", 0, 62), ("inv_frac", 0, 62), ("coef_frac", 0, 62),
+                             ("k_frac", 0, 62), ("k", -(1 << 31), (1 << 31) - 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+                raise ShapeError(f"QPadeMemory.{name}: expected an integer in [{lo}, {hi}], got {v!r}")
+
+
+def _register():
+    from . import ir
+    types: dict = ir.NODE_TYPES          # quantized node types register themselves, as lmu_edge.qir's do
+    types[QPadeMemory.TYPE] = QPadeMemory
+    ir.INT_NODE_TYPES.add(QPadeMemory.TYPE)
+
+
+_register()
+
+
+# --- bounds and fractions for the integer form --------------------------------------------------
+
+def int_bounds(q: int, consts: dict, bmax: float) -> list:
+    """Per kept pole, bounds on the work values for ``|b_i| <= bmax``: ``|y|``, the running sums
+    ``|S|``, ``|sum y|`` and ``|x|``, each the l1 row gain of the exact linear map from ``b``
+    (computed on the identity), doubled to cover the roundings (each at most one work LSB per
+    element, far below ``bmax >= 2^15`` times the same gains)."""
+    a = 2.0 * np.arange(q) + 1.0
+    even = (np.arange(q) % 2 == 0)
+    out = []
+    for gc, w, inv in zip(consts["gc"], consts["w"], consts["inv"], strict=True):
+        Y = _forward(np.eye(q, dtype=complex), a * gc / 2)          # row k: L^{-1} e_k
+        Se = np.cumsum(np.where(even, Y, 0), axis=1)
+        So = np.cumsum(np.where(even, 0, Y), axis=1)
+        sy = np.sum(Y, axis=1)
+        X = Y - np.outer(sy * inv, w)
+        out.append({"y": 2 * bmax * float(np.abs(Y).sum(axis=0).max()),
+                    "S": 2 * bmax * float(max(np.abs(Se).sum(axis=0).max(), np.abs(So).sum(axis=0).max())),
+                    "sy": 2 * bmax * float(np.abs(sy).sum()),
+                    "x": 2 * bmax * float(np.abs(X).sum(axis=0).max())})
+    return out
+
+
+def frac_for(value: float, operand_bound: float, limit: float = 2.0 ** 61) -> int:
+    """Fractional bits of a constant of magnitude ``value``: the most for which it fits int32 and its
+    product with an operand bounded by ``operand_bound`` stays below ``limit`` (int64 with room)."""
+    cap = min((1 << 31) - 1, limit / max(operand_bound, 1.0))
+    if value <= 0:
+        return 30
+    return max(0, min(62, int(math.floor(math.log2(cap / value)))))
+
+
+def quantized_maps(order: int, theta: float, mem: QPadeMemory) -> tuple:
+    """``(Mf, Nf, Mq, Nq)``: the float map of the Pade step and the map of its rounded integer constants
+    (the integer kernel without its roundings), for reports."""
+    consts = step_constants(order, theta, (mem.num, mem.den), mem.substeps)
+    Mf, Nf = constants_map(consts, order, mem.substeps)
+
+    def back(v, f):
+        v = np.asarray(v, np.float64)
+        return (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f
+    cq = {"k": mem.k * 2.0 ** -mem.k_frac, "gc": back(mem.gc, mem.gc_frac), "w": back(mem.w, mem.w_frac),
+          "inv": back(mem.inv, mem.inv_frac), "coef": back(mem.coef, mem.coef_frac)}
+    Mq, Nq = constants_map(cq, order, mem.substeps)
+    return Mf, Nf, Mq, Nq

@@ -24,7 +24,6 @@ system that is not stable is refused with a suggestion.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Optional
 
 import numpy as np
@@ -187,7 +186,8 @@ def _fit_state(G, N, U, bits, noise_lsb=1.0):
 
 def _ir_error(Aq, Bq, Abar, Bbar, horizon):
     errs, scale = 0.0, 0.0
-    for (s0, a), (_, b) in zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon)):
+    pairs = zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon), strict=True)
+    for (_, a), (_, b) in pairs:
         errs = max(errs, float(np.max(np.abs(a - b))))
         scale = max(scale, float(np.max(np.abs(b))))
     return errs / scale if scale else errs
@@ -254,6 +254,76 @@ def _rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes):
         G * u_type.max + Ngain * noise * 2.0 ** -fm, err, rho
 
 
+def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
+    """The implicit Pade step in integers: constants, guard bits and every fraction from proven bounds.
+
+    Work values (the solve's right-hand side, its running sums, the solution) carry ``guard`` more
+    fractional bits than the state: 8 for states up to 16 bits (the forward substitution amplifies a
+    rounding error by the l1 gain of ``L^{-1}``: without guard bits a 16-bit state drifts by thousands
+    of LSBs), and a 24-bit work width beyond. Each constant gets the most fractional bits for which its
+    product with its proven operand bound fits int64."""
+    from . import pade
+    s = mem.substeps
+    consts = pade.step_constants(q, theta, mem.orders, s)
+    M, N = pade.constants_map(consts, q, s)
+    guard = 8 if st_bits <= 16 else 24 - st_bits
+    a_max = 2 * q - 1
+    P = len(consts["gc"])
+    fm = None
+    for _attempt in range(4):
+        bounds1 = pade.int_bounds(q, consts, 1.0)                   # per unit |b|: the noise estimate
+        dx = [math.sqrt(2) * b["y"] / 2 for b in bounds1]          # one work LSB per element through L^{-1}
+        noise = 0.5 + 2.0 ** -guard * (sum(abs(c) * (d + abs(iv) * math.sqrt(2) * b["sy"] / 2 *
+                                                     float(np.abs(w).max()) + 2)
+                                           for c, d, iv, b, w in zip(consts["coef"], dx, consts["inv"], bounds1,
+                                                                     consts["w"], strict=True)) + P + 1)
+        noise_lsb = s * noise
+        if fm is None:
+            G, Ng = _l1_gains(M, N, horizon)
+            fm = _fit_state(G, Ng, u_type.max, st_bits, noise_lsb=noise_lsb)
+        fw = fm + guard
+        uw = u_type.max_int * 2.0 ** (fw - u_type.frac) + 1
+        gmax = float(np.max(np.abs(np.stack([consts["gc"].real, consts["gc"].imag]))))
+        bmax = 2.0 ** (st_bits - 1 + guard) + 2.0 ** max(guard, 0) + a_max * gmax / 2 * uw
+        bd = pade.int_bounds(q, consts, bmax)
+        S_b = max(b["S"] for b in bd)
+        gc_frac = pade.frac_for(a_max * gmax, 2 * max(S_b, uw))
+        inv_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["inv"].real, consts["inv"].imag])))),
+                                 2 * max(b["sy"] for b in bd))
+        t_b = max(b["sy"] * abs(iv) for b, iv in zip(bd, consts["inv"], strict=True)) * 2 + 2
+        w_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["w"].real, consts["w"].imag])))), 2 * t_b)
+        coef_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["coef"].real, consts["coef"].imag])))),
+                                  2 * max(b["x"] for b in bd))
+        k_frac = 30 if consts["k"] else 0
+        def cplx(v, f):
+            return np.stack([np.round(np.real(v) * 2.0 ** f), np.round(np.imag(v) * 2.0 ** f)],
+                            axis=-1).astype(np.int64)
+        ints = {"gc": cplx(consts["gc"], gc_frac), "w": cplx(consts["w"], w_frac),
+                "inv": cplx(consts["inv"], inv_frac), "coef": cplx(consts["coef"], coef_frac),
+                "k": int(np.round(consts["k"] * 2.0 ** k_frac))}
+        back = lambda v, f: (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f      # noqa: E731
+        cq = {"k": ints["k"] * 2.0 ** -k_frac, "gc": back(ints["gc"], gc_frac), "w": back(ints["w"], w_frac),
+              "inv": back(ints["inv"], inv_frac), "coef": back(ints["coef"], coef_frac)}
+        Mq, Nq = pade.constants_map(cq, q, s)
+        G, Ng = _l1_gains(Mq, Nq, horizon)
+        out_b = sum(abs(c) * b["x"] for c, b in zip(cq["coef"], bd, strict=True)) + 2.0 ** (st_bits + guard)
+        fits = G * u_type.max * 2.0 ** fm + Ng * noise_lsb <= (1 << (st_bits - 1)) - 1
+        if (fits or not _CALIBRATED.get("proven", True)) and out_b < 2.0 ** 61:
+            break
+        fm -= 1
+    else:
+        raise QuantizationError(f"the implicit 'pade' realization cannot be bounded in {st_bits}-bit integers "
+                                f"(order {q}, theta {theta:g}); use --realization rk4 or zoh")
+    err = _ir_error(Mq, Nq, M, N, horizon)
+    rho = lti.spectral_radius(Mq)
+    notes.append(f"pade [{mem.num}/{mem.den}] x{s}: {guard} guard bits, fractions gc {gc_frac}, w {w_frac}, "
+                 f"inv {inv_frac}, coef {coef_frac}; impulse-response error {err:.2e}, spectral radius {rho:.6f}")
+    node = pade.QPadeMemory(mem.num, mem.den, s, guard, u_type.frac - fw, ints["gc"].astype(np.int32), gc_frac,
+                            ints["w"].astype(np.int32), w_frac, ints["inv"].astype(np.int32), inv_frac,
+                            ints["coef"].astype(np.int32), coef_frac, ints["k"], k_frac)
+    return node, fm, G * u_type.max + Ng * noise_lsb * 2.0 ** -fm, err, rho
+
+
 def _rk_map_coeffs(q, coeffs, r, s):
     M = lti.rk_step(np.eye(q), np.zeros(q), 1.0, r, s, coeffs=coeffs).T
     N = lti.rk_step(np.zeros((1, q)), np.ones(1), 1.0, r, s, coeffs=coeffs)[0]
@@ -270,7 +340,8 @@ def _fir_memory(mem: ir.FIR, q, st_bits, coeff_bits, u_type, notes):
     fm = _fit_state(G, 1.0, u_type.max, st_bits, noise_lsb=0.5)
     err = float(np.max(np.abs(Kq * 2.0 ** -fk - K)) / max(np.max(np.abs(K)), 1e-30))
     notes.append(f"fir {L}: coefficients fixed<{cb},{fk}>, kernel error {err:.2e}")
-    return qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb), fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
+    node = qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb)
+    return node, fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
 
 
 # --- the graph -------------------------------------------------------------------------------
@@ -304,12 +375,13 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
     layers = [qir.QInput("input", s, zp)]
     info = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
             "layers": []}
-    for (layer, n_in, n_out, _), rec in zip(graph.shapes(), recs):
+    for (layer, _n_in, _n_out, _), rec in zip(graph.shapes(), recs, strict=True):
         lay_info = {"name": layer.name, "type": layer.TYPE}
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear([(layer.kernel, s, zp, wb)], layer.bias, "linear" if act == "softmax" else act,
-                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"], layer.name)
+                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"],
+                                   layer.name)
             layers.append(qir.QDense(layer.name, lin, os_, oz))
             s, zp = os_, oz
             if act == "softmax":
@@ -321,7 +393,7 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
                 s, zp = 1.0 / 256, -128
             else:
                 os_, oz = _act_out(layer.activation, rec["in"], rec["out"])
-                lut = _lut(lambda v: reference.activation(layer.activation, v), s, zp, os_, oz)
+                lut = _lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz)
                 layers.append(qir.QLut(layer.name, lut, os_, oz))
                 s, zp = os_, oz
         elif isinstance(layer, ir.TimePooling):
@@ -363,6 +435,8 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
         qmem, fm, bound, mem_err, rho = _rk_memory(mem, q, layer.theta, sb, u_type, horizon, notes)
     elif isinstance(mem, ir.FIR):
         qmem, fm, bound, mem_err, rho = _fir_memory(mem, q, sb, cb, u_type, notes)
+    elif isinstance(mem, ir.Pade):
+        qmem, fm, bound, mem_err, rho = _pade_memory(mem, q, layer.theta, sb, u_type, horizon, notes)
     else:
         raise QuantizationError(f"layer {layer.name!r}: fold the graph before quantizing it")
     st = FixedType(sb, fm, rounding=rounding)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ir, lti
+from . import ir, lti, pade
 from .arrays import check_input  # noqa: F401  (reference.check_input stays importable)
 from .errors import ShapeError
-
 
 # --- activations --------------------------------------------------------------------------
 
@@ -149,6 +148,12 @@ class _LMURun(_Recorder):
                 # identity, lti.rk_map) costs 2 q^2 per sample instead of 7 r s q.
                 M, N = lti.rk_map(layer.order, layer.theta, mem.rk_order, mem.substeps)
                 self.AT, self.B = _c(M, dtype).T.copy(), _c(N, dtype)
+        elif isinstance(mem, ir.Pade):
+            # The implicit step's own linear map (lmu_edge.pade.pade_map: the structured O(q) step run on
+            # the identity, then squared up to s substeps); the structured step itself loops over the
+            # order in Python, which would make the oracle slow. tests/test_pade.py checks the two agree.
+            M, N = pade.pade_map(layer.order, layer.theta, mem.orders, mem.substeps)
+            self.AT, self.B = _c(M, dtype).T.copy(), _c(N, dtype)
 
     def reset(self, batch):
         L, dt = self.L, self.dtype
@@ -163,7 +168,7 @@ class _LMURun(_Recorder):
 
     def memory_step(self, u):
         mem = self.mem
-        if self.AT is not None:                            # dense ZOH / Euler, or RK with many substeps
+        if self.AT is not None:                            # dense ZOH / Euler, Pade, or RK with many substeps
             self.m = self.m @ self.AT + u[..., None] * self.B
         elif isinstance(mem, ir.RungeKutta):
             self.m = lti.rk_step(self.m, u, self.L.theta, mem.rk_order, mem.substeps, coeffs=self.coeffs)

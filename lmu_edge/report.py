@@ -191,6 +191,9 @@ def _maps(layer, ql):
         Mf, Nf = lti.rk_map(q, layer.theta, mem.rk_order, mem.substeps)
         Mq, Nq = _rk_map(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
         return Mf, Nf, Mq, Nq
+    if isinstance(mem, ir.Pade):      # the implicit realization: its maps come from lmu_edge.pade
+        from .pade import quantized_maps
+        return quantized_maps(q, layer.theta, qm)
     return None, None, None, None
 
 

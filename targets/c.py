@@ -113,9 +113,9 @@ def emit(graph, out_dir, options) -> dict:
     for name, template in (("model.h", "model.h.j2"), ("model.c", "model.c.j2"), ("harness.c", "harness.c.j2"),
                            ("Makefile", "Makefile.j2")):
         (out_dir / name).write_text(env.get_template(template).render(**ctx))
-    for name in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", *toolchain.LINKER_SCRIPTS):
+    for name in ("lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c", *toolchain.LINKER_SCRIPTS):
         shutil.copyfile(TEMPLATES / name, out_dir / name)
-    files = ["model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "harness.c", "startup.c",
+    files = ["model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "harness.c", "startup.c",
              *toolchain.LINKER_SCRIPTS, "Makefile"]
     sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
     flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))

@@ -215,6 +215,8 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
                      f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
+    elif mem.TYPE == "q_pade_memory":
+        lines.append(pade_memory_call(code, tag, L, m, u, bits))
     else:
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
@@ -241,6 +243,43 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         out = h
     code.step_lines.extend(lines)
     return out
+
+
+def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
+    """The implicit Pade memory: its constants and parameter struct, ``#include "lmu_pade.h"`` once per
+    model, and the one call of ``lmu_pade_memory_s<bits>`` (integer :class:`lmu_edge.pade.QPadeMemory`,
+    ``bits`` the state width) or ``lmu_f_pade_memory`` (float :class:`lmu_edge.ir.Pade`, ``bits`` None)."""
+    from .. import pade
+    mem, d, q = L.memory, L.memory_d, L.order
+    name = c_comment(L.name)
+    if '#include "lmu_pade.h"' not in code.objects:
+        code.objects.insert(0, '#include "lmu_pade.h"')
+    sym = f"{code.prefix}_{tag}_pade"
+    if bits is None:
+        k = pade.step_constants(q, L.theta, mem.orders, mem.substeps)
+
+        def pairs(v):
+            return np.stack([np.real(v), np.imag(v)], axis=-1)
+        arr = {n: code.array(f"{tag}_pade_{n}", "float", pairs(k[n]), f"{name}: Pade {n} (re, im)")
+               for n in ("gc", "w", "inv", "coef")}
+        code.objects.append(f"static const lmu_f_pade_t {sym} = {{{len(k['gc'])}, {mem.substeps}, {arr['gc']}, "
+                            f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};")
+        work = code.state("float", f"{tag}_pade_work", 3 * q)
+        code.macs += d * mem.substeps * len(k["gc"]) * 12 * q
+        return f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */"
+    gc = code.array(f"{tag}_pade_gc", "int32_t", mem.gc, f"{name}: 2c/theta per pole (re, im), {mem.gc_frac} bits")
+    w = code.array(f"{tag}_pade_w", "int32_t", mem.w, f"{name}: Sherman-Morrison vectors (pole, i, re/im), "
+                   f"{mem.w_frac} bits")
+    inv = code.array(f"{tag}_pade_inv", "int32_t", mem.inv, f"{name}: 1/(1 + sum w) per pole, {mem.inv_frac} bits")
+    coef = code.array(f"{tag}_pade_coef", "int32_t", mem.coef, f"{name}: output weights per pole, "
+                      f"{mem.coef_frac} bits")
+    code.objects.append(f"static const lmu_pade_t {sym} = {{{mem.gc.shape[0]}, {mem.substeps}, {mem.guard}, "
+                        f"{mem.u_shift}, {gc}, {mem.gc_frac}, {w}, {mem.w_frac}, {inv}, {mem.inv_frac}, {coef}, "
+                        f"{mem.coef_frac}, {mem.k}, {mem.k_frac}}};")
+    work = code.state("int64_t", f"{tag}_pade_work", 4 * q)
+    code.macs += d * mem.substeps * mem.gc.shape[0] * 12 * q
+    return (f"lmu_pade_memory_s{bits_tag(_ctype_bits(bits))}({m}, {u}, {d}, {q}, &{sym}, {bits}, {work});"
+            f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */")
 
 
 def dense_acc32(coeffs, state_bits: int) -> int:
@@ -355,6 +394,8 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
         w = code.state("float", f"{tag}_w", mem.rk_order * q)
         lines.append(f"lmu_f_rk_memory({m}, {u}, {d}, {q}, {hc}, {mem.rk_order}, {mem.substeps}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
+    elif isinstance(mem, ir.Pade):
+        lines.append(pade_memory_call(code, tag, L, m, u, None))
     elif isinstance(mem, ir.FIR):
         Lk = mem.kernel.shape[1]
         K = code.array(f"{tag}_kernel", "float", mem.kernel, f"{c_comment(L.name)}: FIR kernel (order, {Lk})")

@@ -42,7 +42,7 @@ def test_inspect_shows_layers_and_measured_candidates():
     r = cli("inspect", EXAMPLES / "digits_lmu.lmu.npz", "--json")
     info = json.loads(r.stdout)
     cands = info["layers"][0]["candidates"]
-    assert {c["name"] for c in cands} == {"zoh", "rk4"}
+    assert {c["name"] for c in cands} == {"zoh", "pade", "rk4"}    # auto measures the implicit step too
     assert all(c["error"] <= 1e-6 for c in cands if c["within_budget"])
 
 

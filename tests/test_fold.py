@@ -2,15 +2,14 @@ import math
 
 import numpy as np
 import pytest
+from graphs import chain, lmu
 
 import lmu_edge
-from lmu_edge import ir, lti
 
 # lmu_edge.fold is the function; lmu_edge.folding is the module with the measuring machinery
 from lmu_edge import folding as fold
+from lmu_edge import ir, lti
 from lmu_edge.errors import FoldError
-
-from graphs import chain, lmu
 
 
 def analytic(q, theta, disc="zoh"):
@@ -56,7 +55,7 @@ def test_the_measured_map_is_the_map_of_the_deployed_structured_step():
 
 
 @pytest.mark.slow
-def test_auto_picks_dense_zoh_where_it_is_cheaper_and_rk4_where_that_is():
+def test_auto_picks_dense_zoh_where_it_is_cheaper_and_a_structured_step_where_that_is():
     g = ir.Graph("two", 1, (
         analytic(256, 784.0),
         ir.LMU("long", memory_d=1, order=128, theta=10000.0, discretizer="zoh",
@@ -65,12 +64,51 @@ def test_auto_picks_dense_zoh_where_it_is_cheaper_and_rk4_where_that_is():
     f = lmu_edge.fold(g)
     short, long = f.layers
     assert isinstance(short.memory, ir.DenseSS) and short.memory.method == "zoh"
-    assert isinstance(long.memory, ir.RungeKutta) and long.memory.rk_order == 4
+    # the implicit Pade step needs a single substep here, RK4 several: Pade is cheaper
+    assert isinstance(long.memory, ir.Pade) and long.memory.orders == (3, 4)
     for layer in f.layers:
         assert layer.measurement.error <= 1e-6
     assert long.measurement.ops_per_step < lti.dense_cost(128)[0]
-    assert long.measurement.coeffs_stored == 128       # no q*q matrix stored
+    assert long.measurement.coeffs_stored < 128 * 8    # no q*q matrix stored
     assert short.measurement.ops_per_step == lti.dense_cost(256)[0]
+    # for a target that does not run the implicit step, auto falls back to RK4; so it does for a quantized
+    # target (its integer rounding noise is amplified by the solve), where asking for it still works
+    for kw in ({"target": "tflite"}, {"target": "c", "quantized": True}):
+        f = lmu_edge.fold(g, **kw)
+        assert isinstance(f.layers[1].memory, ir.RungeKutta) and f.layers[1].memory.rk_order == 4
+        assert f.layers[1].measurement.ops_per_step > long.measurement.ops_per_step
+        assert f.layers[1].measurement.coeffs_stored == 128
+    f = lmu_edge.fold(g, {"long": "pade"}, target="c", quantized=True)
+    assert isinstance(f.layers[1].memory, ir.Pade)
+
+
+def test_asking_for_the_implicit_step_on_a_target_without_it_is_refused_in_one_line():
+    g = ir.Graph("one", 1, (analytic(16, 40.0),))
+    with pytest.raises(FoldError) as e:
+        lmu_edge.fold(g, "pade", target="onnx")
+    msg = str(e.value)
+    assert "\n" not in msg and "'pade'" in msg and "'onnx'" in msg and "rk4" in msg
+
+
+@pytest.mark.parametrize("name,orders,budget", [("pade", (3, 4), 1e-6), ("pade23", (2, 3), 1e-6),
+                                                ("pade22", (2, 2), 1e-5)])
+def test_the_implicit_realization_meets_the_budget_against_exact_zoh(name, orders, budget):
+    layer = analytic(64, 200.0)
+    c = by_name(fold.candidates(layer, budget, [name]))[name]
+    assert c.ok and c.measurement.error <= budget and isinstance(c.memory, ir.Pade)
+    assert c.memory.orders == orders and c.measurement.horizon >= 5 * 200
+    # the substep count is the measured minimum: one fewer misses the budget
+    s = c.memory.substeps
+    if s > 1:
+        assert not fold._measure(layer, name, ir.Pade(*orders, s - 1), fold._Reference(layer), budget).ok
+    # the float oracle steps the realization it was given: its impulse response is the exact ZOH one
+    import dataclasses
+    g = ir.Graph("one", 1, (dataclasses.replace(layer, memory=c.memory),))
+    x = np.zeros((1, 1000, 1))
+    x[0, 0, 0] = 1.0
+    H = lmu_edge.simulate(g, x)[0].T
+    ref = lti.legendre_impulse_response(64, 200.0, 1000)
+    assert np.max(np.abs(H - ref)) <= 2 * budget * np.max(np.abs(ref))
 
 
 def test_euler_layers_get_the_exact_structured_euler_step():
@@ -140,6 +178,7 @@ def test_pruned_search_stops_at_the_incumbent_cost_and_picks_the_same_realizatio
     assert pruned["rk4"].memory.substeps <= 9 < full["rk4"].memory.substeps
     assert not pruned["rk4"].ok and full["rk4"].ok and "cannot beat zoh" in pruned["rk4"].note
     assert full["rk4"].measurement.ops_per_step > full["zoh"].measurement.ops_per_step
-    best = lambda cs: min((c for c in cs.values() if c.ok),
-                          key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)).name
+    def best(cs):
+        return min((c for c in cs.values() if c.ok),
+                   key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)).name
     assert best(pruned) == best(full) == "zoh"

@@ -29,7 +29,7 @@ from lmu_edge.targets import c as c_target
 T = 240                         # steps per case: 15 windows of the short cases
 N_IN = 2
 FNV_OFFSET, FNV_PRIME, MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
-REALIZATIONS = ("zoh", "euler", "rk1", "rk2", "rk4", "fir")    # every realization fold can choose
+REALIZATIONS = ("zoh", "euler", "rk1", "rk2", "rk4", "pade", "fir")    # every realization fold can choose
 STATE_BITS = (8, 16, 32)
 COEFF_BITS = (16, 32)
 CTYPE = {8: "<i1", 16: "<i2", 32: "<i4"}
@@ -40,7 +40,7 @@ def _cases():
     out = []
     for real in REALIZATIONS:
         for sb in STATE_BITS:
-            for cb in ((None,) if real.startswith("rk") else COEFF_BITS):
+            for cb in ((None,) if real.startswith(("rk", "pade")) else COEFF_BITS):
                 out.append((real, sb, cb, 6, 16.0))
     for real in ("zoh", "euler", "fir"):       # long windows: an unprovable 8-bit bound saturates (not FIR's)
         out.append((real, 8, None, 16, 200.0))
@@ -165,7 +165,7 @@ def matrix(tmp_path_factory):
     for k, (real, sb, cb, q, theta) in enumerate(CASES):
         rng = np.random.default_rng(4000 + k)
         g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh"),
-                          real, error_budget=2.0, substeps=2 if real.startswith("rk") else None)
+                          real, error_budget=2.0, substeps=2 if real.startswith(("rk", "pade")) else None)
         calib = rng.standard_normal((2, int(5 * theta), N_IN)) * 0.5
         prefix = f"mx{k}"
         with warnings.catch_warnings():
@@ -189,7 +189,8 @@ def matrix(tmp_path_factory):
             first = art
     d = root / "all"
     d.mkdir()
-    for name in ("Makefile", "lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", *toolchain.LINKER_SCRIPTS):
+    for name in ("Makefile", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c",
+                 *toolchain.LINKER_SCRIPTS):
         shutil.copyfile(first.path / name, d / name)
     for k in range(len(CASES)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")
@@ -206,13 +207,15 @@ def matrix(tmp_path_factory):
 def _kind(mem):
     if isinstance(mem, qir.QDenseMemory):
         return f"dense-{mem.form}"
+    if mem.TYPE == "q_pade_memory":
+        return "pade"
     return "rk" if isinstance(mem, qir.QRKMemory) else "fir"
 
 
 def test_the_matrix_covers_every_realization_form_and_width(matrix):
     _, _, cases = matrix
     mems = [c["layer"].memory for c in cases]
-    assert {_kind(m) for m in mems} >= {"rk", "fir", "dense-delta"}
+    assert {_kind(m) for m in mems} >= {"rk", "pade", "fir", "dense-delta"}
     assert {c["layer"].state_type.width for c in cases} == set(STATE_BITS)
     for kind in ("dense", "fir"):
         assert {m.coeff_bits for m in mems if _kind(m).startswith(kind)} >= set(COEFF_BITS)

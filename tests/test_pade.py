@@ -80,3 +80,25 @@ def test_pade_step_runs_the_map_it_reports():
     rng = np.random.default_rng(5)
     m, u = rng.standard_normal((4, q)), rng.standard_normal(4)
     np.testing.assert_allclose(pade.pade_step(m, u, theta, (2, 3), 3), m @ M.T + u[:, None] * N, atol=1e-12)
+
+
+def test_a_graph_folded_with_the_implicit_step_round_trips_through_the_ir_file(tmp_path):
+    import lmu_edge
+    from lmu_edge import ir
+    layer = ir.LMU("lmu", 1, 16, 40.0, "zoh", np.ones((1, 1)), ir.ImpulseResponse())
+    g = lmu_edge.fold(ir.Graph("p", 1, (layer,)), "pade", error_budget=1e-6)
+    assert isinstance(g.layers[0].memory, ir.Pade)
+    lmu_edge.save(g, tmp_path / "p.lmu.npz")
+    back = lmu_edge.load(tmp_path / "p.lmu.npz")
+    assert ir.equal(back, g)
+    x = np.random.default_rng(2).standard_normal((2, 50, 1))
+    np.testing.assert_array_equal(lmu_edge.simulate(back, x), lmu_edge.simulate(g, x))
+
+
+def test_ir_refuses_unsupported_pade_orders_and_substeps():
+    from lmu_edge import ir
+    from lmu_edge.errors import ShapeError
+    with pytest.raises(ShapeError, match="not supported"):
+        ir.Pade(3, 2, 4)
+    with pytest.raises(ShapeError, match="substeps"):
+        ir.Pade(3, 4, 0)

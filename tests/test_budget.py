@@ -1,0 +1,59 @@
+"""The default error budget follows the target's state width; the report says which and why."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from graphs import chain
+
+import lmu_edge
+from lmu_edge import folding as fold
+from lmu_edge import ir
+
+
+@pytest.mark.parametrize("bits,expect", [(None, 1e-6), (8, 0.25 * 2.0 ** -7), (16, 0.25 * 2.0 ** -15),
+                                         (32, 1e-6)])
+def test_the_default_budget_is_a_quarter_lsb_of_the_state_at_least_1e6(bits, expect):
+    b, why = fold.default_budget(bits)
+    assert b == pytest.approx(expect, rel=1e-12)
+    assert ("float" in why) if bits is None else (f"{bits}-bit state" in why and "LSB" in why)
+    if bits == 32:
+        assert "floored" in why
+
+
+def test_state_width_of_each_target():
+    assert fold.state_bits_for("c", "float", {"state_bits": 16}) is None
+    assert fold.state_bits_for("c", "int8", {"state_bits": 8}) == 8
+    assert fold.state_bits_for("tflite", "int8", {"int8_state_path": "int8"}) == 8
+    assert fold.state_bits_for("tflite", "int16x8", {}) == 16
+    assert fold.state_bits_for("onnx", "int8", {}) == 16
+
+
+def test_a_quantized_conversion_folds_to_the_state_budget_and_reports_it(tmp_path):
+    rng = np.random.default_rng(9)
+    g = chain(rng, q=64, theta=200.0)
+    x = rng.standard_normal((2, 300, 2))
+    # an 8-bit state's budget is a quarter of 2^-7
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        art = lmu_edge.convert(g, "c", tmp_path / "c8", quantize="int8", calibration=x, state_bits=8, measure=False)
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["error_budget"]["value"] == pytest.approx(0.25 * 2.0 ** -7)
+    assert "8-bit state" in rep["error_budget"]["why"]
+    folded = lmu_edge.load(art.path / "model.lmu.npz")
+    lay = folded.layers[1]
+    assert lay.measurement.error <= 0.25 * 2.0 ** -7
+    # a looser budget buys fewer substeps than the float budget would need
+    strict = fold.candidates(g.layers[1], 1e-6, ["pade"])[0]
+    loose = fold.candidates(g.layers[1], 0.25 * 2.0 ** -7, ["pade"])[0]
+    assert loose.memory.substeps < strict.memory.substeps
+    # a float conversion keeps 1e-6
+    art = lmu_edge.convert(g, "c", tmp_path / "f", calibration=x, measure=False)
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["error_budget"]["value"] == 1e-6 and "float" in rep["error_budget"]["why"]
+    # a given budget is used as given
+    art = lmu_edge.convert(g, "ir", tmp_path / "g", error_budget=1e-3)
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["error_budget"] == {"value": 1e-3, "why": "given"}
+    assert isinstance(lay.memory, (ir.DenseSS, ir.Pade, ir.RungeKutta))

@@ -1,0 +1,109 @@
+"""``prefer``: what auto minimises (operations, flash or RAM), with the trade-off stated."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import folding as fold
+from lmu_edge import ir
+from lmu_edge.errors import FoldError
+
+
+def _graph(q=64, theta=200.0):
+    layer = ir.LMU("mem", 1, q, theta, "zoh", np.ones((1, 1)), ir.ImpulseResponse())
+    return ir.Graph("p", 1, (layer,))
+
+
+def test_ops_flash_and_ram_choose_differently_and_say_what_it_costs():
+    g = _graph()
+    by_ops = lmu_edge.fold(g, prefer="ops")
+    by_flash = lmu_edge.fold(g, prefer="flash")
+    by_ram = lmu_edge.fold(g, prefer="ram")
+    o, f, r = (x.layers[0] for x in (by_ops, by_flash, by_ram))
+    # order 64, theta 200: dense ZOH has the fewest operations (and the least RAM), but stores q*q numbers
+    assert isinstance(o.memory, ir.DenseSS) and isinstance(r.memory, ir.DenseSS)
+    assert not isinstance(f.memory, ir.DenseSS)
+    assert f.measurement.coeffs_stored <= fold.FLASH_SMALL * 64 < o.measurement.coeffs_stored
+    assert f.measurement.ops_per_step > o.measurement.ops_per_step
+    assert f.measurement.error <= 1e-6
+    # of the O(q) realizations flash takes the fewest operations: the implicit step beats RK4 here
+    rk = fold.candidates(g.layers[0], 1e-6, ["rk4"])[0]
+    assert f.measurement.ops_per_step < rk.measurement.ops_per_step
+    text = by_flash.metadata["fold"]["tradeoffs"]["mem"]
+    assert "prefer flash" in text and "instead of zoh" in text and "fewer" in text and "ops/step" in text
+    assert "also the fewest-operations choice" in by_ops.metadata["fold"]["tradeoffs"]["mem"]
+    assert by_flash.metadata["fold"]["prefer"] == "flash"
+
+
+def test_ram_prunes_families_that_cannot_win_and_flash_does_not_prune_by_dense_ops():
+    layer = _graph().layers[0]
+    ram = {c.name: c for c in fold.candidates(layer, 1e-6, prefer="ram")}
+    # dense keeps 2q numbers, a structured step at least 5q: their searches stop at one substep
+    assert ram["pade"].memory.substeps == 1 and "under this preference" in ram["pade"].note
+    flash = {c.name: c for c in fold.candidates(layer, 1e-6, prefer="flash")}
+    assert flash["pade"].ok and not flash["pade"].note
+    # RK4 must beat the implicit step's operations to win under flash: its search is capped by them
+    assert "cannot beat pade" in flash["rk4"].note
+
+
+def test_unknown_preference_is_refused():
+    with pytest.raises(FoldError, match="unknown preference"):
+        lmu_edge.fold(_graph(8, 20.0), prefer="speed")
+
+
+def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
+    lmu_edge.save(_graph(), tmp_path / "m.lmu.npz")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "lmu_edge.cli", *map(str, args)], capture_output=True, text=True)
+    r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "a", "--prefer", "flash", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "prefer flash" in r.stdout and "instead of zoh" in r.stdout and "(flash: given)" in r.stdout
+    rep = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert rep["realization_choice"]["prefer"] == "flash"
+    r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "b", "-q")
+    assert r.returncode == 0 and "prefer ops" not in r.stdout     # the default preference goes unsaid
+    rep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert rep["realization_choice"]["why"] == "the default"
+    assert "also the fewest-operations choice" in rep["realization_choice"]["tradeoffs"]["mem"]
+    r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "c", "--prefer", "speed")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+def test_a_device_makes_flash_the_default_preference(tmp_path):
+    import shutil
+    import warnings
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("gcc / make missing under CI")
+        pytest.skip("gcc / make not installed")
+    rng = np.random.default_rng(3)
+    from graphs import chain
+    g = chain(rng, q=64, theta=200.0)
+    x = rng.standard_normal((2, 300, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        art = lmu_edge.convert(g, "c", tmp_path / "d", quantize="int8", calibration=x, device="cortex-m0-32k",
+                               measure=False)
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["realization_choice"]["prefer"] == "flash" and rep["realization_choice"]["why"] == "a device was given"
+    folded = lmu_edge.load(art.path / "model.lmu.npz")
+    assert folded.layers[1].measurement.coeffs_stored <= fold.FLASH_SMALL * 64
+
+
+def test_inspect_marks_the_choice_of_the_preference(tmp_path):
+    lmu_edge.save(_graph(), tmp_path / "m.lmu.npz")
+
+    def auto_choice(*extra):
+        r = subprocess.run([sys.executable, "-m", "lmu_edge.cli", "inspect", str(tmp_path / "m.lmu.npz"), "--json",
+                            *extra], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        cands = json.loads(r.stdout)["layers"][0]["candidates"]
+        return [c["name"] for c in cands if c["auto_choice"]]
+    assert auto_choice() == ["zoh"]
+    assert auto_choice("--prefer", "flash") == ["pade"]
