@@ -9,7 +9,13 @@ extern uint32_t __bss_start__, __bss_end__, __stack_top;
 void Reset_Handler(void);
 void Default_Handler(void);
 
+/* A fault (stack overflow into the heap, an unaligned load on ARMv6-M, ...) ends the run with a failure
+ * instead of hanging QEMU: semihosting SYS_EXIT (0x18) with ADP_Stopped_InternalError (0x20024), which
+ * QEMU turns into exit status 1. */
 void Default_Handler(void) {
+    register uint32_t op __asm("r0") = 0x18u;
+    register uint32_t reason __asm("r1") = 0x20024u;
+    __asm volatile("bkpt 0xAB" : : "r"(op), "r"(reason) : "memory");
     for (;;) {
     }
 }
