@@ -23,8 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import lmu_edge  # noqa: E402
 from graphs import chain  # noqa: E402
+
+import lmu_edge  # noqa: E402
 
 
 def per_step(stream, x) -> float:

@@ -1,8 +1,8 @@
 """The C target: constant-memory streaming C for microcontrollers and hosts.
 
 ``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
-runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the Cortex-M startup and linker
-script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
+runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the
+Cortex-M startup and linker script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
 activations, a fixed-point LMU state of ``state_bits``); ``"float"`` emits
 float32.
 

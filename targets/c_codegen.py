@@ -266,7 +266,8 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
                             f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};")
         work = code.state("float", f"{tag}_pade_work", 3 * q)
         code.macs += d * mem.substeps * len(k["gc"]) * 12 * q
-        return f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */"
+        return (f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});"
+                f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */")
     gc = code.array(f"{tag}_pade_gc", "int32_t", mem.gc, f"{name}: 2c/theta per pole (re, im), {mem.gc_frac} bits")
     w = code.array(f"{tag}_pade_w", "int32_t", mem.w, f"{name}: Sherman-Morrison vectors (pole, i, re/im), "
                    f"{mem.w_frac} bits")
