@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16
            "measure": True}
 
 #: device profiles: flash and RAM in bytes (what the artifact may use of them)
-DEVICES = {
+DEVICES: dict[str, dict[str, Any]] = {
     "cortex-m0-32k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 32 * 1024,
                       "example": "a Cortex-M0+ part with 256 KB flash / 32 KB RAM"},
     "cortex-m4-128k": {"cpu": "cortex-m4", "flash": 1024 * 1024, "ram": 128 * 1024,
@@ -124,7 +125,7 @@ def emit(graph, out_dir, options) -> dict:
     if device is not None:
         _check_fit(device, sizes, quantized, graph)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
-    result = {"files": files, "report": report,
+    result: dict[str, Any] = {"files": files, "report": report,
               "c": {"prefix": prefix, "quantized": quantized, "measure": bool(options.get("measure", True)),
                     "state_bytes": code.state_bytes}}
     if quantized:
@@ -227,7 +228,7 @@ def _qgraph(art):
     return art._qgraph
 
 
-def write_input(path, data: np.ndarray, dtype_code: int = None):
+def write_input(path, data: np.ndarray, dtype_code: int | None = None):
     """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 4 float32), N, T, F, data.
 
     ``data`` is int8 (quantized models' int8 API) or float32, shape ``(N, T, F)``."""
@@ -272,8 +273,8 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         cmd_prefix = toolchain.qemu_command(runtime, exe, qemu)
     else:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
-    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp_name:
+        tmp = Path(tmp_name)
         _write_input(tmp / "lmu_in.bin", data, 1 if quantized else 4)
         cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
@@ -281,7 +282,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
             raise LmuEdgeError(f"the {runtime} harness failed (exit {r.returncode}): "
                                f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}")
         y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
-    stats = {}
+    stats: dict[str, float] = {}
     for line in r.stdout.splitlines():
         if line.startswith("lmu-edge:"):
             stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}

@@ -177,7 +177,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     bits = L.state_type.width
     m = code.state(st, f"{tag}_m", d * q)
     u = code.state("int32_t", f"{tag}_u", d)
-    h = None
+    h: str | None = None
     if L.hidden is not None:
         h = code.state("int8_t", f"{tag}_h", L.hidden.units)
         code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
@@ -187,6 +187,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     ins = [cur]
     lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
     if L.hidden_to_memory:
+        assert h is not None, f"{L.name}: hidden_to_memory without a hidden layer"
         ins.append(h)
     if L.memory_to_memory:
         mzp = code.state("int8_t", f"{tag}_mzp", d * q)
@@ -215,9 +216,11 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
                      f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
-    elif mem.TYPE == "q_pade_memory":
+    elif getattr(mem, "TYPE", None) == "q_pade_memory":
         lines.append(pade_memory_call(code, tag, L, m, u, bits))
     else:
+        if not isinstance(mem, qir.QFIRMemory):
+            raise TypeError(f"layer {L.name!r}: no C for memory {type(mem).__name__}")
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
         K = code.array(f"{tag}_kernel", ct, mem.kernel,
@@ -231,11 +234,13 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, "
                  f"{L.z_zp}); }}")
     if L.input_to_hidden:
+        assert L.x_to_z is not None, f"{L.name}: input_to_hidden without x_to_z"
         xm, xs, xzp = L.x_to_z
         lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
                      f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}")
     out = z
     if L.hidden is not None:
+        assert h is not None
         hid = _qlinear(code, f"{tag}_hidden", L.hidden)
         hins = [z, h] if L.hidden_recurrent else [z]
         lines.append(f"{{ const int8_t *in_[{len(hins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
@@ -417,6 +422,7 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
     if L.hidden is None:
         code.step_lines.extend(lines)
         return z
+    assert h is not None
     acc = code.state("float", f"{tag}_hacc", units)
     W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T,
                    f"{c_comment(L.name)}: hidden kernel (units, in)")
