@@ -19,7 +19,7 @@ from lmu_edge import intsim
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from graphs import chain  # noqa: E402
+from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 
 def per_step_seconds(fn, steps):

@@ -23,17 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
+import lmu_edge
+from lmu_edge import intsim
+from lmu_edge.registry import TARGETS
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from graphs import chain  # noqa: E402
-
-import lmu_edge  # noqa: E402
-from lmu_edge import intsim  # noqa: E402
-from lmu_edge.registry import TARGETS  # noqa: E402
+from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 sys.path.insert(0, str(ROOT / "bench"))
-from runtimes import per_step as stepped  # noqa: E402  (one definition of "seconds per streamed step")
+from runtimes import per_step as stepped  # noqa: E402  (needs bench/ on sys.path, set just above)
 
 
 def c_harness_per_step(art, x, quantized):

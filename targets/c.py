@@ -76,6 +76,10 @@ def _jinja():
 # --- emit ------------------------------------------------------------------------------------
 
 def emit(graph, out_dir, options) -> dict:
+    """Write the C sources, runtime headers, harness and Makefile for ``graph`` into ``out_dir``.
+
+    Returns the target's part of the manifest (files, report, ``c`` options); ``options["quantize"] ==
+    "int8"`` quantizes first and emits the integer path, anything else the float32 path."""
     from ..quantization import quantize as _quantize
     out_dir = Path(out_dir)
     try:
@@ -292,6 +296,10 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
 
 
 def run(art, x, runtime):
+    """Run the compiled C of ``art`` on ``x`` ``(N, T, F)`` under ``runtime`` (host or a QEMU core).
+
+    Returns the dequantized (or float) outputs and the harness's statistics (steps, ticks,
+    ``instructions_per_step`` on a Cortex-M runtime)."""
     g = art.graph
     if _is_quantized(art):
         qg = _qgraph(art)
@@ -346,6 +354,7 @@ class CStream:
         self.reset()
 
     def reset(self, batch: int = 1):
+        """Zero (reset) ``batch`` independent states through the model's ``_reset``."""
         self.batch = int(batch)
         size = self._size()
         self.states = [ctypes.create_string_buffer(size) for _ in range(self.batch)]
@@ -353,6 +362,7 @@ class CStream:
             self._reset(s)
 
     def step(self, x_t):
+        """One step on float inputs ``(F,)`` or ``(batch, F)``; returns float outputs of the same rank."""
         x = np.asarray(x_t, np.float64)
         single = x.ndim == 1
         x = x.reshape(-1, self.n_in)
@@ -386,6 +396,7 @@ class CStream:
 
 
 def stream(art, runtime):
+    """A :class:`CStream` over the host build of ``art``; other runtimes run whole sequences only."""
     if runtime != "host":
         raise ArtifactError(f"stream() drives the host build through ctypes; runtime {runtime!r} runs whole "
                             f"sequences only (use run())")

@@ -27,6 +27,7 @@ SIZES = {"int64_t": 8, "int32_t": 4, "float": 4, "int16_t": 2, "int8_t": 1}
 
 
 def check_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it can start C identifiers; ValueError (what to use instead) if not."""
     if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS \
             or prefix.startswith("__") or prefix.startswith("lmu_"):
         raise ValueError(f"--prefix {prefix!r} is not usable as a C identifier prefix: use letters, digits and "
@@ -73,6 +74,7 @@ class Code:
     macs: int = 0
 
     def array(self, name, ctype, values, comment="") -> str:
+        """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol."""
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
         self.arrays.append({"name": sym, "ctype": ctype, "count": max(vals.size, 1), "body": _body(vals, ctype),
@@ -81,15 +83,18 @@ class Code:
         return sym
 
     def state(self, ctype, name, count=1) -> str:
+        """Add a field ``ctype name[count]`` to the state struct; returns the C expression ``s->name``."""
         self.fields.append((ctype, name, int(count)))
         return f"s->{name}"
 
     def struct_fields(self) -> list:
+        """The state struct's field declarations, widest type first (no padding between fields)."""
         order = sorted(self.fields, key=lambda f: -SIZES[f[0]])    # widest first: no padding inside
         return [f"{t} {n}[{c}];" for t, n, c in order]
 
     @property
     def state_bytes(self) -> int:
+        """``sizeof`` the state struct: the fields' bytes rounded up to the widest field's alignment."""
         total = sum(SIZES[t] * c for t, _, c in self.fields)
         align = max((SIZES[t] for t, _, _ in self.fields), default=1)
         return -(-total // align) * align
@@ -128,6 +133,7 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
 
 
 def generate_int(graph: ir.Graph, prefix: str) -> Code:
+    """The integer C (data, state fields, reset and step lines) for a quantized graph."""
     code = Code(prefix)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
@@ -324,12 +330,14 @@ def dense_chunk(coeffs, state_bits: int) -> int:
 
 
 def bits_tag(ctype: str) -> int:
+    """The width in bits of an integer C type name (``int16_t`` -> 16)."""
     return {"int8_t": 8, "int16_t": 16, "int32_t": 32}[ctype]
 
 
 # --- float graphs ---------------------------------------------------------------------------
 
 def generate_float(graph: ir.Graph, prefix: str) -> Code:
+    """The float32 C (data, state fields, reset and step lines) for a folded float graph."""
     code = Code(prefix)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
