@@ -137,6 +137,15 @@ def emit(graph, out_dir, options) -> dict:
     return result
 
 
+def footprint(qgraph) -> tuple:
+    """``(constant data bytes, state bytes)`` of the integer C code for the quantized graph ``qgraph``.
+
+    The counts ``emit`` reports as ``const_data_bytes`` and ``ram_bytes`` (the state struct's
+    ``sizeof``), from the code generator alone: nothing is written or compiled."""
+    code = c_codegen.generate_int(qgraph, "footprint")
+    return code.const_bytes, code.state_bytes
+
+
 def _arm_flash(out_dir: Path, quantized: bool, every_core: bool = True) -> dict:
     """Flash bytes of model.o (text + rodata + data) per Cortex-M core, when the toolchain is here.
 
