@@ -43,7 +43,7 @@ from lmu_edge.targets import c as c_target
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from graphs import chain  # noqa: E402
+from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 PROF_C = r"""/* bench instrumentation: SysTick ticks charged to each statement of the step */
 #include <stdint.h>

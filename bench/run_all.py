@@ -23,17 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
+import lmu_edge
+from lmu_edge import intsim
+from lmu_edge.registry import TARGETS
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import lmu_edge  # noqa: E402
-from lmu_edge import intsim  # noqa: E402
-from lmu_edge.registry import TARGETS  # noqa: E402
-from graphs import chain  # noqa: E402
-
+from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 sys.path.insert(0, str(ROOT / "bench"))
-from runtimes import per_step as stepped  # noqa: E402  (one definition of "seconds per streamed step")
+from runtimes import per_step as stepped  # noqa: E402  (needs bench/ on sys.path, set just above)
 
 
 def c_harness_per_step(art, x, quantized):
@@ -79,7 +79,8 @@ def main():
         if "tflite" in TARGETS:
             for q in ("float", "int8"):
                 try:
-                    art = lmu_edge.convert(g, "tflite", d / f"tfl_{q}", quantize=q, calibration=cal if q != "float" else None)
+                    art = lmu_edge.convert(g, "tflite", d / f"tfl_{q}", quantize=q,
+                                           calibration=cal if q != "float" else None)
                 except lmu_edge.LmuEdgeError as e:
                     lat.append((f"TFLite {q}: {e}", None))
                     continue
@@ -109,8 +110,8 @@ def main():
             for cpu in ("m4", "m0"):
                 n = rep_c[q]["verification"].get(f"instructions_per_step_{cpu}")
                 if n:
-                    rows.append(("Cortex-M instructions", f"C {q} on Cortex-{cpu.upper()} (QEMU -icount)", n, "instr/step",
-                                 f"{n / macs:.2f} per MAC ({macs} MACs)"))
+                    rows.append(("Cortex-M instructions", f"C {q} on Cortex-{cpu.upper()} (QEMU -icount)", n,
+                                 "instr/step", f"{n / macs:.2f} per MAC ({macs} MACs)"))
         base = None
         for q_order in ((16, 64, 128) if args.quick else (16, 64, 128, 256)):
             gq = chain(np.random.default_rng(1), n_in=1, q=q_order, theta=4.0 * q_order, units=8)
@@ -124,14 +125,19 @@ def main():
     if not args.quick:
         sys.path.insert(0, str(ROOT / "examples" / "psmnist"))
         import evaluate
-        for name, acc, secs in evaluate.evaluate(1000, verbose=False):
+        for name, acc, _secs in evaluate.evaluate(1000, verbose=False):
             if acc is not None:
                 rows.append(("psMNIST (1000 digits)", name, acc, "accuracy", ""))
     print(f"lmu-edge benchmarks, {date.today()}, {platform.machine()}, {platform.processor() or ''} "
           f"python {platform.python_version()}")
     print(f"{'section':<22} {'measurement':<52} {'value':>12} {'unit':<11} ratio")
     for sec, what, v, unit, ratio in rows:
-        val = "-" if v is None else (f"{v:.4f}" if unit == "accuracy" else (f"{v:.2f}" if isinstance(v, float) else str(v)))
+        if v is None:
+            val = "-"
+        elif unit == "accuracy":
+            val = f"{v:.4f}"
+        else:
+            val = f"{v:.2f}" if isinstance(v, float) else str(v)
         print(f"{sec:<22} {what:<52} {val:>12} {unit:<11} {ratio}")
     print()
     subprocess.run([sys.executable, str(ROOT / "bench" / "fold.py"), "--quick"], check=False)

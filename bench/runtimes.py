@@ -21,10 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+import lmu_edge
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import lmu_edge  # noqa: E402
-from graphs import chain  # noqa: E402
+from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just above)
 
 
 def per_step(stream, x) -> float:

@@ -285,13 +285,9 @@ def c_footprint(qg: ir.Graph) -> tuple:
     """``(constant data bytes, state bytes)`` of the integer C code for ``qg``.
 
     Asked of the C target through :mod:`lmu_edge.registry` (the core imports no target): its
-    ``footprint(qgraph)`` where it has one, else its code generator's own count.
+    public ``footprint(qgraph)``.
     """
-    c = registry.target("c")
-    if hasattr(c, "footprint"):
-        return tuple(c.footprint(qg))
-    code = c.c_codegen.generate_int(qg, "sweep")
-    return code.const_bytes, code.state_bytes
+    return tuple(registry.target("c").footprint(qg))
 
 
 def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9), state_bits=(8, 12, 16, 24, 32),

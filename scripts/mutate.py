@@ -10,7 +10,10 @@ and count the bugs the suite catches.
 
 Mutations come from tests/mutations.toml (hand-written: file, exact original snippet, replacement,
 covering tests) and from rules applied to every integer kernel of firmware_templates/lmu_runtime.h
-(arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds).
+(arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds) and to the
+Cortex-M kernels of firmware_templates/lmu_kernels_arm.h. A Cortex-M kernel mutant is checked to compile
+for, and run by the tests on, a core that compiles its path: DSP lines on the Cortex-M4, Helium lines on
+the Cortex-M55 (QEMU; the host build never includes that header).
 
 Each mutant is applied IN PLACE in the working tree (the package is installed editable from it, and
 converters/, targets/, firmware_templates/ are remapped into lmu_edge from there, so the mutated file
@@ -35,6 +38,12 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = "firmware_templates/lmu_runtime.h"
 C_TESTS = ["tests/test_firmware_runtime.py", "tests/test_int_matrix.py", "-k", "not cortex"]   # host: fast
+ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
+#: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path)
+ARM_PATHS = {
+    "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "-k", "dsp"]),
+    "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "-k", "helium"]),
+}
 
 # (name, regex, replacement): applied to each line of each integer kernel, one match at a time
 RULES = [
@@ -66,18 +75,54 @@ def kernel_lines(text: str):
     return lines, out
 
 
-def generated():
-    text = (ROOT / RUNTIME).read_text()
-    lines, idx = kernel_lines(text)
+def arm_kernel_lines(text: str):
+    """The lines of lmu_kernels_arm.h and ``(index, path)`` of each code line a Cortex-M path compiles:
+    "dsp" or "mve" inside ``#if LMU_PATH_DSP`` / ``#if LMU_PATH_MVE`` (not their ``#else``), "dsp" for
+    the code both paths share (the header is included only when one of them is on). Comments and
+    preprocessor lines are left out."""
+    lines = text.splitlines()
+    stack: list = []            # per open #if: the path it selects, or None (guards, #else branches)
+    out = []
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("#if"):
+            m = re.match(r"#if LMU_PATH_(DSP|MVE)$", s)
+            stack.append(m.group(1).lower() if m else None)
+        elif s.startswith("#else"):
+            stack[-1] = None
+        elif s.startswith("#endif"):
+            stack.pop()
+        elif s and not s.startswith(("#", "/*", "*", "//")):
+            inner = stack[1:]          # stack[0] is the include guard
+            if None in inner:
+                continue
+            out.append((i, inner[-1] if inner else "dsp"))
+    return lines, out
+
+
+def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_only: bool = False):
+    """One mutant per rule match on each listed line; ``code_only``: not in a trailing comment (such a
+    mutant changes nothing the compiler sees)."""
     muts = []
-    for i in idx:
+    for i, path in idx:
         line = lines[i]
+        comment = line.find("/*") if code_only and "/*" in line else len(line)
         for name, pat, rep in RULES:
             for k, m in enumerate(re.finditer(pat, line)):
                 new = line[:m.start()] + m.expand(rep) + line[m.end():]
-                if new != line:
-                    muts.append({"id": f"rt-L{i + 1}-{name}-{k}", "file": RUNTIME, "original": line,
-                                 "replacement": new, "tests": C_TESTS, "c": True})
+                if new != line and m.start() < comment:
+                    muts.append({"id": f"{prefix}-L{i + 1}-{name}-{k}", "file": file, "line": i, "original": line,
+                                 "replacement": new, "tests": tests_for(path), "c": True, **extra(path)})
+    return muts
+
+
+def generated():
+    """The rule mutants: lmu_runtime.h's integer kernels on the host, lmu_kernels_arm.h's on their cores."""
+    lines, idx = kernel_lines((ROOT / RUNTIME).read_text())
+    muts = _rule_mutants(lines, [(i, None) for i in idx], RUNTIME, "rt", lambda _: C_TESTS, lambda _: {})
+    lines, arm_idx = arm_kernel_lines((ROOT / ARM_KERNELS).read_text())
+    muts += _rule_mutants(lines, arm_idx, ARM_KERNELS, "arm", lambda p: ARM_PATHS[p][1],
+                          lambda p: {"core": ARM_PATHS[p][0], "path": p}, code_only=True)
     return muts
 
 
@@ -89,25 +134,41 @@ def load(path: Path):
     return muts + generated()
 
 
-def compiles(path: Path) -> str:
-    """'' when the mutated runtime still compiles (host gcc, -Werror), else the first error line."""
+def compiles(path: Path, core: str | None = None) -> str:
+    """'' when the mutated runtime still compiles (-Werror), else the first error line: host gcc, or
+    arm-none-eabi-gcc with the flags of runtime ``core`` (which compiles that Cortex-M kernel path)."""
+    if core is None:
+        cmd = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
+    else:
+        from lmu_edge import toolchain
+        try:
+            cmd = [toolchain.arm_gcc(), *toolchain.compile_flags(core, ["-fsyntax-only"])]
+        except toolchain.ToolMissingError as e:
+            return str(e)
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "t.c"
         src.write_text('#include "lmu_runtime.h"\nint main(void) { return 0; }\n')
-        r = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
-                            f"-I{path.parent}", str(src)], capture_output=True, text=True)
+        r = subprocess.run([*cmd, f"-I{path.parent}", str(src)], capture_output=True, text=True)
         return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[0]
 
 
 def run_one(m, python: str, timeout: int):
     path = ROOT / m["file"]
     orig = path.read_text()
-    if orig.count(m["original"]) != 1:
+    if "line" in m:      # rule-generated: the line it was made from (the same code may recur, e.g. in macros)
+        lines = orig.split("\n")
+        if m["line"] >= len(lines) or lines[m["line"]] != m["original"]:
+            return "ERROR", f"line {m['line'] + 1} of {m['file']} changed since the list was made"
+        lines[m["line"]] = m["replacement"]
+        mutated = "\n".join(lines)
+    elif orig.count(m["original"]) != 1:
         return "ERROR", f"snippet occurs {orig.count(m['original'])} times (must be once): re-target it"
+    else:
+        mutated = orig.replace(m["original"], m["replacement"], 1)
     try:
-        path.write_text(orig.replace(m["original"], m["replacement"], 1))
-        if m["file"] == RUNTIME:
-            err = compiles(path)
+        path.write_text(mutated)
+        if m["file"] in (RUNTIME, ARM_KERNELS):
+            err = compiles(path, m.get("core"))
             if err:
                 return "ERROR", f"does not compile: {err}"
         cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *m["tests"]]
@@ -146,13 +207,14 @@ def main(argv=None) -> int:
     if a.only:
         muts = [m for m in muts if m["id"] in set(a.only)]
     elif a.sample:
-        hand = [m for m in muts if not m["id"].startswith("rt-")]
-        gen = [m for m in muts if m["id"].startswith("rt-")]
+        hand = [m for m in muts if not m["id"].startswith(("rt-", "arm-"))]
+        gen = [m for m in muts if m["id"].startswith(("rt-", "arm-"))]
         step = max(1, len(gen) // max(1, a.sample - len(hand[: a.sample // 2])))
         muts = hand[: a.sample // 2] + gen[::step][: a.sample - len(hand[: a.sample // 2])]
     if a.list:
         for m in muts:
-            print(f"{m['id']:50s} {m['file']}  tests: {' '.join(m['tests'])}")
+            core = f"  core: {m['core']}" if m.get("core") else ""
+            print(f"{m['id']:50s} {m['file']}  tests: {' '.join(m['tests'])}{core}")
         print(f"{len(muts)} mutations")
         return 0
     counts = {"KILLED": 0, "SURVIVED": 0, "ERROR": 0}

@@ -1,8 +1,8 @@
 """The C target: constant-memory streaming C for microcontrollers and hosts.
 
 ``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
-runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the Cortex-M startup and linker
-script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
+runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the
+Cortex-M startup and linker script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
 activations, a fixed-point LMU state of ``state_bits``); ``"float"`` emits
 float32.
 
@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16
            "measure": True}
 
 #: device profiles: flash and RAM in bytes (what the artifact may use of them)
-DEVICES = {
+DEVICES: dict[str, dict[str, Any]] = {
     "cortex-m0-32k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 32 * 1024,
                       "example": "a Cortex-M0+ part with 256 KB flash / 32 KB RAM"},
     "cortex-m4-128k": {"cpu": "cortex-m4", "flash": 1024 * 1024, "ram": 128 * 1024,
@@ -75,6 +76,10 @@ def _jinja():
 # --- emit ------------------------------------------------------------------------------------
 
 def emit(graph, out_dir, options) -> dict:
+    """Write the C sources, runtime headers, harness and Makefile for ``graph`` into ``out_dir``.
+
+    Returns the target's part of the manifest (files, report, ``c`` options); ``options["quantize"] ==
+    "int8"`` quantizes first and emits the integer path, anything else the float32 path."""
     from ..quantization import quantize as _quantize
     out_dir = Path(out_dir)
     try:
@@ -124,12 +129,21 @@ def emit(graph, out_dir, options) -> dict:
     if device is not None:
         _check_fit(device, sizes, quantized, graph)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
-    result = {"files": files, "report": report,
+    result: dict[str, Any] = {"files": files, "report": report,
               "c": {"prefix": prefix, "quantized": quantized, "measure": bool(options.get("measure", True)),
                     "state_bytes": code.state_bytes}}
     if quantized:
         result["tolerance"] = None   # measured and reported; the integer path is checked bit for bit instead
     return result
+
+
+def footprint(qgraph) -> tuple:
+    """``(constant data bytes, state bytes)`` of the integer C code for the quantized graph ``qgraph``.
+
+    The counts ``emit`` reports as ``const_data_bytes`` and ``ram_bytes`` (the state struct's
+    ``sizeof``), from the code generator alone: nothing is written or compiled."""
+    code = c_codegen.generate_int(qgraph, "footprint")
+    return code.const_bytes, code.state_bytes
 
 
 def _arm_flash(out_dir: Path, quantized: bool, every_core: bool = True) -> dict:
@@ -227,7 +241,7 @@ def _qgraph(art):
     return art._qgraph
 
 
-def write_input(path, data: np.ndarray, dtype_code: int = None):
+def write_input(path, data: np.ndarray, dtype_code: int | None = None):
     """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 4 float32), N, T, F, data.
 
     ``data`` is int8 (quantized models' int8 API) or float32, shape ``(N, T, F)``."""
@@ -272,8 +286,8 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         cmd_prefix = toolchain.qemu_command(runtime, exe, qemu)
     else:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
-    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp_name:
+        tmp = Path(tmp_name)
         _write_input(tmp / "lmu_in.bin", data, 1 if quantized else 4)
         cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
@@ -281,7 +295,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
             raise LmuEdgeError(f"the {runtime} harness failed (exit {r.returncode}): "
                                f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}")
         y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
-    stats = {}
+    stats: dict[str, float] = {}
     for line in r.stdout.splitlines():
         if line.startswith("lmu-edge:"):
             stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
@@ -291,6 +305,10 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
 
 
 def run(art, x, runtime):
+    """Run the compiled C of ``art`` on ``x`` ``(N, T, F)`` under ``runtime`` (host or a QEMU core).
+
+    Returns the dequantized (or float) outputs and the harness's statistics (steps, ticks,
+    ``instructions_per_step`` on a Cortex-M runtime)."""
     g = art.graph
     if _is_quantized(art):
         qg = _qgraph(art)
@@ -345,6 +363,7 @@ class CStream:
         self.reset()
 
     def reset(self, batch: int = 1):
+        """Zero (reset) ``batch`` independent states through the model's ``_reset``."""
         self.batch = int(batch)
         size = self._size()
         self.states = [ctypes.create_string_buffer(size) for _ in range(self.batch)]
@@ -352,6 +371,7 @@ class CStream:
             self._reset(s)
 
     def step(self, x_t):
+        """One step on float inputs ``(F,)`` or ``(batch, F)``; returns float outputs of the same rank."""
         x = np.asarray(x_t, np.float64)
         single = x.ndim == 1
         x = x.reshape(-1, self.n_in)
@@ -385,6 +405,7 @@ class CStream:
 
 
 def stream(art, runtime):
+    """A :class:`CStream` over the host build of ``art``; other runtimes run whole sequences only."""
     if runtime != "host":
         raise ArtifactError(f"stream() drives the host build through ctypes; runtime {runtime!r} runs whole "
                             f"sequences only (use run())")

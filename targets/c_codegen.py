@@ -27,6 +27,7 @@ SIZES = {"int64_t": 8, "int32_t": 4, "float": 4, "int16_t": 2, "int8_t": 1}
 
 
 def check_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it can start C identifiers; ValueError (what to use instead) if not."""
     if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS \
             or prefix.startswith("__") or prefix.startswith("lmu_"):
         raise ValueError(f"--prefix {prefix!r} is not usable as a C identifier prefix: use letters, digits and "
@@ -73,6 +74,7 @@ class Code:
     macs: int = 0
 
     def array(self, name, ctype, values, comment="") -> str:
+        """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol."""
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
         self.arrays.append({"name": sym, "ctype": ctype, "count": max(vals.size, 1), "body": _body(vals, ctype),
@@ -81,15 +83,18 @@ class Code:
         return sym
 
     def state(self, ctype, name, count=1) -> str:
+        """Add a field ``ctype name[count]`` to the state struct; returns the C expression ``s->name``."""
         self.fields.append((ctype, name, int(count)))
         return f"s->{name}"
 
     def struct_fields(self) -> list:
+        """The state struct's field declarations, widest type first (no padding between fields)."""
         order = sorted(self.fields, key=lambda f: -SIZES[f[0]])    # widest first: no padding inside
         return [f"{t} {n}[{c}];" for t, n, c in order]
 
     @property
     def state_bytes(self) -> int:
+        """``sizeof`` the state struct: the fields' bytes rounded up to the widest field's alignment."""
         total = sum(SIZES[t] * c for t, _, c in self.fields)
         align = max((SIZES[t] for t, _, _ in self.fields), default=1)
         return -(-total // align) * align
@@ -128,6 +133,7 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
 
 
 def generate_int(graph: ir.Graph, prefix: str) -> Code:
+    """The integer C (data, state fields, reset and step lines) for a quantized graph."""
     code = Code(prefix)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
@@ -177,7 +183,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     bits = L.state_type.width
     m = code.state(st, f"{tag}_m", d * q)
     u = code.state("int32_t", f"{tag}_u", d)
-    h = None
+    h: str | None = None
     if L.hidden is not None:
         h = code.state("int8_t", f"{tag}_h", L.hidden.units)
         code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
@@ -187,6 +193,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     ins = [cur]
     lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
     if L.hidden_to_memory:
+        assert h is not None, f"{L.name}: hidden_to_memory without a hidden layer"
         ins.append(h)
     if L.memory_to_memory:
         mzp = code.state("int8_t", f"{tag}_mzp", d * q)
@@ -215,9 +222,11 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
                      f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
-    elif mem.TYPE == "q_pade_memory":
+    elif getattr(mem, "TYPE", None) == "q_pade_memory":
         lines.append(pade_memory_call(code, tag, L, m, u, bits))
     else:
+        if not isinstance(mem, qir.QFIRMemory):
+            raise TypeError(f"layer {L.name!r}: no C for memory {type(mem).__name__}")
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
         K = code.array(f"{tag}_kernel", ct, mem.kernel,
@@ -231,11 +240,13 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, "
                  f"{L.z_zp}); }}")
     if L.input_to_hidden:
+        assert L.x_to_z is not None, f"{L.name}: input_to_hidden without x_to_z"
         xm, xs, xzp = L.x_to_z
         lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
                      f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}")
     out = z
     if L.hidden is not None:
+        assert h is not None
         hid = _qlinear(code, f"{tag}_hidden", L.hidden)
         hins = [z, h] if L.hidden_recurrent else [z]
         lines.append(f"{{ const int8_t *in_[{len(hins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
@@ -266,7 +277,8 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
                             f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};")
         work = code.state("float", f"{tag}_pade_work", 3 * q)
         code.macs += d * mem.substeps * len(k["gc"]) * 12 * q
-        return f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */"
+        return (f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});"
+                f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */")
     gc = code.array(f"{tag}_pade_gc", "int32_t", mem.gc, f"{name}: 2c/theta per pole (re, im), {mem.gc_frac} bits")
     w = code.array(f"{tag}_pade_w", "int32_t", mem.w, f"{name}: Sherman-Morrison vectors (pole, i, re/im), "
                    f"{mem.w_frac} bits")
@@ -318,12 +330,14 @@ def dense_chunk(coeffs, state_bits: int) -> int:
 
 
 def bits_tag(ctype: str) -> int:
+    """The width in bits of an integer C type name (``int16_t`` -> 16)."""
     return {"int8_t": 8, "int16_t": 16, "int32_t": 32}[ctype]
 
 
 # --- float graphs ---------------------------------------------------------------------------
 
 def generate_float(graph: ir.Graph, prefix: str) -> Code:
+    """The float32 C (data, state fields, reset and step lines) for a folded float graph."""
     code = Code(prefix)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
@@ -416,6 +430,7 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
     if L.hidden is None:
         code.step_lines.extend(lines)
         return z
+    assert h is not None
     acc = code.state("float", f"{tag}_hacc", units)
     W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T,
                    f"{c_comment(L.name)}: hidden kernel (units, in)")

@@ -33,9 +33,15 @@ def _run(art_dir, xq, runtime, extra=""):
     return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 
 
+#: kernel path -> (the runtime whose core compiles it, extra compiler flags); the ids select one path
+#: (``-k dsp``, ``-k helium``: scripts/mutate.py runs each Cortex-M kernel mutant on its own path)
+PATHS = {"dsp": ("cortex-m4", ""), "portable": ("cortex-m4", "-DLMU_PORTABLE"), "helium": ("cortex-m55", "")}
+
+
 @needs_arm
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("q,coeff_bits,sums", [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32")])
-def test_dsp_helium_and_portable_paths_are_bit_exact(tmp_path, q, coeff_bits, sums):
+def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     rng = np.random.default_rng(100 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")   # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
@@ -46,9 +52,8 @@ def test_dsp_helium_and_portable_paths_are_bit_exact(tmp_path, q, coeff_bits, su
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
     ref = intsim.run_int(qg, xq)
-    assert np.array_equal(_run(art.path, xq, "cortex-m4"), ref)
-    assert np.array_equal(_run(art.path, xq, "cortex-m4", "-DLMU_PORTABLE"), ref)
-    assert np.array_equal(_run(art.path, xq, "cortex-m55"), ref)
+    runtime, extra = PATHS[path]
+    assert np.array_equal(_run(art.path, xq, runtime, extra), ref)
 
 
 def test_acc32_is_chosen_only_when_the_bound_proves_it():
