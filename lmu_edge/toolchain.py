@@ -83,7 +83,8 @@ ARM_RUNTIMES: Dict[str, Runtime] = {r.name: r for r in (
             "mps2_an505.ld", 50.0, False, "dsp", "cortex-m33", 4 << 20, 4 << 20),
     Runtime("cortex-m55", "m55", ("-mcpu=cortex-m55", "-mfloat-abi=hard"), "mps3-an547",
             "mps3_an547.ld", 31.25, False, "mve", "cortex-m55", 512 << 10, 512 << 10),
-    Runtime("microbit", "microbit", (*_M0, "-DLMU_BOARD_MICROBIT"), "microbit", "microbit.ld", 62.5, True, "portable", "cortex-m0",
+    Runtime("microbit", "microbit", (*_M0, "-DLMU_BOARD_MICROBIT"), "microbit",
+           "microbit.ld", 62.5, True, "portable", "cortex-m0",
             16 << 10, 256 << 10),
 )}
 #: every runtime of the C target: the host build, then the Cortex-M images
