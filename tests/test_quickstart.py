@@ -25,3 +25,9 @@ def test_quickstart_runs_twice_and_prints_what_the_readme_shows():
     assert f >= 0.9 and host == m4 and abs(f - host) <= 0.02          # README: 0.955, 0.950, 0.950
     assert "host and Cortex-M4 outputs identical: True" in out
     assert re.search(r"flash \d+ B \(M4\), RAM \d+ B, \d+ MACs/step, [0-9.]+ instructions/step on M4", out)
+    # the README shows these three lines; accuracies, sizes and QEMU instruction counts are exact
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("The main job's output"):]
+    shown = block[block.index("```\n") + 4:block.index("\n```", block.index("```\n") + 4)].splitlines()
+    printed = [line for line in out.splitlines() if line.strip()][-3:]
+    assert printed == shown, (printed, shown)
