@@ -30,6 +30,11 @@ if [ -f scripts/numpy1_tests.sh ]; then
     set -e
     export LMU_EDGE_TFLITE_RUNTIME_PYTHON="$PWD/.venv-numpy1/bin/python"
 fi
+# issue 19: the second NIR simulator (Sinabs pins nir <= 1.0.4) in its own environment
+if [ -f scripts/sinabs_venv.sh ]; then
+    LMU_EDGE_SINABS_PYTHON=$(bash scripts/sinabs_venv.sh | tail -n 1) && export LMU_EDGE_SINABS_PYTHON ||
+        echo "scripts/sinabs_venv.sh failed: the nir target's sinabs tests will fail"
+fi
 echo "== pytest"
 set +e
 .venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/main.log"

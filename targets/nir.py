@@ -8,7 +8,7 @@ Memory Units: Continuous-Time Representation in Recurrent Neural Networks"), is 
 * ``<i>.enc``: ``nir.Affine`` from the layer input to the memory input, ``B kron (x @ enc + bias)``,
   scaled by ``1 / r``;
 * ``<i>.mem``: ``nir.LI`` with ``tau = 1``, ``v_leak = 0``, ``r``: ``dv/dt = -v + r * I``;
-* ``<i>.rec``: ``nir.Linear`` carrying ``(A + I) / r`` from ``<i>.mem`` back into it,
+* ``<i>.rec``: ``nir.Affine`` (zero bias) carrying ``(A + I) / r`` from ``<i>.mem`` back into it,
 
 so ``dv/dt = A v + B u``; a linear hidden Dense or a following linear Dense becomes a
 ``nir.Affine``. The graph's continuous system held at each sample over one time unit is exactly
@@ -28,25 +28,39 @@ of size ``dt``, first order. Each sample is held for ``steps_per_sample`` steps 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
 from .. import ir, lti, registry
 from ..errors import ArtifactError, UnsupportedLayerError
+from . import _nir_sinabs
 
 QUANTIZE = ("float",)
-RUNTIMES = ("rockpool",)
+RUNTIMES = ("rockpool", "sinabs")
 DEFAULT_RUNTIME = "rockpool"
 OPTIONS = {
-    "steps_per_sample": 2500,    # Rockpool steps per input sample (its time step is 1 / steps_per_sample of a sample)
+    "steps_per_sample": 2500,    # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample)
+    "sinabs_python": "",         # Python with sinabs 3.1.3 (default: $LMU_EDGE_SINABS_PYTHON)
 }
+SINABS_PYTHON_ENV = "LMU_EDGE_SINABS_PYTHON"
 NIR_FILE = "model.nir"
 # Relative error of Rockpool's first-order step against the ZOH model, times its time step in samples:
 # measured 2.7, 2.2, 2.1 at 10, 40, 160 steps per sample (tests/test_targets_nir.py,
 # test_error_falls_as_the_time_step_shrinks); the tolerance is this bound over steps_per_sample (1e-3 at 2500).
 ERROR_PER_STEP = 2.5
+# The same for Sinabs' exponential-Euler step (targets/_nir_sinabs.py): measured 1.15, 1.11, 1.10, 1.09 at
+# 10, 40, 160, 640 steps per sample (test_sinabs_error_falls_as_the_time_step_shrinks); 5e-4 at 2500.
+SINABS_ERROR_PER_STEP = 1.25
+
+
+def tolerance(runtime: str, steps_per_sample: int) -> float:
+    """The accepted relative error of ``runtime`` at ``steps_per_sample``: its measured bound over the steps."""
+    return {"rockpool": ERROR_PER_STEP, "sinabs": SINABS_ERROR_PER_STEP}[runtime] / int(steps_per_sample)
 
 
 def _options(options: dict) -> dict:
@@ -84,13 +98,14 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
     nir = registry.require("nir", "nir", "the NIR target")
     nodes = {"input": nir.Input(input_type=np.array([graph.input_features]))}
     edges, prev, layers_meta = [], "input", []
-    for i, (layer, n_in, n_out, _) in enumerate(graph.shapes()):
+    for i, (layer, _n_in, _n_out, _) in enumerate(graph.shapes()):
         layers_meta.append({"name": layer.name, "type": layer.TYPE})
         if isinstance(layer, ir.Dense):
             if layer.activation != "linear":
                 _refuse(layer, f"activation {layer.activation!r} has no NIR node")
             b = np.zeros(layer.units) if layer.bias is None else np.asarray(layer.bias)
-            nodes[f"{i}.dense"] = nir.Affine(weight=np.asarray(layer.kernel, np.float64).T.copy(), bias=b.astype(np.float64))
+            nodes[f"{i}.dense"] = nir.Affine(weight=np.asarray(layer.kernel, np.float64).T.copy(),
+                                             bias=b.astype(np.float64))
             edges.append((prev, f"{i}.dense"))
             prev = f"{i}.dense"
             continue
@@ -115,7 +130,8 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
         n = d * q
         nodes[f"{i}.enc"] = nir.Affine(weight=W_in / r, bias=b_in / r)
         nodes[f"{i}.mem"] = nir.LI(tau=np.ones(n), r=np.full(n, float(r)), v_leak=np.zeros(n))
-        nodes[f"{i}.rec"] = nir.Linear(weight=np.kron(np.eye(d), A + np.eye(q)) / r)
+        # an Affine with zero bias, not a Linear: Sinabs' importer skips nir.Linear without a word
+        nodes[f"{i}.rec"] = nir.Affine(weight=np.kron(np.eye(d), A + np.eye(q)) / r, bias=np.zeros(n))
         edges += [(prev, f"{i}.enc"), (f"{i}.enc", f"{i}.mem"), (f"{i}.mem", f"{i}.rec"), (f"{i}.rec", f"{i}.mem")]
         prev = f"{i}.mem"
         layers_meta[-1].update(order=q, theta=float(layer.theta), memory_d=d)
@@ -165,10 +181,7 @@ def rescale(g, r: float):
             for src, dst in g.edges:
                 if dst == key and src != "input":
                     w = nodes[src]
-                    if isinstance(w, nir.Affine):
-                        nodes[src] = nir.Affine(weight=w.weight * old / r, bias=w.bias * old / r)
-                    else:
-                        nodes[src] = nir.Linear(weight=w.weight * old / r)
+                    nodes[src] = nir.Affine(weight=w.weight * old / r, bias=getattr(w, "bias", 0) * old / r)
     return nir.NIRGraph(nodes=nodes, edges=list(g.edges), metadata=dict(g.metadata))
 
 
@@ -215,13 +228,73 @@ def _call(net, x, state):
     return out if isinstance(out, tuple) else (out, None)
 
 
+class _SinabsWorker:
+    """The ``sinabs`` runtime: :mod:`._nir_sinabs` run by the Python that has Sinabs, over pipes."""
+
+    def __init__(self, artifact, substeps=None):
+        py = artifact.manifest.get("options", {}).get("sinabs_python") or os.environ.get(SINABS_PYTHON_ENV)
+        if not py:
+            raise ArtifactError(f"the 'sinabs' runtime runs in a separate Python with sinabs 3.1.3 (it pins "
+                                f"nir <= 1.0.4); make one with scripts/sinabs_venv.sh and set "
+                                f"{SINABS_PYTHON_ENV}=/path/to/python (or the option sinabs_python)")
+        self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
+        path = Path(artifact.path) / NIR_FILE
+        if not path.is_file():
+            raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
+        self.F = artifact.graph.input_features
+        self.proc = subprocess.Popen([py, _nir_sinabs.__file__, str(path), str(self.k)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def _ask(self, arr):
+        try:
+            _nir_sinabs.write_npy(self.proc.stdin, arr)
+            return np.lib.format.read_array(_nir_sinabs.Pipe(self.proc.stdout), allow_pickle=False)
+        except (OSError, EOFError, ValueError):
+            err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-2:]
+            raise ArtifactError(f"the sinabs worker failed: {' | '.join(err)}") from None
+
+    def reset(self, batch: int = 1) -> None:
+        """Start a new sequence (one at a time)."""
+        if int(batch) != 1:
+            raise ArtifactError("the sinabs runtime streams one sequence at a time (reset(batch=1))")
+        self._ask(np.float64(0))
+
+    def step(self, x_t) -> np.ndarray:
+        """The output after one input sample."""
+        x = np.asarray(x_t, dtype=np.float64)
+        if x.shape not in ((self.F,), (1, self.F)):
+            raise ArtifactError(f"step: expected shape ({self.F},) or (1, {self.F}), got {np.shape(x_t)}")
+        y = self._ask(x.reshape(-1))
+        return y if x.ndim == 1 else y.reshape(1, -1)
+
+    def run(self, x) -> np.ndarray:
+        """Whole sequences ``(N, T, F)``, each from a fresh state, one sample at a time."""
+        return self._ask(np.asarray(x, dtype=np.float64))
+
+    def close(self) -> None:
+        """End the worker."""
+        with contextlib.suppress(Exception):
+            self.proc.stdin.close()
+            self.proc.wait(timeout=10)
+
+    __del__ = close
+
+
 def stream(artifact, runtime):
-    return _Stream(artifact, runtime)
+    """A stepping session of ``runtime`` (``reset(batch=1)``, ``step(x_t)``)."""
+    return _SinabsWorker(artifact) if runtime == "sinabs" else _Stream(artifact, runtime)
 
 
 def run(artifact, x, runtime, substeps=None):
-    """Run ``x (N, T, F)`` one sample at a time in Rockpool (one network per sequence: Rockpool's
+    """Run ``x (N, T, F)`` one sample at a time in Rockpool or Sinabs (one network per sequence: Rockpool's
     ``ExpSynTorch`` keeps the state of the first batch item only)."""
+    if runtime == "sinabs":
+        w = _SinabsWorker(artifact, substeps)
+        try:
+            y = w.run(x)
+        finally:
+            w.close()
+        return y if artifact.graph.output_is_sequence else y[:, -1]
     s = _Stream(artifact, runtime, substeps)
     ys = []
     for seq in x:

@@ -11,14 +11,13 @@ if os.environ.get("CI") != "true":
     pytest.importorskip("rockpool", reason="rockpool not installed: pip install 'lmu-edge[nir]'")
 
 import nir
+from graphs import chain, lmu
 
 import lmu_edge
 from lmu_edge import ir
 from lmu_edge.errors import ArtifactError, UnsupportedLayerError
 from lmu_edge.metrics import relative_error
 from lmu_edge.targets import nir as target
-
-from graphs import chain, lmu
 
 
 def _linear(rng, name="lin", seq_len=None):
@@ -50,6 +49,7 @@ def test_nir_read_round_trips_the_written_graph(tmp_path):
     # the graph is what the docstring says: LI (tau 1) with (A + I) fed back, so dv/dt = A v + B u
     A, B = lmu_edge.lti.legendre_ab(4, 6.0)
     assert np.allclose(back.nodes["0.rec"].weight[:4, :4], A + np.eye(4))
+    assert isinstance(back.nodes["0.rec"], nir.Affine) and not back.nodes["0.rec"].bias.any()   # Sinabs skips Linear
     assert ("0.rec", "0.mem") in back.edges and ("0.mem", "0.rec") in back.edges
     assert np.array_equal(back.nodes["0.mem"].tau, np.ones(8))
     # the graph is the same continuous system after rescale (what the rockpool runtime reads)
@@ -83,6 +83,55 @@ def test_exact_variant_in_rockpool_within_one_per_mille(tmp_path):
     assert err <= art.tolerance
     s = art.stream("rockpool")              # stepping one sample at a time equals run()
     assert np.allclose(np.stack([s.step(x[0, t]) for t in range(3)]), y[0, :3], atol=1e-6)
+
+
+def _sinabs_python():
+    py = os.environ.get(target.SINABS_PYTHON_ENV)
+    if not py:
+        why = (f"{target.SINABS_PYTHON_ENV} (a Python with sinabs 3.1.3, made by scripts/sinabs_venv.sh) is not set")
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return py
+
+
+def test_sinabs_error_falls_as_the_time_step_shrinks(tmp_path):
+    """Sinabs' LI step (exponential Euler, first order): error x steps-per-sample stays near 1.1."""
+    _sinabs_python()
+    rng = np.random.default_rng(3)
+    g = _linear(rng)
+    x = rng.standard_normal((1, 12, 2))
+    art = lmu_edge.convert(g, "nir", tmp_path / "out", steps_per_sample=10, calibration=x, tolerance=1.0)
+    ref = lmu_edge.simulate(g, x)
+    errs = {k: relative_error(target.run(art, x, "sinabs", substeps=k), ref) for k in (10, 40, 160)}
+    assert 3.5 < errs[10] / errs[40] < 4.5 and 3.5 < errs[40] / errs[160] < 4.5, errs   # first order
+    # measured 1.15 at 10, 1.11 at 40, 1.10 at 160 steps per sample
+    assert all(e * k <= target.SINABS_ERROR_PER_STEP for k, e in errs.items()), errs
+
+
+@pytest.mark.slow
+def test_exact_variant_in_sinabs_within_its_tolerance(tmp_path):
+    _sinabs_python()
+    rng = np.random.default_rng(5)
+    g = _linear(rng)
+    x = rng.standard_normal((1, 8, 2))
+    art = lmu_edge.convert(g, "nir", tmp_path / "out", calibration=x)
+    tol = target.tolerance("sinabs", art.manifest["options"].get("steps_per_sample", 2500))
+    assert tol == pytest.approx(5e-4)
+    y = art.run(x, "sinabs")
+    assert relative_error(y, lmu_edge.simulate(g, x)) <= tol
+    s = art.stream("sinabs")                # stepping one sample at a time equals run()
+    s.reset()
+    assert np.allclose(np.stack([s.step(x[0, t]) for t in range(3)]), y[0, :3], atol=1e-6)
+    s.close()
+
+
+def test_sinabs_runtime_without_its_python_says_how_to_make_one(tmp_path, monkeypatch):
+    art = lmu_edge.convert(_linear(np.random.default_rng(0)), "nir", tmp_path / "o", steps_per_sample=4,
+                           tolerance=float("inf"))
+    monkeypatch.delenv(target.SINABS_PYTHON_ENV, raising=False)
+    with pytest.raises(ArtifactError, match="scripts/sinabs_venv.sh"):
+        art.run(np.zeros((1, 3, 2)), "sinabs")
 
 
 @pytest.mark.parametrize("mutate, what", [
