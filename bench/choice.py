@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from graphs import chain  # noqa: E402
+from graphs import chain  # noqa: E402  (tests/ joins sys.path first)
 
-from lmu_edge import irfile  # noqa: E402
+from lmu_edge import irfile  # noqa: E402  (grouped after the sys.path line on purpose)
 
 ENV = dict(os.environ)
 

@@ -423,7 +423,7 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
             arts.append(lmu_edge.convert(folded if t != "ir" else source, t, tmp / t, quantize=quantize,
                                          calibration=x if quantize != "float" else None, realization=realization,
                                          error_budget=error_budget, progress=None, **opts))
-        data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=arts, tolerance=tolerance,
+        data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=tuple(arts), tolerance=tolerance,
                                progress=say)
         if sweep:
             grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]

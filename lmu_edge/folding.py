@@ -163,6 +163,7 @@ class Candidate:
     note: str = ""          # why a search stopped early, when it did
 
     def describe(self) -> str:
+        """One line for ``inspect``: name, substeps, error, cost, storage and whether it is within budget."""
         m = self.measurement
         extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, (ir.RungeKutta, ir.Pade)) else ""
         rho = "not computed (over budget)" if math.isnan(m.spectral_radius) else f"{m.spectral_radius:.6f}"

@@ -15,6 +15,8 @@ that the C code does in int32 is checked here to stay in int32. One step of a
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from . import ir, pade, qir
@@ -33,7 +35,7 @@ def _check_i32(acc, where):
 
 def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
     """Integer ``QLinear`` on ``inputs`` (one int array ``(N, n_in_p)`` per part)."""
-    total = 0
+    total: Any = 0
     for k, (p, x) in enumerate(zip(q.parts, inputs, strict=True)):
         acc = (np.asarray(x, np.int64) - p.in_zp) @ p.kernel.astype(np.int64)
         if k == 0 and q.bias is not None:
@@ -47,6 +49,7 @@ def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
 
 
 def requant8(v, multiplier, shift, zp) -> np.ndarray:
+    """Requantize int32 values ``v`` to int8: ``clip(zp + mbqm(v, multiplier, shift), -128, 127)``."""
     return np.clip(zp + mbqm(v, multiplier, shift), -128, 127)
 
 
@@ -105,7 +108,7 @@ class _PoolRun(_Run):
         return np.clip(L.out_zp + mbqm(mean8, L.multiplier, L.shift), -128, 127)
 
 
-_ALT = {}
+_ALT: dict = {}
 
 
 def _alt(q):
@@ -118,7 +121,7 @@ class _LMURun(_Run):
     def __init__(self, layer: qir.QLMU, n_in: int, x_zp: int):
         self.L, self.n_in, self.x_zp = layer, n_in, x_zp
         self.st, self.ut = layer.state_type, layer.u_type
-        mem = layer.memory
+        mem: Any = layer.memory      # one of the memory node types (narrowed below)
         if isinstance(mem, qir.QDenseMemory):
             self.CT = mem.coeffs.astype(np.int64).T.copy()
             self.B = mem.B.astype(np.int64)
@@ -145,7 +148,7 @@ class _LMURun(_Run):
 
     def _memory(self, u):
         L, st, m = self.L, self.st, self.m
-        mem = L.memory
+        mem: Any = L.memory
         if isinstance(mem, qir.QDenseMemory):
             acc = u[..., None] * self.B + m @ self.CT
             step = shift_round(acc, mem.coeff_frac, st.rounding)
@@ -184,6 +187,7 @@ class _LMURun(_Run):
         self.max_abs_state = max(self.max_abs_state, int(np.max(np.abs(self.m))) if self.m.size else 0)
         z = self._mz(self.m)
         if L.input_to_hidden:
+            assert L.x_to_z is not None     # set by the quantizer whenever input_to_hidden
             mult, sh, zp = L.x_to_z
             z = np.concatenate([z, np.clip(L.z_zp + mbqm(x - zp, mult, sh), -128, 127)], axis=-1)
         if L.hidden is None:
@@ -256,6 +260,7 @@ def _forward_int(br, bi, cr, ci, gf, half, rounding):
 
 def _runners(graph: ir.Graph):
     out, zp = [], 0
+    r: _Run
     for layer, n_in, _, _ in graph.shapes():
         if isinstance(layer, qir.QInput):
             r = _InputRun(layer)
@@ -278,6 +283,7 @@ def _runners(graph: ir.Graph):
 
 
 def input_qparams(graph: ir.Graph) -> tuple:
+    """``(scale, zero_point)`` of the quantized graph's int8 input."""
     first = graph.layers[0]
     if not isinstance(first, qir.QInput):
         raise ShapeError("a quantized graph starts with a QInput layer")
@@ -285,6 +291,7 @@ def input_qparams(graph: ir.Graph) -> tuple:
 
 
 def output_qparams(graph: ir.Graph) -> tuple:
+    """``(scale, zero_point)`` of the quantized graph's int8 output."""
     last = graph.layers[-1]
     return last.out_scale, last.out_zp
 
@@ -297,6 +304,7 @@ def quantize_input(graph: ir.Graph, x) -> np.ndarray:
 
 
 def dequantize_output(graph: ir.Graph, y) -> np.ndarray:
+    """The int8 outputs ``y`` of ``graph`` as floats: ``scale * (y - zero_point)``."""
     scale, zp = output_qparams(graph)
     return (np.asarray(y, np.float64) - zp) * scale
 
@@ -310,10 +318,12 @@ class IntStream:
         self.reset()
 
     def reset(self, batch: int = 1):
+        """Zero every state for ``batch`` independent streams."""
         for r in self.runners:
             r.reset(batch)
 
     def step(self, xq):
+        """One int8 input step ``(batch, features)`` -> the int8 output of this step."""
         x = np.asarray(xq, np.int64)
         for r in self.runners:
             x = r.step(x)

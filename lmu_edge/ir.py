@@ -92,9 +92,11 @@ class Dense:
 
     @property
     def units(self) -> int:
+        """Number of output features (columns of the kernel)."""
         return int(self.kernel.shape[1])
 
     def out_features(self, n_in: int) -> int:
+        """Output features for ``n_in`` input features (checks the kernel's rows)."""
         _expect(self.kernel, (n_in, self.units), f"Dense {self.name!r}.kernel (input has {n_in} features)")
         return self.units
 
@@ -111,6 +113,7 @@ class Activation:
         _check_activation(self.activation, f"Activation {self.name!r}")
 
     def out_features(self, n_in: int) -> int:
+        """Output features: an activation keeps the width."""
         return n_in
 
 
@@ -129,6 +132,7 @@ class TimePooling:
             raise ShapeError(f"TimePooling {self.name!r}: unknown mode {self.mode!r}; known: mean")
 
     def out_features(self, n_in: int) -> int:
+        """Output features: pooling over time keeps the width."""
         return n_in
 
 
@@ -150,6 +154,7 @@ class HiddenDense:
 
     @property
     def units(self) -> int:
+        """Number of hidden units."""
         return int(self.kernel.shape[1])
 
 
@@ -171,6 +176,7 @@ class HiddenSimpleRNN:
 
     @property
     def units(self) -> int:
+        """Number of hidden units."""
         return int(self.kernel.shape[1])
 
 
@@ -362,6 +368,7 @@ class LMU:
 
     @property
     def is_parallel(self) -> bool:
+        """True while the memory is in parallel form (an impulse response), before folding."""
         return isinstance(self.memory, ImpulseResponse)
 
     @property
@@ -371,12 +378,15 @@ class LMU:
 
     @property
     def state_size(self) -> int:
+        """Numbers of memory state per sequence: ``memory_d * order``."""
         return self.memory_d * self.order
 
     def hidden_in_features(self, n_in: int) -> int:
+        """Input width of the hidden cell: the memory, plus the layer input with input_to_hidden."""
         return self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
 
     def out_features(self, n_in: int) -> int:
+        """Output features for ``n_in`` input features (hidden units, or the memory without a hidden cell)."""
         w = f"LMU {self.name!r}"
         _expect(self.input_encoders, (n_in, self.memory_d), f"{w}.input_encoders (input has {n_in} features)")
         z = self.hidden_in_features(n_in)
@@ -390,6 +400,10 @@ Layer = Union[Dense, Activation, TimePooling, LMU]
 
 #: every class that may stand in a Graph's layer chain (quantized layers register themselves in lmu_edge.qir)
 LAYER_CLASSES = [Dense, Activation, TimePooling, LMU]
+
+
+def _is_layer(layer) -> bool:
+    return isinstance(layer, tuple(LAYER_CLASSES))
 
 
 def _needs_sequence(layer) -> bool:
@@ -440,7 +454,7 @@ class Graph:
         """``[(layer, in_features, out_features, output_is_sequence)]`` along the chain."""
         out, n, seq = [], int(self.input_features), True
         for layer in self.layers:
-            if not isinstance(layer, tuple(LAYER_CLASSES)):
+            if not _is_layer(layer):
                 raise ShapeError(f"graph {self.name!r}: {type(layer).__name__} is not a layer type of the IR")
             if _needs_sequence(layer) and not seq:
                 raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer "
@@ -454,16 +468,19 @@ class Graph:
 
     @property
     def output_features(self) -> int:
+        """Features of the graph's output."""
         s = self.shapes()
         return s[-1][2] if s else int(self.input_features)
 
     @property
     def output_is_sequence(self) -> bool:
+        """True when the graph returns every step, False when only the last."""
         s = self.shapes()
         return s[-1][3] if s else True
 
     @property
     def lmu_layers(self) -> list:
+        """The graph's LMU layers, in order."""
         return [lay for lay in self.layers if isinstance(lay, LMU)]
 
     @property
@@ -480,9 +497,11 @@ class Graph:
         return "parallel" if any(lay.is_parallel for lay in self.lmu_layers) else "recurrent"
 
     def replace(self, **changes) -> "Graph":
+        """A new graph with ``changes`` applied (graphs are immutable)."""
         return dataclasses.replace(self, **changes)
 
     def layer(self, name: str):
+        """The layer called ``name`` (KeyError if there is none)."""
         for lay in self.layers:
             if lay.name == name:
                 return lay

@@ -109,7 +109,12 @@ def a_matvec(m: np.ndarray, theta: float | None = None, *, coeffs: np.ndarray | 
     """``A @ m`` in O(q) for states stored as ``(..., q)``."""
     m = np.asarray(m)
     q = m.shape[-1]
-    c = structure_coefficients(q, theta) if coeffs is None else coeffs
+    if coeffs is None:
+        if theta is None:
+            raise ValueError("a_matvec needs theta or coeffs")
+        c = structure_coefficients(q, theta)
+    else:
+        c = coeffs
     return _a(m, c, _alternating(q, m.dtype if m.dtype.kind == "f" else np.float64))
 
 

@@ -301,7 +301,9 @@ def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
         ints = {"gc": cplx(consts["gc"], gc_frac), "w": cplx(consts["w"], w_frac),
                 "inv": cplx(consts["inv"], inv_frac), "coef": cplx(consts["coef"], coef_frac),
                 "k": int(np.round(consts["k"] * 2.0 ** k_frac))}
-        back = lambda v, f: (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f      # noqa: E731
+        def back(v, f):
+            return (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f
+
         cq = {"k": ints["k"] * 2.0 ** -k_frac, "gc": back(ints["gc"], gc_frac), "w": back(ints["w"], w_frac),
               "inv": back(ints["inv"], inv_frac), "coef": back(ints["coef"], coef_frac)}
         Mq, Nq = pade.constants_map(cq, q, s)
@@ -372,8 +374,8 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
     wb, sb = int(weight_bits), int(state_bits)
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams(in_lo, in_hi)
-    layers = [qir.QInput("input", s, zp)]
-    info = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
+    layers: list = [qir.QInput("input", s, zp)]
+    info: dict = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
             "layers": []}
     for (layer, _n_in, _n_out, _), rec in zip(graph.shapes(), recs, strict=True):
         lay_info = {"name": layer.name, "type": layer.TYPE}

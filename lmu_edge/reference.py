@@ -22,6 +22,7 @@ from .errors import ShapeError
 # --- activations --------------------------------------------------------------------------
 
 def activation(name: str, x: np.ndarray) -> np.ndarray:
+    """Apply the named activation (linear, relu, relu6, tanh, sigmoid, softmax, silu) in float64."""
     if name == "linear":
         return x
     if name == "relu":
@@ -218,8 +219,9 @@ class _LMURun(_Recorder):
 def parallel_kernel(layer: ir.LMU, length: int) -> np.ndarray:
     """The (q, min(length, L)) kernel a parallel-form layer convolves with (float64)."""
     mem = layer.memory
-    if mem.kernel is not None:
-        return np.asarray(mem.kernel[:, :length], dtype=np.float64)
+    kernel = getattr(mem, "kernel", None)      # ImpulseResponse and FIR carry a kernel
+    if kernel is not None:
+        return np.asarray(kernel[:, :length], dtype=np.float64)
     return lti.legendre_impulse_response(layer.order, layer.theta, length, layer.discretizer)
 
 
@@ -302,11 +304,13 @@ class Stream:
         self.reset()
 
     def reset(self, batch: int = 1) -> None:
+        """Zero every state for ``batch`` independent streams."""
         self.batch = int(batch)
         for r in self.runners:
             r.reset(self.batch)
 
     def step(self, x_t) -> np.ndarray:
+        """One input step ``(batch, features)`` -> this step's output."""
         x = np.asarray(x_t, dtype=self.dtype)
         single = x.ndim == 1
         x = x.reshape(-1, self.graph.input_features) if single else x

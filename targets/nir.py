@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -66,8 +67,8 @@ def tolerance(runtime: str, steps_per_sample: int) -> float:
 def _options(options: dict) -> dict:
     o = dict(OPTIONS)
     o.update({k: v for k, v in options.items() if k in OPTIONS})
-    k = o["steps_per_sample"]
-    if isinstance(k, bool) or int(k) != k or k < 2:
+    k: Any = o["steps_per_sample"]
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or int(k) != k or k < 2:
         raise ArtifactError(f"nir target: steps_per_sample must be an integer >= 2, got {k!r}")
     o["steps_per_sample"] = int(k)
     return o
@@ -250,6 +251,7 @@ class _SinabsWorker:
             _nir_sinabs.write_npy(self.proc.stdin, arr)
             return np.lib.format.read_array(_nir_sinabs.Pipe(self.proc.stdout), allow_pickle=False)
         except (OSError, EOFError, ValueError):
+            assert self.proc.stderr is not None
             err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-2:]
             raise ArtifactError(f"the sinabs worker failed: {' | '.join(err)}") from None
 
@@ -274,6 +276,7 @@ class _SinabsWorker:
     def close(self) -> None:
         """End the worker."""
         with contextlib.suppress(Exception):
+            assert self.proc.stdin is not None
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import hostile  # noqa: E402
+import hostile  # noqa: E402  (tests/ joins sys.path first)
 
 EX = hostile.EXAMPLES
 #: seed model files, one per reader: (suffix, path)
@@ -42,7 +42,9 @@ def _pt_seed() -> Path:
     """The torch checkpoint as a ``torch.save``d state dict (``.pt``), written once per process tree."""
     import atexit
     import shutil
+
     import torch
+
     from lmu_edge.converters.torch_files import read_safetensors
     d = Path(tempfile.mkdtemp(prefix="lmu-edge-fuzz-seed-"))
     pid = os.getpid()
@@ -317,7 +319,7 @@ def check_cli(args: list, work: Path) -> str:
     assert r.exception is None or isinstance(r.exception, SystemExit), f"{args}: raised {r.exception!r}"
     assert r.exit_code in (0, 1, 2), f"{args}: exit {r.exit_code}: {err}"
     if r.exit_code:
-        lines = [l for l in err.splitlines() if l.strip()]        # no warning may precede an error
+        lines = [line for line in err.splitlines() if line.strip()]        # no warning may precede an error
         assert len(lines) == 1 and lines[0].startswith("lmu-edge: error: "), f"{args}: {err!r}"
         assert "internal error" not in err and "Traceback" not in err, f"{args}: {err}"
         assert _snapshot(work) == before, f"{args}: a failed run left {_snapshot(work) - before}"
@@ -352,9 +354,9 @@ def _child(seed: int, work: Path) -> None:
 def long_run(n: int, seed: int, time_limit: float = 10.0, mem_limit_mb: int = 2048) -> dict:
     """Fork one child per input; returns the summary counts."""
     import lmu_edge  # noqa: F401  (imported once in the parent, shared by every forked child)
-    import lmu_edge.targets.c  # noqa: F401
-    import lmu_edge.targets.ir  # noqa: F401
-    from lmu_edge.cli import main  # noqa: F401
+    import lmu_edge.targets.c  # noqa: F401  (imported before forking, not used here)
+    import lmu_edge.targets.ir  # noqa: F401  (imported before forking, not used here)
+    from lmu_edge.cli import main  # noqa: F401  (imported before forking, not used here)
     counts = {"inputs": 0, "accepted": 0, "refused": 0, "violations": 0, "other_exceptions": 0, "slow": 0,
               "over_memory": 0, "max_seconds": 0.0, "max_rss_mb": 0.0}
     failures = []
@@ -412,8 +414,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="lmu-edge's fuzzer: the long run (see docs/security.md)")
     ap.add_argument("--inputs", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--replay", type=int, metavar="INPUT_SEED", help="run one input again, unforked (a seed the long run "
-                    "printed)")
+    ap.add_argument("--replay", type=int, metavar="INPUT_SEED",
+                    help="run one input again, unforked (a seed the long run printed)")
     args = ap.parse_args()
     if args.replay is not None:
         with tempfile.TemporaryDirectory(prefix="lmu-edge-fuzz-") as tmp:

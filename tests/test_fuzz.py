@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
-import fuzzing  # noqa: E402
+import fuzzing  # noqa: E402  (tests/ joins sys.path first)
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -86,11 +86,8 @@ def _package_files() -> dict:
 PACKAGE_FILES = _package_files()
 # Files other engineers were still cleaning up in this round (issue 17) when these tests were written: they
 # stay xfail (non-strict) only until they pass. Remove an entry as soon as its file is clean.
-DOCSTRINGS_PENDING = {"lmu_edge/artifact.py", "lmu_edge/folding.py", "lmu_edge/intsim.py", "lmu_edge/ir.py",
-                      "lmu_edge/reference.py", "lmu_edge/report.py", "targets/nir.py", "targets/onnx.py",
-                      "targets/tflite.py"}
-PRIVATE_IMPORTS_PENDING = {"lmu_edge/artifact.py", "lmu_edge/report.py", "targets/onnx.py",
-                           "lmu_edge/audio/frontend.py"}   # frontend: targets.c._need, moving to lmu_edge.toolchain
+DOCSTRINGS_PENDING: set = set()
+PRIVATE_IMPORTS_PENDING: set = set()
 
 
 def _params(pending: set) -> list:
@@ -203,8 +200,7 @@ _NOQA = "# no" + "qa"
 _IGNORE = "type: " + "ignore"
 _EXPLAINED = re.compile(r"(# no" r"qa: [A-Z]+[0-9]+(, [A-Z]+[0-9]+)*|type: " r"ignore\[[a-z-]+(, [a-z-]+)*\])\s+\S")
 # files of other engineers still adding their reasons in this round; remove each once it passes
-SUPPRESSIONS_PENDING = {"bench/choice.py", "tests/fuzzing.py", "tests/matrix/test_matrix.py", "tests/test_fuzz.py",
-                        "tests/test_targets_onnx.py", "tests/test_targets_tflite.py", "lmu_edge/quantization.py"}
+SUPPRESSIONS_PENDING: set = set()
 
 
 def _unexplained_suppressions() -> dict:
@@ -224,11 +220,6 @@ def test_every_suppression_names_its_code_and_a_reason():
     bad = {f: lines for f, lines in _unexplained_suppressions().items() if f not in SUPPRESSIONS_PENDING}
     assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
 
-
-@pytest.mark.xfail(strict=False, reason="other engineers' files still adding reasons in this round")
-def test_pending_files_explain_their_suppressions_too():
-    bad = {f: lines for f, lines in _unexplained_suppressions().items() if f in SUPPRESSIONS_PENDING}
-    assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
 
 
 def test_the_suppression_check_tells_explained_from_bare():

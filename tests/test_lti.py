@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 import scipy.signal
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lmu_edge import lti
 
@@ -74,10 +75,15 @@ def test_classic_rk4_tableau_gives_the_same_step():
     A, B = lti.legendre_ab(q, theta)
     rng = np.random.default_rng(3)
     m, u = rng.standard_normal(q), 0.7
-    f = lambda x: A @ x + B * u
+    def f(x):
+        return A @ x + B * u
+
     h = 0.5
     for _ in range(2):
-        k1 = f(m); k2 = f(m + h / 2 * k1); k3 = f(m + h / 2 * k2); k4 = f(m + h * k3)
+        k1 = f(m)
+        k2 = f(m + h / 2 * k1)
+        k3 = f(m + h / 2 * k2)
+        k4 = f(m + h * k3)
         m = m + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     got = lti.rk_step(np.random.default_rng(3).standard_normal(q)[None], np.array([0.7]), theta, 4, 2)[0]
     np.testing.assert_allclose(got, m, rtol=1e-12, atol=1e-13)

@@ -2,13 +2,12 @@ import dataclasses
 
 import numpy as np
 import pytest
+from graphs import chain, lmu
 
 import lmu_edge
 from lmu_edge import ir, lti, reference
 from lmu_edge.errors import ShapeError
 from lmu_edge.metrics import relative_error
-
-from graphs import chain, lmu
 
 CONFIGS = {
     "zoh_hidden_dense": dict(q=8, theta=12.0),

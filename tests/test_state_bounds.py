@@ -11,12 +11,11 @@ large (or a test that never came near it) fails the first.
 
 import numpy as np
 import pytest
+from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, lti, qir
 from lmu_edge.quantization import _rk_map_coeffs
-
-from graphs import chain
 
 # (realization, order, theta, state bits, RK substeps, least fraction of the bound reached)
 CASES = [("zoh", 8, 12.0, 16, None, 0.9), ("zoh", 16, 200.0, 16, None, 0.9), ("zoh", 6, 10.0, 32, None, 0.9),
@@ -66,7 +65,7 @@ def test_worst_case_input_reaches_but_never_exceeds_the_proven_bound(real, q, th
     g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", memory=memory),
                       real, error_budget=2.0, substeps=substeps)
     qg = lmu_edge.quantize(g, rng.standard_normal((2, int(4 * theta), 2)), state_bits=bits)
-    lmu = next(l for l in qg.layers if isinstance(l, qir.QLMU))
+    lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
     T = int(20 * theta) if not isinstance(lmu.memory, qir.QFIRMemory) else lmu.memory.kernel.shape[1] + 2
     peak, bound = _worst_case(lmu, T)
     assert peak <= bound <= lmu.state_type.max_int, (peak, bound)

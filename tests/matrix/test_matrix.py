@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "matrix"))
 
-import matrix  # noqa: E402
+import matrix  # noqa: E402  (examples/matrix joins sys.path first)
 
 #: cells that convert but miss their floor today, with the SQNR measured when this list was written;
 #: strict xfail: the test fails (and this entry must go) the day a cell reaches its floor
