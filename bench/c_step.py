@@ -33,15 +33,23 @@ def main():
     """Print host time and Cortex-M instructions per step for three models, int8 and float."""
     rng = np.random.default_rng(0)
     cases = {
-        "digits (keras, q=24)": (lmu_edge.fold(lmu_edge.load(ROOT / "examples/models/keras_digits.keras")),
-                                 np.load(ROOT / "examples/models/digits_calibration_x.npy")),
-        "q=64, theta=200, dense": (lmu_edge.fold(chain(rng, q=64, theta=200.0, units=16), "zoh"),
-                                   rng.standard_normal((4, 400, 2))),
-        "q=64, theta=200, rk4": (lmu_edge.fold(chain(rng, q=64, theta=200.0, units=16), "rk4", error_budget=1e-4),
-                                 rng.standard_normal((4, 400, 2))),
+        "digits (keras, q=24)": (
+            lmu_edge.fold(lmu_edge.load(ROOT / "examples/models/keras_digits.keras")),
+            np.load(ROOT / "examples/models/digits_calibration_x.npy"),
+        ),
+        "q=64, theta=200, dense": (
+            lmu_edge.fold(chain(rng, q=64, theta=200.0, units=16), "zoh"),
+            rng.standard_normal((4, 400, 2)),
+        ),
+        "q=64, theta=200, rk4": (
+            lmu_edge.fold(chain(rng, q=64, theta=200.0, units=16), "rk4", error_budget=1e-4),
+            rng.standard_normal((4, 400, 2)),
+        ),
     }
-    print(f"{'model':<24} {'kind':<6} {'C host us':>10} {'numpy us':>10} {'numpy/C':>8} "
-          f"{'MACs':>7} {'M4 insn':>9} {'M4/MAC':>7} {'M0 insn':>9} {'M0/MAC':>7}")
+    print(
+        f"{'model':<24} {'kind':<6} {'C host us':>10} {'numpy us':>10} {'numpy/C':>8} "
+        f"{'MACs':>7} {'M4 insn':>9} {'M4/MAC':>7} {'M0 insn':>9} {'M0/MAC':>7}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name, (g, x) in cases.items():
             for kind in ("int8", "float"):
@@ -57,7 +65,8 @@ def main():
                     c_t = per_step_seconds(lambda s=s, xq=xq, n=steps: [s.step_int8(xq[t]) for t in range(n)], steps)
                     ref = intsim.IntStream(qg)
                     np_t = per_step_seconds(
-                        lambda r=ref, xq=xq, n=steps: [r.step(xq[t:t + 1].astype(np.int64)) for t in range(n)], steps)
+                        lambda r=ref, xq=xq, n=steps: [r.step(xq[t : t + 1].astype(np.int64)) for t in range(n)], steps
+                    )
                 else:
                     s.reset()
                     c_t = per_step_seconds(lambda s=s, xs=xs, n=steps: [s.step(xs[0, t]) for t in range(n)], steps)
@@ -67,11 +76,13 @@ def main():
                 rep = art.module.check(measured, xs)
                 macs = __import__("json").loads((out / "report.json").read_text())["c"]["macs_per_step"]
                 m4, m0 = rep.get("instructions_per_step_m4"), rep.get("instructions_per_step_m0")
-                print(f"{name:<24} {kind:<6} {c_t * 1e6:10.2f} {np_t * 1e6:10.1f} {np_t / c_t:8.1f} {macs:7d} "
-                      f"{m4 if m4 is not None else '-':>9} {(m4 / macs if m4 else float('nan')):7.2f} "
-                      f"{m0 if m0 is not None else '-':>9} {(m0 / macs if m0 else float('nan')):7.2f}", flush=True)
-    print("C host time includes the ctypes call (about a microsecond); instruction counts are exact "
-          "(QEMU -icount).")
+                print(
+                    f"{name:<24} {kind:<6} {c_t * 1e6:10.2f} {np_t * 1e6:10.1f} {np_t / c_t:8.1f} {macs:7d} "
+                    f"{m4 if m4 is not None else '-':>9} {(m4 / macs if m4 else float('nan')):7.2f} "
+                    f"{m0 if m0 is not None else '-':>9} {(m0 / macs if m0 else float('nan')):7.2f}",
+                    flush=True,
+                )
+    print("C host time includes the ctypes call (about a microsecond); instruction counts are exact (QEMU -icount).")
 
 
 if __name__ == "__main__":

@@ -54,16 +54,37 @@ def one(tmp, order, theta):
     model = irfile.save(g, tmp / f"model{order}.lmu.npz")
     np.save(tmp / "cal.npy", np.random.default_rng(1).standard_normal((4, 200, 1)).astype(np.float32))
     rows, chosen = [], "?"
-    for name, cmd in [("inspect", ["inspect", str(model)]),
-                      ("inspect --candidates", ["inspect", str(model), "--candidates"]),
-                      ("convert -t c --quantize int8", ["convert", str(model), "-t", "c", "-o",
-                                                        str(tmp / f"c{order}"), "--quantize", "int8",
-                                                        "--calibration", str(tmp / "cal.npy"), "-q"])]:
+    for name, cmd in [
+        ("inspect", ["inspect", str(model)]),
+        ("inspect --candidates", ["inspect", str(model), "--candidates"]),
+        (
+            "convert -t c --quantize int8",
+            [
+                "convert",
+                str(model),
+                "-t",
+                "c",
+                "-o",
+                str(tmp / f"c{order}"),
+                "--quantize",
+                "int8",
+                "--calibration",
+                str(tmp / "cal.npy"),
+                "-q",
+            ],
+        ),
+    ]:
         wall, cpu, out = timed(cmd)
         rows.append((name, wall, cpu))
         if name.startswith("convert"):
-            chosen = next((ln.split(":", 1)[1].split(",")[0].strip() for ln in out.splitlines()
-                           if ln.startswith("  lmu:") and "impulse-response" in ln), "?")
+            chosen = next(
+                (
+                    ln.split(":", 1)[1].split(",")[0].strip()
+                    for ln in out.splitlines()
+                    if ln.startswith("  lmu:") and "impulse-response" in ln
+                ),
+                "?",
+            )
     return rows, chosen
 
 
@@ -80,8 +101,10 @@ def main():
     blas = ENV.get("OPENBLAS_NUM_THREADS", "default")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        head = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-                f"BLAS threads {blas}, load average {os.getloadavg()[0]:.1f}")
+        head = (
+            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+            f"BLAS threads {blas}, load average {os.getloadavg()[0]:.1f}"
+        )
         if not args.table:
             print(f"{head}; order {args.order}, theta {args.theta:g}")
             print(f"{'command':<34} {'wall s':>7} {'cpu s':>7}")

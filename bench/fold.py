@@ -45,21 +45,30 @@ def main():
     ap.add_argument("--max-work", type=float, default=2.2e9, help="skip points with q^2 * theta above this")
     args = ap.parse_args()
     wide, why = fold.default_budget(args.state_bits)
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; "
-          f"float budget {args.budget:g}; {args.state_bits}-bit budget {wide:.3g} ({why}); horizon 5*theta")
-    head = (f"{'order':>5} {'theta':>6} | {'dense ops':>9} {'coeffs':>7} | {'rk4 s':>6} {'error':>8} {'ops':>9} "
-            f"{'coeffs':>6} | {'pade s':>6} {'error':>8} {'ops':>9} {'coeffs':>6} | {'auto':>9} | "
-            f"{'rk4 s':>5} {'pade s':>6} {'auto':>9} | {'secs':>5}")
-    print(f"{'':>13} | {'dense ZOH':^17} | {'RK4 at ' + format(args.budget, 'g'):^33} | "
-          f"{'Pade [3/4] at ' + format(args.budget, 'g'):^33} | {'':>9} | {str(args.state_bits) + '-bit budget':^24} |")
+    print(
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; "
+        f"float budget {args.budget:g}; {args.state_bits}-bit budget {wide:.3g} ({why}); horizon 5*theta"
+    )
+    head = (
+        f"{'order':>5} {'theta':>6} | {'dense ops':>9} {'coeffs':>7} | {'rk4 s':>6} {'error':>8} {'ops':>9} "
+        f"{'coeffs':>6} | {'pade s':>6} {'error':>8} {'ops':>9} {'coeffs':>6} | {'auto':>9} | "
+        f"{'rk4 s':>5} {'pade s':>6} {'auto':>9} | {'secs':>5}"
+    )
+    print(
+        f"{'':>13} | {'dense ZOH':^17} | {'RK4 at ' + format(args.budget, 'g'):^33} | "
+        f"{'Pade [3/4] at ' + format(args.budget, 'g'):^33} | {'':>9} | {str(args.state_bits) + '-bit budget':^24} |"
+    )
     print(head)
     print("-" * len(head))
-    for q in (QUICK if args.quick else FULL):
+    for q in QUICK if args.quick else FULL:
         for r in RATIOS:
             theta = float(r * q)
             if q * q * theta > args.max_work:
-                print(f"{q:>5} {theta:>6g} | skipped: q^2 * theta = {q * q * theta:.2g} > --max-work {args.max_work:g}"
-                      f" (5 theta steps of a q x q map per measurement)", flush=True)
+                print(
+                    f"{q:>5} {theta:>6g} | skipped: q^2 * theta = {q * q * theta:.2g} > --max-work {args.max_work:g}"
+                    f" (5 theta steps of a q x q map per measurement)",
+                    flush=True,
+                )
                 continue
             t0 = time.perf_counter()
             layer = ir.LMU("lmu", 1, q, theta, "zoh", np.ones((1, 1)), ir.ImpulseResponse())
@@ -74,11 +83,15 @@ def main():
 
             def sub(c):
                 return str(c.memory.substeps) if c.ok else f">{c.memory.substeps}"
+
             auto_w = "-" if bw is None else (bw.name + (f" x{bw.memory.substeps}" if bw.name != "zoh" else ""))
             auto_f = best + (f" x{cs[best].memory.substeps}" if best not in ("zoh", "-") else "")
-            print(f"{q:>5} {theta:>6g} | {d_ops:>9} {d_coeffs:>7} | {_fmt(rk)} {rk.measurement.coeffs_stored:>6} | "
-                  f"{_fmt(pd)} {pd.measurement.coeffs_stored:>6} | {auto_f:>9} | {sub(cw['rk4']):>5} "
-                  f"{sub(cw['pade']):>6} {auto_w:>9} | {time.perf_counter() - t0:5.0f}", flush=True)
+            print(
+                f"{q:>5} {theta:>6g} | {d_ops:>9} {d_coeffs:>7} | {_fmt(rk)} {rk.measurement.coeffs_stored:>6} | "
+                f"{_fmt(pd)} {pd.measurement.coeffs_stored:>6} | {auto_f:>9} | {sub(cw['rk4']):>5} "
+                f"{sub(cw['pade']):>6} {auto_w:>9} | {time.perf_counter() - t0:5.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

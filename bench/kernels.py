@@ -73,7 +73,7 @@ void lmu_bench_mark(int k) {
 
 # cycles per instruction class, from the cores' published instruction timings (see the module docstring)
 SCALAR_CYCLES = {"load": 2, "load2": 3, "store": 2, "branch": 3, "mac": 1, "alu": 1}
-VECTOR_CYCLES = 2       # Cortex-M55: one 128-bit vector instruction in two beats
+VECTOR_CYCLES = 2  # Cortex-M55: one 128-bit vector instruction in two beats
 
 
 def _classify(mnemonic: str) -> str:
@@ -86,8 +86,30 @@ def _classify(mnemonic: str) -> str:
         return "load"
     if m.startswith("str") or m.startswith("push") or m.startswith("stm"):
         return "store"
-    if m in ("b", "bne", "beq", "blt", "bge", "bgt", "ble", "bhi", "bls", "bcc", "bcs", "bmi", "bpl", "le", "letp",
-             "cbz", "cbnz") or m.startswith("b") and len(m) == 3:
+    if (
+        m
+        in (
+            "b",
+            "bne",
+            "beq",
+            "blt",
+            "bge",
+            "bgt",
+            "ble",
+            "bhi",
+            "bls",
+            "bcc",
+            "bcs",
+            "bmi",
+            "bpl",
+            "le",
+            "letp",
+            "cbz",
+            "cbnz",
+        )
+        or m.startswith("b")
+        and len(m) == 3
+    ):
         return "branch"
     if m.startswith(("smla", "smul", "mul", "mla", "umla", "umul", "sdiv")):
         return "mac"
@@ -96,8 +118,9 @@ def _classify(mnemonic: str) -> str:
 
 def hot_loop_cpi(elf: Path, symbol: str) -> float:
     """Cycles per instruction of the hottest loop of ``symbol`` in ``elf`` (see the module docstring)."""
-    out = subprocess.run(["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(elf)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        ["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(elf)], capture_output=True, text=True, check=True
+    ).stdout
     body = out.split(f"<{symbol}>:", 1)[1].split("\n\n", 1)[0]
     insns = []
     for line in body.splitlines():
@@ -160,8 +183,9 @@ def instrument(d: Path, prefix: str) -> list:
 
 
 def _qemu(d: Path, rt, elf: str) -> str:
-    r = subprocess.run(toolchain.qemu_command(rt.name, elf), cwd=d, capture_output=True, text=True, timeout=1800,
-                       check=True)
+    r = subprocess.run(
+        toolchain.qemu_command(rt.name, elf), cwd=d, capture_output=True, text=True, timeout=1800, check=True
+    )
     return r.stdout
 
 
@@ -174,19 +198,29 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     elf, obj = f"build/model_{rt.tag}.elf", f"build/model_{rt.tag}.o"
     subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=d, check=True, capture_output=True)
     out = _qemu(d, rt, elf)
-    stats = next({k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
-                 for ln in out.splitlines() if ln.startswith("lmu-edge:"))
+    stats = next(
+        {k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
+        for ln in out.splitlines()
+        if ln.startswith("lmu-edge:")
+    )
     y = c_target._read_output(d / "lmu_out.bin", 0).astype(np.int64)
     sec = c_target._sections(d / obj)
-    res = {"insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],
-           "flash": sec["text"] + sec["rodata"] + sec["data"], "exact": bool(np.array_equal(y, ref)),
-           "cpi": hot_loop_cpi(d / elf, f"{art.manifest['c']['prefix']}_step_int8")}
+    res = {
+        "insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],
+        "flash": sec["text"] + sec["rodata"] + sec["data"],
+        "exact": bool(np.array_equal(y, ref)),
+        "cpi": hot_loop_cpi(d / elf, f"{art.manifest['c']['prefix']}_step_int8"),
+    }
     kinds = instrument(d, art.manifest["c"]["prefix"])
-    subprocess.run(["make", "-s", "-B", elf, flags, "SRC=model.c harness.c bench_prof.c"], cwd=d, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["make", "-s", "-B", elf, flags, "SRC=model.c harness.c bench_prof.c"], cwd=d, check=True, capture_output=True
+    )
     prof = _qemu(d, rt, elf)
-    ticks = next({k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
-                 for ln in prof.splitlines() if ln.startswith("lmu-bench:"))
+    ticks = next(
+        {k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
+        for ln in prof.splitlines()
+        if ln.startswith("lmu-bench:")
+    )
     mark = ticks[f"t{len(kinds)}"] / stats["steps"]
     per = {"dense": [0.0, 0], "memory": [0.0, 0], "other": [0.0, 0]}
     for k, (kind, macs) in enumerate(kinds):
@@ -202,10 +236,14 @@ def main(argv=None):
     ap.add_argument("--orders", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
     a = ap.parse_args(argv)
-    print(f"lmu-edge bench/kernels.py, {datetime.date.today().isoformat()}, QEMU -icount (exact instruction "
-          f"counts), arm-none-eabi-gcc -O2")
-    print(f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} {'memory':>6} "
-          f"{'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}")
+    print(
+        f"lmu-edge bench/kernels.py, {datetime.date.today().isoformat()}, QEMU -icount (exact instruction "
+        f"counts), arm-none-eabi-gcc -O2"
+    )
+    print(
+        f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} {'memory':>6} "
+        f"{'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for q in a.orders:
@@ -224,12 +262,11 @@ def main(argv=None):
                 work = Path(tmp) / f"w{q}_{rt.tag}"
                 work.mkdir()
                 res = {}
-                for portable in ((True,) if rt.kernel_path == "portable" else (True, False)):
+                for portable in (True,) if rt.kernel_path == "portable" else (True, False):
                     try:
                         res[portable] = measure(art, xq, ref, rt, portable, work)
                     except subprocess.CalledProcessError as e:
-                        print(f"order {q:<6} {name:<11} does not build or run here: "
-                              f"{(e.stderr or b'')[-200:]!r}")
+                        print(f"order {q:<6} {name:<11} does not build or run here: {(e.stderr or b'')[-200:]!r}")
                         break
                 base = res.get(True)
                 for portable, r in res.items():
@@ -237,12 +274,16 @@ def main(argv=None):
                     path = "portable" if portable else rt.kernel_path
                     dense = per["dense"][0] / max(per["dense"][1], 1)
                     mem = per["memory"][0] / max(per["memory"][1], 1)
-                    print(f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.2f} "
-                          f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
-                          f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x")
+                    print(
+                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.2f} "
+                        f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
+                        f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x"
+                    )
                     rows.append({"order": q, "runtime": name, "path": path, "macs": macs, **r})
-    print("dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
-          "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data")
+    print(
+        "dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
+        "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data"
+    )
     return rows
 
 

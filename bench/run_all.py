@@ -68,19 +68,23 @@ def main():
     g = lmu_edge.fold(chain(rng, n_in=1, q=64, theta=200.0, units=8), "zoh")
     x = rng.standard_normal((steps, 1))
     cal = rng.standard_normal((2, 2000, 1))
-    rows = []            # (section, what, value, unit, ratio text)
+    rows = []  # (section, what, value, unit, ratio text)
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         c = {q: lmu_edge.convert(g, "c", d / f"c_{q}", quantize=q, calibration=cal) for q in ("float", "int8")}
         c_t = {q: c_harness_per_step(c[q], x, q == "int8") for q in c}
-        lat = [("C host -O2, float32", c_t["float"]), ("C host -O2, int8", c_t["int8"]),
-               ("numpy reference float64 (lmu_edge.Stream)", stepped(lmu_edge.Stream(g), x[:2000]))]
+        lat = [
+            ("C host -O2, float32", c_t["float"]),
+            ("C host -O2, int8", c_t["int8"]),
+            ("numpy reference float64 (lmu_edge.Stream)", stepped(lmu_edge.Stream(g), x[:2000])),
+        ]
         arena = {}
         if "tflite" in TARGETS:
             for q in ("float", "int8"):
                 try:
-                    art = lmu_edge.convert(g, "tflite", d / f"tfl_{q}", quantize=q,
-                                           calibration=cal if q != "float" else None)
+                    art = lmu_edge.convert(
+                        g, "tflite", d / f"tfl_{q}", quantize=q, calibration=cal if q != "float" else None
+                    )
                 except lmu_edge.LmuEdgeError as e:
                     lat.append((f"TFLite {q}: {e}", None))
                     continue
@@ -98,38 +102,77 @@ def main():
             except lmu_edge.LmuEdgeError as e:
                 lat.append((f"ONNX Runtime: {str(e)[:50]}", None))
         for what, s in lat:
-            rows.append(("per-step latency", what, None if s is None else s * 1e6, "us",
-                         "" if s is None else f"{s / c_t['float']:.1f}x C float"))
+            rows.append(
+                (
+                    "per-step latency",
+                    what,
+                    None if s is None else s * 1e6,
+                    "us",
+                    "" if s is None else f"{s / c_t['float']:.1f}x C float",
+                )
+            )
         rep_c = {q: json.loads((c[q].path / "report.json").read_text()) for q in c}
         for q in ("float", "int8"):
-            rows.append(("RAM", f"C {q}: state + scratch (sizeof state)", rep_c[q]["c"]["ram_bytes"], "B",
-                         f"TFLite Micro's arena is {arena[q] / rep_c[q]['c']['ram_bytes']:.1f}x ({arena[q]} B)"
-                         if arena.get(q) else "TFLite Micro not measured"))
+            rows.append(
+                (
+                    "RAM",
+                    f"C {q}: state + scratch (sizeof state)",
+                    rep_c[q]["c"]["ram_bytes"],
+                    "B",
+                    f"TFLite Micro's arena is {arena[q] / rep_c[q]['c']['ram_bytes']:.1f}x ({arena[q]} B)"
+                    if arena.get(q)
+                    else "TFLite Micro not measured",
+                )
+            )
         macs = rep_c["int8"]["c"]["macs_per_step"]
         for q in ("float", "int8"):
             for cpu in ("m4", "m0"):
                 n = rep_c[q]["verification"].get(f"instructions_per_step_{cpu}")
                 if n:
-                    rows.append(("Cortex-M instructions", f"C {q} on Cortex-{cpu.upper()} (QEMU -icount)", n,
-                                 "instr/step", f"{n / macs:.2f} per MAC ({macs} MACs)"))
+                    rows.append(
+                        (
+                            "Cortex-M instructions",
+                            f"C {q} on Cortex-{cpu.upper()} (QEMU -icount)",
+                            n,
+                            "instr/step",
+                            f"{n / macs:.2f} per MAC ({macs} MACs)",
+                        )
+                    )
         base = None
-        for q_order in ((16, 64, 128) if args.quick else (16, 64, 128, 256)):
+        for q_order in (16, 64, 128) if args.quick else (16, 64, 128, 256):
             gq = chain(np.random.default_rng(1), n_in=1, q=q_order, theta=4.0 * q_order, units=8)
             t = time.perf_counter()
-            lmu_edge.convert(gq, "c", d / f"conv_{q_order}", quantize="int8", calibration=cal[:, :500],
-                             realization="zoh", measure=False)
+            lmu_edge.convert(
+                gq,
+                "c",
+                d / f"conv_{q_order}",
+                quantize="int8",
+                calibration=cal[:, :500],
+                realization="zoh",
+                measure=False,
+            )
             s = time.perf_counter() - t
             base = base or s
-            rows.append(("conversion time", f"order {q_order} (fold, quantize, emit, build, verify)", s, "s",
-                         f"{s / base:.1f}x order 16"))
+            rows.append(
+                (
+                    "conversion time",
+                    f"order {q_order} (fold, quantize, emit, build, verify)",
+                    s,
+                    "s",
+                    f"{s / base:.1f}x order 16",
+                )
+            )
     if not args.quick:
         sys.path.insert(0, str(ROOT / "examples" / "psmnist"))
         import evaluate
+
         for name, acc, _secs in evaluate.evaluate(1000, verbose=False):
             if acc is not None:
                 rows.append(("psMNIST (1000 digits)", name, acc, "accuracy", ""))
-    print(f"lmu-edge benchmarks, {date.today()}, {platform.machine()}, {platform.processor() or ''} "
-          f"python {platform.python_version()}")
+    print(
+        f"lmu-edge benchmarks, {date.today()}, {platform.machine()}, {platform.processor() or ''} "
+        f"python {platform.python_version()}"
+    )
     print(f"{'section':<22} {'measurement':<52} {'value':>12} {'unit':<11} ratio")
     for sec, what, v, unit, ratio in rows:
         if v is None:

@@ -30,7 +30,7 @@ from graphs import chain  # noqa: E402  (needs tests/ on sys.path, set just abov
 
 def per_step(stream, x) -> float:
     stream.reset()
-    for x_t in x[:20]:                      # warm up
+    for x_t in x[:20]:  # warm up
         stream.step(x_t)
     stream.reset()
     t = time.perf_counter()
@@ -54,8 +54,14 @@ def main(argv=None):
         d = Path(d)
         rows.append(("numpy reference (float64)", per_step(lmu_edge.Stream(g), x)))
         for quant in ("float", "int8"):
-            art = lmu_edge.convert(g, "tflite", d / f"tfl_{quant}", quantize=quant,
-                                   calibration=cal if quant != "float" else None, compare_plain=False)
+            art = lmu_edge.convert(
+                g,
+                "tflite",
+                d / f"tfl_{quant}",
+                quantize=quant,
+                calibration=cal if quant != "float" else None,
+                compare_plain=False,
+            )
             rep = json.loads((art.path / "report.json").read_text())
             ram[f"TFLite Micro arena, {quant}"] = rep.get("tflm_arena_bytes")
             for rt, label in (("litert", "LiteRT"), ("tflm", "TFLite Micro")):

@@ -22,8 +22,10 @@ from lmu_edge.torch import LMU
 
 def model(order, theta, units, mode, device):
     torch.manual_seed(0)
-    return torch.nn.Sequential(LMU(1, 1, order, theta, hidden_units=units, hidden_activation="relu",
-                                   return_sequences=False, mode=mode), torch.nn.Linear(units, 10)).to(device)
+    return torch.nn.Sequential(
+        LMU(1, 1, order, theta, hidden_units=units, hidden_activation="relu", return_sequences=False, mode=mode),
+        torch.nn.Linear(units, 10),
+    ).to(device)
 
 
 def throughput(order, theta, units, steps, batch, mode, device, reps):
@@ -37,7 +39,8 @@ def throughput(order, theta, units, steps, batch, mode, device, reps):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(m(x), y).backward()
         opt.step()
-    one()                                       # warm-up
+
+    one()  # warm-up
     if device != "cpu":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -57,8 +60,10 @@ def main():
     a = ap.parse_args()
     order, theta, steps, units = (64, 196.0, 196, 64) if a.quick else (468, 784.0, 784, 346)
     name = torch.cuda.get_device_name() if a.device.startswith("cuda") else f"cpu ({torch.get_num_threads()} threads)"
-    print(f"lmu_edge.torch training throughput on {name}: order {order}, theta {theta:g}, {steps} steps, "
-          f"{units} hidden units, batch {a.batch}, torch {torch.__version__}")
+    print(
+        f"lmu_edge.torch training throughput on {name}: order {order}, theta {theta:g}, {steps} steps, "
+        f"{units} hidden units, batch {a.batch}, torch {torch.__version__}"
+    )
     par = throughput(order, theta, units, steps, a.batch, "parallel", a.device, a.reps)
     rec = throughput(order, theta, units, steps, a.batch, "recurrent", a.device, max(1, a.reps // 3))
     print(f"{'mode':<10} {'sequences/s':>12}")

@@ -61,8 +61,9 @@ def _read(ds, where: str) -> np.ndarray:
     if not isinstance(ds, h5py.Dataset):
         raise ModelFormatError(f"{where}: a weight is not an HDF5 dataset; re-save the model")
     if ds.size is None or ds.size > limits.MAX_MODEL_ELEMENTS:
-        raise limits.LimitError(f"{where}: a weight declares {ds.shape} elements, more than the limit "
-                                f"{limits.MAX_MODEL_ELEMENTS}")
+        raise limits.LimitError(
+            f"{where}: a weight declares {ds.shape} elements, more than the limit {limits.MAX_MODEL_ELEMENTS}"
+        )
     a = np.asarray(ds[()])
     if a.dtype.kind not in "fiub":
         raise ModelFormatError(f"{where}: a weight has dtype {a.dtype}, not numbers; re-save the model")
@@ -118,7 +119,8 @@ class KerasModelFile:
         if cls not in ("Sequential", "Functional", "Model") or not isinstance(layers, list):
             raise UnsupportedLayerError(
                 f"{self.path}: model class {cls!r} is not supported; lmu-edge reads Sequential and "
-                f"functional models (subclassed models keep no architecture in the file)")
+                f"functional models (subclassed models keep no architecture in the file)"
+            )
         if cls == "Sequential":
             chain = list(layers)
             shape = self._sequential_input(chain)
@@ -130,7 +132,8 @@ class KerasModelFile:
         if shape is None or len(shape) != 3:
             raise UnsupportedLayerError(
                 f"{self.path}: the model input has shape {shape}; lmu-edge converts models whose input is a "
-                f"sequence (batch, time, features)")
+                f"sequence (batch, time, features)"
+            )
         T, F = shape[1], shape[2]
         if F is None:
             raise ModelFormatError(f"{self.path}: the number of input features is not recorded in the file; {_RESAVE}")
@@ -148,8 +151,9 @@ class KerasModelFile:
     def _top_groups(self) -> dict:
         """Runtime layer name -> weights group of every top-level layer (``.keras``)."""
         if "layers" not in self._h5:
-            raise ModelFormatError(f"{self.path}: model.weights.h5 has no 'layers' group, so it holds no "
-                                   f"model weights; {_RESAVE}")
+            raise ModelFormatError(
+                f"{self.path}: model.weights.h5 has no 'layers' group, so it holds no model weights; {_RESAVE}"
+            )
         top = self._h5["layers"]
         out = {}
         for key in top:
@@ -190,13 +194,15 @@ class KerasModelFile:
             if len(arrays) != len(names):
                 raise ModelFormatError(
                     f"{where}: the weights file holds {len(arrays)} variable(s) where the config implies "
-                    f"{len(names)} ({', '.join(names) or 'none'}); the weights do not belong to this config; {_RESAVE}")
+                    f"{len(names)} ({', '.join(names) or 'none'}); the weights do not belong to this config; {_RESAVE}"
+                )
             return dict(zip(names, arrays, strict=True))
         found = self._h5_vars(layer, part, hidden, where)
         if sorted(found) != sorted(names):
             raise ModelFormatError(
                 f"{where}: the file holds variable(s) {', '.join(sorted(found)) or 'none'} where the config "
-                f"implies {', '.join(names) or 'none'}; the weights do not belong to this config; {_RESAVE}")
+                f"implies {', '.join(names) or 'none'}; the weights do not belong to this config; {_RESAVE}"
+            )
         return found
 
     def _keras_vars(self, layer, part, hidden, where) -> list:
@@ -207,8 +213,10 @@ class KerasModelFile:
         cls = class_name(layer)
         by_class: dict[str, list[tuple[str, ...]]]
         if part == "hidden":
-            by_class = {"LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
-                        "RNN": [("cell", "hidden_cell")]}
+            by_class = {
+                "LMU": [("hidden_cell",), ("layer", "cell", "hidden_cell"), ("layer", "hidden_cell")],
+                "RNN": [("cell", "hidden_cell")],
+            }
             paths = by_class.get(cls, [("hidden_cell",)])
         else:
             by_class = {"LMU": [("layer", "cell"), ("layer",)], "RNN": [("cell",)], "TimeDistributed": [("layer",)]}
@@ -223,14 +231,17 @@ class KerasModelFile:
         if part == "hidden":  # a shared object is stored at its first path only: prefer the labelled one
             groups.sort(key=lambda v: _text(v.attrs.get("name", "")) != hidden)
         if not groups:
-            raise ModelFormatError(f"{where}: model.weights.h5 has no variables group for this "
-                                   f"{'hidden cell' if part == 'hidden' else 'layer'}; {_RESAVE}")
+            raise ModelFormatError(
+                f"{where}: model.weights.h5 has no variables group for this "
+                f"{'hidden cell' if part == 'hidden' else 'layer'}; {_RESAVE}"
+            )
         v = groups[0]
         try:
             return [_read(v[str(i)], where) for i in range(len(v))]
         except KeyError:
-            raise ModelFormatError(f"{where}: the variables in model.weights.h5 are not numbered 0..{len(v) - 1}; "
-                                   f"{_RESAVE}") from None
+            raise ModelFormatError(
+                f"{where}: the variables in model.weights.h5 are not numbered 0..{len(v) - 1}; {_RESAVE}"
+            ) from None
 
     def _h5_vars(self, layer, part, hidden, where) -> dict:
         mw = self._h5["model_weights"]
@@ -262,6 +273,7 @@ def _batch_shape(cfg: dict):
 
 # --- functional models ------------------------------------------------------------------------
 
+
 def _tensor_refs(obj) -> list:
     """Names of the layers whose outputs a node argument refers to (Keras 3 and Keras 2 formats)."""
     if isinstance(obj, dict):
@@ -269,7 +281,7 @@ def _tensor_refs(obj) -> list:
             return [str(obj["config"]["keras_history"][0])]
         return [r for v in obj.values() for r in _tensor_refs(v)]
     if isinstance(obj, (list, tuple)):
-        if len(obj) >= 3 and isinstance(obj[0], str) and isinstance(obj[1], int):   # Keras 2: [name, node, idx, kw]
+        if len(obj) >= 3 and isinstance(obj[0], str) and isinstance(obj[1], int):  # Keras 2: [name, node, idx, kw]
             return [obj[0]]
         return [r for v in obj for r in _tensor_refs(v)]
     return []
@@ -291,7 +303,8 @@ def _functional_chain(path, cfg: dict) -> list:
     if len(ins) != 1 or len(outs) != 1:
         raise UnsupportedLayerError(
             f"{path}: the model has {len(ins)} input(s) and {len(outs)} output(s); lmu-edge converts "
-            f"single-input, single-output chains of layers")
+            f"single-input, single-output chains of layers"
+        )
     producer: dict[str, str] = {}
     consumers: dict[str, list[str]] = {}
     for name, layer in layers.items():
@@ -301,19 +314,22 @@ def _functional_chain(path, cfg: dict) -> list:
         if len(nodes) != 1:
             raise UnsupportedLayerError(
                 f"{path}: layer {name!r} ({class_name(layer)}) is called {len(nodes)} times; lmu-edge converts "
-                f"chains in which every layer is called once")
+                f"chains in which every layer is called once"
+            )
         refs = _tensor_refs(nodes[0])
         if len(refs) != 1:
             raise UnsupportedLayerError(
                 f"{path}: layer {name!r} ({class_name(layer)}) takes {len(refs)} inputs; lmu-edge converts "
-                f"single-input chains of layers (no branches or merges)")
+                f"single-input chains of layers (no branches or merges)"
+            )
         producer[name] = refs[0]
         consumers.setdefault(refs[0], []).append(name)
     for name, users in consumers.items():
         if len(users) > 1:
             raise UnsupportedLayerError(
                 f"{path}: the output of layer {name!r} feeds {len(users)} layers ({', '.join(users)}); "
-                f"lmu-edge converts single chains of layers (no branches)")
+                f"lmu-edge converts single chains of layers (no branches)"
+            )
     chain, cur = [], outs[0]
     while True:
         if cur not in layers:
@@ -328,12 +344,15 @@ def _functional_chain(path, cfg: dict) -> list:
         raise UnsupportedLayerError(f"{path}: the model input {ins[0]!r} is not an InputLayer")
     unused = sorted(set(layers) - {str(layer.get("name", layer_name(layer))) for layer in chain})
     if unused:
-        raise UnsupportedLayerError(f"{path}: layer(s) {', '.join(map(repr, unused))} are not on the path from "
-                                    f"input to output; lmu-edge converts single chains of layers")
+        raise UnsupportedLayerError(
+            f"{path}: layer(s) {', '.join(map(repr, unused))} are not on the path from "
+            f"input to output; lmu-edge converts single chains of layers"
+        )
     return chain[::-1]
 
 
 # --- opening --------------------------------------------------------------------------------
+
 
 def open_model(path) -> KerasModelFile:
     """Open a ``.keras`` or ``.h5`` Keras model file (recognised by content), or raise
@@ -349,8 +368,10 @@ def open_model(path) -> KerasModelFile:
     if head == _HDF5_SIGNATURE or h5py.is_hdf5(str(p)):
         return _open_h5(p)
     what = "empty" if not head else f"starts with bytes {head[:4]!r}"
-    raise ModelFormatError(f"{p}: not a Keras model file (a .keras file is a zip archive and a .h5 file an "
-                           f"HDF5 file; this one is {what}); {_RESAVE}")
+    raise ModelFormatError(
+        f"{p}: not a Keras model file (a .keras file is a zip archive and a .h5 file an "
+        f"HDF5 file; this one is {what}); {_RESAVE}"
+    )
 
 
 def _json(data: bytes, where: str) -> dict:
@@ -372,11 +393,13 @@ def _open_zip(p: Path) -> KerasModelFile:
             names = set(z.namelist())
             missing = [n for n in ("config.json", "model.weights.h5") if n not in names]
             if missing:
-                extra = (" (sharded weights, model.weights.json, are not supported)"
-                         if "model.weights.json" in names else "")
+                extra = (
+                    " (sharded weights, model.weights.json, are not supported)" if "model.weights.json" in names else ""
+                )
                 raise ModelFormatError(
                     f"{p}: the .keras archive has no {' and no '.join(missing)}{extra}; it is not a complete "
-                    f"Keras 3 model file; {_RESAVE}")
+                    f"Keras 3 model file; {_RESAVE}"
+                )
             config = _json(z.read("config.json"), f"{p}: config.json")
             weights = z.read("model.weights.h5")
             meta = _json(z.read("metadata.json"), f"{p}: metadata.json") if "metadata.json" in names else {}
@@ -387,8 +410,9 @@ def _open_zip(p: Path) -> KerasModelFile:
     try:
         h5 = h5py.File(io.BytesIO(weights), "r")
     except (OSError, RuntimeError, ValueError) as e:
-        raise ModelFormatError(f"{p}: model.weights.h5 inside the archive is not a readable HDF5 file ({e}); "
-                               f"{_RESAVE}") from None
+        raise ModelFormatError(
+            f"{p}: model.weights.h5 inside the archive is not a readable HDF5 file ({e}); {_RESAVE}"
+        ) from None
     return KerasModelFile(p, config, "keras", h5, meta.get("keras_version"))
 
 
@@ -399,10 +423,15 @@ def _open_h5(p: Path) -> KerasModelFile:
         raise ModelFormatError(f"{p}: damaged or truncated HDF5 file ({e}); {_RESAVE}") from None
     try:
         if "model_config" not in h5.attrs:
-            hint = (" it holds weights only (saved with save_weights)" if "layer_names" in h5.attrs or
-                    "layers" in h5 else " it is not a model saved by Keras")
-            raise ModelFormatError(f"{p}: HDF5 file without a 'model_config' attribute:{hint}; save the whole "
-                                   f"model with model.save('model.keras') or model.save('model.h5')")
+            hint = (
+                " it holds weights only (saved with save_weights)"
+                if "layer_names" in h5.attrs or "layers" in h5
+                else " it is not a model saved by Keras"
+            )
+            raise ModelFormatError(
+                f"{p}: HDF5 file without a 'model_config' attribute:{hint}; save the whole "
+                f"model with model.save('model.keras') or model.save('model.h5')"
+            )
         if "model_weights" not in h5:
             raise ModelFormatError(f"{p}: HDF5 file with a model config but no /model_weights group; {_RESAVE}")
         config = _json(h5.attrs["model_config"], f"{p}: attribute model_config")

@@ -47,13 +47,37 @@ from .keras_files import KerasModelFile, class_name, layer_name, open_model
 
 __all__ = ["load", "SUPPORTED_LAYERS"]
 
-SUPPORTED_LAYERS = ("InputLayer", "Dense", "TimeDistributed(Dense)", "Activation", "ReLU", "Softmax",
-                    "Dropout", "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity",
-                    "GlobalAveragePooling1D", "LMUFeedforward", "LMU", "RNN(LMUCell)")
+SUPPORTED_LAYERS = (
+    "InputLayer",
+    "Dense",
+    "TimeDistributed(Dense)",
+    "Activation",
+    "ReLU",
+    "Softmax",
+    "Dropout",
+    "SpatialDropout1D",
+    "GaussianNoise",
+    "GaussianDropout",
+    "AlphaDropout",
+    "Identity",
+    "GlobalAveragePooling1D",
+    "LMUFeedforward",
+    "LMU",
+    "RNN(LMUCell)",
+)
 HIDDEN_CELLS = ("Dense", "SimpleRNNCell", "none")
 #: Keras activation names -> IR activation names
-ACTIVATIONS = {None: "linear", "linear": "linear", "relu": "relu", "relu6": "relu6", "tanh": "tanh",
-               "sigmoid": "sigmoid", "softmax": "softmax", "silu": "silu", "swish": "silu"}
+ACTIVATIONS = {
+    None: "linear",
+    "linear": "linear",
+    "relu": "relu",
+    "relu6": "relu6",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "softmax": "softmax",
+    "silu": "silu",
+    "swish": "silu",
+}
 DISCRETIZERS = ("zoh", "euler")
 CONV_MODES = ("fft", "raw")
 _INFERENCE_IDENTITY = ("Dropout", "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity")
@@ -82,9 +106,11 @@ def load(path) -> ir.Graph:
             return _Converter(mf).graph()
     except LmuEdgeError:
         raise
-    except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:   # h5py and malformed configs
-        raise ModelFormatError(f"{p}: cannot be read as a Keras model ({type(e).__name__}: {e}); "
-                               f"re-save the model with model.save('model.keras')") from None
+    except (OSError, KeyError, TypeError, ValueError, AttributeError) as e:  # h5py and malformed configs
+        raise ModelFormatError(
+            f"{p}: cannot be read as a Keras model ({type(e).__name__}: {e}); "
+            f"re-save the model with model.save('model.keras')"
+        ) from None
 
 
 def _safe_names(layers: list) -> list:
@@ -96,7 +122,7 @@ def _safe_names(layers: list) -> list:
         k = 1
         while name in seen:
             k += 1
-            name = f"{base[:limits.MAX_NAME_LEN // 2 - 8]}_{k}"
+            name = f"{base[: limits.MAX_NAME_LEN // 2 - 8]}_{k}"
         seen.add(name)
         out.append(node if name == node.name else dataclasses.replace(node, name=name))
     return out
@@ -116,8 +142,9 @@ class _Converter:
             handler = _HANDLERS.get(cls)
             where = f"{self.file}: layer {name!r} ({cls})"
             if handler is None:
-                raise UnsupportedLayerError(f"{where} is not supported; supported layers: "
-                                            f"{', '.join(SUPPORTED_LAYERS)}")
+                raise UnsupportedLayerError(
+                    f"{where} is not supported; supported layers: {', '.join(SUPPORTED_LAYERS)}"
+                )
             try:
                 if not isinstance(layer.get("config"), dict):
                     raise ModelFormatError("no config in the file; re-save the model")
@@ -128,18 +155,28 @@ class _Converter:
                 msg = str(e)
                 raise type(e)(msg if msg.startswith(str(self.file)) else f"{where}: {msg}") from None
             except (KeyError, TypeError, ValueError) as e:
-                raise ModelFormatError(f"{where}: config lmu-edge cannot read ({type(e).__name__}: {e}); "
-                                       f"re-save the model with keras-lmu") from None
+                raise ModelFormatError(
+                    f"{where}: config lmu-edge cannot read ({type(e).__name__}: {e}); re-save the model with keras-lmu"
+                ) from None
             if node is not None:
                 layers.append(node)
-        meta = {"source": "keras", "file": limits.safe_name(self.file.name), "container": self.mf.container,
-                "keras_version": None if self.mf.keras_version is None else limits.safe_name(self.mf.keras_version)}
+        meta = {
+            "source": "keras",
+            "file": limits.safe_name(self.file.name),
+            "container": self.mf.container,
+            "keras_version": None if self.mf.keras_version is None else limits.safe_name(self.mf.keras_version),
+        }
         layers = _safe_names(layers)
         try:
             cfg = self.mf.config.get("config")
             raw_name = cfg.get("name") if isinstance(cfg, dict) else None
-            return ir.Graph(name=limits.safe_name(raw_name or self.file.stem), input_features=F,
-                            layers=tuple(layers), seq_len=T, metadata=meta)
+            return ir.Graph(
+                name=limits.safe_name(raw_name or self.file.stem),
+                input_features=F,
+                layers=tuple(layers),
+                seq_len=T,
+                metadata=meta,
+            )
         except ShapeError as e:
             raise ShapeError(f"{self.file}: {e}") from None
 
@@ -150,7 +187,7 @@ class _Converter:
 
 
 def _activation(value, what="activation") -> str:
-    if isinstance(value, dict):           # a serialized function: {"class_name": "function", "config": "relu"}
+    if isinstance(value, dict):  # a serialized function: {"class_name": "function", "config": "relu"}
         value = value.get("config") if isinstance(value.get("config"), str) else value.get("class_name")
     if value not in ACTIVATIONS:
         known = ", ".join(k for k in ACTIVATIONS if k)
@@ -161,8 +198,10 @@ def _activation(value, what="activation") -> str:
 def _check(arrays: dict, shapes: dict) -> None:
     for k, shape in shapes.items():
         if k in arrays and tuple(arrays[k].shape) != tuple(shape):
-            raise ShapeError(f"weight {k!r} has shape {tuple(arrays[k].shape)}, but the config implies "
-                             f"{tuple(shape)}; the weights do not belong to this config; re-save the model")
+            raise ShapeError(
+                f"weight {k!r} has shape {tuple(arrays[k].shape)}, but the config implies "
+                f"{tuple(shape)}; the weights do not belong to this config; re-save the model"
+            )
 
 
 def _flag(cfg, key, default=False) -> bool:
@@ -171,6 +210,7 @@ def _flag(cfg, key, default=False) -> bool:
 
 
 # --- plain layers -------------------------------------------------------------------------------
+
 
 def _dense_parts(conv, layer, cfg, n_in, part="own", hidden=None):
     """(kernel, bias, activation) of a serialized Dense, checked against its input size."""
@@ -192,8 +232,9 @@ def _dense(conv, layer, cfg, n_in):
 def _time_distributed(conv, layer, cfg, n_in):
     inner = cfg.get("layer") or {}
     if class_name(inner) != "Dense":
-        raise UnsupportedLayerError(f"TimeDistributed({class_name(inner)}) is not supported; "
-                                    f"supported: TimeDistributed(Dense)")
+        raise UnsupportedLayerError(
+            f"TimeDistributed({class_name(inner)}) is not supported; supported: TimeDistributed(Dense)"
+        )
     k, b, act = _dense_parts(conv, layer, inner["config"], n_in)
     return ir.Dense(layer_name(layer), k, b, act)
 
@@ -208,8 +249,10 @@ def _relu(conv, layer, cfg, n_in):
         return ir.Activation(layer_name(layer), "relu")
     if slope == 0 and thr == 0 and mx is not None and float(mx) == 6.0:
         return ir.Activation(layer_name(layer), "relu6")
-    raise UnsupportedLayerError(f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; "
-                                f"supported: plain ReLU and ReLU(max_value=6)")
+    raise UnsupportedLayerError(
+        f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; "
+        f"supported: plain ReLU and ReLU(max_value=6)"
+    )
 
 
 def _softmax(conv, layer, cfg, n_in):
@@ -220,39 +263,59 @@ def _softmax(conv, layer, cfg, n_in):
 
 
 def _identity(conv, layer, cfg, n_in):
-    return None                 # the identity at inference: dropped
+    return None  # the identity at inference: dropped
 
 
 def _pooling(conv, layer, cfg, n_in):
     if cfg.get("data_format", "channels_last") != "channels_last" or cfg.get("keepdims"):
-        raise UnsupportedLayerError(f"data_format={cfg.get('data_format')!r}, keepdims={cfg.get('keepdims')} is not "
-                                    f"supported; supported: channels_last without keepdims")
+        raise UnsupportedLayerError(
+            f"data_format={cfg.get('data_format')!r}, keepdims={cfg.get('keepdims')} is not "
+            f"supported; supported: channels_last without keepdims"
+        )
     return ir.TimePooling(layer_name(layer), "mean")
 
 
 # --- LMU layers -----------------------------------------------------------------------------------
 
+
 def _lmu_feedforward(conv, layer, cfg, n_in):
     mode = str(cfg.get("conv_mode", "fft")).lower()
     if mode not in CONV_MODES:
-        raise UnsupportedLayerError(f"conv_mode={mode!r} is not supported; supported: "
-                                    f"{', '.join(CONV_MODES)}")
-    return _lmu(conv, layer, cfg, n_in, parallel=True, return_sequences=_flag(cfg, "return_sequences"),
-                conv_mode=mode, truncate_ir=cfg.get("truncate_ir", 1e-4))
+        raise UnsupportedLayerError(f"conv_mode={mode!r} is not supported; supported: {', '.join(CONV_MODES)}")
+    return _lmu(
+        conv,
+        layer,
+        cfg,
+        n_in,
+        parallel=True,
+        return_sequences=_flag(cfg, "return_sequences"),
+        conv_mode=mode,
+        truncate_ir=cfg.get("truncate_ir", 1e-4),
+    )
 
 
 def _lmu_layer(conv, layer, cfg, n_in):
     rnn = any(_flag(cfg, k) for k in ("hidden_to_memory", "memory_to_memory", "trainable_theta"))
     # keras-lmu's LMU builds an LMUFeedforward (fft) when none of the three flags is set
-    return _lmu(conv, layer, cfg, n_in, parallel=not rnn, return_sequences=_flag(cfg, "return_sequences"),
-                conv_mode="fft", truncate_ir=None)
+    return _lmu(
+        conv,
+        layer,
+        cfg,
+        n_in,
+        parallel=not rnn,
+        return_sequences=_flag(cfg, "return_sequences"),
+        conv_mode="fft",
+        truncate_ir=None,
+    )
 
 
 def _rnn(conv, layer, cfg, n_in):
     cell = cfg.get("cell") or {}
     if class_name(cell) != "LMUCell":
-        raise UnsupportedLayerError(f"RNN({class_name(cell)}) is not supported; the only supported RNN is RNN(LMUCell) "
-                                    f"(supported layers: {', '.join(SUPPORTED_LAYERS)})")
+        raise UnsupportedLayerError(
+            f"RNN({class_name(cell)}) is not supported; the only supported RNN is RNN(LMUCell) "
+            f"(supported layers: {', '.join(SUPPORTED_LAYERS)})"
+        )
     for key in ("return_state", "go_backwards", "stateful"):
         if _flag(cfg, key):
             raise UnsupportedLayerError(f"{key}=True is not supported")
@@ -275,8 +338,9 @@ def _hidden_cell(conv, layer, hcfg, z: int):
         w = conv.weights(layer, names, "hidden", name)
         _check(w, {"kernel": (z, units), "recurrent_kernel": (units, units), "bias": (units,)})
         return ir.HiddenSimpleRNN(w["kernel"], w["recurrent_kernel"], w.get("bias"), act), name
-    raise UnsupportedLayerError(f"hidden cell of class {cls} is not supported; supported hidden "
-                                f"cells: {', '.join(HIDDEN_CELLS)}")
+    raise UnsupportedLayerError(
+        f"hidden cell of class {cls} is not supported; supported hidden cells: {', '.join(HIDDEN_CELLS)}"
+    )
 
 
 def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft", truncate_ir=None):
@@ -285,19 +349,20 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
     theta0 = float(cfg["theta"])
     disc = str(cfg.get("discretizer", "zoh"))
     if disc not in DISCRETIZERS:
-        raise UnsupportedLayerError(f"discretizer={disc!r} is not supported; supported: "
-                                    f"{', '.join(DISCRETIZERS)}")
+        raise UnsupportedLayerError(f"discretizer={disc!r} is not supported; supported: {', '.join(DISCRETIZERS)}")
     h2m, m2m, tt = (_flag(cfg, k) for k in ("hidden_to_memory", "memory_to_memory", "trainable_theta"))
     i2h, use_bias = _flag(cfg, "input_to_hidden"), _flag(cfg, "use_bias")
     has_kernel = cfg.get("kernel_initializer", "glorot_uniform") is not None
     z = d * q + (n_in if i2h else 0)
     hidden, hidden_name = _hidden_cell(conv, layer, cfg.get("hidden_cell"), z)
     if h2m and hidden is None:
-        raise UnsupportedLayerError("hidden_to_memory=True without a hidden cell is not supported "
-                                    "(keras-lmu cannot run it either)")
+        raise UnsupportedLayerError(
+            "hidden_to_memory=True without a hidden cell is not supported (keras-lmu cannot run it either)"
+        )
     enc_d = n_in + (hidden.units if h2m else 0)
-    names = [n for n, on in (("kernel", has_kernel), ("bias", use_bias), ("theta_inv", tt),
-                             ("recurrent_kernel", m2m)) if on]
+    names = [
+        n for n, on in (("kernel", has_kernel), ("bias", use_bias), ("theta_inv", tt), ("recurrent_kernel", m2m)) if on
+    ]
     w = conv.weights(layer, names, "own", hidden_name)
     _check(w, {"kernel": (enc_d, d), "bias": (d,), "theta_inv": (), "recurrent_kernel": (d * q, d)})
     if has_kernel:
@@ -305,24 +370,37 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
     elif enc_d == d:
         K = np.eye(d, dtype=np.float32)
     else:
-        raise ShapeError(f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); "
-                         f"re-save the model")
+        raise ShapeError(
+            f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); re-save the model"
+        )
     theta = theta0
     if tt:
         tinv = float(w["theta_inv"])
         if not (np.isfinite(tinv) and tinv > 0):
-            raise UnsupportedLayerError(f"trained theta_inv = {tinv:g} is not supported: the memory would not change "
-                                        f"over time (theta infinite)")
+            raise UnsupportedLayerError(
+                f"trained theta_inv = {tinv:g} is not supported: the memory would not change over time (theta infinite)"
+            )
         theta = 1.0 / tinv
     memory: ir.Memory
     if parallel:
         memory = _impulse_response(conv.seq_len, q, theta, disc, conv_mode, truncate_ir)
     else:
         memory = ir.DenseSS(disc, *lti.legendre_discrete(q, theta, disc))
-    return ir.LMU(layer_name(layer), memory_d=d, order=q, theta=theta, discretizer=disc,
-                  input_encoders=K[:n_in], memory=memory, encoder_bias=w.get("bias"),
-                  hidden_encoders=K[n_in:] if h2m else None, memory_encoders=w.get("recurrent_kernel"),
-                  hidden=hidden, input_to_hidden=i2h, return_sequences=return_sequences)
+    return ir.LMU(
+        layer_name(layer),
+        memory_d=d,
+        order=q,
+        theta=theta,
+        discretizer=disc,
+        input_encoders=K[:n_in],
+        memory=memory,
+        encoder_bias=w.get("bias"),
+        hidden_encoders=K[n_in:] if h2m else None,
+        memory_encoders=w.get("recurrent_kernel"),
+        hidden=hidden,
+        input_to_hidden=i2h,
+        return_sequences=return_sequences,
+    )
 
 
 def truncation_length(H: np.ndarray, truncate_ir: float) -> int:
@@ -338,37 +416,54 @@ def truncation_length(H: np.ndarray, truncate_ir: float) -> int:
     return int(np.argmax(drop)) if drop[-1] else H.shape[1]
 
 
-def _impulse_response(seq_len: Optional[int], q: int, theta: float, disc: str, mode: str,
-                      truncate_ir) -> ir.ImpulseResponse:
+def _impulse_response(
+    seq_len: Optional[int], q: int, theta: float, disc: str, mode: str, truncate_ir
+) -> ir.ImpulseResponse:
     if seq_len is None:
         if not float(theta).is_integer():
-            raise ModelFormatError(f"theta={theta:g} with an unknown sequence length is not supported; keras-lmu "
-                                   f"cannot build that (its impulse response has 5*theta steps); re-save with a fixed "
-                                   f"length")
-        length, why = 5 * int(theta), f"the sequence length is unknown, so keras-lmu convolves with the first " \
-                                      f"5*theta = {5 * int(theta)} steps of the response"
+            raise ModelFormatError(
+                f"theta={theta:g} with an unknown sequence length is not supported; keras-lmu "
+                f"cannot build that (its impulse response has 5*theta steps); re-save with a fixed "
+                f"length"
+            )
+        length, why = (
+            5 * int(theta),
+            f"the sequence length is unknown, so keras-lmu convolves with the first "
+            f"5*theta = {5 * int(theta)} steps of the response",
+        )
     else:
         length, why = int(seq_len), None
     if mode == "fft" and seq_len is not None:
-        return ir.ImpulseResponse(note=f"fft convolution over the whole fixed sequence length ({seq_len} steps): "
-                                       f"the exact response")
+        return ir.ImpulseResponse(
+            note=f"fft convolution over the whole fixed sequence length ({seq_len} steps): the exact response"
+        )
     H = lti.legendre_impulse_response(q, theta, length, disc)
     if mode == "raw" and truncate_ir is not None:
         keep = truncation_length(H, float(truncate_ir))
         if keep < length:
             return ir.ImpulseResponse(
-                H[:, :keep], "truncated",
+                H[:, :keep],
+                "truncated",
                 f"raw convolution with truncate_ir={float(truncate_ir):g}: keras-lmu keeps the first {keep} of "
-                f"{length} steps of the response" + (f" ({why})" if why else ""))
+                f"{length} steps of the response" + (f" ({why})" if why else ""),
+            )
     if why is None:
-        return ir.ImpulseResponse(note=f"{mode} convolution over the whole fixed sequence length ({seq_len} steps), "
-                                       f"nothing truncated: the exact response")
+        return ir.ImpulseResponse(
+            note=f"{mode} convolution over the whole fixed sequence length ({seq_len} steps), "
+            f"nothing truncated: the exact response"
+        )
     return ir.ImpulseResponse(H, "truncated", f"{mode} convolution; {why}")
 
 
 _HANDLERS = {
-    "Dense": _dense, "TimeDistributed": _time_distributed, "Activation": _activation_layer, "ReLU": _relu,
-    "Softmax": _softmax, "GlobalAveragePooling1D": _pooling,
-    "LMUFeedforward": _lmu_feedforward, "LMU": _lmu_layer, "RNN": _rnn,
+    "Dense": _dense,
+    "TimeDistributed": _time_distributed,
+    "Activation": _activation_layer,
+    "ReLU": _relu,
+    "Softmax": _softmax,
+    "GlobalAveragePooling1D": _pooling,
+    "LMUFeedforward": _lmu_feedforward,
+    "LMU": _lmu_layer,
+    "RNN": _rnn,
     **{c: _identity for c in _INFERENCE_IDENTITY},
 }

@@ -36,15 +36,33 @@ MAX_HEADER = 100 * 1024 * 1024
 
 #: safetensors dtype -> numpy dtype (little endian); BF16 is handled by hand
 _DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}
-_ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "tanh": "tanh", "sigmoid": "sigmoid", "softmax": "softmax",
-                "silu": "silu", "linear": "linear"}
+_ACTIVATIONS = {
+    "relu": "relu",
+    "relu6": "relu6",
+    "tanh": "tanh",
+    "sigmoid": "sigmoid",
+    "softmax": "softmax",
+    "silu": "silu",
+    "linear": "linear",
+}
 
 REQUIRED = object()
 #: config keys of each layer type -> default (REQUIRED: must be given)
-LMU_KEYS = {"type": REQUIRED, "input_size": REQUIRED, "memory_d": REQUIRED, "order": REQUIRED, "theta": REQUIRED,
-            "discretizer": "zoh", "trainable_theta": False, "use_bias": False, "hidden_units": None,
-            "hidden_activation": "tanh", "hidden_bias": True, "input_to_hidden": False,
-            "return_sequences": True}
+LMU_KEYS = {
+    "type": REQUIRED,
+    "input_size": REQUIRED,
+    "memory_d": REQUIRED,
+    "order": REQUIRED,
+    "theta": REQUIRED,
+    "discretizer": "zoh",
+    "trainable_theta": False,
+    "use_bias": False,
+    "hidden_units": None,
+    "hidden_activation": "tanh",
+    "hidden_bias": True,
+    "input_to_hidden": False,
+    "return_sequences": True,
+}
 LINEAR_KEYS = {"type": REQUIRED, "in_features": REQUIRED, "out_features": REQUIRED, "bias": True}
 ACTIVATION_KEYS = {"type": REQUIRED}
 
@@ -57,13 +75,16 @@ def config_path(path) -> Path:
 
 # --- safetensors ---------------------------------------------------------------------------------
 
+
 def read_safetensors(path) -> dict:
     """Tensors of a safetensors file as float32/float64 numpy arrays (fp16/bf16 widened to float32)."""
     p = limits.check_regular_file(path, "model")
     size = p.stat().st_size
     if size > 8 + MAX_HEADER + 8 * limits.MAX_MODEL_ELEMENTS:
-        raise limits.LimitError(f"{p}: {size} bytes, more than a model within the limits can hold "
-                                f"({limits.MAX_MODEL_ELEMENTS} weights); see docs/security.md")
+        raise limits.LimitError(
+            f"{p}: {size} bytes, more than a model within the limits can hold "
+            f"({limits.MAX_MODEL_ELEMENTS} weights); see docs/security.md"
+        )
     data = p.read_bytes()
     if len(data) < 8:
         raise ModelFormatError(f"{p}: not a safetensors file (shorter than its 8-byte header length)")
@@ -71,14 +92,14 @@ def read_safetensors(path) -> dict:
     if n > min(MAX_HEADER, len(data) - 8):
         raise ModelFormatError(f"{p}: not a safetensors file (header length {n} does not fit the file)")
     try:
-        header = limits.load_json(bytes(data[8:8 + n]), f"{p}: header")
+        header = limits.load_json(bytes(data[8 : 8 + n]), f"{p}: header")
     except limits.LimitError:
         raise
     except (ValueError, RecursionError) as e:
         raise ModelFormatError(f"{p}: not a safetensors file (header is not JSON: {e})") from None
     if not isinstance(header, dict):
         raise ModelFormatError(f"{p}: not a safetensors file (header is not a JSON object)")
-    body = memoryview(data)[8 + n:]
+    body = memoryview(data)[8 + n :]
     out = {}
     for key, spec in header.items():
         if key == "__metadata__":
@@ -89,10 +110,14 @@ def read_safetensors(path) -> dict:
         dt, shape, offs = spec["dtype"], spec["shape"], spec["data_offsets"]
         if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
             raise ModelFormatError(f"{where}: malformed shape {shape!r}")
-        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)
-                and 0 <= offs[0] <= offs[1] <= len(body)):
+        if not (
+            isinstance(offs, list)
+            and len(offs) == 2
+            and all(isinstance(o, int) for o in offs)
+            and 0 <= offs[0] <= offs[1] <= len(body)
+        ):
             raise ModelFormatError(f"{where}: data offsets {offs!r} lie outside the file")
-        raw = body[offs[0]:offs[1]]
+        raw = body[offs[0] : offs[1]]
         if len(shape) > 8 or any(s > limits.MAX_MODEL_ELEMENTS for s in shape):
             raise ModelFormatError(f"{where}: shape {shape!r} is not a layer's weights")
         count = math.prod(shape)
@@ -108,8 +133,10 @@ def read_safetensors(path) -> dict:
             arr = np.frombuffer(raw, dtype=_DTYPES[dt]).reshape(shape)
             arr = arr.astype(np.float32 if dt == "F16" else arr.dtype.newbyteorder("="))
         else:
-            raise ModelFormatError(f"{where}: dtype {dt} is not supported; save float64, float32, float16 or "
-                                   f"bfloat16 weights (16-bit ones are widened to float32 exactly)")
+            raise ModelFormatError(
+                f"{where}: dtype {dt} is not supported; save float64, float32, float16 or "
+                f"bfloat16 weights (16-bit ones are widened to float32 exactly)"
+            )
         out[key] = np.array(arr, copy=True)
     return out
 
@@ -140,19 +167,22 @@ def read_pt(path) -> dict:
         raise MissingDependencyError(
             f"{p}: a .pt checkpoint is a pickle and is only read through torch.load(weights_only=True), but torch "
             f"is not installed; install it with: pip install 'lmu-edge[torch]', or save the weights as "
-            f".safetensors (lmu_edge.torch.save_checkpoint)") from None
+            f".safetensors (lmu_edge.torch.save_checkpoint)"
+        ) from None
     limits.check_regular_file(p, "model")
     try:
-        with zipfile.ZipFile(p) as z:          # torch.save writes a zip: members checked before torch opens it
+        with zipfile.ZipFile(p) as z:  # torch.save writes a zip: members checked before torch opens it
             limits.check_zip(z, str(p))
     except zipfile.BadZipFile:
-        pass                                   # the legacy format: torch.load refuses or reads it, as it can
+        pass  # the legacy format: torch.load refuses or reads it, as it can
     try:
         sd = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelFormatError(f"{p}: refused by torch.load(weights_only=True) (only tensors are allowed; nothing "
-                               f"in the file was run): {first[:300]}") from None
+        raise ModelFormatError(
+            f"{p}: refused by torch.load(weights_only=True) (only tensors are allowed; nothing "
+            f"in the file was run): {first[:300]}"
+        ) from None
     if not isinstance(sd, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in sd.items()):
         raise ModelFormatError(f"{p}: expected a state dict (names -> tensors), got {type(sd).__name__}")
     out = {}
@@ -168,12 +198,15 @@ def read_pt(path) -> dict:
 
 # --- config + tensors -> IR -----------------------------------------------------------------------
 
+
 def read_config(path) -> dict:
     """The JSON config beside a weights file."""
     c = config_path(path)
     if not c.exists():
-        raise ModelFormatError(f"{path}: its config {c.name} is missing; write it with "
-                               f"lmu_edge.torch.save_checkpoint, which saves both files")
+        raise ModelFormatError(
+            f"{path}: its config {c.name} is missing; write it with "
+            f"lmu_edge.torch.save_checkpoint, which saves both files"
+        )
     limits.check_regular_file(c, f"{path}: config")
     if c.stat().st_size > limits.MAX_JSON_BYTES:
         raise limits.LimitError(f"{c}: {c.stat().st_size} bytes of JSON, more than the limit {limits.MAX_JSON_BYTES}")
@@ -189,8 +222,9 @@ def read_config(path) -> dict:
 def _fields(spec: dict, keys: dict, where: str) -> dict:
     unknown = sorted(set(spec) - set(keys))
     if unknown:
-        raise ModelFormatError(f"{where}: unknown config key(s) {', '.join(map(repr, unknown))}; known: "
-                               f"{', '.join(sorted(keys))}")
+        raise ModelFormatError(
+            f"{where}: unknown config key(s) {', '.join(map(repr, unknown))}; known: {', '.join(sorted(keys))}"
+        )
     missing = [k for k, v in keys.items() if v is REQUIRED and k not in spec]
     if missing:
         raise ModelFormatError(f"{where}: missing config key(s) {', '.join(map(repr, missing))}")
@@ -228,13 +262,25 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
     """An IR graph (parallel form) from a config and its tensors (numpy, keyed ``"i.param"``)."""
     if not isinstance(cfg, dict):
         raise ModelFormatError(f"{where}: config must be a JSON object")
-    top = _fields(cfg, {"format": REQUIRED, "version": REQUIRED, "input_size": REQUIRED, "layers": REQUIRED,
-                        "name": name, "seq_len": None}, where)
+    top = _fields(
+        cfg,
+        {
+            "format": REQUIRED,
+            "version": REQUIRED,
+            "input_size": REQUIRED,
+            "layers": REQUIRED,
+            "name": name,
+            "seq_len": None,
+        },
+        where,
+    )
     if top["format"] != CONFIG_FORMAT:
         raise ModelFormatError(f"{where}: config format is {top['format']!r}, expected {CONFIG_FORMAT!r}")
     if top["version"] != CONFIG_VERSION:
-        raise ModelFormatError(f"{where}: config version {top['version']!r} is not supported (this reader knows "
-                               f"{CONFIG_VERSION}); upgrade lmu-edge")
+        raise ModelFormatError(
+            f"{where}: config version {top['version']!r} is not supported (this reader knows "
+            f"{CONFIG_VERSION}); upgrade lmu-edge"
+        )
     if not isinstance(top["layers"], list) or not top["layers"]:
         raise ModelFormatError(f"{where}: 'layers' must be a non-empty list")
     if len(top["layers"]) > limits.MAX_LAYERS:
@@ -263,16 +309,20 @@ def build_graph(cfg, tensors: dict, where: str = "checkpoint", name: str = "torc
             _fields(spec, ACTIVATION_KEYS, w)
             layer = ir.Activation(f"{kind}_{i}", _ACTIVATIONS[kind])
         else:
-            raise UnsupportedLayerError(f"{w}: unknown layer type {kind!r}; known: lmu, linear, "
-                                        f"{', '.join(_ACTIVATIONS)}")
+            raise UnsupportedLayerError(
+                f"{w}: unknown layer type {kind!r}; known: lmu, linear, {', '.join(_ACTIVATIONS)}"
+            )
         layers.append(layer)
         n = layer.out_features(n)
     extra = sorted(set(tensors) - T.used)
     if extra:
-        raise ModelFormatError(f"{where}: tensor(s) {', '.join(map(repr, extra[:5]))} are not used by any layer "
-                               f"of the config; the config and the weights do not belong together")
-    return ir.Graph(limits.safe_name(top["name"], "torch_model"), n0, tuple(layers),
-                    seq_len, {"source": "lmu_edge.torch"})
+        raise ModelFormatError(
+            f"{where}: tensor(s) {', '.join(map(repr, extra[:5]))} are not used by any layer "
+            f"of the config; the config and the weights do not belong together"
+        )
+    return ir.Graph(
+        limits.safe_name(top["name"], "torch_model"), n0, tuple(layers), seq_len, {"source": "lmu_edge.torch"}
+    )
 
 
 def _lmu(i, f, n_in, T, w) -> ir.LMU:
@@ -299,10 +349,19 @@ def _lmu(i, f, n_in, T, w) -> ir.LMU:
         z = d * q + (n_in if i2h else 0)
         hb = T.get(f"{i}.hidden_bias", (units,)) if _bool(f["hidden_bias"], w, "hidden_bias") else None
         hidden = ir.HiddenDense(T.get(f"{i}.hidden_kernel", (z, units)), hb, act)
-    return ir.LMU(f"lmu_{i}", memory_d=d, order=q, theta=float(theta), discretizer=disc, input_encoders=enc,
-                  memory=ir.ImpulseResponse(note="lmu_edge.torch layer: the exact (analytic) response"),
-                  encoder_bias=bias, hidden=hidden, input_to_hidden=i2h,
-                  return_sequences=_bool(f["return_sequences"], w, "return_sequences"))
+    return ir.LMU(
+        f"lmu_{i}",
+        memory_d=d,
+        order=q,
+        theta=float(theta),
+        discretizer=disc,
+        input_encoders=enc,
+        memory=ir.ImpulseResponse(note="lmu_edge.torch layer: the exact (analytic) response"),
+        encoder_bias=bias,
+        hidden=hidden,
+        input_to_hidden=i2h,
+        return_sequences=_bool(f["return_sequences"], w, "return_sequences"),
+    )
 
 
 def load(path) -> ir.Graph:
@@ -310,5 +369,5 @@ def load(path) -> ir.Graph:
     p = Path(path)
     cfg = read_config(p)
     tensors = read_pt(p) if p.suffix.lower() in (".pt", ".pth") else read_safetensors(p)
-    stem = p.name[:-len(p.suffix)] if p.suffix else p.name
+    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
     return build_graph(cfg, tensors, where=str(p), name=stem)

@@ -42,17 +42,25 @@ def main(argv=None) -> dict:
     labels = np.load(MODELS / "digits_test_y.npy")
     cal, xt, yt = x[:N_CALIBRATION], x[N_CALIBRATION:], labels[N_CALIBRATION:]
     if a.limit:
-        xt, yt = xt[:a.limit], yt[:a.limit]
+        xt, yt = xt[: a.limit], yt[: a.limit]
     out = a.out or Path(tempfile.mkdtemp(prefix="nengo_digits_")) / "digits_nengo"
-    art = lmu_edge.convert(MODELS / "digits_lmu.lmu.npz", target="nengo", out_dir=out, calibration=cal,
-                           overwrite=True, spiking=True, neurons_per_dim=a.neurons[0], neuron_type=a.neuron_type,
-                           tau=a.tau, steps_per_sample=a.steps_per_sample)
+    art = lmu_edge.convert(
+        MODELS / "digits_lmu.lmu.npz",
+        target="nengo",
+        out_dir=out,
+        calibration=cal,
+        overwrite=True,
+        spiking=True,
+        neurons_per_dim=a.neurons[0],
+        neuron_type=a.neuron_type,
+        tau=a.tau,
+        steps_per_sample=a.steps_per_sample,
+    )
     ref = art.reference(xt)
     float_acc = float(np.mean(np.argmax(ref, -1) == yt))
     print(f"artifact: {art.path}")
     print(f"float model: accuracy {float_acc:.3f} on {len(yt)} held-out digits")
-    print(f"spiking network: {a.neuron_type}, tau {a.tau} s, {a.steps_per_sample} steps per pixel, "
-          f"runtime {a.runtime}")
+    print(f"spiking network: {a.neuron_type}, tau {a.tau} s, {a.steps_per_sample} steps per pixel, runtime {a.runtime}")
     rows = []
     for n in a.neurons:
         t0 = time.time()
@@ -60,8 +68,10 @@ def main(argv=None) -> dict:
         m = nengo_target.metrics(y, ref)
         row = dict(neurons_per_dim=n, accuracy=float(np.mean(np.argmax(y, -1) == yt)), seconds=time.time() - t0, **m)
         rows.append(row)
-        print(f"  {n:4d} neurons/dim: accuracy {row['accuracy']:.3f}, agreement with float "
-              f"{m['argmax_agreement']:.3f}, RMSE {m['rmse']:.4f} ({row['seconds']:.1f} s)")
+        print(
+            f"  {n:4d} neurons/dim: accuracy {row['accuracy']:.3f}, agreement with float "
+            f"{m['argmax_agreement']:.3f}, RMSE {m['rmse']:.4f} ({row['seconds']:.1f} s)"
+        )
     return {"float_accuracy": float_acc, "rows": rows}
 
 

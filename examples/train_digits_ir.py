@@ -31,17 +31,24 @@ def main():
     idx = rng.permutation(len(x))
     train, test = idx[:1400], idx[1400:]
 
-    memory = ir.LMU("lmu", memory_d=1, order=ORDER, theta=THETA, discretizer="zoh",
-                    input_encoders=np.ones((1, 1), np.float32), memory=ir.ImpulseResponse(),
-                    return_sequences=False)
+    memory = ir.LMU(
+        "lmu",
+        memory_d=1,
+        order=ORDER,
+        theta=THETA,
+        discretizer="zoh",
+        input_encoders=np.ones((1, 1), np.float32),
+        memory=ir.ImpulseResponse(),
+        return_sequences=False,
+    )
     feats_graph = ir.Graph("digits_memory", input_features=1, seq_len=64, layers=(memory,))
-    feats = lmu_edge.simulate(feats_graph, x)                     # (N, ORDER): final memory
+    feats = lmu_edge.simulate(feats_graph, x)  # (N, ORDER): final memory
     mu, sd = feats[train].mean(0), feats[train].std(0) + 1e-8
     z = (feats - mu) / sd
     W = np.zeros((ORDER, 10))
     b = np.zeros(10)
     onehot = np.eye(10)[y]
-    for _ in range(3000):                                         # softmax regression, gradient descent
+    for _ in range(3000):  # softmax regression, gradient descent
         logits = z[train] @ W + b
         p = np.exp(logits - logits.max(1, keepdims=True))
         p /= p.sum(1, keepdims=True)
@@ -51,10 +58,13 @@ def main():
     # fold the standardisation into the dense layer: (m - mu)/sd @ W + b
     kernel = (W / sd[:, None]).astype(np.float32)
     bias = (b - (mu / sd) @ W).astype(np.float32)
-    model = ir.Graph("digits_lmu", input_features=1, seq_len=64,
-                     layers=(memory, ir.Dense("classifier", kernel, bias, "softmax")),
-                     metadata={"task": "sklearn 8x8 digits, one pixel per step",
-                               "trained_by": "examples/train_digits_ir.py"})
+    model = ir.Graph(
+        "digits_lmu",
+        input_features=1,
+        seq_len=64,
+        layers=(memory, ir.Dense("classifier", kernel, bias, "softmax")),
+        metadata={"task": "sklearn 8x8 digits, one pixel per step", "trained_by": "examples/train_digits_ir.py"},
+    )
     out = HERE / "models" / "digits_lmu.lmu.npz"
     lmu_edge.save(model, out)
     np.save(HERE / "models" / "digits_test_x.npy", x[test][:64])

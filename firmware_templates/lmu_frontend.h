@@ -36,12 +36,30 @@ typedef struct {
 /* number of significant bits of v (0 for 0): a leading-zero count without compiler builtins */
 static inline int32_t lmu_fe_bitlen64(uint64_t v) {
     int32_t n = 0;
-    if (v >> 32) { v >>= 32; n += 32; }
-    if (v >> 16) { v >>= 16; n += 16; }
-    if (v >> 8) { v >>= 8; n += 8; }
-    if (v >> 4) { v >>= 4; n += 4; }
-    if (v >> 2) { v >>= 2; n += 2; }
-    if (v >> 1) { v >>= 1; n += 1; }
+    if (v >> 32) {
+        v >>= 32;
+        n += 32;
+    }
+    if (v >> 16) {
+        v >>= 16;
+        n += 16;
+    }
+    if (v >> 8) {
+        v >>= 8;
+        n += 8;
+    }
+    if (v >> 4) {
+        v >>= 4;
+        n += 4;
+    }
+    if (v >> 2) {
+        v >>= 2;
+        n += 2;
+    }
+    if (v >> 1) {
+        v >>= 1;
+        n += 1;
+    }
     return n + (int32_t)v;
 }
 
@@ -95,18 +113,21 @@ static inline int8_t lmu_fe_log_feature(const lmu_fe_config_t *c, uint64_t E, in
 }
 
 /* the features of the frame held in ring (oldest sample at ring[pos]) */
-static inline void lmu_fe_frame(const lmu_fe_config_t *c, const int16_t *ring, int32_t pos, int16_t *re,
-                                int16_t *im, int8_t *out) {
+static inline void lmu_fe_frame(const lmu_fe_config_t *c, const int16_t *ring, int32_t pos, int16_t *re, int16_t *im,
+                                int8_t *out) {
     int32_t n, k, m, e, idx, vmx;
     uint32_t mx = 0u;
     for (n = 0, idx = pos; n < c->frame_len; ++n) {
         const int32_t xw = (int32_t)ring[idx] * c->window[n];
         const uint32_t a = xw < 0 ? (uint32_t)(-(int64_t)xw) : (uint32_t)xw;
-        if (a > mx) mx = a;
-        if (++idx == c->frame_len) idx = 0;
+        if (a > mx)
+            mx = a;
+        if (++idx == c->frame_len)
+            idx = 0;
     }
     if (mx == 0u) {
-        for (m = 0; m < c->n_mels; ++m) out[m] = -128;
+        for (m = 0; m < c->n_mels; ++m)
+            out[m] = -128;
         return;
     }
     e = lmu_fe_bitlen64(mx) - LMU_FE_NORM_BITS;
@@ -120,7 +141,8 @@ static inline void lmu_fe_frame(const lmu_fe_config_t *c, const int16_t *ring, i
         const int32_t v = e > 0 ? ((xw + (1 << (e - 1))) >> e) : (int32_t)((uint32_t)xw << (-e));
         re[c->bitrev[n]] = (int16_t)v;
         vmx |= LMU_FE_ABS(v);
-        if (++idx == c->frame_len) idx = 0;
+        if (++idx == c->frame_len)
+            idx = 0;
     }
     e += lmu_fe_fft(c, re, im, vmx);
     for (m = 0; m < c->n_mels; ++m) {
@@ -140,12 +162,13 @@ static inline void lmu_fe_frame(const lmu_fe_config_t *c, const int16_t *ring, i
  * [3] the previous raw sample (pre-emphasis) */
 static inline void lmu_fe_reset(const lmu_fe_config_t *c, int16_t *ring, int32_t *counters) {
     int32_t n;
-    for (n = 0; n < c->frame_len; ++n) ring[n] = 0;
+    for (n = 0; n < c->frame_len; ++n)
+        ring[n] = 0;
     counters[0] = counters[1] = counters[2] = counters[3] = 0;
 }
 
-static inline int lmu_fe_push(const lmu_fe_config_t *c, int16_t *ring, int16_t *re, int16_t *im,
-                              int32_t *counters, int16_t sample, int8_t *out) {
+static inline int lmu_fe_push(const lmu_fe_config_t *c, int16_t *ring, int16_t *re, int16_t *im, int32_t *counters,
+                              int16_t sample, int8_t *out) {
     int32_t pe = sample;
     if (c->preemph_q15) {
         pe -= (counters[3] * c->preemph_q15 + (1 << 14)) >> 15;
@@ -153,9 +176,11 @@ static inline int lmu_fe_push(const lmu_fe_config_t *c, int16_t *ring, int16_t *
     }
     counters[3] = sample;
     ring[counters[0]] = (int16_t)pe;
-    if (++counters[0] == c->frame_len) counters[0] = 0;
+    if (++counters[0] == c->frame_len)
+        counters[0] = 0;
     if (counters[1] < c->frame_len) {
-        if (++counters[1] < c->frame_len) return 0;
+        if (++counters[1] < c->frame_len)
+            return 0;
     } else if (++counters[2] < c->hop) {
         return 0;
     }

@@ -64,7 +64,7 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w
     const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
     for (; i + 4 <= n; i += 4) {
         const uint32_t xw = lmu_ld32(x + i);
-        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);     /* x0 - zp, x2 - zp */
+        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);      /* x0 - zp, x2 - zp */
         const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
         const uint32_t u0 = lmu_ld32(w0 + i), u1 = lmu_ld32(w1 + i);
         s0 = __smlad(__sxtb16(u0), xe, s0);
@@ -82,38 +82,38 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w
 /* Four rows of C times the state at a time, with accumulators of type ACC and the ACLE dual-MAC
  * intrinsic MAC; the caller picks the 32- or 64-bit pair. Uses i, j, q, C, mc, B, uc, coeff_frac,
  * delta, bits and tmp from the enclosing function. */
-#define LMU_DSP_ROWS4(ACC, MAC)                                                                  \
-    for (; i + 4 <= q; i += 4) {                                                                 \
-        const int16_t *r0 = C + i * q;                                                           \
-        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                      \
-        for (j = 0; j + 4 <= q; j += 4) {  /* two column pairs per pass: half the loop overhead */ \
-            const uint32_t sv = lmu_ld32(mc + j), sw = lmu_ld32(mc + j + 2);                     \
-            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
-            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
-            a0 = MAC(lmu_ld32(r0 + j + 2), sw, a0);                                              \
-            a1 = MAC(lmu_ld32(r0 + q + j + 2), sw, a1);                                          \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j + 2), sw, a2);                                      \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j + 2), sw, a3);                                      \
-        }                                                                                        \
-        for (; j + 2 <= q; j += 2) {                                                             \
-            const uint32_t sv = lmu_ld32(mc + j);                                                \
-            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                  \
-            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                              \
-            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                          \
-            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                          \
-        }                                                                                        \
-        if (j < q) {                                                                             \
-            a0 += (int32_t)r0[j] * mc[j];                                                        \
-            a1 += (int32_t)r0[q + j] * mc[j];                                                    \
-            a2 += (int32_t)r0[2 * q + j] * mc[j];                                                \
-            a3 += (int32_t)r0[3 * q + j] * mc[j];                                                \
-        }                                                                                        \
-        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);                  \
-        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);      \
-        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);      \
+#define LMU_DSP_ROWS4(ACC, MAC)                                                                                        \
+    for (; i + 4 <= q; i += 4) {                                                                                       \
+        const int16_t *r0 = C + i * q;                                                                                 \
+        ACC a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                                            \
+        for (j = 0; j + 4 <= q; j += 4) { /* two column pairs per pass: half the loop overhead */                      \
+            const uint32_t sv = lmu_ld32(mc + j), sw = lmu_ld32(mc + j + 2);                                           \
+            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                                        \
+            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                                                    \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                                                \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                                                \
+            a0 = MAC(lmu_ld32(r0 + j + 2), sw, a0);                                                                    \
+            a1 = MAC(lmu_ld32(r0 + q + j + 2), sw, a1);                                                                \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j + 2), sw, a2);                                                            \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j + 2), sw, a3);                                                            \
+        }                                                                                                              \
+        for (; j + 2 <= q; j += 2) {                                                                                   \
+            const uint32_t sv = lmu_ld32(mc + j);                                                                      \
+            a0 = MAC(lmu_ld32(r0 + j), sv, a0);                                                                        \
+            a1 = MAC(lmu_ld32(r0 + q + j), sv, a1);                                                                    \
+            a2 = MAC(lmu_ld32(r0 + 2 * q + j), sv, a2);                                                                \
+            a3 = MAC(lmu_ld32(r0 + 3 * q + j), sv, a3);                                                                \
+        }                                                                                                              \
+        if (j < q) {                                                                                                   \
+            a0 += (int32_t)r0[j] * mc[j];                                                                              \
+            a1 += (int32_t)r0[q + j] * mc[j];                                                                          \
+            a2 += (int32_t)r0[2 * q + j] * mc[j];                                                                      \
+            a3 += (int32_t)r0[3 * q + j] * mc[j];                                                                      \
+        }                                                                                                              \
+        lmu_dense_finish(tmp, i, a0, B[i], uc, mc[i], coeff_frac, delta, bits);                                        \
+        lmu_dense_finish(tmp, i + 1, a1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);                            \
+        lmu_dense_finish(tmp, i + 2, a2, B[i + 2], uc, mc[i + 2], coeff_frac, delta, bits);                            \
+        lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);                            \
     }
 #endif
 
@@ -122,18 +122,26 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w
  * 8 MACs 1 + 4 LDR and 4 SMLAD (acc32) or SMLALD (64-bit sums). Odd q is
  * finished by a scalar tail. Same exact sums as the portable loop, so the same state. */
 static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
-                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
-                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
+                                                         const int32_t *B, int32_t coeff_frac, int32_t delta,
+                                                         int32_t bits, int64_t *tmp, int32_t acc32) {
     int32_t i = 0;
 #if LMU_PATH_DSP
     int32_t j;
     if (acc32) {
-        LMU_DSP_ROWS4(int32_t, __smlad);       /* sums proven to fit 32 bits: 1 SMLAD per 2 MACs */
+        LMU_DSP_ROWS4(int32_t, __smlad); /* sums proven to fit 32 bits: 1 SMLAD per 2 MACs */
     } else {
-        LMU_DSP_ROWS4(int64_t, __smlald);      /* 64-bit sums: 1 SMLALD per 2 MACs */
+        LMU_DSP_ROWS4(int64_t, __smlald); /* 64-bit sums: 1 SMLALD per 2 MACs */
     }
 #else
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)mc;
+    (void)uc;
+    (void)q;
+    (void)C;
+    (void)B;
+    (void)coeff_frac;
+    (void)delta;
+    (void)bits;
+    (void)tmp;
     (void)acc32;
 #endif
     return i;
@@ -172,7 +180,15 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
         lmu_dense_finish(tmp, i + 3, a3, B[i + 3], uc, mc[i + 3], coeff_frac, delta, bits);
     }
 #else
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)mc;
+    (void)uc;
+    (void)q;
+    (void)C;
+    (void)B;
+    (void)coeff_frac;
+    (void)delta;
+    (void)bits;
+    (void)tmp;
 #endif
     return i;
 }

@@ -119,7 +119,6 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
     tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
 }
 
-
 /* The Cortex-M kernels (DSP and Helium) live in lmu_kernels_arm.h; each returns how much of its work it
  * did and leaves the rest to the portable loops here. Without either extension they do nothing. */
 #if LMU_PATH_DSP || LMU_PATH_MVE
@@ -127,19 +126,41 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
 #else
 static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
                                     int32_t *a0, int32_t *a1) {
-    (void)x; (void)zp; (void)w0; (void)w1; (void)n; (void)a0; (void)a1;
+    (void)x;
+    (void)zp;
+    (void)w0;
+    (void)w1;
+    (void)n;
+    (void)a0;
+    (void)a1;
     return 0;
 }
 static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
-                                                        const int32_t *B, int32_t coeff_frac, int32_t delta,
-                                                        int32_t bits, int64_t *tmp, int32_t acc32) {
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+                                                         const int32_t *B, int32_t coeff_frac, int32_t delta,
+                                                         int32_t bits, int64_t *tmp, int32_t acc32) {
+    (void)mc;
+    (void)uc;
+    (void)q;
+    (void)C;
+    (void)B;
+    (void)coeff_frac;
+    (void)delta;
+    (void)bits;
+    (void)tmp;
     (void)acc32;
     return 0;
 }
 static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
                                          int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp) {
-    (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits; (void)tmp;
+    (void)mc;
+    (void)uc;
+    (void)q;
+    (void)C;
+    (void)B;
+    (void)coeff_frac;
+    (void)delta;
+    (void)bits;
+    (void)tmp;
     return 0;
 }
 #endif
@@ -149,22 +170,22 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct {
-    const int8_t *w;          /* (n_out, n_in), row-major: one row per output */
+    const int8_t *w; /* (n_out, n_in), row-major: one row per output */
     int32_t n_in;
     int32_t in_zp;
-    const int32_t *mult;      /* (n_out) */
-    const int32_t *shift;     /* (n_out) */
+    const int32_t *mult;  /* (n_out) */
+    const int32_t *shift; /* (n_out) */
 } lmu_qpart_t;
 
 typedef struct {
     const lmu_qpart_t *parts;
     int32_t n_parts;
     int32_t n_out;
-    const int32_t *bias;      /* (n_out) or NULL, in the first part's accumulator */
+    const int32_t *bias; /* (n_out) or NULL, in the first part's accumulator */
     int32_t out_zp;
     int32_t clamp_min;
     int32_t clamp_max;
-    const int8_t *lut;        /* 256 entries indexed by y + 128, or NULL */
+    const int8_t *lut; /* 256 entries indexed by y + 128, or NULL */
 } lmu_qlinear_t;
 
 /* Two rows of an int8 dot product with an input zero point:
@@ -175,8 +196,8 @@ typedef struct {
  * wrap cancels and the final value is the exact sum on every path. lmu_qdot2_arm (lmu_kernels_arm.h) does
  * the first inputs on a DSP or Helium core. DSP path: per 4 inputs and 2 rows,
  * 1 LDR + 2 SXTB16 + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. No scratch. */
-static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
-                             int32_t *a0, int32_t *a1) {
+static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
+                             int32_t *a1) {
     int32_t i = lmu_qdot2_arm(x, zp, w0, w1, n, a0, a1), s0 = *a0, s1 = *a1;
     for (; i < n; ++i) {
         const int32_t xv = (int32_t)x[i] - zp;
@@ -278,58 +299,63 @@ static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
  * the whole row sums in 32 bits; otherwise the generic kernels sum in 64 bits and the 16 x 16 kernel adds
  * 32-bit partial sums of chunk columns into 64 bits. Either way the sum is exact. Scratch: tmp holds q int64
  * (the new state is written after every row has read the old one). */
-#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                \
-    static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C,          \
-                                   const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits, \
-                                   int64_t *tmp, int32_t acc32) {                                   \
-        int32_t n, j;                                                                               \
-        const CT *row = C + i0 * q;                                                                 \
-        const ST *mi = mc + i0;                                                                     \
-        B += i0;                                                                                    \
-        tmp += i0;                                                                                  \
-        for (n = q - i0; n > 0; --n, row += q, ++B, ++tmp, ++mi) {                                  \
-            int64_t acc = (int64_t)*B * (int64_t)uc;                                                \
-            int64_t step;                                                                           \
-            if (acc32) {                                                                            \
-                int32_t a32 = 0;                                                                    \
-                for (j = 0; j < q; ++j) {                                                           \
-                    a32 += (int32_t)row[j] * (int32_t)mc[j];                                        \
-                }                                                                                   \
-                acc += a32;                                                                         \
-            } else {                                                                                \
-                for (j = 0; j < q; ++j) {                                                           \
-                    acc += PROD(row[j], mc[j]);                                                     \
-                }                                                                                   \
-            }                                                                                       \
-            step = lmu_shift_round(acc, coeff_frac);                                                \
-            *tmp = lmu_sat(delta ? (int64_t)*mi + step : step, bits);                               \
-        }                                                                                           \
-    }                                                                                               \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C,             \
-                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,      \
-                            int64_t *tmp, int32_t chunk) {                                          \
-        const int32_t acc32 = chunk >= q;                                                           \
-        int32_t c, i;                                                                               \
-        for (c = 0; c < d; ++c) {                                                                   \
-            ST *mc = m + c * q;                                                                     \
-            NAME##_rows(mc, u[c], lmu_dense_dsp_rows_##ST##_##CT(mc, u[c], q, C, B, coeff_frac,     \
-                                                                  delta, bits, tmp, acc32),          \
-                        q, C, B, coeff_frac, delta, bits, tmp, acc32);                              \
-            for (i = 0; i < q; ++i) {                                                               \
-                mc[i] = (ST)tmp[i];                                                                 \
-            }                                                                                       \
-        }                                                                                           \
+#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                                    \
+    static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C, const int32_t *B,           \
+                                   int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp, int32_t acc32) {     \
+        int32_t n, j;                                                                                                  \
+        const CT *row = C + i0 * q;                                                                                    \
+        const ST *mi = mc + i0;                                                                                        \
+        B += i0;                                                                                                       \
+        tmp += i0;                                                                                                     \
+        for (n = q - i0; n > 0; --n, row += q, ++B, ++tmp, ++mi) {                                                     \
+            int64_t acc = (int64_t)*B * (int64_t)uc;                                                                   \
+            int64_t step;                                                                                              \
+            if (acc32) {                                                                                               \
+                int32_t a32 = 0;                                                                                       \
+                for (j = 0; j < q; ++j) {                                                                              \
+                    a32 += (int32_t)row[j] * (int32_t)mc[j];                                                           \
+                }                                                                                                      \
+                acc += a32;                                                                                            \
+            } else {                                                                                                   \
+                for (j = 0; j < q; ++j) {                                                                              \
+                    acc += PROD(row[j], mc[j]);                                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+            step = lmu_shift_round(acc, coeff_frac);                                                                   \
+            *tmp = lmu_sat(delta ? (int64_t)*mi + step : step, bits);                                                  \
+        }                                                                                                              \
+    }                                                                                                                  \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C, const int32_t *B,              \
+                            int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp, int32_t chunk) {            \
+        const int32_t acc32 = chunk >= q;                                                                              \
+        int32_t c, i;                                                                                                  \
+        for (c = 0; c < d; ++c) {                                                                                      \
+            ST *mc = m + c * q;                                                                                        \
+            NAME##_rows(mc, u[c],                                                                                      \
+                        lmu_dense_dsp_rows_##ST##_##CT(mc, u[c], q, C, B, coeff_frac, delta, bits, tmp, acc32), q, C,  \
+                        B, coeff_frac, delta, bits, tmp, acc32);                                                       \
+            for (i = 0; i < q; ++i) {                                                                                  \
+                mc[i] = (ST)tmp[i];                                                                                    \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 /* the other storage / coefficient types take the portable loop for every row */
-#define LMU_NO_DSP_ROWS(ST, CT)                                                                     \
-    static inline int32_t lmu_dense_dsp_rows_##ST##_##CT(ST *mc, int32_t uc, int32_t q, const CT *C,  \
-                                                         const int32_t *B, int32_t coeff_frac,       \
-                                                         int32_t delta, int32_t bits, int64_t *tmp,  \
-                                                         int32_t acc32) {                            \
-        (void)mc; (void)uc; (void)q; (void)C; (void)B; (void)coeff_frac; (void)delta; (void)bits;    \
-        (void)tmp; (void)acc32;                                                                     \
-        return 0;                                                                                   \
+#define LMU_NO_DSP_ROWS(ST, CT)                                                                                        \
+    static inline int32_t lmu_dense_dsp_rows_##ST##_##CT(ST *mc, int32_t uc, int32_t q, const CT *C, const int32_t *B, \
+                                                         int32_t coeff_frac, int32_t delta, int32_t bits,              \
+                                                         int64_t *tmp, int32_t acc32) {                                \
+        (void)mc;                                                                                                      \
+        (void)uc;                                                                                                      \
+        (void)q;                                                                                                       \
+        (void)C;                                                                                                       \
+        (void)B;                                                                                                       \
+        (void)coeff_frac;                                                                                              \
+        (void)delta;                                                                                                   \
+        (void)bits;                                                                                                    \
+        (void)tmp;                                                                                                     \
+        (void)acc32;                                                                                                   \
+        return 0;                                                                                                      \
     }
 LMU_NO_DSP_ROWS(int8_t, int16_t)
 LMU_NO_DSP_ROWS(int8_t, int32_t)
@@ -349,13 +375,14 @@ static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_
     for (c = 0; c < d; ++c) {
         int16_t *mc = m + c * q;
         const int32_t uc = u[c];
-        i = LMU_PATH_MVE ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
-                         : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
+        i = LMU_PATH_MVE
+                ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
+                : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
         for (; i < q; i += 2) {
             const int16_t *r0 = C + i * q;
-            const int16_t *r1 = i + 1 < q ? r0 + q : r0;      /* an odd last row runs twice, stored once */
+            const int16_t *r1 = i + 1 < q ? r0 + q : r0; /* an odd last row runs twice, stored once */
             int64_t s0 = 0, s1 = 0;
-            if (!LMU_SUM32_CHUNKS && chunk < q) {   /* a 64-bit multiply-accumulate is one instruction here */
+            if (!LMU_SUM32_CHUNKS && chunk < q) { /* a 64-bit multiply-accumulate is one instruction here */
                 for (j0 = 0; j0 < q; ++j0) {
                     const int32_t mj = mc[j0];
                     s0 += (int32_t)r0[j0] * mj;
@@ -366,7 +393,7 @@ static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_
                     const int32_t n = q - j0 > chunk ? chunk : q - j0;
                     const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
                     int32_t a0 = 0, a1 = 0, j;
-                    for (j = 0; j < n; ++j) {  /* one shared index: ARMv6-M LDRSH takes a register offset */
+                    for (j = 0; j < n; ++j) { /* one shared index: ARMv6-M LDRSH takes a register offset */
                         const int32_t mj = pm[j];
                         a0 += (int32_t)p0[j] * mj;
                         a1 += (int32_t)p1[j] * mj;
@@ -387,73 +414,72 @@ static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_
 }
 
 /* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
-#define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                              \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const int32_t *hc,       \
-                            int32_t hc_frac, int32_t r, int32_t substeps, int32_t u_shift,          \
-                            int32_t bits, int64_t *w) {                                             \
-        static const int64_t inv16[5] = {0, 0, 32768, 21845, 16384};                               \
-        int32_t c, s, i, k;                                                                         \
-        for (c = 0; c < d; ++c) {                                                                   \
-            ST *mc = m + c * q;                                                                     \
-            const int64_t um = lmu_shift_round((int64_t)u[c], u_shift);                             \
-            for (s = 0; s < substeps; ++s) {                                                        \
-                int64_t P = 0, S = 0, T = 0;                                                        \
-                for (i = 0; i < q; ++i) {                                                           \
-                    T += mc[i];                                                                     \
-                }                                                                                   \
-                for (i = 0; i < q; ++i) {                                                           \
-                    const int64_t alt = (i & 1) ? -1 : 1;                                           \
-                    P += mc[i];                                                                     \
-                    S += alt * mc[i];                                                               \
-                    w[i] = lmu_shift_round((int64_t)hc[i] * (P - T + alt * (um - S)), hc_frac);     \
-                }                                                                                   \
-                for (k = 1; k < r; ++k) {                                                           \
-                    const int64_t *prev = w + (k - 1) * q;                                          \
-                    int64_t *cur = w + k * q;                                                       \
-                    P = 0;                                                                          \
-                    S = 0;                                                                          \
-                    T = 0;                                                                          \
-                    for (i = 0; i < q; ++i) {                                                       \
-                        T += prev[i];                                                               \
-                    }                                                                               \
-                    for (i = 0; i < q; ++i) {                                                       \
-                        const int64_t alt = (i & 1) ? -1 : 1;                                       \
-                        P += prev[i];                                                               \
-                        S += alt * prev[i];                                                         \
-                        cur[i] = lmu_shift_round((int64_t)hc[i] * (P - T - alt * S), hc_frac);      \
-                    }                                                                               \
-                }                                                                                   \
-                for (i = 0; i < q; ++i) {                                                           \
-                    int64_t acc = w[(r - 1) * q + i];                                               \
-                    for (k = r - 1; k >= 1; --k) {                                                  \
-                        acc = w[(k - 1) * q + i] + lmu_shift_round(acc * inv16[k + 1], 16);         \
-                    }                                                                               \
-                    mc[i] = (ST)lmu_sat((int64_t)mc[i] + acc, bits);                                \
-                }                                                                                   \
-            }                                                                                       \
-        }                                                                                           \
+#define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                                                 \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const int32_t *hc, int32_t hc_frac,         \
+                            int32_t r, int32_t substeps, int32_t u_shift, int32_t bits, int64_t *w) {                  \
+        static const int64_t inv16[5] = {0, 0, 32768, 21845, 16384};                                                   \
+        int32_t c, s, i, k;                                                                                            \
+        for (c = 0; c < d; ++c) {                                                                                      \
+            ST *mc = m + c * q;                                                                                        \
+            const int64_t um = lmu_shift_round((int64_t)u[c], u_shift);                                                \
+            for (s = 0; s < substeps; ++s) {                                                                           \
+                int64_t P = 0, S = 0, T = 0;                                                                           \
+                for (i = 0; i < q; ++i) {                                                                              \
+                    T += mc[i];                                                                                        \
+                }                                                                                                      \
+                for (i = 0; i < q; ++i) {                                                                              \
+                    const int64_t alt = (i & 1) ? -1 : 1;                                                              \
+                    P += mc[i];                                                                                        \
+                    S += alt * mc[i];                                                                                  \
+                    w[i] = lmu_shift_round((int64_t)hc[i] * (P - T + alt * (um - S)), hc_frac);                        \
+                }                                                                                                      \
+                for (k = 1; k < r; ++k) {                                                                              \
+                    const int64_t *prev = w + (k - 1) * q;                                                             \
+                    int64_t *cur = w + k * q;                                                                          \
+                    P = 0;                                                                                             \
+                    S = 0;                                                                                             \
+                    T = 0;                                                                                             \
+                    for (i = 0; i < q; ++i) {                                                                          \
+                        T += prev[i];                                                                                  \
+                    }                                                                                                  \
+                    for (i = 0; i < q; ++i) {                                                                          \
+                        const int64_t alt = (i & 1) ? -1 : 1;                                                          \
+                        P += prev[i];                                                                                  \
+                        S += alt * prev[i];                                                                            \
+                        cur[i] = lmu_shift_round((int64_t)hc[i] * (P - T - alt * S), hc_frac);                         \
+                    }                                                                                                  \
+                }                                                                                                      \
+                for (i = 0; i < q; ++i) {                                                                              \
+                    int64_t acc = w[(r - 1) * q + i];                                                                  \
+                    for (k = r - 1; k >= 1; --k) {                                                                     \
+                        acc = w[(k - 1) * q + i] + lmu_shift_round(acc * inv16[k + 1], 16);                            \
+                    }                                                                                                  \
+                    mc[i] = (ST)lmu_sat((int64_t)mc[i] + acc, bits);                                                   \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 /* FIR ring buffer: buf holds the last L inputs of each channel, *head the newest */
-#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT, PROD)                                                   \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *K, int32_t L,  \
-                            int32_t shift, int32_t bits, ST *buf, int32_t *head) {                  \
-        int32_t c, i, k;                                                                            \
-        *head = (*head + 1) % L;                                                                    \
-        for (c = 0; c < d; ++c) {                                                                   \
-            ST *bc = buf + c * L;                                                                   \
-            bc[*head] = (ST)u[c];                                                                   \
-            for (i = 0; i < q; ++i) {                                                               \
-                const CT *row = K + i * L;                                                          \
-                int64_t acc = 0;                                                                    \
-                int32_t pos = *head;                                                                \
-                for (k = 0; k < L; ++k) {                                                           \
-                    acc += PROD(row[k], bc[pos]);                                                   \
-                    pos = pos == 0 ? L - 1 : pos - 1;                                               \
-                }                                                                                   \
-                m[c * q + i] = (ST)lmu_sat(lmu_shift_round(acc, shift), bits);                      \
-            }                                                                                       \
-        }                                                                                           \
+#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT, PROD)                                                                      \
+    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *K, int32_t L, int32_t shift,      \
+                            int32_t bits, ST *buf, int32_t *head) {                                                    \
+        int32_t c, i, k;                                                                                               \
+        *head = (*head + 1) % L;                                                                                       \
+        for (c = 0; c < d; ++c) {                                                                                      \
+            ST *bc = buf + c * L;                                                                                      \
+            bc[*head] = (ST)u[c];                                                                                      \
+            for (i = 0; i < q; ++i) {                                                                                  \
+                const CT *row = K + i * L;                                                                             \
+                int64_t acc = 0;                                                                                       \
+                int32_t pos = *head;                                                                                   \
+                for (k = 0; k < L; ++k) {                                                                              \
+                    acc += PROD(row[k], bc[pos]);                                                                      \
+                    pos = pos == 0 ? L - 1 : pos - 1;                                                                  \
+                }                                                                                                      \
+                m[c * q + i] = (ST)lmu_sat(lmu_shift_round(acc, shift), bits);                                         \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
@@ -483,29 +509,36 @@ static inline void lmu_f_activation(int32_t act, float *y, int32_t n) {
     float mx, sum;
     switch (act) {
     case LMU_RELU:
-        for (i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        for (i = 0; i < n; ++i)
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
         break;
     case LMU_RELU6:
-        for (i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : (y[i] > 6.0f ? 6.0f : y[i]);
+        for (i = 0; i < n; ++i)
+            y[i] = y[i] < 0.0f ? 0.0f : (y[i] > 6.0f ? 6.0f : y[i]);
         break;
     case LMU_TANH:
-        for (i = 0; i < n; ++i) y[i] = tanhf(y[i]);
+        for (i = 0; i < n; ++i)
+            y[i] = tanhf(y[i]);
         break;
     case LMU_SIGMOID:
-        for (i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + expf(-y[i]));
+        for (i = 0; i < n; ++i)
+            y[i] = 1.0f / (1.0f + expf(-y[i]));
         break;
     case LMU_SILU:
-        for (i = 0; i < n; ++i) y[i] = y[i] / (1.0f + expf(-y[i]));
+        for (i = 0; i < n; ++i)
+            y[i] = y[i] / (1.0f + expf(-y[i]));
         break;
     case LMU_SOFTMAX:
         mx = y[0];
-        for (i = 1; i < n; ++i) mx = y[i] > mx ? y[i] : mx;
+        for (i = 1; i < n; ++i)
+            mx = y[i] > mx ? y[i] : mx;
         sum = 0.0f;
         for (i = 0; i < n; ++i) {
             y[i] = expf(y[i] - mx);
             sum += y[i];
         }
-        for (i = 0; i < n; ++i) y[i] /= sum;
+        for (i = 0; i < n; ++i)
+            y[i] /= sum;
         break;
     default:
         break;
@@ -529,19 +562,21 @@ static inline void lmu_f_matvec(const float *W, const float *x, float *y, int32_
 static inline void lmu_f_add_bias(float *y, const float *b, int32_t n) {
     int32_t i;
     if (b) {
-        for (i = 0; i < n; ++i) y[i] += b[i];
+        for (i = 0; i < n; ++i)
+            y[i] += b[i];
     }
 }
 
 /* m = Abar m + Bbar u per channel; tmp has q floats */
-static inline void lmu_f_dense_memory(float *m, const float *u, int32_t d, int32_t q, const float *A,
-                                      const float *B, float *tmp) {
+static inline void lmu_f_dense_memory(float *m, const float *u, int32_t d, int32_t q, const float *A, const float *B,
+                                      float *tmp) {
     int32_t c, i, j;
     for (c = 0; c < d; ++c) {
         float *mc = m + c * q;
         for (i = 0; i < q; ++i) {
             float acc = 0.0f;
-            for (j = 0; j < q; ++j) acc += A[i * q + j] * mc[j];
+            for (j = 0; j < q; ++j)
+                acc += A[i * q + j] * mc[j];
             tmp[i] = acc + B[i] * u[c];
         }
         memcpy(mc, tmp, sizeof(float) * (size_t)q);
@@ -557,7 +592,8 @@ static inline void lmu_f_rk_memory(float *m, const float *u, int32_t d, int32_t 
         float *mc = m + c * q;
         for (s = 0; s < substeps; ++s) {
             float P = 0.0f, S = 0.0f, T = 0.0f;
-            for (i = 0; i < q; ++i) T += mc[i];
+            for (i = 0; i < q; ++i)
+                T += mc[i];
             for (i = 0; i < q; ++i) {
                 const float alt = (i & 1) ? -1.0f : 1.0f;
                 P += mc[i];
@@ -570,7 +606,8 @@ static inline void lmu_f_rk_memory(float *m, const float *u, int32_t d, int32_t 
                 P = 0.0f;
                 S = 0.0f;
                 T = 0.0f;
-                for (i = 0; i < q; ++i) T += prev[i];
+                for (i = 0; i < q; ++i)
+                    T += prev[i];
                 for (i = 0; i < q; ++i) {
                     const float alt = (i & 1) ? -1.0f : 1.0f;
                     P += prev[i];
@@ -580,7 +617,8 @@ static inline void lmu_f_rk_memory(float *m, const float *u, int32_t d, int32_t 
             }
             for (i = 0; i < q; ++i) {
                 float acc = w[(r - 1) * q + i];
-                for (k = r - 1; k >= 1; --k) acc = w[(k - 1) * q + i] + acc * inv[k + 1];
+                for (k = r - 1; k >= 1; --k)
+                    acc = w[(k - 1) * q + i] + acc * inv[k + 1];
                 mc[i] += acc;
             }
         }

@@ -28,8 +28,8 @@ struct lmu_vector_table {
     lmu_handler_t handlers[15];
 };
 
-__attribute__((section(".isr_vector"), used)) const struct lmu_vector_table lmu_vectors = {
-    &__stack_top, {Reset_Handler, Default_Handler, Default_Handler}};
+__attribute__((section(".isr_vector"), used))
+const struct lmu_vector_table lmu_vectors = {&__stack_top, {Reset_Handler, Default_Handler, Default_Handler}};
 
 void Reset_Handler(void) {
     uint32_t *p;

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 try:
     from importlib.metadata import version as _dist_version
+
     __version__ = _dist_version("lmu-edge")
 except Exception:  # running from a source tree that is not installed
     __version__ = "0.1.0"
@@ -50,14 +51,33 @@ def load(path) -> "ir.Graph":
     except (LmuEdgeError, KeyboardInterrupt, SystemExit):
         raise
     except MemoryError:
-        raise ModelFormatError(f"{p}: reading it needs more memory than this machine has; the file is damaged "
-                               f"or far larger than any supported model") from None
+        raise ModelFormatError(
+            f"{p}: reading it needs more memory than this machine has; the file is damaged "
+            f"or far larger than any supported model"
+        ) from None
     except RecursionError:
         raise ModelFormatError(f"{p}: nested too deeply to be a model file") from None
-    except Exception as e:   # a reader's own exception (h5py, zipfile, zlib, json, numpy): the file is malformed
-        raise ModelFormatError(f"{p}: cannot be read as a model file ({type(e).__name__}: "
-                               f"{' '.join(str(e).split())[:200]}); re-save or re-export the model") from None
+    except Exception as e:  # a reader's own exception (h5py, zipfile, zlib, json, numpy): the file is malformed
+        raise ModelFormatError(
+            f"{p}: cannot be read as a model file ({type(e).__name__}: "
+            f"{' '.join(str(e).split())[:200]}); re-save or re-export the model"
+        ) from None
 
 
-__all__ = ["Artifact", "LmuEdgeError", "Stream", "candidates", "convert", "errors", "fold", "ir", "load",
-           "lti", "open_artifact", "quantize", "save", "simulate", "__version__"]
+__all__ = [
+    "Artifact",
+    "LmuEdgeError",
+    "Stream",
+    "candidates",
+    "convert",
+    "errors",
+    "fold",
+    "ir",
+    "load",
+    "lti",
+    "open_artifact",
+    "quantize",
+    "save",
+    "simulate",
+    "__version__",
+]

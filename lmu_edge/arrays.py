@@ -39,19 +39,32 @@ def load_array(source, what: str = "input") -> np.ndarray:
                         arr = data[keys[0]]
                     else:
                         shown = ", ".join(k[:40] for k in keys[:8]) + (" ..." if len(keys) > 8 else "")
-                        raise ShapeError(f"{what}: {path} holds arrays {shown}; name the input array 'x' "
-                                         f"or store a single array")
+                        raise ShapeError(
+                            f"{what}: {path} holds arrays {shown}; name the input array 'x' or store a single array"
+                        )
             else:
                 arr = data
         except LmuEdgeError:
             raise
         except MemoryError:
             raise ShapeError(f"{what}: {path} holds an array too large for this machine's memory") from None
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, RuntimeError,
-                NotImplementedError, TypeError, AttributeError) as e:
+        except (
+            ValueError,
+            OSError,
+            EOFError,
+            zipfile.BadZipFile,
+            zlib.error,
+            KeyError,
+            RuntimeError,
+            NotImplementedError,
+            TypeError,
+            AttributeError,
+        ) as e:
             msg = " ".join(str(e).split())[:160]
-            raise ShapeError(f"{what}: {path} is not a readable .npy / .npz file of numbers ({type(e).__name__}: "
-                             f"{msg}); save arrays with numpy.save") from None
+            raise ShapeError(
+                f"{what}: {path} is not a readable .npy / .npz file of numbers ({type(e).__name__}: "
+                f"{msg}); save arrays with numpy.save"
+            ) from None
         if not isinstance(arr, np.ndarray):
             raise ShapeError(f"{what}: {path} holds no numpy array; save arrays with numpy.save")
     else:
@@ -69,8 +82,10 @@ def load_array(source, what: str = "input") -> np.ndarray:
             if not finite.all():
                 raise ShapeError(f"{what}: the array holds NaN or infinite values")
             if np.abs(arr).max() > MAX_ABS_VALUE:
-                raise ShapeError(f"{what}: values up to {np.abs(arr).max():.3g}, beyond {MAX_ABS_VALUE:g}; "
-                                 f"scale the data as the model was trained")
+                raise ShapeError(
+                    f"{what}: values up to {np.abs(arr).max():.3g}, beyond {MAX_ABS_VALUE:g}; "
+                    f"scale the data as the model was trained"
+                )
     return arr
 
 
@@ -85,11 +100,14 @@ def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
-        raise ShapeError(f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), "
-                         f"got {x.shape}")
+        raise ShapeError(
+            f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}"
+        )
     if x.shape[2] != graph.input_features:
-        raise ShapeError(f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
-                         f"got {x.shape[2]} (shape {x.shape})")
+        raise ShapeError(
+            f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
+            f"got {x.shape[2]} (shape {x.shape})"
+        )
     if x.shape[1] < 1:
         raise ShapeError(f"{what}: the sequence is empty (shape {x.shape})")
     if not np.all(np.isfinite(x)):

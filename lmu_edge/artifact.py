@@ -33,11 +33,12 @@ ARTIFACT_VERSION = 1
 #: other names users write for a quantization mode (TFLite and ONNX users say float32)
 QUANTIZE_ALIASES = {"float32": "float"}
 DEFAULT_TOLERANCE = 1e-4  # float artifacts: fold budget 1e-6 on the impulse response, plus float32 rounding
-                          # of dense layers, stays well inside this relative error; quantized targets set their own
+# of dense layers, stays well inside this relative error; quantized targets set their own
 
 
 def _version() -> str:
     from . import __version__
+
     return __version__
 
 
@@ -83,8 +84,9 @@ class Artifact:
     def _runtime(self, runtime: Optional[str]) -> str:
         runtime = runtime or self.module.DEFAULT_RUNTIME
         if runtime not in self.module.RUNTIMES:
-            raise ArtifactError(f"target {self.target!r} has no runtime {runtime!r}; "
-                                f"its runtimes: {', '.join(self.module.RUNTIMES)}")
+            raise ArtifactError(
+                f"target {self.target!r} has no runtime {runtime!r}; its runtimes: {', '.join(self.module.RUNTIMES)}"
+            )
         return runtime
 
     def run(self, x, runtime: Optional[str] = None) -> np.ndarray:
@@ -106,8 +108,13 @@ class Artifact:
         tol = self.tolerance if tolerance is None else float(tolerance)
         x, _ = reference.check_input(self.graph, x)
         err = relative_error(self.run(x, runtime), self.reference(x))
-        result = {"error": err, "tolerance": tol, "passed": bool(tol is None or err <= tol),
-                  "runtime": self._runtime(runtime), "checked": tol is not None}
+        result = {
+            "error": err,
+            "tolerance": tol,
+            "passed": bool(tol is None or err <= tol),
+            "runtime": self._runtime(runtime),
+            "checked": tol is not None,
+        }
         if isinstance(self.module, CheckedTarget) and self.manifest.get("quantize") not in (None, "float"):
             # quantized artifacts: what is checked is the target's own (e.g. bit-exactness with the integer reference)
             extra = self.module.check(self, x)
@@ -117,11 +124,15 @@ class Artifact:
                 result["passed"] = result["passed"] and bool(extra["bit_exact_host"])
         if not result["passed"]:
             if tol is not None and err > tol:
-                raise VerificationError(f"{self.path}: output differs from the source model by {err:.3g} "
-                                        f"(relative to the output scale), more than the tolerance {tol:g}")
-            raise VerificationError(f"{self.path}: the {result['runtime']} build does not match its integer "
-                                    f"reference bit for bit; rebuild it (make clean) and report the model "
-                                    f"if it persists")
+                raise VerificationError(
+                    f"{self.path}: output differs from the source model by {err:.3g} "
+                    f"(relative to the output scale), more than the tolerance {tol:g}"
+                )
+            raise VerificationError(
+                f"{self.path}: the {result['runtime']} build does not match its integer "
+                f"reference bit for bit; rebuild it (make clean) and report the model "
+                f"if it persists"
+            )
         return result
 
 
@@ -130,8 +141,10 @@ def open_artifact(out_dir) -> Artifact:
     path = Path(out_dir)
     man = path / MANIFEST
     if not man.is_file():
-        raise ArtifactError(f"{path}: not an lmu-edge output directory (no {MANIFEST}); "
-                            f"create one with 'lmu-edge convert MODEL --target T -o {path}'")
+        raise ArtifactError(
+            f"{path}: not an lmu-edge output directory (no {MANIFEST}); "
+            f"create one with 'lmu-edge convert MODEL --target T -o {path}'"
+        )
     try:
         manifest = json.loads(man.read_text())
     except ValueError as e:
@@ -139,11 +152,15 @@ def open_artifact(out_dir) -> Artifact:
     if not isinstance(manifest, dict) or manifest.get("format") != ARTIFACT_FORMAT:
         raise ArtifactError(f"{man}: not an lmu-edge artifact manifest; convert the model again")
     if manifest.get("version") != ARTIFACT_VERSION:
-        raise ArtifactError(f"{man}: artifact version {manifest.get('version')!r} is not supported "
-                            f"(this lmu-edge reads version {ARTIFACT_VERSION}); convert the model again")
+        raise ArtifactError(
+            f"{man}: artifact version {manifest.get('version')!r} is not supported "
+            f"(this lmu-edge reads version {ARTIFACT_VERSION}); convert the model again"
+        )
     if manifest.get("target") not in registry.TARGETS:
-        raise ArtifactError(f"{man}: unknown target {manifest.get('target')!r}; "
-                            f"available targets: {', '.join(sorted(registry.TARGETS))}")
+        raise ArtifactError(
+            f"{man}: unknown target {manifest.get('target')!r}; "
+            f"available targets: {', '.join(sorted(registry.TARGETS))}"
+        )
     return Artifact(path, manifest)
 
 
@@ -174,19 +191,33 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
     except (LmuEdgeError, KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except MemoryError:
-        raise ArtifactError(f"converting {_describe(model)} for {target!r} needs more memory than this machine has; "
-                            f"nothing was written") from None
+        raise ArtifactError(
+            f"converting {_describe(model)} for {target!r} needs more memory than this machine has; nothing was written"
+        ) from None
     except Exception as e:
         msg = " ".join(str(e).split())[:300]
-        raise ArtifactError(f"converting {_describe(model)} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
-                            f"{msg}); nothing was written; please report it with the model") from e
+        raise ArtifactError(
+            f"converting {_describe(model)} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
+            f"{msg}); nothing was written; please report it with the model"
+        ) from e
 
 
-def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str] = None, calibration=None,
-            realization="auto", error_budget: Optional[float] = None, substeps: Optional[int] = None,
-            tolerance: Optional[float] = None, overwrite: bool = False,
-            progress: Optional[Callable[[str], None]] = None, prefer: Optional[str] = None,
-            **target_options) -> Artifact:
+def _convert(
+    model,
+    target: str = "ir",
+    out_dir=None,
+    *,
+    quantize: Optional[str] = None,
+    calibration=None,
+    realization="auto",
+    error_budget: Optional[float] = None,
+    substeps: Optional[int] = None,
+    tolerance: Optional[float] = None,
+    overwrite: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
+    prefer: Optional[str] = None,
+    **target_options,
+) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
 
     Loads, folds to a recurrent form (:func:`lmu_edge.fold`), quantizes where
@@ -209,6 +240,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     is given, else ``ops``. The report holds the trade-off of each choice.
     """
     from . import load
+
     if out_dir is None:
         raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")
     out_dir = Path(out_dir)
@@ -216,6 +248,7 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         module_opts = dict(getattr(registry.target(target), "OPTIONS", {}), **target_options)
         qmode = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
         from .folding import default_budget, state_bits_for
+
         error_budget, budget_why = default_budget(state_bits_for(target, qmode, module_opts))
     else:
         budget_why = "given"
@@ -229,8 +262,9 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     modes = tuple(module.QUANTIZE)
     quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
-        raise QuantizationError(f"target {target!r} does not support quantize={quantize!r}; "
-                                f"it supports: {', '.join(modes)}")
+        raise QuantizationError(
+            f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}"
+        )
     unknown = set(target_options) - set(module.OPTIONS)
     if unknown:
         known = ", ".join(sorted(module.OPTIONS)) or "none"
@@ -239,15 +273,19 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
     options.update(target_options)
     cal = None if calibration is None else load_array(calibration, "calibration")
     if quantize != "float" and cal is None:
-        raise QuantizationError(f"quantize={quantize!r} needs calibration data: --calibration FILE "
-                                f"(calibration= in Python): typical inputs, .npy / .npz of shape (N, T, F)")
-    outdir.check_replaceable(out_dir, overwrite)     # refuse before any work
+        raise QuantizationError(
+            f"quantize={quantize!r} needs calibration data: --calibration FILE "
+            f"(calibration= in Python): typical inputs, .npy / .npz of shape (N, T, F)"
+        )
+    outdir.check_replaceable(out_dir, overwrite)  # refuse before any work
 
     source = model if isinstance(model, ir.Graph) else load(model)
     if target != "ir" and source.quantized:
-        raise ArtifactError(f"{_describe(model)} is already quantized (an artifact's quantized.lmu.npz): targets "
-                            f"convert the float model; convert that with --quantize instead (only the ir "
-                            f"target copies a quantized graph)")
+        raise ArtifactError(
+            f"{_describe(model)} is already quantized (an artifact's quantized.lmu.npz): targets "
+            f"convert the float model; convert that with --quantize instead (only the ir "
+            f"target copies a quantized graph)"
+        )
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
     if prefer is None:
@@ -256,8 +294,16 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         prefer_why = "given"
     if prefer not in folding.PREFERENCES:
         raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(folding.PREFERENCES)}")
-    graph = folding.fold(source, realization, error_budget, substeps=substeps, progress=progress, target=target,
-                         quantized=quantize != "float", prefer=prefer)
+    graph = folding.fold(
+        source,
+        realization,
+        error_budget,
+        substeps=substeps,
+        progress=progress,
+        target=target,
+        quantized=quantize != "float",
+        prefer=prefer,
+    )
 
     with outdir.writing(out_dir, overwrite) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
@@ -268,11 +314,14 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)
         extra.pop("tolerance", None)
         manifest = {
-            "format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, "target": target,
+            "format": ARTIFACT_FORMAT,
+            "version": ARTIFACT_VERSION,
+            "target": target,
             "lmu_edge_version": _version(),
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
-            "quantize": quantize, "options": {k: v for k, v in options.items()},
+            "quantize": quantize,
+            "options": {k: v for k, v in options.items()},
             "tolerance": None if tol is None or math.isinf(tol) else float(tol),
         }
         manifest.update(extra)
@@ -280,24 +329,34 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         art = Artifact(tmp, manifest)
         x = cal if cal is not None else _probe_input(source)
         err = relative_error(art.run(x), reference.simulate(source, x))
-        verification = {"input": "calibration data" if cal is not None else "seeded random probe",
-                        "input_shape": list(x.shape), "runtime": module.DEFAULT_RUNTIME,
-                        "error_vs_source": err, "tolerance": manifest["tolerance"],
-                        "passed": bool(tol is None or err <= tol)}
-        if isinstance(module, CheckedTarget):   # target-specific checks, e.g. bit-exactness with the integer reference
+        verification = {
+            "input": "calibration data" if cal is not None else "seeded random probe",
+            "input_shape": list(x.shape),
+            "runtime": module.DEFAULT_RUNTIME,
+            "error_vs_source": err,
+            "tolerance": manifest["tolerance"],
+            "passed": bool(tol is None or err <= tol),
+        }
+        if isinstance(module, CheckedTarget):  # target-specific checks, e.g. bit-exactness with the integer reference
             verification.update(module.check(art, x))
         report = {
-            "model": source.name, "target": target, "quantize": quantize,
+            "model": source.name,
+            "target": target,
+            "quantize": quantize,
             "layers": [_layer_report(layer) for layer in graph.layers],
             "verification": verification,
             "error_budget": {"value": float(error_budget), "why": budget_why},
-            "realization_choice": {"prefer": prefer, "why": prefer_why,
-                                   "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {}))},
+            "realization_choice": {
+                "prefer": prefer,
+                "why": prefer_why,
+                "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {})),
+            },
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
         # the accuracy report (report.json + report.html) on a bounded slice of the same data
         from . import report as _report
+
         qpath = tmp / "quantized.lmu.npz"
         qg = irfile.load_ir(qpath) if qpath.exists() else None
         if progress:
@@ -306,9 +365,11 @@ def _convert(model, target: str = "ir", out_dir=None, *, quantize: Optional[str]
         report.update({k: v for k, v in analysis.items() if k not in report})
         _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:
-            why = (f"differs from the source by {err:.3g} on the {verification['input']}, more than the "
-                   f"tolerance {tol:g}" if tol is not None and err > tol else
-                   "does not match its integer reference bit for bit (a bug: please report the model)")
+            why = (
+                f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"
+                if tol is not None and err > tol
+                else "does not match its integer reference bit for bit (a bug: please report the model)"
+            )
             raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
     return open_artifact(out_dir)
 
@@ -328,12 +389,27 @@ def _check_number(value, name: str, lo: float, hi: float, low_open: bool = False
 def _layer_report(layer) -> dict:
     d = {"name": layer.name, "type": layer.TYPE}
     if isinstance(layer, ir.LMU):
-        d.update(order=layer.order, theta=layer.theta, memory_d=layer.memory_d, discretizer=layer.discretizer,
-                 realization=realization_name(layer.memory))
+        d.update(
+            order=layer.order,
+            theta=layer.theta,
+            memory_d=layer.memory_d,
+            discretizer=layer.discretizer,
+            realization=realization_name(layer.memory),
+        )
         if layer.measurement is not None:
             m = layer.measurement
-            d["measurement"] = {k: getattr(m, k) for k in ("error", "horizon", "reference", "ops_per_step",
-                                                          "coeffs_stored", "state_size", "spectral_radius")}
+            d["measurement"] = {
+                k: getattr(m, k)
+                for k in (
+                    "error",
+                    "horizon",
+                    "reference",
+                    "ops_per_step",
+                    "coeffs_stored",
+                    "state_size",
+                    "spectral_radius",
+                )
+            }
     return d
 
 

@@ -35,11 +35,12 @@ class _Group(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import signal
+
         previous = {}
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             try:
                 previous[sig] = signal.signal(sig, _on_signal)
-            except (ValueError, OSError):   # not the main thread (e.g. a test runner): leave it alone
+            except (ValueError, OSError):  # not the main thread (e.g. a test runner): leave it alone
                 pass
         try:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -63,14 +64,20 @@ class _Group(click.Group):
         import warnings
 
         from .errors import LmuEdgeError
+
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 result = super().invoke(ctx)
-            except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, _Interrupted,
-                    KeyboardInterrupt):
+            except (
+                click.exceptions.Exit,
+                click.exceptions.Abort,
+                click.ClickException,
+                _Interrupted,
+                KeyboardInterrupt,
+            ):
                 raise
-            except BrokenPipeError:          # e.g. "lmu-edge inspect --json | head": not an error
+            except BrokenPipeError:  # e.g. "lmu-edge inspect --json | head": not an error
                 sys.stderr.close()
                 sys.exit(0)
             except LmuEdgeError as e:
@@ -78,8 +85,11 @@ class _Group(click.Group):
             except (OSError, MemoryError) as e:
                 self._fail(f"{type(e).__name__}: {e}", 1)
             except Exception as e:  # a bug of ours: still one line, with the way to see more
-                self._fail(f"internal error ({type(e).__name__}: {e}); please report it with "
-                           f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)", 70)
+                self._fail(
+                    f"internal error ({type(e).__name__}: {e}); please report it with "
+                    f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)",
+                    70,
+                )
         seen = set()
         for w in caught:
             msg = " ".join(str(w.message).split())
@@ -106,6 +116,7 @@ class _Finite(click.ParamType):
 
     def convert(self, value, param, ctx):
         import math
+
         try:
             v = float(value)
         except (TypeError, ValueError):
@@ -143,19 +154,33 @@ def _progress(quiet):
 
 def _targets():
     from .registry import TARGETS
+
     return sorted(TARGETS)
 
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True,
-              help="Largest relative impulse-response error a realization may have.")
-@click.option("--candidates/--no-candidates", default=True, show_default=True,
-              help="Measure every candidate realization of each parallel LMU layer "
-                   "(may take seconds for large orders).")
+@click.option(
+    "--error-budget",
+    type=BUDGET,
+    default=1e-6,
+    show_default=True,
+    help="Largest relative impulse-response error a realization may have.",
+)
+@click.option(
+    "--candidates/--no-candidates",
+    default=True,
+    show_default=True,
+    help="Measure every candidate realization of each parallel LMU layer (may take seconds for large orders).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON description instead of text.")
-@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default="ops", show_default=True,
-              help="What the marked auto choice minimises: operations per step, flash or RAM.")
+@click.option(
+    "--prefer",
+    type=click.Choice(["ops", "flash", "ram"]),
+    default="ops",
+    show_default=True,
+    help="What the marked auto choice minimises: operations per step, flash or RAM.",
+)
 def inspect(model, error_budget, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost."""
@@ -169,102 +194,184 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     for layer, n_in, n_out, seq in g.shapes():
         row = {"name": layer.name, "type": layer.TYPE, "in": n_in, "out": n_out, "sequence": seq}
         if isinstance(layer, LMU):
-            row.update(memory_d=layer.memory_d, order=layer.order, theta=layer.theta,
-                       discretizer=layer.discretizer, memory=realization_name(layer.memory),
-                       hidden=None if layer.hidden is None else layer.hidden.TYPE,
-                       input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences,
-                       rnn_path=layer.is_rnn_path)
+            row.update(
+                memory_d=layer.memory_d,
+                order=layer.order,
+                theta=layer.theta,
+                discretizer=layer.discretizer,
+                memory=realization_name(layer.memory),
+                hidden=None if layer.hidden is None else layer.hidden.TYPE,
+                input_to_hidden=layer.input_to_hidden,
+                return_sequences=layer.return_sequences,
+                rnn_path=layer.is_rnn_path,
+            )
             if candidates and layer.is_parallel:
                 from .folding import rank
+
                 cs = lmu_edge.candidates(layer, error_budget, prefer=prefer)
                 ok = [c for c in cs if c.ok]
                 best = min(ok, key=lambda c: rank(c, prefer, layer.order, layer.memory_d)) if ok else None
-                row["candidates"] = [dict(name=c.name, substeps=getattr(c.memory, "substeps", None),
-                                          error=c.measurement.error, ops_per_step=c.measurement.ops_per_step,
-                                          coeffs_stored=c.measurement.coeffs_stored,
-                                          state_size=c.measurement.state_size,
-                                          spectral_radius=c.measurement.spectral_radius,
-                                          within_budget=c.ok, auto_choice=c is best, note=c.note) for c in cs]
+                row["candidates"] = [
+                    dict(
+                        name=c.name,
+                        substeps=getattr(c.memory, "substeps", None),
+                        error=c.measurement.error,
+                        ops_per_step=c.measurement.ops_per_step,
+                        coeffs_stored=c.measurement.coeffs_stored,
+                        state_size=c.measurement.state_size,
+                        spectral_radius=c.measurement.spectral_radius,
+                        within_budget=c.ok,
+                        auto_choice=c is best,
+                        note=c.note,
+                    )
+                    for c in cs
+                ]
             elif layer.measurement is not None:
                 m = layer.measurement
                 row["measurement"] = dict(error=m.error, ops_per_step=m.ops_per_step, reference=m.reference)
         rows.append(row)
-    info = {"model": str(model), "name": g.name, "form": g.form, "input": [g.seq_len, g.input_features],
-            "output_is_sequence": g.output_is_sequence, "layers": rows}
+    info = {
+        "model": str(model),
+        "name": g.name,
+        "form": g.form,
+        "input": [g.seq_len, g.input_features],
+        "output_is_sequence": g.output_is_sequence,
+        "layers": rows,
+    }
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
     T = "any length" if g.seq_len is None else f"{g.seq_len} steps"
     click.echo(f"model {g.name!r} ({model}), {g.form} form")
-    click.echo(f"input: {T} x {g.input_features} features; output: "
-               f"{'every step' if g.output_is_sequence else 'last step only'}, {g.output_features} features")
+    click.echo(
+        f"input: {T} x {g.input_features} features; output: "
+        f"{'every step' if g.output_is_sequence else 'last step only'}, {g.output_features} features"
+    )
     for r in rows:
-        click.echo(f"  {r['name']:<20} {r['type']:<13} {r['in']:>5} -> {r['out']:<5}"
-                   + ("" if r["sequence"] else " (last step)"))
+        click.echo(
+            f"  {r['name']:<20} {r['type']:<13} {r['in']:>5} -> {r['out']:<5}"
+            + ("" if r["sequence"] else " (last step)")
+        )
         if r["type"] == "lmu":
-            click.echo(f"      memory_d={r['memory_d']} order={r['order']} theta={r['theta']:g} "
-                       f"discretizer={r['discretizer']} memory: {r['memory']}, hidden: {r['hidden'] or 'none'}"
-                       + (", input_to_hidden" if r["input_to_hidden"] else "")
-                       + (", RNN path (hidden/memory feed back into the memory)" if r["rnn_path"] else ""))
+            click.echo(
+                f"      memory_d={r['memory_d']} order={r['order']} theta={r['theta']:g} "
+                f"discretizer={r['discretizer']} memory: {r['memory']}, hidden: {r['hidden'] or 'none'}"
+                + (", input_to_hidden" if r["input_to_hidden"] else "")
+                + (", RNN path (hidden/memory feed back into the memory)" if r["rnn_path"] else "")
+            )
             for c in r.get("candidates", []):
                 sub = f" x{c['substeps']}" if c["substeps"] else ""
                 mark = "  <- auto" if c["auto_choice"] else ("" if c["within_budget"] else "  (over budget)")
                 mark += f"; {c['note']}" if c.get("note") else ""
-                click.echo(f"      {c['name'] + sub:<10} error {c['error']:9.2e}  {c['ops_per_step']:>10} ops/step "
-                           f"{c['coeffs_stored']:>9} coeffs  state {c['state_size']}{mark}")
+                click.echo(
+                    f"      {c['name'] + sub:<10} error {c['error']:9.2e}  {c['ops_per_step']:>10} ops/step "
+                    f"{c['coeffs_stored']:>9} coeffs  state {c['state_size']}{mark}"
+                )
             if "measurement" in r:
                 m = r["measurement"]
-                click.echo(f"      measured: error {m['error']:.2e} against the {m['reference']}, "
-                           f"{m['ops_per_step']} ops/step")
+                click.echo(
+                    f"      measured: error {m['error']:.2e} against the {m['reference']}, {m['ops_per_step']} ops/step"
+                )
 
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", "-t", type=click.Choice(_targets()), required=True, help="What to emit.")
-@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Output directory (must be empty or new unless --force).")
-@click.option("--quantize", default="float", show_default=True,
-              help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), "
-                   "int16x8 (tflite).")
-@click.option("--calibration", type=click.Path(dir_okay=False, path_type=Path),
-              help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
-                   "needed to quantize, and used to verify the artifact.")
-@click.option("--realization", default="auto", show_default=True,
-              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
-              help="How to run each LMU memory; auto picks the cheapest within the error budget.")
-@click.option("--error-budget", type=BUDGET, default=None,
-              help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
-                   "a quarter of one state LSB, at least 1e-6, when quantized).")
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Output directory (must be empty or new unless --force).",
+)
+@click.option(
+    "--quantize",
+    default="float",
+    show_default=True,
+    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (tflite).",
+)
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Typical inputs (.npy, or .npz with one array or key 'x'), shape (N, T, F); "
+    "needed to quantize, and used to verify the artifact.",
+)
+@click.option(
+    "--realization",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
+    help="How to run each LMU memory; auto picks the cheapest within the error budget.",
+)
+@click.option(
+    "--error-budget",
+    type=BUDGET,
+    default=None,
+    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
+    "a quarter of one state LSB, at least 1e-6, when quantized).",
+)
 @click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
-@click.option("--prefer", type=click.Choice(["ops", "flash", "ram"]), default=None,
-              help="What auto minimises: operations per step, flash (the fewest operations among realizations "
-                   "storing O(q) numbers) or RAM (default: flash with --device, else ops); the trade-off is printed.")
-@click.option("--tolerance", type=TOLERANCE,
-              help="Largest accepted relative output error against MODEL (default: the target's).")
+@click.option(
+    "--prefer",
+    type=click.Choice(["ops", "flash", "ram"]),
+    default=None,
+    help="What auto minimises: operations per step, flash (the fewest operations among realizations "
+    "storing O(q) numbers) or RAM (default: flash with --device, else ops); the trade-off is printed.",
+)
+@click.option(
+    "--tolerance", type=TOLERANCE, help="Largest accepted relative output error against MODEL (default: the target's)."
+)
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier).")
-@click.option("--device", help="[c] Device profile the artifact must fit: cortex-m0-32k (256 KB flash / 32 KB RAM), "
-                               "cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB).")
+@click.option(
+    "--device",
+    help="[c] Device profile the artifact must fit: cortex-m0-32k (256 KB flash / 32 KB RAM), "
+    "cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB).",
+)
 @click.option("--weight-bits", type=click.IntRange(2, 8), help="[quantized] Bits of dense weights (stored in int8).")
 @click.option("--state-bits", type=click.IntRange(8, 32), help="[quantized] Bits of the LMU state.")
 @click.option("--variant", help="[tflite] 'external' state inputs/outputs or 'internal' resource variables.")
 @click.option("--spiking", is_flag=True, default=None, help="[nengo] Build the LMU memory from spiking ensembles.")
 @click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
-@click.option("--neuron-type", type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
-              help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).")
+@click.option(
+    "--neuron-type",
+    type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
+    help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).",
+)
 @click.option("--tau", type=_Finite(0.0, 10.0, low_open=True), help="[nengo] Lowpass synapse time constant (seconds).")
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
-@click.option("--option", "-O", "extra_options", multiple=True, metavar="KEY=VALUE",
-              help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.")
-def convert(model, target, out_dir, quantize, calibration, realization, error_budget, substeps, prefer, tolerance,
-            force,
-            quiet, extra_options, **target_flags):
+@click.option(
+    "--option",
+    "-O",
+    "extra_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.",
+)
+def convert(
+    model,
+    target,
+    out_dir,
+    quantize,
+    calibration,
+    realization,
+    error_budget,
+    substeps,
+    prefer,
+    tolerance,
+    force,
+    quiet,
+    extra_options,
+    **target_flags,
+):
     """Convert MODEL for a target into an output directory, verify it against
     MODEL, and write report.json next to the artifact.
 
     Options marked [c], [tflite], [nengo] or [quantized] apply to those targets only."""
     import lmu_edge
+
     options = {k: v for k, v in target_flags.items() if v is not None}
     for item in extra_options:
         key, sep, value = item.partition("=")
@@ -274,60 +381,103 @@ def convert(model, target, out_dir, quantize, calibration, realization, error_bu
             options[key.strip().replace("-", "_")] = json.loads(value)
         except ValueError:
             options[key.strip().replace("-", "_")] = value
-    art = lmu_edge.convert(model, target=target, out_dir=out_dir, quantize=quantize, calibration=calibration,
-                           realization=realization, error_budget=error_budget, substeps=substeps, prefer=prefer,
-                           tolerance=tolerance, overwrite=force, progress=_progress(quiet), **options)
+    art = lmu_edge.convert(
+        model,
+        target=target,
+        out_dir=out_dir,
+        quantize=quantize,
+        calibration=calibration,
+        realization=realization,
+        error_budget=error_budget,
+        substeps=substeps,
+        prefer=prefer,
+        tolerance=tolerance,
+        overwrite=force,
+        progress=_progress(quiet),
+        **options,
+    )
     rep = json.loads((art.path / "report.json").read_text())
     v = rep["verification"]
     tol = "measured, not enforced" if v["tolerance"] is None else f"tolerance {v['tolerance']:g}"
-    click.echo(f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
-               f"on the {v['input']} ({tol})")
+    click.echo(
+        f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
+        f"on the {v['input']} ({tol})"
+    )
     budget = rep.get("error_budget", {})
-    if budget and not budget["why"].startswith("float target"):      # the float default goes unsaid
+    if budget and not budget["why"].startswith("float target"):  # the float default goes unsaid
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
     choice = rep.get("realization_choice", {})
     for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
         click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
-        click.echo(f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
-                   f"(relative to the output scale); {hint}", err=True)
+        click.echo(
+            f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
+            f"(relative to the output scale); {hint}",
+            err=True,
+        )
     for lay in rep["layers"]:
         if "realization" in lay:
             m = lay.get("measurement") or {}
-            click.echo(f"  {lay['name']}: {lay['realization']}"
-                       + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else ""))
+            click.echo(
+                f"  {lay['name']}: {lay['realization']}"
+                + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else "")
+            )
 
 
 def _load_input(path):
     from .arrays import load_array
+
     return load_array(path, f"--input {path}")
 
 
 @main.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
-@click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Where to write the outputs (.npy).")
-@click.option("--runtime", "-r", help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0; "
-                                     "tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
-                                     "nengo: nengo, loihi-emulator; ir: reference, reference-float32.")
+@click.option(
+    "--input",
+    "-i",
+    "input_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).",
+)
+@click.option(
+    "--output",
+    "-o",
+    "output_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write the outputs (.npy).",
+)
+@click.option(
+    "--runtime",
+    "-r",
+    help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0; "
+    "tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
+    "nengo: nengo, loihi-emulator; ir: reference, reference-float32.",
+)
 def run(out_dir, input_path, output_path, runtime):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
     import lmu_edge
+
     art = lmu_edge.open_artifact(out_dir)
     y = art.run(_load_input(input_path), runtime=runtime)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "wb") as fh:          # the exact name given (np.save would append .npy)
+    with open(output_path, "wb") as fh:  # the exact name given (np.save would append .npy)
         np.save(fh, y)
     click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
 
 
 @main.command()
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--input", "-i", "input_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).")
+@click.option(
+    "--input",
+    "-i",
+    "input_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Inputs (.npy or .npz), shape (N, T, F) or (T, F).",
+)
 @click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
 @click.option("--tolerance", type=TOLERANCE, help="Largest accepted relative error (default: the artifact's).")
 def verify(out_dir, input_path, runtime, tolerance):
@@ -336,6 +486,7 @@ def verify(out_dir, input_path, runtime, tolerance):
     import lmu_edge
 
     from .errors import VerificationError
+
     art = lmu_edge.open_artifact(out_dir)
     try:
         r = art.verify(_load_input(input_path), runtime=runtime, tolerance=tolerance)
@@ -344,38 +495,88 @@ def verify(out_dir, input_path, runtime, tolerance):
         sys.exit(1)
     exact = " bit-exact with its integer reference;" if r.get("bit_exact_host") else ""
     if r["tolerance"] is None and not r.get("bit_exact_host"):
-        click.echo(f"MEASURED (nothing enforced): error {r['error']:.3e} against the source model "
-                   f"[runtime {r['runtime']}]; pass --tolerance E to check a bound")
+        click.echo(
+            f"MEASURED (nothing enforced): error {r['error']:.3e} against the source model "
+            f"[runtime {r['runtime']}]; pass --tolerance E to check a bound"
+        )
         return
     bound = "(no tolerance set)" if r["tolerance"] is None else f"<= tolerance {r['tolerance']:g}"
-    click.echo(f"PASS:{exact} error {r['error']:.3e} against the source model (relative to the output "
-               f"scale) {bound} [runtime {r['runtime']}]")
+    click.echo(
+        f"PASS:{exact} error {r['error']:.3e} against the source model (relative to the output "
+        f"scale) {bound} [runtime {r['runtime']}]"
+    )
 
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--data", "data_path", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.")
-@click.option("--labels", "labels_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Labels (.npy): integer classes give accuracy, anything else NRMSE.")
-@click.option("--output", "-o", "out_dir", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory for report.json, report.html and the artifacts.")
-@click.option("--target", "-t", "targets", multiple=True, default=["c"], show_default=True,
-              help="Targets to emit and run (repeatable).")
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.",
+)
+@click.option(
+    "--labels",
+    "labels_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Labels (.npy): integer classes give accuracy, anything else NRMSE.",
+)
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for report.json, report.html and the artifacts.",
+)
+@click.option(
+    "--target",
+    "-t",
+    "targets",
+    multiple=True,
+    default=["c"],
+    show_default=True,
+    help="Targets to emit and run (repeatable).",
+)
 @click.option("--quantize", default="int8", show_default=True, help="Number format of the artifacts.")
 @click.option("--weight-bits", type=click.IntRange(2, 8), default=8, show_default=True)
 @click.option("--state-bits", type=click.IntRange(8, 32), default=16, show_default=True)
-@click.option("--realization", default="auto", show_default=True,
-              type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]))
+@click.option(
+    "--realization",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+)
 @click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True)
 @click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
 @click.option("--sweep", is_flag=True, help="Also sweep weight bits 2..8 against state bits 8..32 (slow).")
-@click.option("--max-sequences", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Evaluate on at most this many sequences of --data.")
+@click.option(
+    "--max-sequences",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Evaluate on at most this many sequences of --data.",
+)
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
-def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bits, state_bits, realization,
-           error_budget, tolerance, sweep, max_sequences, force, quiet):
+def report(
+    model,
+    data_path,
+    labels_path,
+    out_dir,
+    targets,
+    quantize,
+    weight_bits,
+    state_bits,
+    realization,
+    error_budget,
+    tolerance,
+    sweep,
+    max_sequences,
+    force,
+    quiet,
+):
     """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
     each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
     bit-width sweep. Writes report.json and a self-contained report.html."""
@@ -387,10 +588,12 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     from . import report as rep_mod
     from .arrays import load_array
     from .artifact import QUANTIZE_ALIASES
+
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module
+
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
@@ -399,13 +602,16 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
     if labels_path is not None:
         labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
-        if labels.shape[:len(expect)] != expect:
-            raise ShapeError(f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
-                             f"class indices of shape {expect} or targets of shape "
-                             f"{expect + (source.output_features,)}")
+        if labels.shape[: len(expect)] != expect:
+            raise ShapeError(
+                f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
+                f"class indices of shape {expect} or targets of shape "
+                f"{expect + (source.output_features,)}"
+            )
     say = _progress(quiet)
-    folded = lmu_edge.fold(source, realization, error_budget, progress=say, target=tuple(targets),
-                           quantized=quantize != "float")
+    folded = lmu_edge.fold(
+        source, realization, error_budget, progress=say, target=tuple(targets), quantized=quantize != "float"
+    )
     qg = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -418,22 +624,38 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         arts = []
         for t in targets:
             accepts = getattr(target_module(t), "OPTIONS", {})
-            opts = {k: v for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
-                    if k in accepts and quantize != "float"}
-            arts.append(lmu_edge.convert(folded if t != "ir" else source, t, tmp / t, quantize=quantize,
-                                         calibration=x if quantize != "float" else None, realization=realization,
-                                         error_budget=error_budget, progress=None, **opts))
-        data = rep_mod.analyze(source, folded, qg, x, labels=labels, artifacts=tuple(arts), tolerance=tolerance,
-                               progress=say)
+            opts = {
+                k: v
+                for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
+                if k in accepts and quantize != "float"
+            }
+            arts.append(
+                lmu_edge.convert(
+                    folded if t != "ir" else source,
+                    t,
+                    tmp / t,
+                    quantize=quantize,
+                    calibration=x if quantize != "float" else None,
+                    realization=realization,
+                    error_budget=error_budget,
+                    progress=None,
+                    **opts,
+                )
+            )
+        data = rep_mod.analyze(
+            source, folded, qg, x, labels=labels, artifacts=tuple(arts), tolerance=tolerance, progress=say
+        )
         if sweep:
             grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
             n_sweep = min(16, len(x))
-            with click.progressbar(length=len(grid), label="bit-width sweep",
-                                   file=open(os.devnull, "w") if quiet else None, show_pos=True) as bar:
-                data["sweep"] = rep_mod.sweep(folded, x[:n_sweep], None if labels is None else labels[:n_sweep],
-                                              progress=lambda m: bar.update(1))
+            with click.progressbar(
+                length=len(grid), label="bit-width sweep", file=open(os.devnull, "w") if quiet else None, show_pos=True
+            ) as bar:
+                data["sweep"] = rep_mod.sweep(
+                    folded, x[:n_sweep], None if labels is None else labels[:n_sweep], progress=lambda m: bar.update(1)
+                )
             data["sweep_data"] = f"calibrated and evaluated on the first {n_sweep} sequences of --data"
-        for t in data["targets"]:          # the artifacts move with the directory
+        for t in data["targets"]:  # the artifacts move with the directory
             t["path"] = str(out_dir / Path(t["path"]).name)
         rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
     j, h = out_dir / "report.json", out_dir / "report.html"
@@ -447,8 +669,11 @@ def report(model, data_path, labels_path, out_dir, targets, quantize, weight_bit
         click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
     failed = [t for t in data["targets"] if not t["passed"]]
     if failed:
-        click.echo("FAIL: " + ", ".join(f"{t['target']} (error {t['error_vs_source']:.3g} > {t['tolerance']:g})"
-                                        for t in failed), err=True)
+        click.echo(
+            "FAIL: "
+            + ", ".join(f"{t['target']} (error {t['error_vs_source']:.3g} > {t['tolerance']:g})" for t in failed),
+            err=True,
+        )
         sys.exit(1)
 
 

@@ -18,7 +18,7 @@ _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 def printable(text, limit: int = 200) -> str:
     """One line of printable ASCII: other characters become ``?``, cut to ``limit`` characters."""
     s = _UNPRINTABLE.sub("?", str(text))
-    return s if len(s) <= limit else s[:limit - 3] + "..."
+    return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
 def c_comment(text, limit: int = 200) -> str:

@@ -45,7 +45,7 @@ class FixedType:
     ``n * 2**-frac``.
     """
 
-    TYPE: ClassVar[str] = "fixed_type"   # its node name in IR files
+    TYPE: ClassVar[str] = "fixed_type"  # its node name in IR files
     width: int
     frac: int
     signed: bool = True
@@ -171,8 +171,8 @@ def shift_round(x, shift: int, rounding: str = "half_up") -> np.ndarray:
     half = np.int64(1) << np.int64(shift - 1)
     if rounding == "half_up":
         return np.right_shift(x + half, shift)
-    q = np.right_shift(x, shift)                      # floor
-    rem = x - np.left_shift(q, shift)                 # 0 <= rem < 2**shift
+    q = np.right_shift(x, shift)  # floor
+    rem = x - np.left_shift(q, shift)  # 0 <= rem < 2**shift
     if rounding == "half_away":
         up = (rem > half) | ((rem == half) & (x >= 0))
     elif rounding == "half_even":
@@ -189,6 +189,7 @@ def mul_shift(a, b, shift: int, out: FixedType) -> np.ndarray:
 
 
 # --- the TFLite requantization scheme ------------------------------------------------------
+
 
 def quantize_multiplier(real: float) -> tuple[int, int]:
     """Split a positive real multiplier into ``(m, shift)``: ``real ~= m * 2**(shift - 31)``.

@@ -81,17 +81,27 @@ def tradeoff(chosen: "Candidate", cands: list, prefer: str, q: int, d: int = 1) 
     good = [c for c in cands if c.ok]
     fastest = min(good, key=lambda c: rank(c, "ops", q, d))
     a, b = chosen.measurement, fastest.measurement
-    label = (f"{chosen.name} x{chosen.memory.substeps}" if isinstance(chosen.memory, (ir.RungeKutta, ir.Pade))
-             else chosen.name)
+    label = (
+        f"{chosen.name} x{chosen.memory.substeps}"
+        if isinstance(chosen.memory, (ir.RungeKutta, ir.Pade))
+        else chosen.name
+    )
     if fastest is chosen:
-        return (f"prefer {prefer}: {label} ({a.ops_per_step} ops/step, {a.coeffs_stored} coefficients, "
-                f"{ram_numbers(chosen.memory, q, d)} numbers in RAM) is also the fewest-operations choice")
-    flabel = (f"{fastest.name} x{fastest.memory.substeps}" if isinstance(fastest.memory, (ir.RungeKutta, ir.Pade))
-              else fastest.name)
-    return (f"prefer {prefer}: {label} instead of {flabel}: {a.coeffs_stored} coefficients against "
-            f"{b.coeffs_stored} ({b.coeffs_stored / max(a.coeffs_stored, 1):.3g}x fewer), "
-            f"{ram_numbers(chosen.memory, q, d)} numbers in RAM against {ram_numbers(fastest.memory, q, d)}, "
-            f"for {a.ops_per_step} ops/step against {b.ops_per_step} ({a.ops_per_step / max(b.ops_per_step, 1):.3g}x)")
+        return (
+            f"prefer {prefer}: {label} ({a.ops_per_step} ops/step, {a.coeffs_stored} coefficients, "
+            f"{ram_numbers(chosen.memory, q, d)} numbers in RAM) is also the fewest-operations choice"
+        )
+    flabel = (
+        f"{fastest.name} x{fastest.memory.substeps}"
+        if isinstance(fastest.memory, (ir.RungeKutta, ir.Pade))
+        else fastest.name
+    )
+    return (
+        f"prefer {prefer}: {label} instead of {flabel}: {a.coeffs_stored} coefficients against "
+        f"{b.coeffs_stored} ({b.coeffs_stored / max(a.coeffs_stored, 1):.3g}x fewer), "
+        f"{ram_numbers(chosen.memory, q, d)} numbers in RAM against {ram_numbers(fastest.memory, q, d)}, "
+        f"for {a.ops_per_step} ops/step against {b.ops_per_step} ({a.ops_per_step / max(b.ops_per_step, 1):.3g}x)"
+    )
 
 
 #: the default budget of a quantized target, in LSBs of its state relative to the state's proven range
@@ -124,8 +134,10 @@ def default_budget(state_bits: Optional[int]) -> tuple[float, str]:
         return DEFAULT_ERROR_BUDGET, f"float target: the default {DEFAULT_ERROR_BUDGET:g}"
     lsb = 2.0 ** -(int(state_bits) - 1)
     b = max(DEFAULT_ERROR_BUDGET, BUDGET_LSB_FRACTION * lsb)
-    why = (f"{state_bits}-bit state: {BUDGET_LSB_FRACTION:g} of one LSB relative to its proven range "
-           f"({BUDGET_LSB_FRACTION:g} * 2^-{int(state_bits) - 1} = {BUDGET_LSB_FRACTION * lsb:.3g})")
+    why = (
+        f"{state_bits}-bit state: {BUDGET_LSB_FRACTION:g} of one LSB relative to its proven range "
+        f"({BUDGET_LSB_FRACTION:g} * 2^-{int(state_bits) - 1} = {BUDGET_LSB_FRACTION * lsb:.3g})"
+    )
     if b > BUDGET_LSB_FRACTION * lsb:
         why += f", floored at {DEFAULT_ERROR_BUDGET:g}"
     return b, why
@@ -144,12 +156,16 @@ def pade_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[s
         return None
     target = bad[0]
     where = ", ".join(PADE_RUNS_ON[kind]) or "no target yet"
-    return (f"the implicit 'pade' realization does not run on the {target!r} target "
-            f"{'quantized' if quantized else 'in float'} (it runs on: {where}); use --realization rk4 (also O(q) "
-            f"per substep) or zoh")
+    return (
+        f"the implicit 'pade' realization does not run on the {target!r} target "
+        f"{'quantized' if quantized else 'in float'} (it runs on: {where}); use --realization rk4 (also O(q) "
+        f"per substep) or zoh"
+    )
+
+
 DEFAULT_ERROR_BUDGET = 1e-6
 MAX_SUBSTEPS = 4096
-CACHE_BYTES = 256 << 20     # keep the reference response in memory up to this size
+CACHE_BYTES = 256 << 20  # keep the reference response in memory up to this size
 
 
 @dataclass(frozen=True)
@@ -157,10 +173,10 @@ class Candidate:
     """One measured realization of one layer."""
 
     name: str
-    memory: ir.Memory       # the realization node (ir.DenseSS, ir.RungeKutta, ir.Pade, ir.FIR)
+    memory: ir.Memory  # the realization node (ir.DenseSS, ir.RungeKutta, ir.Pade, ir.FIR)
     measurement: ir.Measurement
-    ok: bool                # within budget and stable
-    note: str = ""          # why a search stopped early, when it did
+    ok: bool  # within budget and stable
+    note: str = ""  # why a search stopped early, when it did
 
     def describe(self) -> str:
         """One line for ``inspect``: name, substeps, error, cost, storage and whether it is within budget."""
@@ -168,8 +184,10 @@ class Candidate:
         extra = f", {self.memory.substeps} substeps" if isinstance(self.memory, (ir.RungeKutta, ir.Pade)) else ""
         rho = "not computed (over budget)" if math.isnan(m.spectral_radius) else f"{m.spectral_radius:.6f}"
         note = f" ({self.note})" if self.note else ""
-        return (f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
-                f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {rho}{note}")
+        return (
+            f"{self.name}{extra}: error {m.error:.2e}, {m.ops_per_step} ops/step, "
+            f"{m.coeffs_stored} coefficients, state {m.state_size}, spectral radius {rho}{note}"
+        )
 
 
 def map_radius(memory, lam: np.ndarray) -> float:
@@ -202,7 +220,7 @@ class _Reference:
 
     def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
         self.layer = layer
-        self._rho: Optional[float] = 0.0       # a finite kernel is stable
+        self._rho: Optional[float] = 0.0  # a finite kernel is stable
         self.kernel: Optional[np.ndarray] = None
         self._cache: Optional[np.ndarray] = None
         mem = layer.memory
@@ -249,7 +267,7 @@ class _Reference:
         H = self.response(length)
         if H is not None:
             for start in range(0, length, block):
-                yield start, H[:, start:start + block]
+                yield start, H[:, start : start + block]
             return
         if self.kernel is None:
             yield from lti.iter_impulse_response(self.Abar, self.Bbar, length, block)
@@ -259,8 +277,8 @@ class _Reference:
             n = min(block, length - start)
             blk = np.zeros((q, n))
             if start < K:
-                part = self.kernel[:, start:start + n]
-                blk[:, :part.shape[1]] = part
+                part = self.kernel[:, start : start + n]
+                blk[:, : part.shape[1]] = part
             yield start, blk
 
 
@@ -271,8 +289,9 @@ def _stable(rho: float, ref: _Reference) -> bool:
     return bool(np.isfinite(rho) and (rho < 1.0 or rho <= ref.rho * (1 + 1e-12)))
 
 
-def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = None,
-               radius: Optional[Callable[[], float]] = None) -> tuple[float, float]:
+def _map_error(
+    M, N, ref: _Reference, length: int, budget: Optional[float] = None, radius: Optional[Callable[[], float]] = None
+) -> tuple[float, float]:
     """``(relative error, spectral radius)`` of the map's impulse response against ``ref``.
 
     When the reference response is cached its scale is known up front, so with a
@@ -282,8 +301,10 @@ def _map_error(M, N, ref: _Reference, length: int, budget: Optional[float] = Non
     the budget: failing candidates cost a fraction of a full measurement.
     ``radius`` computes it without an eigenvalue problem of the map (:func:`map_radius`).
     """
+
     def spectral():
         return radius() if radius is not None else lti.spectral_radius(M)
+
     H = ref.response(length)
     scale = float(np.max(np.abs(H))) if H is not None else 0.0
     early = budget is not None and H is not None and scale > 0
@@ -317,8 +338,8 @@ def _fir_error(kernel: np.ndarray, ref: _Reference, length: int) -> float:
         n = b.shape[1]
         a = np.zeros_like(b)
         if start < K:
-            part = kernel[:, start:start + n]
-            a[:, :part.shape[1]] = part
+            part = kernel[:, start : start + n]
+            a[:, : part.shape[1]] = part
         worst = max(worst, float(np.max(np.abs(a - b))))
         scale = max(scale, float(np.max(np.abs(b))))
     return worst / scale if scale > 0 else worst
@@ -344,22 +365,49 @@ def _measure(layer: ir.LMU, name: str, memory, ref: _Reference, budget: float) -
             ops, coeffs = lti.rk_cost(q, memory.rk_order, memory.substeps)
         err, rho = _map_error(M, N, ref, length, budget, radius=lambda: map_radius(memory, ref.eig_a))
         state = q * d
-    meas = ir.Measurement(error=float(err), horizon=int(length), reference=ref.what, ops_per_step=int(ops * d),
-                          coeffs_stored=int(coeffs), state_size=int(state), spectral_radius=float(rho))
+    meas = ir.Measurement(
+        error=float(err),
+        horizon=int(length),
+        reference=ref.what,
+        ops_per_step=int(ops * d),
+        coeffs_stored=int(coeffs),
+        state_size=int(state),
+        spectral_radius=float(rho),
+    )
     return Candidate(name, memory, meas, ok=bool(err <= budget and _stable(rho, ref)))
 
 
 def _rk_candidate(layer, r, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
     """RK of order ``r``: the smallest substep count within ``budget`` (see :func:`_search`)."""
-    return _search(layer, f"rk{r}", lambda s: ir.RungeKutta(r, s), lti.rk_cost(layer.order, r, 1)[0], ref, budget,
-                   substeps, max_substeps, progress, incumbent)
+    return _search(
+        layer,
+        f"rk{r}",
+        lambda s: ir.RungeKutta(r, s),
+        lti.rk_cost(layer.order, r, 1)[0],
+        ref,
+        budget,
+        substeps,
+        max_substeps,
+        progress,
+        incumbent,
+    )
 
 
 def _pade_candidate(layer, name, ref, budget, substeps, max_substeps, progress, incumbent=None) -> Candidate:
     """The implicit Pade realization ``name``: the smallest substep count within ``budget``."""
     orders = PADE_NAMES[name]
-    return _search(layer, name, lambda s: ir.Pade(*orders, s), pade.pade_cost(layer.order, orders, 1)[0], ref,
-                   budget, substeps, max_substeps, progress, incumbent)
+    return _search(
+        layer,
+        name,
+        lambda s: ir.Pade(*orders, s),
+        pade.pade_cost(layer.order, orders, 1)[0],
+        ref,
+        budget,
+        substeps,
+        max_substeps,
+        progress,
+        incumbent,
+    )
 
 
 def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps, progress, incumbent) -> Candidate:
@@ -379,9 +427,12 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
         cap = max(1, incumbent.measurement.ops_per_step // per) if incumbent.ok else 1
         if cap < max_substeps:
             max_substeps = int(cap)
-            note = (f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
-                    f"{incumbent.measurement.ops_per_step} ops/step" if incumbent.ok else
-                    f"search stopped at 1 substep: no count can beat {incumbent.name} under this preference")
+            note = (
+                f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
+                f"{incumbent.measurement.ops_per_step} ops/step"
+                if incumbent.ok
+                else f"search stopped at 1 substep: no count can beat {incumbent.name} under this preference"
+            )
     tried = {}
 
     def at(s):
@@ -392,11 +443,11 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
         return tried[s]
 
     s = 1
-    while not at(s).ok:                 # grow until the budget is met ...
+    while not at(s).ok:  # grow until the budget is met ...
         if s >= max_substeps:
             return replace(min(tried.values(), key=lambda c: c.measurement.error), note=note)
         s = min(2 * s, max_substeps)
-    lo, hi = s // 2, s                  # ... then bisect for the smallest count that meets it
+    lo, hi = s // 2, s  # ... then bisect for the smallest count that meets it
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if at(mid).ok:
@@ -406,9 +457,18 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
     return at(hi)
 
 
-def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=None, *,
-               substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS, horizon: Optional[int] = None,
-               progress: Optional[Callable[[str], None]] = None, prune: bool = True, prefer: str = "ops") -> list:
+def candidates(
+    layer: ir.LMU,
+    error_budget: float = DEFAULT_ERROR_BUDGET,
+    names=None,
+    *,
+    substeps: Optional[int] = None,
+    max_substeps: int = MAX_SUBSTEPS,
+    horizon: Optional[int] = None,
+    progress: Optional[Callable[[str], None]] = None,
+    prune: bool = True,
+    prefer: str = "ops",
+) -> list:
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
     ``auto`` considers the dense form of the layer's own discretizer, the
@@ -430,10 +490,12 @@ def candidates(layer: ir.LMU, error_budget: float = DEFAULT_ERROR_BUDGET, names=
     mem = layer.memory
     kernel = mem.kernel if isinstance(mem, ir.ImpulseResponse) else None
     q, L = layer.order, (kernel.shape[1] if kernel is not None else 0)
-    planned = 8 * (4 * q * q + 4 * q * 512 + 2 * q * L)     # dense maps, measurement blocks, kernel copies
+    planned = 8 * (4 * q * q + 4 * q * 512 + 2 * q * L)  # dense maps, measurement blocks, kernel copies
     if planned > limits.MAX_PLANNED_BYTES:
-        raise limits.LimitError(f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
-                                f"than the limit {limits.MAX_PLANNED_BYTES >> 20} MiB (order {q}, kernel length {L})")
+        raise limits.LimitError(
+            f"layer {layer.name!r}: folding it would allocate about {planned >> 20} MiB, more "
+            f"than the limit {limits.MAX_PLANNED_BYTES >> 20} MiB (order {q}, kernel length {L})"
+        )
     if names is None:
         names = _auto_names(layer)
     ref = _Reference(layer, horizon)
@@ -490,28 +552,42 @@ def _auto_names(layer: ir.LMU) -> list:
     """The realizations ``auto`` measures for ``layer``, in the order they are measured."""
     mem = layer.memory
     stored = isinstance(mem, ir.ImpulseResponse) and mem.kernel is not None
-    return [layer.discretizer] + (["pade", "rk4"] if layer.discretizer == "zoh" else ["rk1"]) \
-        + (["fir"] if stored else [])
+    return (
+        [layer.discretizer] + (["pade", "rk4"] if layer.discretizer == "zoh" else ["rk1"]) + (["fir"] if stored else [])
+    )
 
 
 def _choose(layer, cands, budget, requested, prefer: str = "ops") -> Candidate:
     good = [c for c in cands if c.ok]
     if not good:
         lines = "; ".join(c.describe() for c in cands)
-        hint = ("raise the error budget (--error-budget), " if requested == "auto" else
-                "try --realization auto, raise the error budget (--error-budget), ")
+        hint = (
+            "raise the error budget (--error-budget), "
+            if requested == "auto"
+            else "try --realization auto, raise the error budget (--error-budget), "
+        )
         if isinstance(layer.memory, ir.ImpulseResponse) and layer.memory.kernel is not None:
             hint += "or use the 'fir' realization, which reproduces the stored kernel exactly"
         else:
             hint += "or allow more substeps"
-        raise FoldError(f"layer {layer.name!r}: no {requested!r} realization is within the error budget "
-                        f"{budget:g} ({lines}); {hint}")
+        raise FoldError(
+            f"layer {layer.name!r}: no {requested!r} realization is within the error budget "
+            f"{budget:g} ({lines}); {hint}"
+        )
     return min(good, key=lambda c: rank(c, prefer, layer.order, layer.memory_d))
 
 
-def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
-               target: Union[str, tuple, None] = None, quantized: bool = False, prefer: str = "ops",
-               tradeoffs: Optional[dict] = None, **kw) -> ir.LMU:
+def fold_layer(
+    layer: ir.LMU,
+    realization: str = "auto",
+    error_budget: float = DEFAULT_ERROR_BUDGET,
+    *,
+    target: Union[str, tuple, None] = None,
+    quantized: bool = False,
+    prefer: str = "ops",
+    tradeoffs: Optional[dict] = None,
+    **kw,
+) -> ir.LMU:
     """One LMU layer in recurrent form, with the measurement that proves its realization.
 
     ``prefer`` (:data:`PREFERENCES`) is what ``auto`` minimises; with a ``tradeoffs`` dict the
@@ -523,8 +599,9 @@ def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = D
     if not layer.is_parallel:
         return layer
     if realization not in REALIZATIONS:
-        raise FoldError(f"unknown realization {realization!r} for layer {layer.name!r}; "
-                        f"known: {', '.join(REALIZATIONS)}")
+        raise FoldError(
+            f"unknown realization {realization!r} for layer {layer.name!r}; known: {', '.join(REALIZATIONS)}"
+        )
     refusal = pade_refusal(target, quantized)
     if realization in PADE_NAMES and refusal:
         raise FoldError(f"layer {layer.name!r}: {refusal}")
@@ -540,10 +617,18 @@ def fold_layer(layer: ir.LMU, realization: str = "auto", error_budget: float = D
     return replace(layer, memory=chosen.memory, measurement=chosen.measurement)
 
 
-def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERROR_BUDGET, *,
-         substeps: Optional[int] = None, max_substeps: int = MAX_SUBSTEPS,
-         progress: Optional[Callable[[str], None]] = None, target: Union[str, tuple, None] = None,
-         quantized: bool = False, prefer: str = "ops") -> ir.Graph:
+def fold(
+    graph: ir.Graph,
+    realization="auto",
+    error_budget: float = DEFAULT_ERROR_BUDGET,
+    *,
+    substeps: Optional[int] = None,
+    max_substeps: int = MAX_SUBSTEPS,
+    progress: Optional[Callable[[str], None]] = None,
+    target: Union[str, tuple, None] = None,
+    quantized: bool = False,
+    prefer: str = "ops",
+) -> ir.Graph:
     """Return ``graph`` with every parallel-form LMU memory replaced by a measured realization.
 
     Parameters
@@ -566,25 +651,40 @@ def fold(graph: ir.Graph, realization="auto", error_budget: float = DEFAULT_ERRO
     per_layer = dict(realization) if isinstance(realization, dict) else {}
     unknown = set(per_layer) - {lay.name for lay in graph.lmu_layers}
     if unknown:
-        raise FoldError(f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
-                        f"LMU layers: {', '.join(lay.name for lay in graph.lmu_layers) or 'none'}")
+        raise FoldError(
+            f"realization given for unknown LMU layer(s) {', '.join(sorted(unknown))}; "
+            f"LMU layers: {', '.join(lay.name for lay in graph.lmu_layers) or 'none'}"
+        )
     default = "auto" if isinstance(realization, dict) else realization
     refusal = pade_refusal(target, quantized)
     done = [lay for lay in graph.lmu_layers if isinstance(lay.memory, ir.Pade)]
-    if refusal and done:       # folded before, for another target
+    if refusal and done:  # folded before, for another target
         raise FoldError(f"layer {done[0].name!r}: {refusal}")
     layers, changed = [], False
     tradeoffs: dict = {}
     for layer in graph.layers:
         if isinstance(layer, ir.LMU) and layer.is_parallel:
-            layer = fold_layer(layer, per_layer.get(layer.name, default), error_budget, substeps=substeps,
-                               max_substeps=max_substeps, progress=progress, target=target, quantized=quantized,
-                               prefer=prefer, tradeoffs=tradeoffs)
+            layer = fold_layer(
+                layer,
+                per_layer.get(layer.name, default),
+                error_budget,
+                substeps=substeps,
+                max_substeps=max_substeps,
+                progress=progress,
+                target=target,
+                quantized=quantized,
+                prefer=prefer,
+                tradeoffs=tradeoffs,
+            )
             changed = True
         layers.append(layer)
     if not changed:
         return graph
     meta = dict(graph.metadata)
-    meta["fold"] = {"realization": realization if isinstance(realization, str) else dict(realization),
-                    "error_budget": float(error_budget), "prefer": prefer, "tradeoffs": tradeoffs}
+    meta["fold"] = {
+        "realization": realization if isinstance(realization, str) else dict(realization),
+        "error_budget": float(error_budget),
+        "prefer": prefer,
+        "tradeoffs": tradeoffs,
+    }
     return graph.replace(layers=tuple(layers), metadata=meta)

@@ -121,12 +121,12 @@ class _LMURun(_Run):
     def __init__(self, layer: qir.QLMU, n_in: int, x_zp: int):
         self.L, self.n_in, self.x_zp = layer, n_in, x_zp
         self.st, self.ut = layer.state_type, layer.u_type
-        mem: Any = layer.memory      # one of the memory node types (narrowed below)
+        mem: Any = layer.memory  # one of the memory node types (narrowed below)
         if isinstance(mem, qir.QDenseMemory):
             self.CT = mem.coeffs.astype(np.int64).T.copy()
             self.B = mem.B.astype(np.int64)
         elif isinstance(mem, qir.QFIRMemory):
-            self.KT = mem.kernel.astype(np.int64).T.copy()          # (L, q)
+            self.KT = mem.kernel.astype(np.int64).T.copy()  # (L, q)
             self.fir_shift = mem.kernel_frac + self.ut.frac - self.st.frac
         elif isinstance(mem, pade.QPadeMemory):
             pass
@@ -137,8 +137,11 @@ class _LMURun(_Run):
     def reset(self, batch):
         L = self.L
         self.m = np.zeros((batch, L.memory_d, L.order), np.int64)
-        self.h = np.full((batch, L.hidden.units if L.hidden is not None else 0),
-                         L.hidden.out_zp if L.hidden is not None else 0, np.int64)
+        self.h = np.full(
+            (batch, L.hidden.units if L.hidden is not None else 0),
+            L.hidden.out_zp if L.hidden is not None else 0,
+            np.int64,
+        )
         if isinstance(L.memory, qir.QFIRMemory):
             self.buf = np.zeros((batch, L.memory_d, L.memory.kernel.shape[1]), np.int64)
 
@@ -183,11 +186,11 @@ class _LMURun(_Run):
             parts.append(self._mz(self.m))
         u = linear(L.encoder, parts)
         self.m = self._memory(u)
-        self.last = {"u": u, "state": self.m.reshape(self.m.shape[0], -1)}   # for reports
+        self.last = {"u": u, "state": self.m.reshape(self.m.shape[0], -1)}  # for reports
         self.max_abs_state = max(self.max_abs_state, int(np.max(np.abs(self.m))) if self.m.size else 0)
         z = self._mz(self.m)
         if L.input_to_hidden:
-            assert L.x_to_z is not None     # set by the quantizer whenever input_to_hidden
+            assert L.x_to_z is not None  # set by the quantizer whenever input_to_hidden
             mult, sh, zp = L.x_to_z
             z = np.concatenate([z, np.clip(L.z_zp + mbqm(x - zp, mult, sh), -128, 127)], axis=-1)
         if L.hidden is None:
@@ -235,13 +238,16 @@ def _forward_int(br, bi, cr, ci, gf, half, rounding):
     BR, BI = br.reshape(-1, shape[-1]).tolist(), bi.reshape(-1, shape[-1]).tolist()
     YR, YI = [], []
     if rounding == "half_up":
+
         def rnd(v):
             return (v + half) >> gf
     else:
+
         def rnd(v):
             return int(shift_round(np.int64(v), gf, rounding))
+
     for row_r, row_i in zip(BR, BI, strict=True):
-        s = [[0, 0], [0, 0]]             # [parity][re, im]
+        s = [[0, 0], [0, 0]]  # [parity][re, im]
         yr, yi = [], []
         for i, (b_r, b_i) in enumerate(zip(row_r, row_i, strict=True)):
             sr, si = s[1 - (i & 1)]
@@ -275,8 +281,10 @@ def _runners(graph: ir.Graph):
         elif isinstance(layer, qir.QLMU):
             r = _LMURun(layer, n_in, zp)
         else:
-            raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) is not a quantized layer; "
-                             f"quantize the whole graph with lmu_edge.quantize")
+            raise ShapeError(
+                f"layer {layer.name!r} ({type(layer).__name__}) is not a quantized layer; "
+                f"quantize the whole graph with lmu_edge.quantize"
+            )
         zp = layer.out_zp
         out.append(r)
     return out

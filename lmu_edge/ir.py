@@ -75,14 +75,15 @@ def _expect(arr, shape, where):
 
 # --- plain layers ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, eq=False)
 class Dense:
     """``y = activation(x @ kernel + bias)``, applied to each time step."""
 
     TYPE: ClassVar[str] = "dense"
     name: str
-    kernel: np.ndarray                      # (in, units)
-    bias: Optional[np.ndarray] = None       # (units,)
+    kernel: np.ndarray  # (in, units)
+    bias: Optional[np.ndarray] = None  # (units,)
     activation: str = "linear"
 
     def __post_init__(self):
@@ -137,6 +138,7 @@ class TimePooling:
 
 
 # --- LMU pieces -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class HiddenDense:
@@ -200,11 +202,13 @@ class ImpulseResponse:
     def __post_init__(self):
         _freeze_arrays(self, {"kernel": 2})
         if self.provenance not in PROVENANCES:
-            raise ShapeError(f"ImpulseResponse: unknown provenance {self.provenance!r}; "
-                             f"known: {', '.join(PROVENANCES)}")
+            raise ShapeError(
+                f"ImpulseResponse: unknown provenance {self.provenance!r}; known: {', '.join(PROVENANCES)}"
+            )
         if (self.kernel is None) != (self.provenance == "analytic"):
-            raise ShapeError("ImpulseResponse: an 'analytic' response has no kernel; "
-                             "'truncated' and 'learned' ones need one")
+            raise ShapeError(
+                "ImpulseResponse: an 'analytic' response has no kernel; 'truncated' and 'learned' ones need one"
+            )
         if self.kernel is not None:
             limits.check_int(self.kernel.shape[1], 1, limits.MAX_KERNEL_LEN, "ImpulseResponse: kernel length")
 
@@ -255,8 +259,10 @@ class Pade:
 
     def __post_init__(self):
         if (self.num, self.den) not in self.ORDERS:
-            raise ShapeError(f"Pade: orders [{self.num!r}/{self.den!r}] are not supported; "
-                             f"supported: {', '.join(f'[{m}/{n}]' for m, n in self.ORDERS)}")
+            raise ShapeError(
+                f"Pade: orders [{self.num!r}/{self.den!r}] are not supported; "
+                f"supported: {', '.join(f'[{m}/{n}]' for m, n in self.ORDERS)}"
+            )
         if isinstance(self.substeps, bool) or not isinstance(self.substeps, (int, np.integer)) or self.substeps < 1:
             raise ShapeError(f"Pade: substeps must be a positive integer, got {self.substeps!r}")
         limits.check_int(self.substeps, 1, limits.MAX_SUBSTEPS, "Pade: substeps")
@@ -284,12 +290,12 @@ class Measurement:
     """How a realization was proven: its impulse response against the reference."""
 
     TYPE: ClassVar[str] = "measurement"
-    error: float                  # max|H - H_ref| / max|H_ref| over the horizon
-    horizon: int                  # steps compared
-    reference: str                # what H_ref was ("analytic zoh", "stored kernel", ...)
-    ops_per_step: int             # arithmetic operations per step, whole layer memory
-    coeffs_stored: int            # numbers stored for the memory update
-    state_size: int               # numbers of state kept between steps, whole layer memory
+    error: float  # max|H - H_ref| / max|H_ref| over the horizon
+    horizon: int  # steps compared
+    reference: str  # what H_ref was ("analytic zoh", "stored kernel", ...)
+    ops_per_step: int  # arithmetic operations per step, whole layer memory
+    coeffs_stored: int  # numbers stored for the memory update
+    state_size: int  # numbers of state kept between steps, whole layer memory
     spectral_radius: float
 
 
@@ -318,11 +324,11 @@ class LMU:
     order: int
     theta: float
     discretizer: str
-    input_encoders: np.ndarray                      # (F_in, memory_d)
+    input_encoders: np.ndarray  # (F_in, memory_d)
     memory: Memory
-    encoder_bias: Optional[np.ndarray] = None       # (memory_d,)
-    hidden_encoders: Optional[np.ndarray] = None    # (units, memory_d): hidden_to_memory
-    memory_encoders: Optional[np.ndarray] = None    # (memory_d*order, memory_d): memory_to_memory
+    encoder_bias: Optional[np.ndarray] = None  # (memory_d,)
+    hidden_encoders: Optional[np.ndarray] = None  # (units, memory_d): hidden_to_memory
+    memory_encoders: Optional[np.ndarray] = None  # (memory_d*order, memory_d): memory_to_memory
     hidden: Hidden = None
     input_to_hidden: bool = False
     return_sequences: bool = True
@@ -348,13 +354,15 @@ class LMU:
                 raise ShapeError(f"{w}: hidden_encoders (hidden_to_memory) need a hidden cell")
             _expect(self.hidden_encoders, (self.hidden.units, d), f"{w}.hidden_encoders")
         if self.input_encoders.shape[1] != d:
-            raise ShapeError(f"{w}.input_encoders: expected {d} columns (memory_d), "
-                             f"got shape {self.input_encoders.shape}")
+            raise ShapeError(
+                f"{w}.input_encoders: expected {d} columns (memory_d), got shape {self.input_encoders.shape}"
+            )
         mem = self.memory
         if isinstance(mem, ImpulseResponse) and mem.kernel is not None:
             if mem.kernel.shape[0] != q:
-                raise ShapeError(f"{w}: impulse response kernel must have {q} rows (order), "
-                                 f"got shape {mem.kernel.shape}")
+                raise ShapeError(
+                    f"{w}: impulse response kernel must have {q} rows (order), got shape {mem.kernel.shape}"
+                )
         elif isinstance(mem, DenseSS):
             _expect(mem.Bbar, (q,), f"{w}.memory.Bbar")
         elif isinstance(mem, FIR):
@@ -363,8 +371,10 @@ class LMU:
         elif not isinstance(mem, (ImpulseResponse, RungeKutta, Pade)):
             raise ShapeError(f"{w}: memory must be an ImpulseResponse or a realization, got {type(mem).__name__}")
         if self.is_parallel and self.is_rnn_path:
-            raise ShapeError(f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; "
-                             f"it cannot be given as an impulse response")
+            raise ShapeError(
+                f"{w}: hidden_to_memory / memory_to_memory make the memory recurrent; "
+                f"it cannot be given as an impulse response"
+            )
 
     @property
     def is_parallel(self) -> bool:
@@ -440,8 +450,9 @@ class Graph:
         for lay in self.layers:
             limits.check_name(getattr(lay, "name", None), f"graph {self.name!r}: a {type(lay).__name__} layer")
         if int(self.input_features) != self.input_features or self.input_features < 1:
-            raise ShapeError(f"graph {self.name!r}: input_features must be a positive integer, "
-                             f"got {self.input_features!r}")
+            raise ShapeError(
+                f"graph {self.name!r}: input_features must be a positive integer, got {self.input_features!r}"
+            )
         if self.seq_len is not None and (int(self.seq_len) != self.seq_len or self.seq_len < 1):
             raise ShapeError(f"graph {self.name!r}: seq_len must be None or a positive integer, got {self.seq_len!r}")
         names = [lay.name for lay in self.layers]
@@ -457,8 +468,10 @@ class Graph:
             if not _is_layer(layer):
                 raise ShapeError(f"graph {self.name!r}: {type(layer).__name__} is not a layer type of the IR")
             if _needs_sequence(layer) and not seq:
-                raise ShapeError(f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer "
-                                 f"before it returns only the last step")
+                raise ShapeError(
+                    f"layer {layer.name!r} ({type(layer).__name__}) needs a sequence, but the layer "
+                    f"before it returns only the last step"
+                )
             m = layer.out_features(n)
             if _returns_last_step(layer):
                 seq = False
@@ -505,20 +518,42 @@ class Graph:
         for lay in self.layers:
             if lay.name == name:
                 return lay
-        raise KeyError(f"graph {self.name!r} has no layer {name!r}; "
-                       f"layers: {', '.join(lay.name for lay in self.layers)}")
+        raise KeyError(
+            f"graph {self.name!r} has no layer {name!r}; layers: {', '.join(lay.name for lay in self.layers)}"
+        )
 
 
-NODE_TYPES = {c.TYPE: c for c in (Dense, Activation, TimePooling, HiddenDense, HiddenSimpleRNN, ImpulseResponse,
-                                  DenseSS, RungeKutta, Pade, FIR, Measurement, LMU, Graph)}
-INT_NODE_TYPES: set = set()   # node types whose arrays are integers (the quantized layers of lmu_edge.qir)
+NODE_TYPES = {
+    c.TYPE: c
+    for c in (
+        Dense,
+        Activation,
+        TimePooling,
+        HiddenDense,
+        HiddenSimpleRNN,
+        ImpulseResponse,
+        DenseSS,
+        RungeKutta,
+        Pade,
+        FIR,
+        Measurement,
+        LMU,
+        Graph,
+    )
+}
+INT_NODE_TYPES: set = set()  # node types whose arrays are integers (the quantized layers of lmu_edge.qir)
 
 
 def equal(a: Any, b: Any) -> bool:
     """Deep equality of IR nodes, arrays compared exactly (values, shape and dtype)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-                and a.shape == b.shape and np.array_equal(a, b))
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and np.array_equal(a, b)
+        )
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(equal(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
     if isinstance(a, (list, tuple)):

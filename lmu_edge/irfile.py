@@ -80,8 +80,10 @@ def _decode(obj, arrays, where: str):
                 raise IRFormatError(f"{w}: array {key!r} is missing from the file")
             a = arrays[key]
             if list(a.shape) != list(v.get("shape", [])) or str(a.dtype) != v.get("dtype"):
-                raise IRFormatError(f"{w}: array {key!r} has shape {a.shape} and dtype {a.dtype}, "
-                                    f"the header says {tuple(v.get('shape', []))} and {v.get('dtype')}")
+                raise IRFormatError(
+                    f"{w}: array {key!r} has shape {a.shape} and dtype {a.dtype}, "
+                    f"the header says {tuple(v.get('shape', []))} and {v.get('dtype')}"
+                )
             v = a
         elif isinstance(v, dict) and "type" in v:
             v = _decode(v, arrays, w)
@@ -94,8 +96,16 @@ def _decode(obj, arrays, where: str):
         return cls(**kwargs)
     except LmuEdgeError as e:
         raise IRFormatError(f"{where}: {e}") from None
-    except (TypeError, ValueError, OverflowError, AttributeError, IndexError, KeyError, ZeroDivisionError,
-            np.linalg.LinAlgError) as e:
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        ZeroDivisionError,
+        np.linalg.LinAlgError,
+    ) as e:
         raise IRFormatError(f"{where}: malformed {obj['type']!r} node ({type(e).__name__}: {e})") from None
 
 
@@ -122,7 +132,7 @@ def save(graph: ir.Graph, path) -> Path:
             np.savez(fh, **members)
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mkstemp creates 0600; give the file the user's usual mode
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the user's usual mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -137,13 +147,14 @@ def load_ir(path) -> ir.Graph:
     hint = "re-export it with lmu_edge.save(graph, path)"
     try:
         limits.check_regular_file(path, "IR file")
-        with zipfile.ZipFile(path) as zf:        # sizes checked before anything is decompressed
+        with zipfile.ZipFile(path) as zf:  # sizes checked before anything is decompressed
             limits.check_zip(zf, str(path))
             members = zf.namelist()
         bad = [m for m in members if not m.endswith(".npy")]
         if bad:
-            raise IRFormatError(f"{path}: member {bad[0][:60]!r} is not a .npy array; an IR file holds only "
-                                f".npy members; {hint}")
+            raise IRFormatError(
+                f"{path}: member {bad[0][:60]!r} is not a .npy array; an IR file holds only .npy members; {hint}"
+            )
         with np.load(path, allow_pickle=False) as z:
             names = list(z.files)
             if HEADER_KEY not in names:
@@ -155,12 +166,22 @@ def load_ir(path) -> ir.Graph:
         raise IRFormatError(f"{path}: no such file") from None
     except MemoryError:
         raise IRFormatError(f"{path}: an array is too large to load; {hint}") from None
-    except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError, NotImplementedError, RuntimeError,
-            zlib.error) as e:
+    except (
+        zipfile.BadZipFile,
+        ValueError,
+        EOFError,
+        OSError,
+        KeyError,
+        NotImplementedError,
+        RuntimeError,
+        zlib.error,
+    ) as e:
         raise IRFormatError(f"{path}: not a readable lmu-edge IR file ({type(e).__name__}: {e}); {hint}") from None
     if sum(int(a.size) for a in arrays.values()) > limits.MAX_MODEL_ELEMENTS:
-        raise IRFormatError(f"{path}: the arrays hold more than {limits.MAX_MODEL_ELEMENTS} numbers in all, "
-                            f"more than any supported model")
+        raise IRFormatError(
+            f"{path}: the arrays hold more than {limits.MAX_MODEL_ELEMENTS} numbers in all, "
+            f"more than any supported model"
+        )
     raw = arrays.pop(HEADER_KEY)
     try:
         if raw.dtype != np.uint8 or raw.ndim != 1:
@@ -174,12 +195,16 @@ def load_ir(path) -> ir.Graph:
         raise IRFormatError(f"{path}: the header does not say format {ir.IR_FORMAT!r}; {hint}")
     version = header.get("version")
     if version != ir.IR_VERSION:
-        raise IRFormatError(f"{path}: IR version {version!r} is not supported by this lmu-edge "
-                            f"(it reads version {ir.IR_VERSION}); upgrade lmu-edge or re-export the model")
+        raise IRFormatError(
+            f"{path}: IR version {version!r} is not supported by this lmu-edge "
+            f"(it reads version {ir.IR_VERSION}); upgrade lmu-edge or re-export the model"
+        )
     for k, a in arrays.items():
         if a.dtype.kind not in "fiu":
-            raise IRFormatError(f"{path}: array {k!r} has dtype {a.dtype}; IR arrays are numbers "
-                                f"(float32 / float64, or integers in quantized layers)")
+            raise IRFormatError(
+                f"{path}: array {k!r} has dtype {a.dtype}; IR arrays are numbers "
+                f"(float32 / float64, or integers in quantized layers)"
+            )
     graph = _decode(header.get("graph"), arrays, f"{path}: graph")
     if not isinstance(graph, ir.Graph):
         raise IRFormatError(f"{path}: the top node is a {type(graph).__name__}, not a graph")

@@ -53,7 +53,7 @@ MAX_JSON_DEPTH = 64
 #: zip archives (.keras, .npz): members and their total uncompressed size
 MAX_ZIP_MEMBERS = 4096
 MAX_ZIP_BYTES = 512 << 20
-MAX_ZIP_RATIO = 1000          # a member may expand at most this much (zip bombs expand 1000x and more)
+MAX_ZIP_RATIO = 1000  # a member may expand at most this much (zip bombs expand 1000x and more)
 #: names of graphs and layers
 MAX_NAME_LEN = 128
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
@@ -67,8 +67,10 @@ def check_name(name, where: str) -> str:
         raise LimitError(f"{where}: a name must be a string, got {type(name).__name__}")
     if not name or len(name) > MAX_NAME_LEN or not NAME_PATTERN.match(name):
         shown = name if len(name) <= 40 else name[:40] + "..."
-        raise LimitError(f"{where}: name {shown!r} is not allowed: names are 1-{MAX_NAME_LEN} characters of letters, "
-                         f"digits, '_', '.' and '-' (not starting with '.' or '-'); rename it in the model")
+        raise LimitError(
+            f"{where}: name {shown!r} is not allowed: names are 1-{MAX_NAME_LEN} characters of letters, "
+            f"digits, '_', '.' and '-' (not starting with '.' or '-'); rename it in the model"
+        )
     return name
 
 
@@ -76,17 +78,21 @@ def safe_name(raw, fallback: str = "model") -> str:
     """A name that passes :func:`check_name`, made from ``raw`` (for converters of foreign formats, whose
     names may hold any character): other characters become ``_``, and it is cut to half the allowed length
     (passes derive names such as ``NAME_softmax`` from it)."""
-    s = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(raw) if raw is not None else "")[:MAX_NAME_LEN // 2]
+    s = re.sub(r"[^A-Za-z0-9_.\-]", "_", str(raw) if raw is not None else "")[: MAX_NAME_LEN // 2]
     s = s.lstrip(".-")
     return s or fallback
 
 
 def check_int(value, lo: int, hi: int, what: str) -> int:
     """An integer in ``[lo, hi]``, or :class:`LimitError` naming the limit."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not isinstance(value, numbers.Integral) and (
-            not math.isfinite(float(value)) or float(value) != math.floor(value)):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not isinstance(value, numbers.Integral)
+        and (not math.isfinite(float(value)) or float(value) != math.floor(value))
+    ):
         raise LimitError(f"{what}: expected an integer in [{lo}, {hi}], got {value!r}")
-    v = int(value) if isinstance(value, numbers.Integral) else int(math.floor(value))   # floor: exact for Fraction
+    v = int(value) if isinstance(value, numbers.Integral) else int(math.floor(value))  # floor: exact for Fraction
     if not lo <= v <= hi:
         raise LimitError(f"{what} = {v} is outside the supported range [{lo}, {hi}] (limits: docs/security.md)")
     return v
@@ -100,8 +106,9 @@ def check_theta(theta, order: int, what: str) -> float:
         raise LimitError(f"{what}: theta must be a number, got {theta!r}") from None
     hi = MAX_THETA
     if not math.isfinite(t) or not MIN_THETA <= t <= hi:
-        raise LimitError(f"{what}: theta = {theta!r} steps is outside the supported range [{MIN_THETA:g}, {hi:g}] "
-                         f"(docs/security.md)")
+        raise LimitError(
+            f"{what}: theta = {theta!r} steps is outside the supported range [{MIN_THETA:g}, {hi:g}] (docs/security.md)"
+        )
     return t
 
 
@@ -129,8 +136,10 @@ def check_zip(z: zipfile.ZipFile, where: str) -> None:
     for info in infos:
         total += info.file_size
         if info.file_size > MAX_ZIP_RATIO * max(info.compress_size, 1024):
-            raise LimitError(f"{where}: member {info.filename[:60]!r} expands from {info.compress_size} to "
-                             f"{info.file_size} bytes (a zip bomb?); refusing it")
+            raise LimitError(
+                f"{where}: member {info.filename[:60]!r} expands from {info.compress_size} to "
+                f"{info.file_size} bytes (a zip bomb?); refusing it"
+            )
     if total > MAX_ZIP_BYTES:
         raise LimitError(f"{where}: the archive expands to {total} bytes, more than the limit {MAX_ZIP_BYTES}")
 
@@ -193,6 +202,7 @@ def check_metadata(meta, where: str) -> dict:
 
 def _plain(o):
     import numpy as np
+
     if isinstance(o, (np.integer, np.floating, np.bool_)):
         return o.item()
     if isinstance(o, (tuple, set, frozenset)):

@@ -132,8 +132,9 @@ def _f(m, u, c, alt):
     return c * (P - P[..., -1:] + alt * (u - S))
 
 
-def rk_step(m: np.ndarray, u, theta: float, rk_order: int = 4, substeps: int = 1,
-            coeffs: np.ndarray | None = None) -> np.ndarray:
+def rk_step(
+    m: np.ndarray, u, theta: float, rk_order: int = 4, substeps: int = 1, coeffs: np.ndarray | None = None
+) -> np.ndarray:
     """One sample of the memory by explicit Runge-Kutta, input held over the sample.
 
     ``m`` has shape ``(..., q)`` and ``u`` shape ``m.shape[:-1]`` (or broadcastable).
@@ -168,7 +169,7 @@ def rk_step(m: np.ndarray, u, theta: float, rk_order: int = 4, substeps: int = 1
         for _k in range(1, rk_order):
             w.append(_a(w[-1], hc, alt))
         acc = w[-1]
-        for k in range(rk_order - 1, 0, -1):      # Horner: w_k + acc / (k+1)
+        for k in range(rk_order - 1, 0, -1):  # Horner: w_k + acc / (k+1)
             acc = w[k - 1] + acc * inv[k + 1]
         m = m + acc
     return m
@@ -215,8 +216,8 @@ def impulse_response(Abar: np.ndarray, Bbar: np.ndarray, length: int) -> np.ndar
     q = np.asarray(Bbar).size
     H = np.empty((q, int(length)))
     for start, blk in iter_impulse_response(Abar, Bbar, int(length)):
-        H[:, start:start + blk.shape[1]] = blk
-    return H[:, :int(length)]
+        H[:, start : start + blk.shape[1]] = blk
+    return H[:, : int(length)]
 
 
 def legendre_impulse_response(order: int, theta: float, length: int, method: str = "zoh") -> np.ndarray:
@@ -230,6 +231,7 @@ def spectral_radius(M: np.ndarray) -> float:
 
 
 # --- per-step cost of each realization (per memory channel) -----------------------------
+
 
 def dense_cost(q: int) -> tuple[int, int]:
     """``(operations, stored coefficients)`` of ``Abar @ m + Bbar * u``: q^2 + q MACs."""

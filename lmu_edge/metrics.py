@@ -21,7 +21,7 @@ def sqnr_db(y, y_ref) -> float:
     y = np.asarray(y, dtype=np.float64)
     y_ref = np.asarray(y_ref, dtype=np.float64)
     noise = float(np.sum((y - y_ref) ** 2))
-    signal = float(np.sum(y_ref ** 2))
+    signal = float(np.sum(y_ref**2))
     if noise == 0:
         return float("inf")
     return 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")

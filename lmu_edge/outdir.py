@@ -62,12 +62,13 @@ def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
 def _build_outputs(root: Path) -> set:
     """Relative paths that targets may build later inside the artifacts below ``root``."""
     from . import registry
+
     allowed = set()
     for man in root.rglob("artifact.json"):
         try:
             target = json.loads(man.read_text()).get("target")
             module = registry.target(target)
-        except Exception:   # an unreadable manifest allows nothing extra
+        except Exception:  # an unreadable manifest allows nothing extra
             continue
         build = Path(os.path.relpath(man.parent, root)) / getattr(module, "BUILD_DIR", "build")
         for name in getattr(module, "BUILD_OUTPUTS", ()):
@@ -89,6 +90,7 @@ def seal(root: Path) -> dict:
 def unowned_files(directory: Path) -> Optional[list]:
     """Files in ``directory`` that lmu-edge did not write (or that changed since); ``None`` if it has no record."""
     from . import limits
+
     rec_path = directory / RECORD
     if not rec_path.is_file() or rec_path.is_symlink():
         return None
@@ -120,21 +122,29 @@ def check_replaceable(out_dir: Path, overwrite: bool) -> None:
     if not any(out_dir.iterdir()):
         return
     if not overwrite:
-        raise OutputExistsError(f"{out_dir}: output directory exists and is not empty; use --force "
-                                f"(overwrite=True) to replace earlier lmu-edge output there, or choose another path")
+        raise OutputExistsError(
+            f"{out_dir}: output directory exists and is not empty; use --force "
+            f"(overwrite=True) to replace earlier lmu-edge output there, or choose another path"
+        )
     resolved, cwd = out_dir.resolve(), Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents or resolved == Path.home().resolve():
-        raise OutputExistsError(f"{out_dir}: refusing to replace the working directory, one of its parents or "
-                                f"the home directory; choose a new output directory")
+        raise OutputExistsError(
+            f"{out_dir}: refusing to replace the working directory, one of its parents or "
+            f"the home directory; choose a new output directory"
+        )
     bad = unowned_files(out_dir)
     if bad is None:
-        raise OutputExistsError(f"{out_dir}: refusing to replace a directory that lmu-edge did not write (it has "
-                                f"no valid {RECORD}); choose an empty or new directory")
+        raise OutputExistsError(
+            f"{out_dir}: refusing to replace a directory that lmu-edge did not write (it has "
+            f"no valid {RECORD}); choose an empty or new directory"
+        )
     if bad:
         more = f" and {len(bad) - _SHOW} more" if len(bad) > _SHOW else ""
-        raise OutputExistsError(f"{out_dir}: refusing to replace it: it holds files lmu-edge did not write or that "
-                                f"changed since ({', '.join(bad[:_SHOW])}{more}); move them away or choose "
-                                f"another directory")
+        raise OutputExistsError(
+            f"{out_dir}: refusing to replace it: it holds files lmu-edge did not write or that "
+            f"changed since ({', '.join(bad[:_SHOW])}{more}); move them away or choose "
+            f"another directory"
+        )
 
 
 def _state(out_dir: Path) -> Optional[str]:
@@ -178,6 +188,7 @@ def sweep_stale(out_dir: Path) -> list:
 @contextlib.contextmanager
 def _locked(directory: Path):
     import fcntl
+
     fd = os.open(directory, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -189,7 +200,7 @@ def _locked(directory: Path):
 def _mode_from_umask(path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(path, 0o777 & ~umask)        # mkdtemp makes 0700; give the output the user's usual mode
+    os.chmod(path, 0o777 & ~umask)  # mkdtemp makes 0700; give the output the user's usual mode
 
 
 @contextlib.contextmanager
@@ -198,7 +209,7 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
     out_dir = Path(out_dir)
     check_replaceable(out_dir, overwrite)
     before = _state(out_dir)
-    created: list[Path] = []              # parent directories this run creates, outermost first
+    created: list[Path] = []  # parent directories this run creates, outermost first
     p = out_dir.parent
     while not p.exists():
         created.insert(0, p)
@@ -214,16 +225,19 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
         with _locked(out_dir.parent):
             now = _state(out_dir)
             if now != before:
-                raise OutputExistsError(f"{out_dir}: another run wrote there while this one was working; "
-                                        f"nothing of this run was kept (run it again, or choose another directory)")
+                raise OutputExistsError(
+                    f"{out_dir}: another run wrote there while this one was working; "
+                    f"nothing of this run was kept (run it again, or choose another directory)"
+                )
             if now is None:
                 if os.path.lexists(out_dir):
-                    os.rmdir(out_dir)     # an empty directory: replaced by the new one
+                    os.rmdir(out_dir)  # an empty directory: replaced by the new one
                 os.rename(tmp, out_dir)
             else:
                 check_replaceable(out_dir, overwrite)
-                old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old",
-                                            dir=out_dir.parent))
+                old = Path(
+                    tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old", dir=out_dir.parent)
+                )
                 os.rename(out_dir, old / "x")
                 os.rename(tmp, out_dir)
                 shutil.rmtree(old, ignore_errors=True)
@@ -233,5 +247,5 @@ def writing(out_dir, overwrite: bool = False) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         for d in reversed(created):
             with contextlib.suppress(OSError):
-                d.rmdir()                 # only if still empty
+                d.rmdir()  # only if still empty
         raise

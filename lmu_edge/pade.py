@@ -49,14 +49,14 @@ def shifted_solve(b: np.ndarray, c: complex, theta: float) -> np.ndarray:
     d = lti.structure_coefficients(q, theta)
     dtype = np.result_type(b.dtype, np.asarray(c).dtype, np.float64)
     y = _forward(b.astype(dtype), c * d)
-    w = _forward((c * d).astype(dtype), c * d)           # L^{-1} (c d): depends on c only
+    w = _forward((c * d).astype(dtype), c * d)  # L^{-1} (c d): depends on c only
     return y - w * (np.sum(y, axis=-1, keepdims=True) / (1.0 + np.sum(w)))
 
 
 def _forward(b: np.ndarray, cd: np.ndarray) -> np.ndarray:
     """``L^{-1} b`` with ``L = I - diag(cd) T`` by forward substitution, O(q)."""
     y = np.empty_like(b)
-    even = np.zeros(b.shape[:-1], dtype=b.dtype)         # running sum of y_j, j even, j < i
+    even = np.zeros(b.shape[:-1], dtype=b.dtype)  # running sum of y_j, j even, j < i
     odd = np.zeros(b.shape[:-1], dtype=b.dtype)
     for i in range(b.shape[-1]):
         if i % 2 == 0:
@@ -92,7 +92,7 @@ def pade_step(m: np.ndarray, u, theta: float, orders=(3, 4), substeps: int = 1) 
     u = np.asarray(u, dtype=np.float64)[..., None]
     h = 1.0 / int(substeps)
     Bv = lti.structure_coefficients(q, theta) * (-1.0) ** np.arange(q)
-    keep = [j for j in range(p.size) if p[j].imag >= -1e-12]     # one of each conjugate pair
+    keep = [j for j in range(p.size) if p[j].imag >= -1e-12]  # one of each conjugate pair
     for _ in range(int(substeps)):
         out = k * m
         for j in keep:
@@ -155,6 +155,7 @@ def pade_cost(q: int, orders, substeps: int) -> tuple[int, int]:
 
 
 # --- the integer form's constants ------------------------------------------------------------
+
 
 def step_constants(q: int, theta: float, orders=(3, 4), substeps: int = 1) -> dict:
     """The constants of one substep in the form the integer kernel runs (floats, complex per pole).
@@ -221,6 +222,7 @@ def _power(M1, N1, s):
 
 # --- the integer node -----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, eq=False)
 class QPadeMemory:
     """The implicit Pade step in integers (run by :func:`lmu_edge.intsim.pade_memory_int`, mirrored by
@@ -243,19 +245,20 @@ class QPadeMemory:
     substeps: int
     guard: int
     u_shift: int
-    gc: np.ndarray          # (P, 2) int32
+    gc: np.ndarray  # (P, 2) int32
     gc_frac: int
-    w: np.ndarray           # (P, q, 2) int32
+    w: np.ndarray  # (P, q, 2) int32
     w_frac: int
-    inv: np.ndarray         # (P, 2) int32
+    inv: np.ndarray  # (P, 2) int32
     inv_frac: int
-    coef: np.ndarray        # (P, 2) int32
+    coef: np.ndarray  # (P, 2) int32
     coef_frac: int
     k: int = 0
     k_frac: int = 0
 
     def __post_init__(self):
         from .errors import ShapeError
+
         for name, ndim in (("gc", 2), ("w", 3), ("inv", 2), ("coef", 2)):
             a = np.array(getattr(self, name), copy=True)
             if a.dtype.kind not in "iu" or a.ndim != ndim or a.shape[-1] != 2:
@@ -267,9 +270,17 @@ class QPadeMemory:
         P = self.gc.shape[0]
         if self.w.shape[0] != P or self.inv.shape[0] != P or self.coef.shape[0] != P:
             raise ShapeError("QPadeMemory: gc, w, inv and coef need one row per pole")
-        for name, lo, hi in (("substeps", 1, 4096), ("guard", -24, 24), ("u_shift", -62, 62),
-                             ("gc_frac", 0, 62), ("w_frac", 0, 62), ("inv_frac", 0, 62), ("coef_frac", 0, 62),
-                             ("k_frac", 0, 62), ("k", -(1 << 31), (1 << 31) - 1)):
+        for name, lo, hi in (
+            ("substeps", 1, 4096),
+            ("guard", -24, 24),
+            ("u_shift", -62, 62),
+            ("gc_frac", 0, 62),
+            ("w_frac", 0, 62),
+            ("inv_frac", 0, 62),
+            ("coef_frac", 0, 62),
+            ("k_frac", 0, 62),
+            ("k", -(1 << 31), (1 << 31) - 1),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
                 raise ShapeError(f"QPadeMemory.{name}: expected an integer in [{lo}, {hi}], got {v!r}")
@@ -277,7 +288,8 @@ class QPadeMemory:
 
 def _register():
     from . import ir
-    types: dict = ir.NODE_TYPES          # quantized node types register themselves, as lmu_edge.qir's do
+
+    types: dict = ir.NODE_TYPES  # quantized node types register themselves, as lmu_edge.qir's do
     types[QPadeMemory.TYPE] = QPadeMemory
     ir.INT_NODE_TYPES.add(QPadeMemory.TYPE)
 
@@ -287,28 +299,33 @@ _register()
 
 # --- bounds and fractions for the integer form --------------------------------------------------
 
+
 def int_bounds(q: int, consts: dict, bmax: float) -> list:
     """Per kept pole, bounds on the work values for ``|b_i| <= bmax``: ``|y|``, the running sums
     ``|S|``, ``|sum y|`` and ``|x|``, each the l1 row gain of the exact linear map from ``b``
     (computed on the identity), doubled to cover the roundings (each at most one work LSB per
     element, far below ``bmax >= 2^15`` times the same gains)."""
     a = 2.0 * np.arange(q) + 1.0
-    even = (np.arange(q) % 2 == 0)
+    even = np.arange(q) % 2 == 0
     out = []
     for gc, w, inv in zip(consts["gc"], consts["w"], consts["inv"], strict=True):
-        Y = _forward(np.eye(q, dtype=complex), a * gc / 2)          # row k: L^{-1} e_k
+        Y = _forward(np.eye(q, dtype=complex), a * gc / 2)  # row k: L^{-1} e_k
         Se = np.cumsum(np.where(even, Y, 0), axis=1)
         So = np.cumsum(np.where(even, 0, Y), axis=1)
         sy = np.sum(Y, axis=1)
         X = Y - np.outer(sy * inv, w)
-        out.append({"y": 2 * bmax * float(np.abs(Y).sum(axis=0).max()),
-                    "S": 2 * bmax * float(max(np.abs(Se).sum(axis=0).max(), np.abs(So).sum(axis=0).max())),
-                    "sy": 2 * bmax * float(np.abs(sy).sum()),
-                    "x": 2 * bmax * float(np.abs(X).sum(axis=0).max())})
+        out.append(
+            {
+                "y": 2 * bmax * float(np.abs(Y).sum(axis=0).max()),
+                "S": 2 * bmax * float(max(np.abs(Se).sum(axis=0).max(), np.abs(So).sum(axis=0).max())),
+                "sy": 2 * bmax * float(np.abs(sy).sum()),
+                "x": 2 * bmax * float(np.abs(X).sum(axis=0).max()),
+            }
+        )
     return out
 
 
-def frac_for(value: float, operand_bound: float, limit: float = 2.0 ** 61) -> int:
+def frac_for(value: float, operand_bound: float, limit: float = 2.0**61) -> int:
     """Fractional bits of a constant of magnitude ``value``: the most for which it fits int32 and its
     product with an operand bounded by ``operand_bound`` stays below ``limit`` (int64 with room)."""
     cap = min((1 << 31) - 1, limit / max(operand_bound, 1.0))
@@ -325,8 +342,14 @@ def quantized_maps(order: int, theta: float, mem: QPadeMemory) -> tuple:
 
     def back(v, f):
         v = np.asarray(v, np.float64)
-        return (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f
-    cq = {"k": mem.k * 2.0 ** -mem.k_frac, "gc": back(mem.gc, mem.gc_frac), "w": back(mem.w, mem.w_frac),
-          "inv": back(mem.inv, mem.inv_frac), "coef": back(mem.coef, mem.coef_frac)}
+        return (v[..., 0] + 1j * v[..., 1]) * 2.0**-f
+
+    cq = {
+        "k": mem.k * 2.0**-mem.k_frac,
+        "gc": back(mem.gc, mem.gc_frac),
+        "w": back(mem.w, mem.w_frac),
+        "inv": back(mem.inv, mem.inv_frac),
+        "coef": back(mem.coef, mem.coef_frac),
+    }
     Mq, Nq = constants_map(cq, order, mem.substeps)
     return Mf, Nf, Mq, Nq

@@ -254,19 +254,19 @@ class QLMU(_QLayer):
     order: int
     theta: float
     realization: str
-    encoder: QLinear                     # parts: x [, h_prev] [, m_prev as z]; output u (zp 0) in u_type
+    encoder: QLinear  # parts: x [, h_prev] [, m_prev as z]; output u (zp 0) in u_type
     state_type: FixedType
     u_type: FixedType
-    memory: object                       # QDenseMemory | QRKMemory | QFIRMemory
-    z_scale: float                       # int8 view of the memory (and of x when input_to_hidden)
+    memory: object  # QDenseMemory | QRKMemory | QFIRMemory
+    z_scale: float  # int8 view of the memory (and of x when input_to_hidden)
     z_zp: int
-    m_to_z: tuple                        # (multiplier, shift): state -> z
-    state_bound: float                   # proven bound on |m| (real units)
+    m_to_z: tuple  # (multiplier, shift): state -> z
+    state_bound: float  # proven bound on |m| (real units)
     out_scale: float
     out_zp: int
-    x_to_z: Optional[tuple] = None       # (multiplier, shift, in_zp) when input_to_hidden
-    hidden: Optional[QLinear] = None     # parts: z [, h_prev]
-    hidden_recurrent: bool = False       # SimpleRNN hidden: h_prev is the second part
+    x_to_z: Optional[tuple] = None  # (multiplier, shift, in_zp) when input_to_hidden
+    hidden: Optional[QLinear] = None  # parts: z [, h_prev]
+    hidden_recurrent: bool = False  # SimpleRNN hidden: h_prev is the second part
     hidden_to_memory: bool = False
     memory_to_memory: bool = False
     input_to_hidden: bool = False
@@ -280,8 +280,9 @@ class QLMU(_QLayer):
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (hidden units, or the memory), or :class:`ShapeError`."""
         if self.encoder.in_sizes[0] != n_in:
-            raise ShapeError(f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, "
-                             f"the layer gets {n_in}")
+            raise ShapeError(
+                f"QLMU {self.name!r}: encoder takes {self.encoder.in_sizes[0]} inputs, the layer gets {n_in}"
+            )
         z = self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
         return self.hidden.units if self.hidden is not None else z
 
@@ -298,10 +299,24 @@ ir.LAYER_CLASSES.extend(QLAYERS)
 
 _I8 = (-128, 127)
 #: integer fields: name -> (lo, hi); float fields that are scales: positive and finite
-_INT_FIELDS = {"out_zp": _I8, "in_zp": _I8, "z_zp": _I8, "clamp_min": I32, "clamp_max": I32,
-               "memory_d": (1, 1024), "order": (1, 1024), "rk_order": (1, 4), "substeps": (1, 4096),
-               "coeff_frac": (0, 62), "coeff_bits": (2, 32), "b_frac": (-62, 62), "hc_frac": (0, 62),
-               "kernel_frac": (0, 62), "multiplier": (0, I32[1]), "shift": (-31, 30)}
+_INT_FIELDS = {
+    "out_zp": _I8,
+    "in_zp": _I8,
+    "z_zp": _I8,
+    "clamp_min": I32,
+    "clamp_max": I32,
+    "memory_d": (1, 1024),
+    "order": (1, 1024),
+    "rk_order": (1, 4),
+    "substeps": (1, 4096),
+    "coeff_frac": (0, 62),
+    "coeff_bits": (2, 32),
+    "b_frac": (-62, 62),
+    "hc_frac": (0, 62),
+    "kernel_frac": (0, 62),
+    "multiplier": (0, I32[1]),
+    "shift": (-31, 30),
+}
 _SCALE_FIELDS = ("out_scale", "z_scale", "state_bound", "theta")
 
 
@@ -315,10 +330,13 @@ def validate(node, where: str) -> None:
     ranges the integer runtime supports; :class:`ShapeError` names the first bad field."""
     import dataclasses
     import math
+
     if isinstance(node, FixedType):
         if not 8 <= node.width <= 32 or not -64 <= node.frac <= 64:
-            raise ShapeError(f"{where}: fixed-point type with {node.width} bits and {node.frac} fractional bits; "
-                             f"the integer runtime supports 8..32 bits and fractions in [-64, 64]")
+            raise ShapeError(
+                f"{where}: fixed-point type with {node.width} bits and {node.frac} fractional bits; "
+                f"the integer runtime supports 8..32 bits and fractions in [-64, 64]"
+            )
         return
     if not dataclasses.is_dataclass(node):
         return
@@ -328,8 +346,11 @@ def validate(node, where: str) -> None:
         if f.name in _INT_FIELDS and not isinstance(v, np.ndarray) and v is not None:
             _check_value(v, *_INT_FIELDS[f.name], w)
         elif f.name in _SCALE_FIELDS and v is not None:
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (
-                    math.isfinite(float(v)) and float(v) > 0 and 1e-30 < float(v) < 1e30):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float, np.number))
+                or not (math.isfinite(float(v)) and float(v) > 0 and 1e-30 < float(v) < 1e30)
+            ):
                 raise ShapeError(f"{w}: expected a positive finite scale, got {v!r}")
         elif f.name in ("m_to_z", "x_to_z") and v is not None:
             if len(v) not in (2, 3):
@@ -338,8 +359,11 @@ def validate(node, where: str) -> None:
             _check_value(v[1], -31, 30, w + "[1]")
             if len(v) == 3:
                 _check_value(v[2], *_I8, w + "[2]")
-        elif f.name == "realization" and v not in ("dense", "delta", "direct", "rk", "fir") and not (
-                isinstance(v, str) and len(v) <= 32 and v.replace("_", "").replace("-", "").isalnum()):
+        elif (
+            f.name == "realization"
+            and v not in ("dense", "delta", "direct", "rk", "fir")
+            and not (isinstance(v, str) and len(v) <= 32 and v.replace("_", "").replace("-", "").isalnum())
+        ):
             raise ShapeError(f"{w}: unknown realization {v!r}")
         elif isinstance(v, (tuple, list)):
             for i, e in enumerate(v):

@@ -38,6 +38,7 @@ LUT_ACTIVATIONS = ("tanh", "sigmoid", "silu")
 
 # --- small helpers -----------------------------------------------------------------------
 
+
 def qparams(lo: float, hi: float) -> tuple:
     """Asymmetric int8 ``(scale, zero_point)`` covering ``[lo, hi]`` and zero."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
@@ -121,6 +122,7 @@ def _softmax_lut(scale):
 
 # --- the LMU memory ------------------------------------------------------------------------
 
+
 def _l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = True) -> tuple:
     """``(max_i sum_k |(Aq^k Bq)_i|, max_i sum_k ||row_i Aq^k||_1)`` summed until the terms vanish.
 
@@ -131,7 +133,7 @@ def _l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = T
     n = np.zeros(q)
     v = np.asarray(Bq, np.float64).copy()
     P = np.eye(q)
-    do_noise = with_noise and q ** 3 * horizon <= 4e9
+    do_noise = with_noise and q**3 * horizon <= 4e9
     k, block, last_blk = 0, 256, None
     limit = max(horizon, 64) * 60
     while k < limit:
@@ -164,7 +166,7 @@ def _l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = T
     return float(g.max()), float(n.max())
 
 
-_CALIBRATED: dict = {}   # set per layer by _quantize_lmu: the calibrated max |m|, for the unprovable case
+_CALIBRATED: dict = {}  # set per layer by _quantize_lmu: the calibrated max |m|, for the unprovable case
 
 
 def _fit_state(G, N, U, bits, noise_lsb=1.0):
@@ -205,53 +207,65 @@ def _dense_memory(mem: ir.DenseSS, q, theta, st_bits, coeff_bits, u_type, horizo
     for form in ("delta", "direct"):
         C = Abar - np.eye(q) if form == "delta" else Abar
         fc = _coeff_frac(C, coeff_bits)
-        Cq = np.round(C * 2.0 ** fc)
-        Aq = Cq * 2.0 ** -fc + (np.eye(q) if form == "delta" else 0)
+        Cq = np.round(C * 2.0**fc)
+        Aq = Cq * 2.0**-fc + (np.eye(q) if form == "delta" else 0)
         rho = lti.spectral_radius(Aq)
         err = _ir_error(Aq, Bbar, Abar, Bbar, horizon)
-        notes.append(f"{form} form: coefficients fixed<{coeff_bits},{fc}>, impulse-response error {err:.2e}, "
-                     f"spectral radius {rho:.6f} (float {rho_f:.6f})")
+        notes.append(
+            f"{form} form: coefficients fixed<{coeff_bits},{fc}>, impulse-response error {err:.2e}, "
+            f"spectral radius {rho:.6f} (float {rho_f:.6f})"
+        )
         stable = rho < 1 or rho <= rho_f
         if stable and (best is None or err < best[0]):
             best = (err, form, fc, Cq, Aq, rho)
     if best is None:
-        raise QuantizationError(f"the quantized memory is unstable with {coeff_bits}-bit coefficients "
-                                f"(spectral radius >= 1); use more coefficient bits (coeff_bits=32), "
-                                f"a wider state (--state-bits 32) or the RK realization (--realization rk4)")
+        raise QuantizationError(
+            f"the quantized memory is unstable with {coeff_bits}-bit coefficients "
+            f"(spectral radius >= 1); use more coefficient bits (coeff_bits=32), "
+            f"a wider state (--state-bits 32) or the RK realization (--realization rk4)"
+        )
     err, form, fc, Cq, Aq, rho = best
     G, N = _l1_gains(Aq, Bbar, horizon)
     fm = _fit_state(G, N, u_type.max, st_bits, noise_lsb=0.5)
     fb = fc + fm - u_type.frac
-    while np.max(np.abs(Bbar)) * 2.0 ** fb >= 2 ** 31 - 1:
+    while np.max(np.abs(Bbar)) * 2.0**fb >= 2**31 - 1:
         fb -= 1
         fm -= 1
-    Bq = np.round(Bbar * 2.0 ** fb)
-    G, N = _l1_gains(Aq, Bq * 2.0 ** -fb, horizon)
-    while _CALIBRATED.get("proven", True) and G * u_type.max * 2.0 ** fm + 0.5 * N > (1 << (st_bits - 1)) - 1:
+    Bq = np.round(Bbar * 2.0**fb)
+    G, N = _l1_gains(Aq, Bq * 2.0**-fb, horizon)
+    while _CALIBRATED.get("proven", True) and G * u_type.max * 2.0**fm + 0.5 * N > (1 << (st_bits - 1)) - 1:
         fm -= 1
         fb -= 1
-        Bq = np.round(Bbar * 2.0 ** fb)
-    node = qir.QDenseMemory(form, Cq.astype(np.int32 if coeff_bits > 16 else np.int16), fc, coeff_bits,
-                            Bq.astype(np.int32), fb)
-    return node, fm, G * u_type.max + 0.5 * N * 2.0 ** -fm, err, rho
+        Bq = np.round(Bbar * 2.0**fb)
+    node = qir.QDenseMemory(
+        form, Cq.astype(np.int32 if coeff_bits > 16 else np.int16), fc, coeff_bits, Bq.astype(np.int32), fb
+    )
+    return node, fm, G * u_type.max + 0.5 * N * 2.0**-fm, err, rho
 
 
 def _rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes):
     c = lti.structure_coefficients(q, theta) / mem.substeps
     hb = min(31, 62 - (st_bits + int(math.ceil(math.log2(q + 1))) + 3))
     fh = _coeff_frac(c, hb)
-    hcq = np.round(c * 2.0 ** fh)
-    M, N = lti.rk_map(q, theta, mem.rk_order, mem.substeps)   # (hc rounding is measured below)
-    Mq, Nq = _rk_map_coeffs(q, hcq * 2.0 ** -fh * mem.substeps, mem.rk_order, mem.substeps)
+    hcq = np.round(c * 2.0**fh)
+    M, N = lti.rk_map(q, theta, mem.rk_order, mem.substeps)  # (hc rounding is measured below)
+    Mq, Nq = _rk_map_coeffs(q, hcq * 2.0**-fh * mem.substeps, mem.rk_order, mem.substeps)
     err = _ir_error(Mq, Nq, M, N, horizon)
     rho = lti.spectral_radius(Mq)
     G, Ngain = _l1_gains(Mq, Nq, horizon)
-    noise = mem.substeps * (2 * mem.rk_order) * 0.5           # roundings per sample, half an LSB each
+    noise = mem.substeps * (2 * mem.rk_order) * 0.5  # roundings per sample, half an LSB each
     fm = _fit_state(G, Ngain, u_type.max, st_bits, noise_lsb=noise)
-    notes.append(f"rk{mem.rk_order} x{mem.substeps}: coefficients fixed<{hb},{fh}>, impulse-response error {err:.2e}, "
-                 f"spectral radius {rho:.6f}")
-    return qir.QRKMemory(mem.rk_order, mem.substeps, hcq.astype(np.int32), fh), fm, \
-        G * u_type.max + Ngain * noise * 2.0 ** -fm, err, rho
+    notes.append(
+        f"rk{mem.rk_order} x{mem.substeps}: coefficients fixed<{hb},{fh}>, impulse-response error {err:.2e}, "
+        f"spectral radius {rho:.6f}"
+    )
+    return (
+        qir.QRKMemory(mem.rk_order, mem.substeps, hcq.astype(np.int32), fh),
+        fm,
+        G * u_type.max + Ngain * noise * 2.0**-fm,
+        err,
+        rho,
+    )
 
 
 def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
@@ -263,6 +277,7 @@ def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
     of LSBs), and a 24-bit work width beyond. Each constant gets the most fractional bits for which its
     product with its proven operand bound fits int64."""
     from . import pade
+
     s = mem.substeps
     consts = pade.step_constants(q, theta, mem.orders, s)
     M, N = pade.constants_map(consts, q, s)
@@ -271,12 +286,16 @@ def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
     P = len(consts["gc"])
     fm = None
     for _attempt in range(4):
-        bounds1 = pade.int_bounds(q, consts, 1.0)                   # per unit |b|: the noise estimate
-        dx = [math.sqrt(2) * b["y"] / 2 for b in bounds1]          # one work LSB per element through L^{-1}
-        noise = 0.5 + 2.0 ** -guard * (sum(abs(c) * (d + abs(iv) * math.sqrt(2) * b["sy"] / 2 *
-                                                     float(np.abs(w).max()) + 2)
-                                           for c, d, iv, b, w in zip(consts["coef"], dx, consts["inv"], bounds1,
-                                                                     consts["w"], strict=True)) + P + 1)
+        bounds1 = pade.int_bounds(q, consts, 1.0)  # per unit |b|: the noise estimate
+        dx = [math.sqrt(2) * b["y"] / 2 for b in bounds1]  # one work LSB per element through L^{-1}
+        noise = 0.5 + 2.0**-guard * (
+            sum(
+                abs(c) * (d + abs(iv) * math.sqrt(2) * b["sy"] / 2 * float(np.abs(w).max()) + 2)
+                for c, d, iv, b, w in zip(consts["coef"], dx, consts["inv"], bounds1, consts["w"], strict=True)
+            )
+            + P
+            + 1
+        )
         noise_lsb = s * noise
         if fm is None:
             G, Ng = _l1_gains(M, N, horizon)
@@ -288,42 +307,73 @@ def _pade_memory(mem: ir.Pade, q, theta, st_bits, u_type, horizon, notes):
         bd = pade.int_bounds(q, consts, bmax)
         S_b = max(b["S"] for b in bd)
         gc_frac = pade.frac_for(a_max * gmax, 2 * max(S_b, uw))
-        inv_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["inv"].real, consts["inv"].imag])))),
-                                 2 * max(b["sy"] for b in bd))
+        inv_frac = pade.frac_for(
+            float(np.max(np.abs(np.stack([consts["inv"].real, consts["inv"].imag])))), 2 * max(b["sy"] for b in bd)
+        )
         t_b = max(b["sy"] * abs(iv) for b, iv in zip(bd, consts["inv"], strict=True)) * 2 + 2
         w_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["w"].real, consts["w"].imag])))), 2 * t_b)
-        coef_frac = pade.frac_for(float(np.max(np.abs(np.stack([consts["coef"].real, consts["coef"].imag])))),
-                                  2 * max(b["x"] for b in bd))
+        coef_frac = pade.frac_for(
+            float(np.max(np.abs(np.stack([consts["coef"].real, consts["coef"].imag])))), 2 * max(b["x"] for b in bd)
+        )
         k_frac = 30 if consts["k"] else 0
-        def cplx(v, f):
-            return np.stack([np.round(np.real(v) * 2.0 ** f), np.round(np.imag(v) * 2.0 ** f)],
-                            axis=-1).astype(np.int64)
-        ints = {"gc": cplx(consts["gc"], gc_frac), "w": cplx(consts["w"], w_frac),
-                "inv": cplx(consts["inv"], inv_frac), "coef": cplx(consts["coef"], coef_frac),
-                "k": int(np.round(consts["k"] * 2.0 ** k_frac))}
-        def back(v, f):
-            return (v[..., 0] + 1j * v[..., 1]) * 2.0 ** -f
 
-        cq = {"k": ints["k"] * 2.0 ** -k_frac, "gc": back(ints["gc"], gc_frac), "w": back(ints["w"], w_frac),
-              "inv": back(ints["inv"], inv_frac), "coef": back(ints["coef"], coef_frac)}
+        def cplx(v, f):
+            return np.stack([np.round(np.real(v) * 2.0**f), np.round(np.imag(v) * 2.0**f)], axis=-1).astype(np.int64)
+
+        ints = {
+            "gc": cplx(consts["gc"], gc_frac),
+            "w": cplx(consts["w"], w_frac),
+            "inv": cplx(consts["inv"], inv_frac),
+            "coef": cplx(consts["coef"], coef_frac),
+            "k": int(np.round(consts["k"] * 2.0**k_frac)),
+        }
+
+        def back(v, f):
+            return (v[..., 0] + 1j * v[..., 1]) * 2.0**-f
+
+        cq = {
+            "k": ints["k"] * 2.0**-k_frac,
+            "gc": back(ints["gc"], gc_frac),
+            "w": back(ints["w"], w_frac),
+            "inv": back(ints["inv"], inv_frac),
+            "coef": back(ints["coef"], coef_frac),
+        }
         Mq, Nq = pade.constants_map(cq, q, s)
         G, Ng = _l1_gains(Mq, Nq, horizon)
         out_b = sum(abs(c) * b["x"] for c, b in zip(cq["coef"], bd, strict=True)) + 2.0 ** (st_bits + guard)
-        fits = G * u_type.max * 2.0 ** fm + Ng * noise_lsb <= (1 << (st_bits - 1)) - 1
-        if (fits or not _CALIBRATED.get("proven", True)) and out_b < 2.0 ** 61:
+        fits = G * u_type.max * 2.0**fm + Ng * noise_lsb <= (1 << (st_bits - 1)) - 1
+        if (fits or not _CALIBRATED.get("proven", True)) and out_b < 2.0**61:
             break
         fm -= 1
     else:
-        raise QuantizationError(f"the implicit 'pade' realization cannot be bounded in {st_bits}-bit integers "
-                                f"(order {q}, theta {theta:g}); use --realization rk4 or zoh")
+        raise QuantizationError(
+            f"the implicit 'pade' realization cannot be bounded in {st_bits}-bit integers "
+            f"(order {q}, theta {theta:g}); use --realization rk4 or zoh"
+        )
     err = _ir_error(Mq, Nq, M, N, horizon)
     rho = lti.spectral_radius(Mq)
-    notes.append(f"pade [{mem.num}/{mem.den}] x{s}: {guard} guard bits, fractions gc {gc_frac}, w {w_frac}, "
-                 f"inv {inv_frac}, coef {coef_frac}; impulse-response error {err:.2e}, spectral radius {rho:.6f}")
-    node = pade.QPadeMemory(mem.num, mem.den, s, guard, u_type.frac - fw, ints["gc"].astype(np.int32), gc_frac,
-                            ints["w"].astype(np.int32), w_frac, ints["inv"].astype(np.int32), inv_frac,
-                            ints["coef"].astype(np.int32), coef_frac, ints["k"], k_frac)
-    return node, fm, G * u_type.max + Ng * noise_lsb * 2.0 ** -fm, err, rho
+    notes.append(
+        f"pade [{mem.num}/{mem.den}] x{s}: {guard} guard bits, fractions gc {gc_frac}, w {w_frac}, "
+        f"inv {inv_frac}, coef {coef_frac}; impulse-response error {err:.2e}, spectral radius {rho:.6f}"
+    )
+    node = pade.QPadeMemory(
+        mem.num,
+        mem.den,
+        s,
+        guard,
+        u_type.frac - fw,
+        ints["gc"].astype(np.int32),
+        gc_frac,
+        ints["w"].astype(np.int32),
+        w_frac,
+        ints["inv"].astype(np.int32),
+        inv_frac,
+        ints["coef"].astype(np.int32),
+        coef_frac,
+        ints["k"],
+        k_frac,
+    )
+    return node, fm, G * u_type.max + Ng * noise_lsb * 2.0**-fm, err, rho
 
 
 def _rk_map_coeffs(q, coeffs, r, s):
@@ -337,25 +387,33 @@ def _fir_memory(mem: ir.FIR, q, st_bits, coeff_bits, u_type, notes):
     L = K.shape[1]
     cb = min(coeff_bits, 62 - st_bits - int(math.ceil(math.log2(L + 1))))
     fk = _coeff_frac(K, cb)
-    Kq = np.round(K * 2.0 ** fk)
-    G = float(np.max(np.abs(Kq).sum(axis=1))) * 2.0 ** -fk
+    Kq = np.round(K * 2.0**fk)
+    G = float(np.max(np.abs(Kq).sum(axis=1))) * 2.0**-fk
     fm = _fit_state(G, 1.0, u_type.max, st_bits, noise_lsb=0.5)
-    err = float(np.max(np.abs(Kq * 2.0 ** -fk - K)) / max(np.max(np.abs(K)), 1e-30))
+    err = float(np.max(np.abs(Kq * 2.0**-fk - K)) / max(np.max(np.abs(K)), 1e-30))
     notes.append(f"fir {L}: coefficients fixed<{cb},{fk}>, kernel error {err:.2e}")
     node = qir.QFIRMemory(Kq.astype(np.int32 if cb > 16 else np.int16), fk, cb)
-    return node, fm, G * u_type.max + 0.5 * 2.0 ** -fm, err, 0.0
+    return node, fm, G * u_type.max + 0.5 * 2.0**-fm, err, 0.0
 
 
 # --- the graph -------------------------------------------------------------------------------
 
-def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int = 16,
-             coeff_bits: Optional[int] = None, rounding: str = "half_up") -> ir.Graph:
+
+def quantize(
+    graph: ir.Graph,
+    calibration,
+    weight_bits: int = 8,
+    state_bits: int = 16,
+    coeff_bits: Optional[int] = None,
+    rounding: str = "half_up",
+) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
     """
     from .arrays import load_array
+
     if calibration is None:
         raise QuantizationError("quantize() needs calibration data: typical inputs, shape (N, T, F)")
     if graph.form == "parallel":
@@ -375,15 +433,24 @@ def quantize(graph: ir.Graph, calibration, weight_bits: int = 8, state_bits: int
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams(in_lo, in_hi)
     layers: list = [qir.QInput("input", s, zp)]
-    info: dict = {"weight_bits": wb, "state_bits": sb, "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
-            "layers": []}
+    info: dict = {
+        "weight_bits": wb,
+        "state_bits": sb,
+        "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
+        "layers": [],
+    }
     for (layer, _n_in, _n_out, _), rec in zip(graph.shapes(), recs, strict=True):
         lay_info = {"name": layer.name, "type": layer.TYPE}
         if isinstance(layer, ir.Dense):
             act = layer.activation
-            lin, os_, oz = _linear([(layer.kernel, s, zp, wb)], layer.bias, "linear" if act == "softmax" else act,
-                                   rec.get("pre", rec["out"]), rec["out"] if act != "softmax" else rec["pre"],
-                                   layer.name)
+            lin, os_, oz = _linear(
+                [(layer.kernel, s, zp, wb)],
+                layer.bias,
+                "linear" if act == "softmax" else act,
+                rec.get("pre", rec["out"]),
+                rec["out"] if act != "softmax" else rec["pre"],
+                layer.name,
+            )
             layers.append(qir.QDense(layer.name, lin, os_, oz))
             s, zp = os_, oz
             if act == "softmax":
@@ -445,7 +512,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
     # int8 view z of the memory (and of x when input_to_hidden)
     z_lo, z_hi = rec["z"]
     s_z, z_z = qparams(z_lo, z_hi)
-    m_to_z = quantize_multiplier(2.0 ** -fm / s_z)
+    m_to_z = quantize_multiplier(2.0**-fm / s_z)
     x_to_z = (*quantize_multiplier(s_x / s_z), zp_x) if layer.input_to_hidden else None
     # hidden cell first: hidden_to_memory reads its output
     hidden, s_h, z_h, rec_h = None, s_z, z_z, False
@@ -457,7 +524,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
             s_h, z_h = _act_out(act, rec["pre"], rec["out"])
             parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb))
         hidden, s_h, z_h = _linear(parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name)
-    enc_scale = 2.0 ** -fu
+    enc_scale = 2.0**-fu
     enc_parts = [(layer.input_encoders, s_x, zp_x, wb)]
     if layer.hidden_encoders is not None:
         enc_parts.append((layer.hidden_encoders, s_h, z_h, wb))
@@ -471,20 +538,55 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
     qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0).astype(np.int32)
     encoder = qir.QLinear(tuple(qparts), 0, u_type.min_int, u_type.max_int, qb, None)
     out_s, out_z = (s_h, z_h) if hidden is not None else (s_z, z_z)
-    ql = qir.QLMU(layer.name, d, q, float(layer.theta), type(mem).TYPE, encoder, st, u_type, qmem, s_z, z_z,
-                  m_to_z, float(bound), out_s, out_z, x_to_z=x_to_z, hidden=hidden, hidden_recurrent=rec_h,
-                  hidden_to_memory=layer.hidden_encoders is not None,
-                  memory_to_memory=layer.memory_encoders is not None,
-                  input_to_hidden=layer.input_to_hidden, return_sequences=layer.return_sequences)
+    ql = qir.QLMU(
+        layer.name,
+        d,
+        q,
+        float(layer.theta),
+        type(mem).TYPE,
+        encoder,
+        st,
+        u_type,
+        qmem,
+        s_z,
+        z_z,
+        m_to_z,
+        float(bound),
+        out_s,
+        out_z,
+        x_to_z=x_to_z,
+        hidden=hidden,
+        hidden_recurrent=rec_h,
+        hidden_to_memory=layer.hidden_encoders is not None,
+        memory_to_memory=layer.memory_encoders is not None,
+        input_to_hidden=layer.input_to_hidden,
+        return_sequences=layer.return_sequences,
+    )
     proven = _CALIBRATED.get("proven", True)
     if not proven:
         import warnings
-        warnings.warn(f"layer {layer.name!r}: a {sb}-bit state cannot be proven free of overflow; its scale "
-                      f"comes from the calibration data and it may saturate (use more state bits)", stacklevel=3)
-    info = {"name": layer.name, "type": "lmu", "state_type": str(st), "u_type": str(u_type),
-            "memory": type(qmem).TYPE, "form": getattr(qmem, "form", None), "coeff_bits": cb,
-            "memory_error": mem_err, "spectral_radius": rho, "state_bound": bound,
-            "state_bound_lsb": bound * 2.0 ** fm, "state_max_int": st.max_int, "bound_proven": proven,
-            "calibrated_state_max": m_abs, "headroom_bits": math.log2(st.max_int / max(m_abs * 2.0 ** fm, 1)),
-            "notes": notes}
+
+        warnings.warn(
+            f"layer {layer.name!r}: a {sb}-bit state cannot be proven free of overflow; its scale "
+            f"comes from the calibration data and it may saturate (use more state bits)",
+            stacklevel=3,
+        )
+    info = {
+        "name": layer.name,
+        "type": "lmu",
+        "state_type": str(st),
+        "u_type": str(u_type),
+        "memory": type(qmem).TYPE,
+        "form": getattr(qmem, "form", None),
+        "coeff_bits": cb,
+        "memory_error": mem_err,
+        "spectral_radius": rho,
+        "state_bound": bound,
+        "state_bound_lsb": bound * 2.0**fm,
+        "state_max_int": st.max_int,
+        "bound_proven": proven,
+        "calibrated_state_max": m_abs,
+        "headroom_bits": math.log2(st.max_int / max(m_abs * 2.0**fm, 1)),
+        "notes": notes,
+    }
     return ql, out_s, out_z, info

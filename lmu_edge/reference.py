@@ -21,6 +21,7 @@ from .errors import ShapeError
 
 # --- activations --------------------------------------------------------------------------
 
+
 def activation(name: str, x: np.ndarray) -> np.ndarray:
     """Apply the named activation (linear, relu, relu6, tanh, sigmoid, softmax, silu) in float64."""
     if name == "linear":
@@ -58,6 +59,7 @@ class _Recorder:
 
 
 # --- one layer, one step -------------------------------------------------------------------
+
 
 class _DenseRun(_Recorder):
     def __init__(self, layer: ir.Dense, dtype):
@@ -137,11 +139,11 @@ class _LMURun(_Recorder):
             else:
                 mem = ir.FIR(mem.kernel)
         self.mem = mem
-        self.AT = None                                     # set when the memory steps as a dense map
+        self.AT = None  # set when the memory steps as a dense map
         if isinstance(mem, ir.DenseSS):
             self.AT, self.B = _c(mem.Abar, dtype).T.copy(), _c(mem.Bbar, dtype)
         elif isinstance(mem, ir.FIR):
-            self.HT = _c(mem.kernel, dtype).T.copy()      # (L, q)
+            self.HT = _c(mem.kernel, dtype).T.copy()  # (L, q)
         elif isinstance(mem, ir.RungeKutta):
             self.coeffs = lti.structure_coefficients(layer.order, layer.theta).astype(dtype)
             if mem.substeps > 64 and 7 * mem.rk_order * mem.substeps > 2 * layer.order:
@@ -169,7 +171,7 @@ class _LMURun(_Recorder):
 
     def memory_step(self, u):
         mem = self.mem
-        if self.AT is not None:                            # dense ZOH / Euler, Pade, or RK with many substeps
+        if self.AT is not None:  # dense ZOH / Euler, Pade, or RK with many substeps
             self.m = self.m @ self.AT + u[..., None] * self.B
         elif isinstance(mem, ir.RungeKutta):
             self.m = lti.rk_step(self.m, u, self.L.theta, mem.rk_order, mem.substeps, coeffs=self.coeffs)
@@ -185,7 +187,7 @@ class _LMURun(_Recorder):
         if self.menc is not None:
             u = u + self.m.reshape(N, -1) @ self.menc
         self.memory_step(u)
-        self.last = {"u": u, "state": self.m.reshape(N, -1)}   # for reports: the layer's internals this step
+        self.last = {"u": u, "state": self.m.reshape(N, -1)}  # for reports: the layer's internals this step
         z = self.m.reshape(N, -1)
         if self.L.input_to_hidden:
             z = np.concatenate([z, x], axis=-1)
@@ -202,7 +204,7 @@ class _LMURun(_Recorder):
             self.reset(X.shape[0])
             return np.stack([self.step(X[:, t]) for t in range(X.shape[1])], axis=1)
         N, T = X.shape[:2]
-        M = parallel_memory(self.L, self.encode(X), self.dtype)        # (N, T, d, q)
+        M = parallel_memory(self.L, self.encode(X), self.dtype)  # (N, T, d, q)
         Z = M.reshape(N, T, -1)
         if self.L.input_to_hidden:
             Z = np.concatenate([Z, X], axis=-1)
@@ -219,7 +221,7 @@ class _LMURun(_Recorder):
 def parallel_kernel(layer: ir.LMU, length: int) -> np.ndarray:
     """The (q, min(length, L)) kernel a parallel-form layer convolves with (float64)."""
     mem = layer.memory
-    kernel = getattr(mem, "kernel", None)      # ImpulseResponse and FIR carry a kernel
+    kernel = getattr(mem, "kernel", None)  # ImpulseResponse and FIR carry a kernel
     if kernel is not None:
         return np.asarray(kernel[:, :length], dtype=np.float64)
     return lti.legendre_impulse_response(layer.order, layer.theta, length, layer.discretizer)
@@ -229,13 +231,13 @@ def parallel_memory(layer: ir.LMU, U: np.ndarray, dtype=np.float64) -> np.ndarra
     """Memory ``(N, T, d, q)`` of a parallel-form layer for encoded inputs ``U (N, T, d)``,
     by FFT convolution with the impulse response (causal, ``H[:, 0]`` on the current input)."""
     N, T, d = U.shape
-    H = parallel_kernel(layer, T)                      # (q, K), K <= T
+    H = parallel_kernel(layer, T)  # (q, K), K <= T
     K = H.shape[1]
     n = 1 << int(np.ceil(np.log2(max(T + K - 1, 1))))
-    Hf = np.fft.rfft(H, n=n, axis=1).T                 # (n/2+1, q)
+    Hf = np.fft.rfft(H, n=n, axis=1).T  # (n/2+1, q)
     out = np.empty((N, T, d, layer.order), dtype=dtype)
-    for i in range(N):                                 # one sequence at a time bounds memory
-        Uf = np.fft.rfft(np.asarray(U[i], dtype=np.float64), n=n, axis=0)    # (n/2+1, d)
+    for i in range(N):  # one sequence at a time bounds memory
+        Uf = np.fft.rfft(np.asarray(U[i], dtype=np.float64), n=n, axis=0)  # (n/2+1, d)
         out[i] = np.fft.irfft(Uf[:, :, None] * Hf[:, None, :], n=n, axis=0)[:T]
     return out
 
@@ -275,6 +277,7 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     """Run ``graph`` on ``x`` ``(N, T, F)`` (or ``(T, F)``); returns what ``predict`` returns."""
     if graph.quantized:
         from .intsim import simulate_quantized
+
         return simulate_quantized(graph, x)
     dtype = np.dtype(dtype).type
     x, batched = check_input(graph, x)
@@ -283,8 +286,10 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
         for r in _runners(graph, dtype):
             X = r.seq(X)
     if not np.all(np.isfinite(X)):
-        raise ShapeError(f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "
-                         f"inputs are far out of range (an unstable memory, or inputs at the limit of float)")
+        raise ShapeError(
+            f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "
+            f"inputs are far out of range (an unstable memory, or inputs at the limit of float)"
+        )
     y = X if graph.output_is_sequence else X[:, -1]
     return y if batched else y[0]
 
@@ -315,8 +320,10 @@ class Stream:
         single = x.ndim == 1
         x = x.reshape(-1, self.graph.input_features) if single else x
         if x.shape != (self.batch, self.graph.input_features):
-            raise ShapeError(f"step: expected shape ({self.graph.input_features},) or "
-                             f"({self.batch}, {self.graph.input_features}), got {np.shape(x_t)}")
+            raise ShapeError(
+                f"step: expected shape ({self.graph.input_features},) or "
+                f"({self.batch}, {self.graph.input_features}), got {np.shape(x_t)}"
+            )
         for r in self.runners:
             x = r.step(x)
         return x[0] if single else x

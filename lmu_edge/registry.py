@@ -14,18 +14,36 @@ from .errors import LmuEdgeError, MissingDependencyError, ModelFormatError
 
 #: target name -> (module, extra that provides its build-time dependencies, one-line description)
 TARGETS = {
-    "ir": ("lmu_edge.targets.ir", None,
-           "the folded recurrent model as an lmu-edge IR file, run by the reference simulator"),
-    "c": ("lmu_edge.targets.c", None,
-          "constant-memory streaming C (float32 or integer), run on the host or on Cortex-M4/M0 under QEMU"),
-    "nengo": ("lmu_edge.targets.nengo", "nengo",
-              "a Nengo network (exact or spiking), run in Nengo or on the Loihi emulator"),
-    "tflite": ("lmu_edge.targets.tflite", "tflite",
-               "a TFLite step model (float32, int8, int16x8), run in LiteRT or TFLite Micro"),
-    "onnx": ("lmu_edge.targets.onnx", "onnx",
-             "an ONNX step model and a Scan sequence model (float32, int8 QDQ), run in ONNX Runtime"),
-    "nir": ("lmu_edge.targets.nir", "nir",
-            "a NIR graph (LI + recurrent Linear memory, linear readout), run in Rockpool"),
+    "ir": (
+        "lmu_edge.targets.ir",
+        None,
+        "the folded recurrent model as an lmu-edge IR file, run by the reference simulator",
+    ),
+    "c": (
+        "lmu_edge.targets.c",
+        None,
+        "constant-memory streaming C (float32 or integer), run on the host or on Cortex-M4/M0 under QEMU",
+    ),
+    "nengo": (
+        "lmu_edge.targets.nengo",
+        "nengo",
+        "a Nengo network (exact or spiking), run in Nengo or on the Loihi emulator",
+    ),
+    "tflite": (
+        "lmu_edge.targets.tflite",
+        "tflite",
+        "a TFLite step model (float32, int8, int16x8), run in LiteRT or TFLite Micro",
+    ),
+    "onnx": (
+        "lmu_edge.targets.onnx",
+        "onnx",
+        "an ONNX step model and a Scan sequence model (float32, int8 QDQ), run in ONNX Runtime",
+    ),
+    "nir": (
+        "lmu_edge.targets.nir",
+        "nir",
+        "a NIR graph (LI + recurrent Linear memory, linear readout), run in Rockpool",
+    ),
 }
 
 #: file suffix -> (module with a ``load(path) -> ir.Graph`` function, description)
@@ -33,12 +51,18 @@ CONVERTERS = {
     ".npz": ("lmu_edge.irfile", "lmu-edge IR file"),
     ".keras": ("lmu_edge.converters.keras_lmu", "Keras 3 model with keras-lmu layers"),
     ".h5": ("lmu_edge.converters.keras_lmu", "legacy Keras HDF5 model with keras-lmu layers"),
-    ".safetensors": ("lmu_edge.converters.torch_files",
-                     "lmu_edge.torch checkpoint (weights; NAME.json config beside it)"),
-    ".pt": ("lmu_edge.converters.torch_files",
-            "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
-    ".pth": ("lmu_edge.converters.torch_files",
-             "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it"),
+    ".safetensors": (
+        "lmu_edge.converters.torch_files",
+        "lmu_edge.torch checkpoint (weights; NAME.json config beside it)",
+    ),
+    ".pt": (
+        "lmu_edge.converters.torch_files",
+        "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it",
+    ),
+    ".pth": (
+        "lmu_edge.converters.torch_files",
+        "lmu_edge.torch state dict via torch.load(weights_only=True); NAME.json beside it",
+    ),
 }
 
 
@@ -50,7 +74,8 @@ def require(module: str, extra: str, purpose: str = ""):
         what = f" for {purpose}" if purpose else ""
         raise MissingDependencyError(
             f"the Python package {module.split('.')[0]!r} is needed{what} but cannot be imported ({e}); "
-            f"install it with: pip install 'lmu-edge[{extra}]'") from None
+            f"install it with: pip install 'lmu-edge[{extra}]'"
+        ) from None
 
 
 def target(name: str):
@@ -65,6 +90,7 @@ def converter_for(path) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in CONVERTERS:
         known = ", ".join(f"{s} ({d})" for s, (_, d) in sorted(CONVERTERS.items()))
-        raise ModelFormatError(f"{path}: no converter reads {suffix or 'files without a suffix'!r}; "
-                               f"supported model files: {known}")
+        raise ModelFormatError(
+            f"{path}: no converter reads {suffix or 'files without a suffix'!r}; supported model files: {known}"
+        )
     return CONVERTERS[suffix][0]

@@ -37,6 +37,7 @@ def _finite(v):
 
 # --- traces --------------------------------------------------------------------------------
 
+
 def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
     """Per layer: its output, and for LMU layers ``u`` and ``state``, every step ``(N, T, ...)``."""
     N, T = x.shape[:2]
@@ -107,14 +108,20 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
             ql = qlayers[layer.name if key != "out" else qn]
             rng = _type_range(ql, key)
             hi = max(abs(float(b.min())), abs(float(b.max())), 1e-30)
-            row = {"layer": layer.name, "tensor": key, "name": f"{layer.name}.{key}",
-                   "sqnr_db": _finite(sqnr_db(src, b)), "max_error": float(np.max(np.abs(src - b))),
-                   "relative_error": relative_error(src, b),
-                   "float_range": [float(b.min()), float(b.max())], "type_range": [float(v) for v in rng],
-                   "range_used": hi / max(abs(rng[0]), abs(rng[1]), 1e-30),
-                   "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else "int8"),
-                   "hist": np.histogram(b, bins=40)[0].tolist(),
-                   "hist_edges": np.histogram(b, bins=40)[1].tolist()}
+            row = {
+                "layer": layer.name,
+                "tensor": key,
+                "name": f"{layer.name}.{key}",
+                "sqnr_db": _finite(sqnr_db(src, b)),
+                "max_error": float(np.max(np.abs(src - b))),
+                "relative_error": relative_error(src, b),
+                "float_range": [float(b.min()), float(b.max())],
+                "type_range": [float(v) for v in rng],
+                "range_used": hi / max(abs(rng[0]), abs(rng[1]), 1e-30),
+                "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else "int8"),
+                "hist": np.histogram(b, bins=40)[0].tolist(),
+                "hist_edges": np.histogram(b, bins=40)[1].tolist(),
+            }
             if key == "state":
                 row["bound"] = float(ql.state_bound)
                 row["saturated"] = bool(np.max(np.abs(ti[layer.name]["state"])) >= ql.state_type.max * (1 - 1e-12))
@@ -122,7 +129,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     # attribution: the largest SQNR drop from one tensor to the next
     prev = None
     for row in rows:
-        s = row["sqnr_db"] if row["sqnr_db"] is not None else 300.0   # null: exact
+        s = row["sqnr_db"] if row["sqnr_db"] is not None else 300.0  # null: exact
         row["sqnr_drop_db"] = 0.0 if prev is None else max(0.0, prev - s)
         prev = min(s, prev) if prev is not None else s
     return rows
@@ -138,14 +145,18 @@ def diagnose(rows: list) -> dict:
     text = f"most of the error appears at {worst['name']} (SQNR {worst['sqnr_db']:.1f} dB"
     text += f", {worst['sqnr_drop_db']:.1f} dB lost there)" if worst["sqnr_drop_db"] else ")"
     if worst["tensor"] == "state":
-        text += (f": the LMU state type {worst['type']} is too narrow for this memory; "
-                 f"raise --state-bits (or use the delta form / more coefficient bits)")
+        text += (
+            f": the LMU state type {worst['type']} is too narrow for this memory; "
+            f"raise --state-bits (or use the delta form / more coefficient bits)"
+        )
     elif worst["tensor"] == "u":
         text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
     else:
-        text += (": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); check that the "
-                 "calibration data covers the inputs' range, lower --weight-bits costs more, or use int16x8 "
-                 "(TFLite) or float for this model")
+        text += (
+            ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); check that the "
+            "calibration data covers the inputs' range, lower --weight-bits costs more, or use int16x8 "
+            "(TFLite) or float for this model"
+        )
     return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
 
 
@@ -160,9 +171,9 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
         q = layer.order
         L = int(min(max(5 * layer.theta, 32), 4000))
         Mf, Nf, Mq, Nq = _maps(layer, ql)
-        if Mf is None:      # FIR: kernels directly
+        if Mf is None:  # FIR: kernels directly
             Hf = np.asarray(layer.memory.kernel, np.float64)
-            Hq = ql.memory.kernel * 2.0 ** -ql.memory.kernel_frac
+            Hq = ql.memory.kernel * 2.0**-ql.memory.kernel_frac
             poles_f = poles_q = []
             rho_f = rho_q = 0.0
         else:
@@ -172,12 +183,24 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
             poles_q = [[float(z.real), float(z.imag)] for z in pq]
             rho_f, rho_q = float(np.max(np.abs(pf))), float(np.max(np.abs(pq)))
         rows = sorted({0, q // 2, q - 1})
-        out.append({"layer": layer.name, "order": q, "theta": layer.theta, "realization": ql.realization,
-                    "impulse_response_error": relative_error(Hq, Hf), "rows": rows,
-                    "h_float": Hf[rows].tolist(), "h_quantized": Hq[rows].tolist(),
-                    "poles_float": poles_f, "poles_quantized": poles_q,
-                    "spectral_radius_float": rho_f, "spectral_radius_quantized": rho_q,
-                    "state_type": str(ql.state_type), "state_bound": ql.state_bound})
+        out.append(
+            {
+                "layer": layer.name,
+                "order": q,
+                "theta": layer.theta,
+                "realization": ql.realization,
+                "impulse_response_error": relative_error(Hq, Hf),
+                "rows": rows,
+                "h_float": Hf[rows].tolist(),
+                "h_quantized": Hq[rows].tolist(),
+                "poles_float": poles_f,
+                "poles_quantized": poles_q,
+                "spectral_radius_float": rho_f,
+                "spectral_radius_quantized": rho_q,
+                "state_type": str(ql.state_type),
+                "state_bound": ql.state_bound,
+            }
+        )
     return out
 
 
@@ -185,14 +208,15 @@ def _maps(layer, ql):
     q = layer.order
     mem, qm = layer.memory, ql.memory
     if isinstance(mem, ir.DenseSS):
-        Aq = qm.coeffs * 2.0 ** -qm.coeff_frac + (np.eye(q) if qm.form == "delta" else 0)
-        return (np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64), Aq, qm.B * 2.0 ** -qm.b_frac)
+        Aq = qm.coeffs * 2.0**-qm.coeff_frac + (np.eye(q) if qm.form == "delta" else 0)
+        return (np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64), Aq, qm.B * 2.0**-qm.b_frac)
     if isinstance(mem, ir.RungeKutta):
         Mf, Nf = lti.rk_map(q, layer.theta, mem.rk_order, mem.substeps)
-        Mq, Nq = _rk_map(q, qm.hc * 2.0 ** -qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
+        Mq, Nq = _rk_map(q, qm.hc * 2.0**-qm.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
         return Mf, Nf, Mq, Nq
-    if isinstance(mem, ir.Pade):      # the implicit realization: its maps come from lmu_edge.pade
+    if isinstance(mem, ir.Pade):  # the implicit realization: its maps come from lmu_edge.pade
         from .pade import quantized_maps
+
         return quantized_maps(q, layer.theta, qm)
     return None, None, None, None
 
@@ -223,9 +247,16 @@ def task_metric(y: np.ndarray, labels: np.ndarray) -> dict:
     return {"name": "nrmse", "value": rmse / max(float(np.std(labels)), 1e-30), "higher_is_better": False}
 
 
-def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.ndarray, labels=None,
-            artifacts: tuple = (), tolerance: Optional[float] = None,
-            progress: Optional[Callable[[str], None]] = None) -> dict:
+def analyze(
+    source: ir.Graph,
+    folded: ir.Graph,
+    qg: Optional[ir.Graph],
+    x: np.ndarray,
+    labels=None,
+    artifacts: tuple = (),
+    tolerance: Optional[float] = None,
+    progress: Optional[Callable[[str], None]] = None,
+) -> dict:
     """Compare every variant of a model on ``x``; see the module docstring."""
     say = progress or (lambda m: None)
     x, _ = reference.check_input(source, x, "data")
@@ -248,18 +279,33 @@ def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.nd
         tol = tolerance if tolerance is not None else art.tolerance
         c = rep.get("c", {})
         ver = rep.get("verification", {})
-        targets.append({"target": art.target, "quantize": art.manifest.get("quantize"), "path": str(art.path),
-                        "error_vs_source": err, "sqnr_db": _finite(sqnr_db(y, y_src)),
-                        "flash_bytes": c.get("flash_bytes"), "ram_bytes": c.get("ram_bytes"),
-                        "macs_per_step": c.get("macs_per_step"),
-                        "instructions_per_step_m4": ver.get("instructions_per_step_m4"),
-                        "instructions_per_step_m0": ver.get("instructions_per_step_m0"),
-                        "bit_exact_host": ver.get("bit_exact_host"), "tolerance": tol,
-                        "passed": bool(tol is None or err <= tol)})
-    rep = {"schema_version": SCHEMA_VERSION, "model": source.name, "data_shape": list(x.shape),
-           "variants": [{"name": k, "error_vs_source": relative_error(v, y_src),
-                         "sqnr_db": _finite(sqnr_db(v, y_src))} for k, v in variants.items()],
-           "targets": targets}
+        targets.append(
+            {
+                "target": art.target,
+                "quantize": art.manifest.get("quantize"),
+                "path": str(art.path),
+                "error_vs_source": err,
+                "sqnr_db": _finite(sqnr_db(y, y_src)),
+                "flash_bytes": c.get("flash_bytes"),
+                "ram_bytes": c.get("ram_bytes"),
+                "macs_per_step": c.get("macs_per_step"),
+                "instructions_per_step_m4": ver.get("instructions_per_step_m4"),
+                "instructions_per_step_m0": ver.get("instructions_per_step_m0"),
+                "bit_exact_host": ver.get("bit_exact_host"),
+                "tolerance": tol,
+                "passed": bool(tol is None or err <= tol),
+            }
+        )
+    rep = {
+        "schema_version": SCHEMA_VERSION,
+        "model": source.name,
+        "data_shape": list(x.shape),
+        "variants": [
+            {"name": k, "error_vs_source": relative_error(v, y_src), "sqnr_db": _finite(sqnr_db(v, y_src))}
+            for k, v in variants.items()
+        ],
+        "targets": targets,
+    }
     if labels is not None:
         labels = np.asarray(labels)
         for v in rep["variants"]:
@@ -276,8 +322,9 @@ def analyze(source: ir.Graph, folded: ir.Graph, qg: Optional[ir.Graph], x: np.nd
         rep["quantization"] = qg.metadata.get("quantization", {})
         if not source.output_is_sequence:
             # error over time of a last-step model: its streamed output at every step
-            rep["step_errors"] = step_errors(trace_int(qg, x)[qg.layers[-1].name]["out"],
-                                             trace_float(folded, x)[folded.layers[-1].name]["out"])
+            rep["step_errors"] = step_errors(
+                trace_int(qg, x)[qg.layers[-1].name]["out"], trace_float(folded, x)[folded.layers[-1].name]["out"]
+            )
     return rep
 
 
@@ -290,9 +337,15 @@ def c_footprint(qg: ir.Graph) -> tuple:
     return tuple(registry.target("c").footprint(qg))
 
 
-def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9), state_bits=(8, 12, 16, 24, 32),
-          progress: Optional[Callable[[str], None]] = None,
-          footprint: Optional[Callable[[ir.Graph], tuple]] = None) -> list:
+def sweep(
+    folded: ir.Graph,
+    x: np.ndarray,
+    labels=None,
+    weight_bits=range(2, 9),
+    state_bits=(8, 12, 16, 24, 32),
+    progress: Optional[Callable[[str], None]] = None,
+    footprint: Optional[Callable[[ir.Graph], tuple]] = None,
+) -> list:
     """Metric (or SQNR) against memory for a grid of weight and state bit widths.
 
     ``footprint(qgraph) -> (constant bytes, state bytes)`` measures the memory of one integer
@@ -301,6 +354,7 @@ def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9),
     import warnings
 
     from .quantization import quantize
+
     footprint = footprint or c_footprint
     y_f = reference.simulate(folded, x)
     out = []
@@ -313,9 +367,14 @@ def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9),
                 qg = quantize(folded, x, weight_bits=wb, state_bits=sb)
             y = reference.simulate(qg, x)
             const_bytes, state_bytes = footprint(qg)
-            row = {"weight_bits": wb, "state_bits": sb, "sqnr_db": _finite(sqnr_db(y, y_f)),
-                   "flash_data_bytes": const_bytes, "ram_bytes": state_bytes,
-                   "memory_bytes": const_bytes + state_bytes}
+            row = {
+                "weight_bits": wb,
+                "state_bits": sb,
+                "sqnr_db": _finite(sqnr_db(y, y_f)),
+                "flash_data_bytes": const_bytes,
+                "ram_bytes": state_bytes,
+                "memory_bytes": const_bytes + state_bytes,
+            }
             if labels is not None:
                 row["metric"] = task_metric(y, labels)
             out.append(row)
@@ -324,10 +383,12 @@ def sweep(folded: ir.Graph, x: np.ndarray, labels=None, weight_bits=range(2, 9),
 
 # --- output ----------------------------------------------------------------------------------
 
+
 def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
+
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -335,8 +396,10 @@ def _png(fig) -> str:
 def figures(rep: dict) -> dict:
     """The report's plots as base64 PNGs (matplotlib, Agg backend)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     figs = {}
     if rep.get("tensors"):
         rows = rep["tensors"]
@@ -351,9 +414,10 @@ def figures(rep: dict) -> dict:
         figs["sqnr"] = _png(fig)
         n = len(rows)
         cols = min(4, n)
-        fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(3.2 * cols, 2.4 * ((n + cols - 1) // cols)),
-                                 squeeze=False)
-        for ax, r in zip(axes.ravel(), rows, strict=False):     # spare axes are blanked below
+        fig, axes = plt.subplots(
+            (n + cols - 1) // cols, cols, figsize=(3.2 * cols, 2.4 * ((n + cols - 1) // cols)), squeeze=False
+        )
+        for ax, r in zip(axes.ravel(), rows, strict=False):  # spare axes are blanked below
             e = np.asarray(r["hist_edges"])
             ax.bar(e[:-1], r["hist"], width=np.diff(e), align="edge", color="#1f77b4")
             for v in r["type_range"]:
@@ -365,8 +429,11 @@ def figures(rep: dict) -> dict:
             ax.tick_params(labelsize=7)
         for ax in axes.ravel()[n:]:
             ax.axis("off")
-        fig.suptitle("values used (histogram) against the type's range (red, dashed) and the state bound "
-                     "(green, dotted)", fontsize=9, y=1.02)
+        fig.suptitle(
+            "values used (histogram) against the type's range (red, dashed) and the state bound (green, dotted)",
+            fontsize=9,
+            y=1.02,
+        )
         figs["ranges"] = _png(fig)
     if rep.get("step_errors"):
         fig, ax = plt.subplots(figsize=(8, 2.6))
@@ -390,8 +457,9 @@ def figures(rep: dict) -> dict:
         if m["poles_float"]:
             pf, pq = np.array(m["poles_float"]), np.array(m["poles_quantized"])
             a2.scatter(pf[:, 0], pf[:, 1], s=14, label=f"float, radius {m['spectral_radius_float']:.6f}")
-            a2.scatter(pq[:, 0], pq[:, 1], s=14, marker="x",
-                       label=f"quantized, radius {m['spectral_radius_quantized']:.6f}")
+            a2.scatter(
+                pq[:, 0], pq[:, 1], s=14, marker="x", label=f"quantized, radius {m['spectral_radius_quantized']:.6f}"
+            )
         a2.set_aspect("equal")
         a2.set_title("poles of Abar and the unit circle" if m["poles_float"] else "FIR: no poles", fontsize=9)
         if m["poles_float"]:
@@ -418,13 +486,16 @@ def figures(rep: dict) -> dict:
 def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
     """Write ``report.json`` and the self-contained ``report.html`` into ``out_dir``."""
     import jinja2
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=json_default))
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
-                             autoescape=True, undefined=jinja2.ChainableUndefined)
-    html = env.get_template("report_template.html.j2").render(rep=rep, figs=figures(rep),
-                                                              title=title or rep.get("model", ""), fmt=_fmt)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent)), autoescape=True, undefined=jinja2.ChainableUndefined
+    )
+    html = env.get_template("report_template.html.j2").render(
+        rep=rep, figs=figures(rep), title=title or rep.get("model", ""), fmt=_fmt
+    )
     (out_dir / "report.html").write_text(html)
     return out_dir / "report.json", out_dir / "report.html"
 

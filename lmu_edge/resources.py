@@ -21,8 +21,10 @@ def templates_dir() -> Path:
         for location in spec.submodule_search_locations:
             if (Path(location) / "lmu_runtime.h").is_file():
                 return Path(location)
-    checkout = Path(__file__).resolve().parent.parent / "firmware_templates"   # a bare checkout on sys.path
+    checkout = Path(__file__).resolve().parent.parent / "firmware_templates"  # a bare checkout on sys.path
     if (checkout / "lmu_runtime.h").is_file():
         return checkout
-    raise FileNotFoundError("lmu-edge's firmware templates are missing from this installation "
-                            "(lmu_edge.firmware_templates); reinstall lmu-edge")
+    raise FileNotFoundError(
+        "lmu-edge's firmware templates are missing from this installation "
+        "(lmu_edge.firmware_templates); reinstall lmu-edge"
+    )

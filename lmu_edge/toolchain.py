@@ -41,8 +41,17 @@ ARM_OPT = ("-O2", "-mthumb", "-ffunction-sections", "-fdata-sections")
 #: link flags of a Cortex-M test image (the linker script comes from the runtime)
 ARM_LINK = ("-nostartfiles", "--specs=rdimon.specs", "-Wl,--gc-sections")
 #: QEMU arguments common to every board: no display, semihosting, exact instruction counting
-QEMU_COMMON = ("-nographic", "-monitor", "none", "-serial", "none", "-semihosting-config",
-               "enable=on,target=native", "-icount", f"shift={ICOUNT_SHIFT}")
+QEMU_COMMON = (
+    "-nographic",
+    "-monitor",
+    "none",
+    "-serial",
+    "none",
+    "-semihosting-config",
+    "enable=on,target=native",
+    "-icount",
+    f"shift={ICOUNT_SHIFT}",
+)
 
 
 class ToolMissingError(LmuEdgeError, FileNotFoundError):
@@ -53,40 +62,97 @@ class ToolMissingError(LmuEdgeError, FileNotFoundError):
 class Runtime:
     """One Cortex-M runtime: how its image is compiled, linked and run, and how its ticks are counted."""
 
-    name: str                    #: the runtime's name (``run(..., runtime=name)``)
-    tag: str                     #: the suffix of its build outputs (``build/model_<tag>.elf``)
-    cpu_flags: Tuple[str, ...]   #: -mcpu, float ABI and FPU, and defines
-    machine: str                 #: qemu-system-arm -M
-    linker_script: str           #: file in firmware_templates
-    tick_ns: float               #: SysTick period of the board's processor clock, in ns
-    integer_only: bool           #: no FPU: the float32 API is left out (LMU_NO_FLOAT)
-    kernel_path: str             #: the kernel path lmu_runtime.h picks for it by default
-    core: str                    #: the core, for cycle estimates (``cortex-m4``, ...)
-    ram: int                     #: bytes of RAM the linker script gives the image
-    flash: int                   #: bytes of code memory the linker script gives the image
+    name: str  #: the runtime's name (``run(..., runtime=name)``)
+    tag: str  #: the suffix of its build outputs (``build/model_<tag>.elf``)
+    cpu_flags: Tuple[str, ...]  #: -mcpu, float ABI and FPU, and defines
+    machine: str  #: qemu-system-arm -M
+    linker_script: str  #: file in firmware_templates
+    tick_ns: float  #: SysTick period of the board's processor clock, in ns
+    integer_only: bool  #: no FPU: the float32 API is left out (LMU_NO_FLOAT)
+    kernel_path: str  #: the kernel path lmu_runtime.h picks for it by default
+    core: str  #: the core, for cycle estimates (``cortex-m4``, ...)
+    ram: int  #: bytes of RAM the linker script gives the image
+    flash: int  #: bytes of code memory the linker script gives the image
 
     @property
     def insn_per_tick(self) -> float:
         """Instructions per SysTick tick under ``-icount shift=ICOUNT_SHIFT``."""
-        return self.tick_ns / 2 ** ICOUNT_SHIFT
+        return self.tick_ns / 2**ICOUNT_SHIFT
 
 
 _M0 = ("-mcpu=cortex-m0", "-mfloat-abi=soft", "-DLMU_NO_FLOAT")
 #: every Cortex-M runtime, by name
-ARM_RUNTIMES: Dict[str, Runtime] = {r.name: r for r in (
-    Runtime("cortex-m4", "m4", ("-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"), "mps2-an386",
-            "mps2.ld", 40.0, False, "dsp", "cortex-m4", 4 << 20, 4 << 20),
-    Runtime("cortex-m0", "m0", _M0, "mps2-an386", "mps2.ld", 40.0, True, "portable", "cortex-m0", 4 << 20, 4 << 20),
-    Runtime("cortex-m7", "m7", ("-mcpu=cortex-m7", "-mfloat-abi=hard", "-mfpu=fpv5-d16"), "mps2-an500",
-            "mps2_an500.ld", 40.0, False, "dsp", "cortex-m7", 4 << 20, 4 << 20),
-    Runtime("cortex-m33", "m33", ("-mcpu=cortex-m33", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"), "mps2-an505",
-            "mps2_an505.ld", 50.0, False, "dsp", "cortex-m33", 4 << 20, 4 << 20),
-    Runtime("cortex-m55", "m55", ("-mcpu=cortex-m55", "-mfloat-abi=hard"), "mps3-an547",
-            "mps3_an547.ld", 31.25, False, "mve", "cortex-m55", 512 << 10, 512 << 10),
-    Runtime("microbit", "microbit", (*_M0, "-DLMU_BOARD_MICROBIT"), "microbit",
-           "microbit.ld", 62.5, True, "portable", "cortex-m0",
-            16 << 10, 256 << 10),
-)}
+ARM_RUNTIMES: Dict[str, Runtime] = {
+    r.name: r
+    for r in (
+        Runtime(
+            "cortex-m4",
+            "m4",
+            ("-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"),
+            "mps2-an386",
+            "mps2.ld",
+            40.0,
+            False,
+            "dsp",
+            "cortex-m4",
+            4 << 20,
+            4 << 20,
+        ),
+        Runtime("cortex-m0", "m0", _M0, "mps2-an386", "mps2.ld", 40.0, True, "portable", "cortex-m0", 4 << 20, 4 << 20),
+        Runtime(
+            "cortex-m7",
+            "m7",
+            ("-mcpu=cortex-m7", "-mfloat-abi=hard", "-mfpu=fpv5-d16"),
+            "mps2-an500",
+            "mps2_an500.ld",
+            40.0,
+            False,
+            "dsp",
+            "cortex-m7",
+            4 << 20,
+            4 << 20,
+        ),
+        Runtime(
+            "cortex-m33",
+            "m33",
+            ("-mcpu=cortex-m33", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"),
+            "mps2-an505",
+            "mps2_an505.ld",
+            50.0,
+            False,
+            "dsp",
+            "cortex-m33",
+            4 << 20,
+            4 << 20,
+        ),
+        Runtime(
+            "cortex-m55",
+            "m55",
+            ("-mcpu=cortex-m55", "-mfloat-abi=hard"),
+            "mps3-an547",
+            "mps3_an547.ld",
+            31.25,
+            False,
+            "mve",
+            "cortex-m55",
+            512 << 10,
+            512 << 10,
+        ),
+        Runtime(
+            "microbit",
+            "microbit",
+            (*_M0, "-DLMU_BOARD_MICROBIT"),
+            "microbit",
+            "microbit.ld",
+            62.5,
+            True,
+            "portable",
+            "cortex-m0",
+            16 << 10,
+            256 << 10,
+        ),
+    )
+}
 #: every runtime of the C target: the host build, then the Cortex-M images
 RUNTIMES: Tuple[str, ...] = ("host", *ARM_RUNTIMES)
 #: the linker scripts an artifact carries, one per board
@@ -99,8 +165,9 @@ def need(tool: str, package: str) -> str:
     """The path of ``tool``, or :class:`ToolMissingError` naming the Debian ``package`` to install."""
     path = shutil.which(tool)
     if path is None:
-        raise ToolMissingError(f"{tool} is not installed; install the Debian package {package} "
-                               f"(bash scripts/test.sh installs it)")
+        raise ToolMissingError(
+            f"{tool} is not installed; install the Debian package {package} (bash scripts/test.sh installs it)"
+        )
     return path
 
 
@@ -142,5 +209,14 @@ def instructions(ticks: float, name: str) -> float:
 
 def make_variables() -> List[dict]:
     """The Cortex-M runtimes as the artifact Makefile template wants them (tag, flags, script, machine)."""
-    return [{"name": r.name, "tag": r.tag, "flags": " ".join(r.cpu_flags), "ld": r.linker_script,
-             "machine": r.machine, "float": not r.integer_only} for r in ARM_RUNTIMES.values()]
+    return [
+        {
+            "name": r.name,
+            "tag": r.tag,
+            "flags": " ".join(r.cpu_flags),
+            "ld": r.linker_script,
+            "machine": r.machine,
+            "float": not r.integer_only,
+        }
+        for r in ARM_RUNTIMES.values()
+    ]

@@ -39,9 +39,15 @@ from .errors import ShapeError, UnsupportedLayerError
 
 __all__ = ["LMU", "export", "graph_of", "save_checkpoint", "load_checkpoint", "config_of"]
 
-_ACT = {"linear": lambda v: v, "relu": torch.relu, "relu6": lambda v: torch.clamp(v, 0.0, 6.0),
-        "tanh": torch.tanh, "sigmoid": torch.sigmoid, "softmax": lambda v: torch.softmax(v, dim=-1),
-        "silu": nn.functional.silu}
+_ACT = {
+    "linear": lambda v: v,
+    "relu": torch.relu,
+    "relu6": lambda v: torch.clamp(v, 0.0, 6.0),
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "softmax": lambda v: torch.softmax(v, dim=-1),
+    "silu": nn.functional.silu,
+}
 _MODULE_ACT = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Tanh: "tanh", nn.Sigmoid: "sigmoid", nn.SiLU: "silu"}
 
 
@@ -80,13 +86,27 @@ class LMU(nn.Module):
     same function and share the weights, so a model trained in one runs in the other.
     """
 
-    _Abar: torch.Tensor      # buffers (fixed theta only), declared so their type is known
+    _Abar: torch.Tensor  # buffers (fixed theta only), declared so their type is known
     _Bbar: torch.Tensor
 
-    def __init__(self, input_size: int, memory_d: int, order: int, theta: float, *, discretizer: str = "zoh",
-                 trainable_theta: bool = False, use_bias: bool = False, hidden_units: int | None = None,
-                 hidden_activation: str = "tanh", hidden_bias: bool = True, input_to_hidden: bool = False,
-                 return_sequences: bool = True, mode: str = "parallel", dtype=None):
+    def __init__(
+        self,
+        input_size: int,
+        memory_d: int,
+        order: int,
+        theta: float,
+        *,
+        discretizer: str = "zoh",
+        trainable_theta: bool = False,
+        use_bias: bool = False,
+        hidden_units: int | None = None,
+        hidden_activation: str = "tanh",
+        hidden_bias: bool = True,
+        input_to_hidden: bool = False,
+        return_sequences: bool = True,
+        mode: str = "parallel",
+        dtype=None,
+    ):
         super().__init__()
         if discretizer not in lti.DISCRETIZERS:
             raise ShapeError(f"LMU: unknown discretizer {discretizer!r}; known: {', '.join(lti.DISCRETIZERS)}")
@@ -183,13 +203,13 @@ class LMU(nn.Module):
                 ms.append(m)
             m = torch.stack(ms, 1) if self.return_sequences else m[:, None]
         elif not self.return_sequences:
-            H = self.impulse_response(T)                                 # (q, T)
-            m = torch.einsum("ntd,qt->ndq", u.flip(1), H)[:, None]       # one (T x q) product per channel
+            H = self.impulse_response(T)  # (q, T)
+            m = torch.einsum("ntd,qt->ndq", u.flip(1), H)[:, None]  # one (T x q) product per channel
         else:
             H = self.impulse_response(T)
             n = 2 * T
-            U = torch.fft.rfft(u, n=n, dim=1)                            # (N, F, d)
-            Hf = torch.fft.rfft(H, n=n, dim=1).T                         # (F, q)
+            U = torch.fft.rfft(u, n=n, dim=1)  # (N, F, d)
+            Hf = torch.fft.rfft(H, n=n, dim=1).T  # (F, q)
             m = torch.fft.irfft(U[..., None] * Hf[None, :, None, :], n=n, dim=1)[:, :T]
         z = m.reshape(N, m.shape[1], d * q)
         if self.input_to_hidden:
@@ -203,11 +223,21 @@ class LMU(nn.Module):
 
     def config(self) -> dict:
         """The layer's entry in a checkpoint's JSON config."""
-        return {"type": "lmu", "input_size": self.input_size, "memory_d": self.memory_d, "order": self.order,
-                "theta": self.theta0, "discretizer": self.discretizer, "trainable_theta": self.trainable_theta,
-                "use_bias": self.use_bias, "hidden_units": self.hidden_units,
-                "hidden_activation": self.hidden_activation, "hidden_bias": self.hidden_bias_on,
-                "input_to_hidden": self.input_to_hidden, "return_sequences": self.return_sequences}
+        return {
+            "type": "lmu",
+            "input_size": self.input_size,
+            "memory_d": self.memory_d,
+            "order": self.order,
+            "theta": self.theta0,
+            "discretizer": self.discretizer,
+            "trainable_theta": self.trainable_theta,
+            "use_bias": self.use_bias,
+            "hidden_units": self.hidden_units,
+            "hidden_activation": self.hidden_activation,
+            "hidden_bias": self.hidden_bias_on,
+            "input_to_hidden": self.input_to_hidden,
+            "return_sequences": self.return_sequences,
+        }
 
 
 def _modules(module: nn.Module) -> list:
@@ -215,8 +245,10 @@ def _modules(module: nn.Module) -> list:
         return list(module)
     if isinstance(module, LMU):
         return [module]
-    raise UnsupportedLayerError(f"export: {type(module).__name__} is not supported; export a torch.nn.Sequential "
-                                f"of lmu_edge.torch.LMU, Linear and activation layers (or one LMU)")
+    raise UnsupportedLayerError(
+        f"export: {type(module).__name__} is not supported; export a torch.nn.Sequential "
+        f"of lmu_edge.torch.LMU, Linear and activation layers (or one LMU)"
+    )
 
 
 def config_of(module: nn.Module) -> tuple:
@@ -225,14 +257,21 @@ def config_of(module: nn.Module) -> tuple:
     for i, m in enumerate(_modules(module)):
         if isinstance(m, LMU):
             layers.append(m.config())
-            names = ["input_encoders"] + (["encoder_bias"] if m.use_bias else []) + \
-                (["theta"] if m.trainable_theta else [])
+            names = (
+                ["input_encoders"] + (["encoder_bias"] if m.use_bias else []) + (["theta"] if m.trainable_theta else [])
+            )
             if m.hidden_units is not None:
                 names += ["hidden_kernel"] + (["hidden_bias"] if m.hidden_bias is not None else [])
             n = m.input_size if n is None else n
         elif isinstance(m, nn.Linear):
-            layers.append({"type": "linear", "in_features": m.in_features, "out_features": m.out_features,
-                           "bias": m.bias is not None})
+            layers.append(
+                {
+                    "type": "linear",
+                    "in_features": m.in_features,
+                    "out_features": m.out_features,
+                    "bias": m.bias is not None,
+                }
+            )
             names = ["weight"] + (["bias"] if m.bias is not None else [])
             n = m.in_features if n is None else n
         elif type(m) in _MODULE_ACT:
@@ -248,7 +287,8 @@ def config_of(module: nn.Module) -> tuple:
             what = f"Softmax(dim={m.dim})" if isinstance(m, nn.Softmax) else type(m).__name__
             raise UnsupportedLayerError(
                 f"export: layer {i} ({what}) is not supported; supported: lmu_edge.torch.LMU, Linear, ReLU, ReLU6, "
-                f"Tanh, Sigmoid, SiLU, Softmax(dim=-1), Identity")
+                f"Tanh, Sigmoid, SiLU, Softmax(dim=-1), Identity"
+            )
         for name in names:
             t = getattr(m, name).detach().cpu()
             if t.dtype in (torch.float16, torch.bfloat16):
@@ -256,8 +296,12 @@ def config_of(module: nn.Module) -> tuple:
             tensors[f"{i}.{name}"] = t.numpy().copy()
     if n is None:
         raise UnsupportedLayerError("export: the model needs an LMU or Linear layer to know its input size")
-    return {"format": torch_files.CONFIG_FORMAT, "version": torch_files.CONFIG_VERSION, "input_size": n,
-            "layers": layers}, tensors
+    return {
+        "format": torch_files.CONFIG_FORMAT,
+        "version": torch_files.CONFIG_VERSION,
+        "input_size": n,
+        "layers": layers,
+    }, tensors
 
 
 def graph_of(module: nn.Module, name: str = "torch_model", seq_len: int | None = None):
@@ -273,6 +317,7 @@ def export(module: nn.Module, path, name: str | None = None, seq_len: int | None
     Returns the graph. Any lmu-edge target can then be made with ``lmu-edge convert path``.
     """
     from .irfile import save
+
     p = Path(path)
     g = graph_of(module, name or p.name.split(".")[0], seq_len)
     save(g, p)
@@ -286,12 +331,14 @@ def save_checkpoint(module: nn.Module, path) -> Path:
         raise ShapeError(f"{p}: a checkpoint is written as NAME.safetensors (with NAME.json beside it)")
     cfg, tensors = config_of(module)
     cfg["name"] = p.stem
-    torch_files.build_graph(cfg, tensors, where=str(p))       # refuse what the reader would refuse
+    torch_files.build_graph(cfg, tensors, where=str(p))  # refuse what the reader would refuse
     c = torch_files.config_path(p)
     tmp = []
     try:
-        for target, write in ((p, lambda f: torch_files.write_safetensors(f, tensors)),
-                              (c, lambda f: Path(f).write_text(json.dumps(cfg, indent=1)))):
+        for target, write in (
+            (p, lambda f: torch_files.write_safetensors(f, tensors)),
+            (c, lambda f: Path(f).write_text(json.dumps(cfg, indent=1))),
+        ):
             fd, t = tempfile.mkstemp(dir=p.parent, prefix=f".{target.name}.")
             os.close(fd)
             tmp.append((t, target))
@@ -308,7 +355,7 @@ def save_checkpoint(module: nn.Module, path) -> Path:
 def load_checkpoint(path, mode: str = "parallel", dtype=None) -> nn.Sequential:
     """Rebuild the ``nn.Sequential`` saved by :func:`save_checkpoint` (or a ``.pt`` state dict + config)."""
     p = Path(path)
-    g = torch_files.load(p)      # validates config and tensors
+    g = torch_files.load(p)  # validates config and tensors
     cfg = torch_files.read_config(p)
     tensors = torch_files.read_pt(p) if p.suffix.lower() in (".pt", ".pth") else torch_files.read_safetensors(p)
     dt = dtype or torch.get_default_dtype()

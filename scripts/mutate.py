@@ -37,7 +37,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = "firmware_templates/lmu_runtime.h"
-C_TESTS = ["tests/test_firmware_runtime.py", "tests/test_int_matrix.py", "-k", "not cortex"]   # host: fast
+C_TESTS = ["tests/test_firmware_runtime.py", "tests/test_int_matrix.py", "-k", "not cortex"]  # host: fast
 ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
 #: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path)
 ARM_PATHS = {
@@ -70,8 +70,7 @@ def kernel_lines(text: str):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if "integer helpers" in line)
     end = next((i for i, line in enumerate(lines) if i > start and line.startswith("/* float")), len(lines))
-    out = [i for i in range(start, end)
-           if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
+    out = [i for i in range(start, end) if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
     return lines, out
 
 
@@ -81,7 +80,7 @@ def arm_kernel_lines(text: str):
     the code both paths share (the header is included only when one of them is on). Comments and
     preprocessor lines are left out."""
     lines = text.splitlines()
-    stack: list = []            # per open #if: the path it selects, or None (guards, #else branches)
+    stack: list = []  # per open #if: the path it selects, or None (guards, #else branches)
     out = []
     for i, line in enumerate(lines):
         s = line.strip()
@@ -93,7 +92,7 @@ def arm_kernel_lines(text: str):
         elif s.startswith("#endif"):
             stack.pop()
         elif s and not s.startswith(("#", "/*", "*", "//")):
-            inner = stack[1:]          # stack[0] is the include guard
+            inner = stack[1:]  # stack[0] is the include guard
             if None in inner:
                 continue
             out.append((i, inner[-1] if inner else "dsp"))
@@ -109,10 +108,20 @@ def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_onl
         comment = line.find("/*") if code_only and "/*" in line else len(line)
         for name, pat, rep in RULES:
             for k, m in enumerate(re.finditer(pat, line)):
-                new = line[:m.start()] + m.expand(rep) + line[m.end():]
+                new = line[: m.start()] + m.expand(rep) + line[m.end() :]
                 if new != line and m.start() < comment:
-                    muts.append({"id": f"{prefix}-L{i + 1}-{name}-{k}", "file": file, "line": i, "original": line,
-                                 "replacement": new, "tests": tests_for(path), "c": True, **extra(path)})
+                    muts.append(
+                        {
+                            "id": f"{prefix}-L{i + 1}-{name}-{k}",
+                            "file": file,
+                            "line": i,
+                            "original": line,
+                            "replacement": new,
+                            "tests": tests_for(path),
+                            "c": True,
+                            **extra(path),
+                        }
+                    )
     return muts
 
 
@@ -121,8 +130,15 @@ def generated():
     lines, idx = kernel_lines((ROOT / RUNTIME).read_text())
     muts = _rule_mutants(lines, [(i, None) for i in idx], RUNTIME, "rt", lambda _: C_TESTS, lambda _: {})
     lines, arm_idx = arm_kernel_lines((ROOT / ARM_KERNELS).read_text())
-    muts += _rule_mutants(lines, arm_idx, ARM_KERNELS, "arm", lambda p: ARM_PATHS[p][1],
-                          lambda p: {"core": ARM_PATHS[p][0], "path": p}, code_only=True)
+    muts += _rule_mutants(
+        lines,
+        arm_idx,
+        ARM_KERNELS,
+        "arm",
+        lambda p: ARM_PATHS[p][1],
+        lambda p: {"core": ARM_PATHS[p][0], "path": p},
+        code_only=True,
+    )
     return muts
 
 
@@ -141,6 +157,7 @@ def compiles(path: Path, core: str | None = None) -> str:
         cmd = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
     else:
         from lmu_edge import toolchain
+
         try:
             cmd = [toolchain.arm_gcc(), *toolchain.compile_flags(core, ["-fsyntax-only"])]
         except toolchain.ToolMissingError as e:
@@ -155,7 +172,7 @@ def compiles(path: Path, core: str | None = None) -> str:
 def run_one(m, python: str, timeout: int):
     path = ROOT / m["file"]
     orig = path.read_text()
-    if "line" in m:      # rule-generated: the line it was made from (the same code may recur, e.g. in macros)
+    if "line" in m:  # rule-generated: the line it was made from (the same code may recur, e.g. in macros)
         lines = orig.split("\n")
         if m["line"] >= len(lines) or lines[m["line"]] != m["original"]:
             return "ERROR", f"line {m['line'] + 1} of {m['file']} changed since the list was made"
@@ -187,7 +204,7 @@ def run_one(m, python: str, timeout: int):
 
 
 def _terminate(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")       # so the finally block restores the mutated file
+    raise KeyboardInterrupt(f"signal {signum}")  # so the finally block restores the mutated file
 
 
 def main(argv=None) -> int:
@@ -226,8 +243,10 @@ def main(argv=None) -> int:
         print(f"[{n}/{len(muts)}] {status:8s} {m['id']}  {why}  ({time.time() - t:.0f}s)", flush=True)
     scored = counts["KILLED"] + counts["SURVIVED"]
     score = counts["KILLED"] / scored if scored else 0.0
-    print(f"mutation score {score:.1%}: {counts['KILLED']} killed, {counts['SURVIVED']} survived, "
-          f"{counts['ERROR']} harness errors; wall time {time.time() - t0:.0f}s")
+    print(
+        f"mutation score {score:.1%}: {counts['KILLED']} killed, {counts['SURVIVED']} survived, "
+        f"{counts['ERROR']} harness errors; wall time {time.time() - t0:.0f}s"
+    )
     return 0 if score >= a.min_score and counts["ERROR"] == 0 else 1
 
 

@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]          # the checkout whose pyproject.toml configures mypy
+HERE = Path(__file__).resolve().parents[1]  # the checkout whose pyproject.toml configures mypy
 LINE = re.compile(r"^(?P<path>[^:\s]+\.pyi?)(?P<rest>:.*)$")
 
 
@@ -31,7 +31,7 @@ def _package_dirs(root: Path) -> dict[str, str]:
     """Package name -> folder, as pyproject.toml's [tool.setuptools.package-dir] states it."""
     try:
         import tomllib
-    except ModuleNotFoundError:                      # Python 3.10
+    except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     config = tomllib.loads((root / "pyproject.toml").read_text())
     return dict(config["tool"]["setuptools"]["package-dir"])
@@ -49,7 +49,7 @@ def build_tree(root: Path, tree: Path | None = None) -> Path:
         depth = package.count(".") + 1
         remapped = {p.split(".")[-1] for p in dirs if p.startswith(package + ".") and p.count(".") == depth}
         if package.count(".") == 0 or remapped:
-            target.mkdir(parents=True)               # a real folder: its remapped children are links beside the rest
+            target.mkdir(parents=True)  # a real folder: its remapped children are links beside the rest
             for child in sorted(source.iterdir()):
                 if child.name in remapped or child.name == "__pycache__":
                     continue
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
     wanted = {os.path.normpath(os.path.relpath(Path(a).resolve(), root)) for a in argv}
     tree = build_tree(root)
     run = subprocess.run(_mypy_command(), cwd=root, capture_output=True, text=True)
-    if run.returncode not in (0, 1):                 # 2: mypy itself failed (bad configuration, crash)
+    if run.returncode not in (0, 1):  # 2: mypy itself failed (bad configuration, crash)
         sys.stdout.write(run.stdout)
         sys.stderr.write(run.stderr)
         return run.returncode

@@ -83,12 +83,14 @@ def load(name: str) -> Target:
     module = registry.target(name)
     if not isinstance(module, Target) or module.DEFAULT_RUNTIME not in module.RUNTIMES:
         missing = [m for m in MEMBERS if not hasattr(module, m)] or ["DEFAULT_RUNTIME among RUNTIMES"]
-        raise LmuEdgeError(f"target {name!r} ({module.__name__}) does not fulfil the target contract: it lacks "
-                           f"{', '.join(missing)}; see lmu_edge.targets.Target")
+        raise LmuEdgeError(
+            f"target {name!r} ({module.__name__}) does not fulfil the target contract: it lacks "
+            f"{', '.join(missing)}; see lmu_edge.targets.Target"
+        )
     return module
 
 
-if TYPE_CHECKING:       # mypy checks every registered target module against the contract; nothing is imported
+if TYPE_CHECKING:  # mypy checks every registered target module against the contract; nothing is imported
     from . import c, ir, nengo, nir, onnx, tflite
 
     _TARGETS: tuple[Target, ...] = (c, ir, nengo, nir, onnx, tflite)

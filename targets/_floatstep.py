@@ -118,8 +118,10 @@ def _lookup(table: dict, obj: Any, what: str, where: str):
     for t in type(obj).__mro__:
         if t in table:
             return table[t]
-    raise UnsupportedLayerError(f"{where}: {type(obj).__name__} has no float step (TFLite, ONNX); supported "
-                                f"{what}: {', '.join(t.__name__ for t in table)}")
+    raise UnsupportedLayerError(
+        f"{where}: {type(obj).__name__} has no float step (TFLite, ONNX); supported "
+        f"{what}: {', '.join(t.__name__ for t in table)}"
+    )
 
 
 class FloatStep:
@@ -171,10 +173,10 @@ class FloatStep:
         if L.hidden_encoders is not None:
             u = ops.add(u, ops.matmul(h_prev, L.hidden_encoders))
         if isinstance(mem, ir.FIR):
-            H = np.asarray(mem.kernel, dtype=np.float64)            # (q, K)
+            H = np.asarray(mem.kernel, dtype=np.float64)  # (q, K)
             K = H.shape[1]
             buf = ops.reshape(states[f"L{i}_buf"], (d, K))
-            if L.memory_encoders is not None:                        # m_prev from the previous buffer
+            if L.memory_encoders is not None:  # m_prev from the previous buffer
                 m_prev = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
                 u = ops.add(u, ops.matmul(m_prev, L.memory_encoders))
             buf = ops.concat([ops.reshape(u, (d, 1)), ops.cols(buf, 0, K - 1)], axis=1)
@@ -183,7 +185,7 @@ class FloatStep:
             rows = np.ones(d * q)
         else:
             update = getattr(self, _lookup(self.MEMORIES, mem, "memories (and FIR)", f"layer {L.name!r}"))
-            m_prev = states[f"L{i}_m"]                               # model coordinates: m = sigma * mt
+            m_prev = states[f"L{i}_m"]  # model coordinates: m = sigma * mt
             rows = np.tile(self.plan.sigma[i], d)
             if L.memory_encoders is not None:
                 u = ops.add(u, ops.matmul(m_prev, np.asarray(L.memory_encoders) * rows[:, None]))
@@ -193,15 +195,15 @@ class FloatStep:
             m_flat = ops.reshape(m2, (1, d * q))
             new[f"L{i}_m"] = m_flat
         ops.memory_path(False)
-        if L.hidden is None:                                         # fold sigma into the consumer's rows
+        if L.hidden is None:  # fold sigma into the consumer's rows
             z = m_flat if np.all(rows == 1) else ops.mul(m_flat, ops.const(rows[None, :]))
             h = ops.concat([z, x], axis=1) if L.input_to_hidden else z
         else:
             Wk = np.asarray(L.hidden.kernel, dtype=np.float64).copy()
-            Wk[:d * q] *= rows[:, None]
-            pre = ops.matmul(m_flat, Wk[:d * q], L.hidden.bias)
+            Wk[: d * q] *= rows[:, None]
+            pre = ops.matmul(m_flat, Wk[: d * q], L.hidden.bias)
             if L.input_to_hidden:
-                pre = ops.add(pre, ops.matmul(x, Wk[d * q:]))
+                pre = ops.add(pre, ops.matmul(x, Wk[d * q :]))
             if isinstance(L.hidden, ir.HiddenSimpleRNN):
                 pre = ops.add(pre, ops.matmul(h_prev, L.hidden.recurrent_kernel))
             h = activation(ops, L.hidden.activation, pre)
@@ -245,7 +247,7 @@ class FloatStep:
             for _k in range(1, r):
                 w.append(f(w[-1], None))
             acc = w[-1]
-            for k in range(r - 1, 0, -1):                            # Horner: w_k + acc / (k+1)
+            for k in range(r - 1, 0, -1):  # Horner: w_k + acc / (k+1)
                 acc = ops.add(w[k - 1], ops.mul(acc, ops.const(np.float32(1.0 / (k + 1)))))
             m = ops.add(m, acc)
         return m

@@ -27,6 +27,7 @@ import numpy as np
 def rewrite(g, k: int):
     """``g`` with each LI's time constant in simulator steps (``k`` per sample) and its inputs scaled."""
     import nir
+
     c = 1.0 - np.exp(-1.0 / k)
     nodes = dict(g.nodes)
     for key, node in g.nodes.items():
@@ -47,6 +48,7 @@ class Session:
     def __init__(self, path: str, k: int):
         import nir
         from sinabs.nir import from_nir
+
         self.g, self.k, self.from_nir = rewrite(nir.read(path), k), int(k), from_nir
         self.reset()
 
@@ -58,6 +60,7 @@ class Session:
     def step(self, x_t) -> np.ndarray:
         """The output after one input sample held for ``k`` steps."""
         import torch
+
         x = torch.tensor(np.asarray(x_t, np.float32).reshape(1, -1))
         with torch.no_grad():
             for _ in range(self.k):

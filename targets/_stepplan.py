@@ -106,7 +106,7 @@ class StatePlan:
             if kind == "m" and balance and rec is not None and isinstance(layer.memory, ir.DenseSS):
                 m = np.abs(rec[name]).reshape(-1, layer.memory_d, layer.order).max(axis=(0, 1))
                 sig = np.where(m > 0, m, max(float(m.max()), 1e-6))
-                self.sigma[i] = sig / sig.max()        # relative scales: the largest stays at 1
+                self.sigma[i] = sig / sig.max()  # relative scales: the largest stays at 1
             elif kind == "m":
                 self.sigma[i] = np.ones(layer.order)
 

@@ -81,8 +81,13 @@ class TFOps:
     def unary(self, name, x):
         """RELU, RELU6, TANH, LOGISTIC or SOFTMAX."""
         tf = self.tf
-        fns = {"relu": tf.nn.relu, "relu6": tf.nn.relu6, "tanh": tf.tanh, "sigmoid": tf.sigmoid,
-               "softmax": lambda v: tf.nn.softmax(v, axis=-1)}
+        fns = {
+            "relu": tf.nn.relu,
+            "relu6": tf.nn.relu6,
+            "tanh": tf.tanh,
+            "sigmoid": tf.sigmoid,
+            "softmax": lambda v: tf.nn.softmax(v, axis=-1),
+        }
         return fns[name](x)
 
     def reshape(self, x, shape):
@@ -112,13 +117,14 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
         raise ValueError(f"unknown memory form {form!r}; known: plain, split")
     fstep = FloatStep(graph, plan, split=form == "split")
     ops = TFOps(tf)
-    Module: Any = tf.Module                 # imported at run time: mypy sees no class here
+    Module: Any = tf.Module  # imported at run time: mypy sees no class here
     F = graph.input_features
     spec = plan.spec
 
     if not internal:
-        sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [tf.TensorSpec((1, s), tf.float32, name=n)
-                                                              for n, _, _, s in spec]
+        sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [
+            tf.TensorSpec((1, s), tf.float32, name=n) for n, _, _, s in spec
+        ]
 
         class Step(Module):
             @tf.function(input_signature=sig)
@@ -173,7 +179,7 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
 
         def data():
             for k in range(S):
-                feed = {n: rep[n][k:k + 1].astype(np.float32) for n in names}
+                feed = {n: rep[n][k : k + 1].astype(np.float32) for n in names}
                 yield ("step", feed) if internal else feed
 
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -183,7 +189,8 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
             io = tf.int8
         else:
             conv.target_spec.supported_ops = [
-                tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+                tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+            ]
             io = tf.int16
         conv.inference_input_type = io
         conv.inference_output_type = io
@@ -200,6 +207,7 @@ def convert_int8_wide_state(graph, plan: StatePlan, form: str, rep: dict) -> byt
     conversions cannot be spliced (the int16x8 converter failing included).
     """
     from ._tflite_mixed import SpliceError, widen_state_path
+
     m8 = convert(graph, plan, form, False, "int8", rep)
     try:
         m16 = convert(graph, plan, form, False, "int16x8", rep)
@@ -231,10 +239,13 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
     sig = next(s for s in m.signatureDefs if s.subgraphIndex == 0)
     ins = {t.name.decode() if isinstance(t.name, bytes) else t.name: t.tensorIndex for t in sig.inputs}
     outs = {t.name.decode() if isinstance(t.name, bytes) else t.name: t.tensorIndex for t in sig.outputs}
-    dtypes = {9: np.int8, 7: np.int16}                                     # schema TensorType codes
+    dtypes = {9: np.int8, 7: np.int16}  # schema TensorType codes
     fc_codes = {i for i, c in enumerate(m.operatorCodes) if max(c.builtinCode, c.deprecatedBuiltinCode) == 9}
-    moves = {i for i, c in enumerate(m.operatorCodes)                     # RESHAPE, SQUEEZE, EXPAND_DIMS
-             if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)}
+    moves = {
+        i
+        for i, c in enumerate(m.operatorCodes)  # RESHAPE, SQUEEZE, EXPAND_DIMS
+        if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)
+    }
     links: dict[int, set[int]] = {}
     for op in sg.operators:
         if op.opcodeIndex in moves:
@@ -249,18 +260,23 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
                 group.add(t)
                 todo.extend(links.get(t, ()))
         return sorted(group)
+
     for name in state_names:
         ti, to = ins[name], outs[f"{name}_out"]
         a, b = sg.tensors[ti], sg.tensors[to]
         if a.type not in dtypes or a.quantization is None or a.quantization.scale is None:
             continue
         dt = dtypes[a.type]
-        lo = min(_range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[0],
-                 _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[0])
-        hi = max(_range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[1],
-                 _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[1])
+        lo = min(
+            _range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[0],
+            _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[0],
+        )
+        hi = max(
+            _range(a.quantization.scale[0], a.quantization.zeroPoint[0], dt)[1],
+            _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[1],
+        )
         info = np.iinfo(dt)
-        if dt == np.int16:                                                 # symmetric
+        if dt == np.int16:  # symmetric
             s, z = max(-lo, hi) / info.max, 0
         else:
             s = (hi - lo) / (info.max - info.min)

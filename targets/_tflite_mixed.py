@@ -36,10 +36,10 @@ import numpy as np
 
 from lmu_edge.registry import require
 
-_QUANTIZE = 114            # schema BuiltinOperator.QUANTIZE
-_QUANTIZE_OPTIONS = 89     # schema BuiltinOptions.QuantizeOptions
-_INT8, _INT16 = 9, 7       # schema TensorType
-_FC = 9                    # schema BuiltinOperator.FULLY_CONNECTED
+_QUANTIZE = 114  # schema BuiltinOperator.QUANTIZE
+_QUANTIZE_OPTIONS = 89  # schema BuiltinOptions.QuantizeOptions
+_INT8, _INT16 = 9, 7  # schema TensorType
+_FC = 9  # schema BuiltinOperator.FULLY_CONNECTED
 
 
 class SpliceError(ValueError):
@@ -76,8 +76,11 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     if len(sa.operators) != len(sb.operators):
         raise SpliceError(f"the int8 and int16x8 conversions differ: {len(sa.operators)} vs {len(sb.operators)} ops")
     for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators, strict=True)):
-        if (_code(a.operatorCodes[oa.opcodeIndex]) != _code(b.operatorCodes[ob.opcodeIndex])
-                or len(oa.inputs) != len(ob.inputs) or len(oa.outputs) != len(ob.outputs)):
+        if (
+            _code(a.operatorCodes[oa.opcodeIndex]) != _code(b.operatorCodes[ob.opcodeIndex])
+            or len(oa.inputs) != len(ob.inputs)
+            or len(oa.outputs) != len(ob.outputs)
+        ):
             raise SpliceError(f"the int8 and int16x8 conversions differ at operator {k}")
     ins_a, outs_a = _signature_io(a)
     ins_b, outs_b = _signature_io(b)
@@ -135,13 +138,19 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     for ta in sorted(region_tensors):
         tb = t_ab[ta]
         if sb.tensors[tb].type != _INT16 or sa.tensors[ta].type != _INT8:
-            raise SpliceError(f"tensor {_name(sa.tensors[ta].name)!r} of the state path is not int8 / int16 "
-                              f"in the two conversions")
+            raise SpliceError(
+                f"tensor {_name(sa.tensors[ta].name)!r} of the state path is not int8 / int16 in the two conversions"
+            )
         made_in_r = producer.get(ta) in region or ta in state_inputs
         if made_in_r:
             # int8 consumers outside R read an int8 copy (the int8 model's quantization)
-            outside = [(k, j) for k, op in enumerate(sa.operators) if k not in region
-                       for j, t in enumerate(op.inputs) if t == ta]
+            outside = [
+                (k, j)
+                for k, op in enumerate(sa.operators)
+                if k not in region
+                for j, t in enumerate(op.inputs)
+                if t == ta
+            ]
             if outside:
                 t8 = new_tensor(sa.tensors[ta], name_suffix="_int8")
                 for k, j in outside:
@@ -172,7 +181,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
         c.builtinCode, c.deprecatedBuiltinCode, c.version = _QUANTIZE, _QUANTIZE, 1
         a.operatorCodes.append(c)
         qi = len(a.operatorCodes) - 1
-    if any(sa.tensors[dst].type == _INT16 for _, dst in quant_ops):      # op_version.cc: int16 output -> 2
+    if any(sa.tensors[dst].type == _INT16 for _, dst in quant_ops):  # op_version.cc: int16 output -> 2
         a.operatorCodes[qi].version = max(a.operatorCodes[qi].version, 2)
     for src, dst in quant_ops:
         op = schema.OperatorT()
@@ -187,12 +196,14 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
 
 def _min_runtime_version(a, b) -> None:
     """The spliced model needs the newer of the two conversions' ``min_runtime_version`` metadata."""
+
     def get(m):
         md = next((md for md in m.metadata or [] if _name(md.name) == "min_runtime_version"), None)
         if md is None:
             return None, ()
         text = bytes(bytearray(m.buffers[md.buffer].data)).split(b"\0")[0].decode(errors="replace")
         return md, tuple(int(v) for v in text.split(".") if v.isdigit())
+
     (ma, va), (mb, vb) = get(a), get(b)
     if ma is not None and mb is not None and vb > va:
         a.buffers[ma.buffer].data = np.array(b.buffers[mb.buffer].data, dtype=np.uint8)
@@ -201,8 +212,11 @@ def _min_runtime_version(a, b) -> None:
 def _prune(m) -> None:
     """Drop the tensors and buffers nothing reads any more (the int8 weights of the state path)."""
     sg = m.subgraphs[0]
-    used = sorted({t for op in sg.operators for t in list(op.inputs) + list(op.outputs) if t >= 0}
-                  | set(sg.inputs) | set(sg.outputs))
+    used = sorted(
+        {t for op in sg.operators for t in list(op.inputs) + list(op.outputs) if t >= 0}
+        | set(sg.inputs)
+        | set(sg.outputs)
+    )
     t_map = {old: new for new, old in enumerate(used)}
     sg.tensors = [sg.tensors[t] for t in used]
     for op in sg.operators:

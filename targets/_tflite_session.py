@@ -105,7 +105,7 @@ class MicroBackend:
             try:
                 self.interp = runtime_module.Interpreter.from_bytes(model_bytes, arena_size=arena_size)
                 break
-            except RuntimeError:      # "failed to allocate tensors": retry with a larger arena
+            except RuntimeError:  # "failed to allocate tensors": retry with a larger arena
                 if not grow or arena_size > 1 << 28:
                     raise
                 arena_size *= 2
@@ -136,6 +136,7 @@ def run_sequences(session: Session, x: np.ndarray) -> np.ndarray:
 
 # --- worker for the tflite-runtime runtime -----------------------------------------------------
 
+
 def write_npy(stream, arr) -> None:
     """One ``.npy`` frame on a pipe (serialized first: ``tofile`` would bypass the stream's buffer)."""
     b = io.BytesIO()
@@ -157,21 +158,22 @@ class PipeReader:
 
 def _worker(model_dir):
     from tflite_runtime.interpreter import Interpreter
+
     d = Path(model_dir)
     io = json.loads((d / "io.json").read_text())
     session = Session(io, SignatureBackend(Interpreter, d / io["model"]))
     rd, wr = PipeReader(sys.stdin.buffer), sys.stdout.buffer
     while True:
         try:
-            cmd = np.lib.format.read_array(rd, allow_pickle=False)   # np.load seeks: not on a pipe
+            cmd = np.lib.format.read_array(rd, allow_pickle=False)  # np.load seeks: not on a pipe
         except (EOFError, ValueError):
             return
-        if cmd.ndim == 0:                      # reset
+        if cmd.ndim == 0:  # reset
             session.reset()
             res = np.zeros(0)
-        elif cmd.ndim == 1:                    # one step
+        elif cmd.ndim == 1:  # one step
             res = session.step(cmd)
-        else:                                  # whole sequences (N, T, F)
+        else:  # whole sequences (N, T, F)
             res = run_sequences(session, cmd)
         write_npy(wr, res)
 

@@ -46,34 +46,56 @@ from . import c_codegen
 QUANTIZE = ("float", "int8")
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
-OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16, "coeff_bits": None,
-           "measure": True}
+OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16, "coeff_bits": None, "measure": True}
 
 #: device profiles: flash and RAM in bytes (what the artifact may use of them)
 DEVICES: dict[str, dict[str, Any]] = {
-    "cortex-m0-32k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 32 * 1024,
-                      "example": "a Cortex-M0+ part with 256 KB flash / 32 KB RAM"},
-    "cortex-m4-128k": {"cpu": "cortex-m4", "flash": 1024 * 1024, "ram": 128 * 1024,
-                       "example": "a Cortex-M4F part with 1 MB flash / 128 KB RAM"},
-    "cortex-m4-64k": {"cpu": "cortex-m4", "flash": 256 * 1024, "ram": 64 * 1024,
-                      "example": "a Cortex-M4F part with 256 KB flash / 64 KB RAM"},
-    "cortex-m0-16k": {"cpu": "cortex-m0", "flash": 256 * 1024, "ram": 16 * 1024, "runtime": "microbit",
-                      "example": "a Cortex-M0 part with 256 KB flash / 16 KB RAM (nRF51822, QEMU's microbit)"},
+    "cortex-m0-32k": {
+        "cpu": "cortex-m0",
+        "flash": 256 * 1024,
+        "ram": 32 * 1024,
+        "example": "a Cortex-M0+ part with 256 KB flash / 32 KB RAM",
+    },
+    "cortex-m4-128k": {
+        "cpu": "cortex-m4",
+        "flash": 1024 * 1024,
+        "ram": 128 * 1024,
+        "example": "a Cortex-M4F part with 1 MB flash / 128 KB RAM",
+    },
+    "cortex-m4-64k": {
+        "cpu": "cortex-m4",
+        "flash": 256 * 1024,
+        "ram": 64 * 1024,
+        "example": "a Cortex-M4F part with 256 KB flash / 64 KB RAM",
+    },
+    "cortex-m0-16k": {
+        "cpu": "cortex-m0",
+        "flash": 256 * 1024,
+        "ram": 16 * 1024,
+        "runtime": "microbit",
+        "example": "a Cortex-M0 part with 256 KB flash / 16 KB RAM (nRF51822, QEMU's microbit)",
+    },
 }
 ICOUNT_SHIFT = toolchain.ICOUNT_SHIFT
-INSN_PER_TICK = toolchain.ARM_RUNTIMES["cortex-m4"].insn_per_tick    # mps2-an386 (kept for older callers)
-TEMPLATES = templates_dir()        # the packaged firmware_templates, in a checkout or an install
-QEMU_ARGS = ["-M", "mps2-an386", *toolchain.QEMU_COMMON]              # mps2-an386 (kept for older callers)
+INSN_PER_TICK = toolchain.ARM_RUNTIMES["cortex-m4"].insn_per_tick  # mps2-an386 (kept for older callers)
+TEMPLATES = templates_dir()  # the packaged firmware_templates, in a checkout or an install
+QEMU_ARGS = ["-M", "mps2-an386", *toolchain.QEMU_COMMON]  # mps2-an386 (kept for older callers)
 _need = toolchain.need
 
 
 def _jinja():
     import jinja2
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), keep_trailing_newline=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=False)
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
 
 
 # --- emit ------------------------------------------------------------------------------------
+
 
 def emit(graph, out_dir, options) -> dict:
     """Write the C sources, runtime headers, harness and Makefile for ``graph`` into ``out_dir``.
@@ -81,6 +103,7 @@ def emit(graph, out_dir, options) -> dict:
     Returns the target's part of the manifest (files, report, ``c`` options); ``options["quantize"] ==
     "int8"`` quantizes first and emits the integer path, anything else the float32 path."""
     from ..quantization import quantize as _quantize
+
     out_dir = Path(out_dir)
     try:
         prefix = c_codegen.check_prefix(options.get("prefix") or "model")
@@ -92,8 +115,13 @@ def emit(graph, out_dir, options) -> dict:
     quantized = options.get("quantize") == "int8"
     report = {}
     if quantized:
-        qg = _quantize(graph, options["calibration"], weight_bits=int(options.get("weight_bits") or 8),
-                       state_bits=int(options.get("state_bits") or 16), coeff_bits=options.get("coeff_bits"))
+        qg = _quantize(
+            graph,
+            options["calibration"],
+            weight_bits=int(options.get("weight_bits") or 8),
+            state_bits=int(options.get("state_bits") or 16),
+            coeff_bits=options.get("coeff_bits"),
+        )
         irfile.save(qg, out_dir / "quantized.lmu.npz")
         code = c_codegen.generate_int(qg, prefix)
         in_s, in_zp = intsim.input_qparams(qg)
@@ -103,25 +131,54 @@ def emit(graph, out_dir, options) -> dict:
         if device is not None and DEVICES[device]["cpu"] == "cortex-m0":
             raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
         code = c_codegen.generate_float(graph, prefix)
-    ctx = {"prefix": prefix, "PREFIX": prefix.upper(), "version": __version__, "model_name": c_comment(graph.name),
-           "header": "model.h", "quantized": quantized, "n_inputs": graph.input_features,
-           "n_outputs": graph.output_features, "state_bytes": code.state_bytes,
-           "state_fields": code.struct_fields(), "arrays": code.arrays, "objects": code.objects,
-           "reset_lines": code.reset_lines, "step_lines": code.step_lines,
-           "runtimes": toolchain.make_variables(), "icount_shift": toolchain.ICOUNT_SHIFT,
-           "description": ("integer path: int8 activations, fixed-point LMU state, no floating point in "
-                           f"{prefix}_step_int8" if quantized else "float32 path")}
+    ctx = {
+        "prefix": prefix,
+        "PREFIX": prefix.upper(),
+        "version": __version__,
+        "model_name": c_comment(graph.name),
+        "header": "model.h",
+        "quantized": quantized,
+        "n_inputs": graph.input_features,
+        "n_outputs": graph.output_features,
+        "state_bytes": code.state_bytes,
+        "state_fields": code.struct_fields(),
+        "arrays": code.arrays,
+        "objects": code.objects,
+        "reset_lines": code.reset_lines,
+        "step_lines": code.step_lines,
+        "runtimes": toolchain.make_variables(),
+        "icount_shift": toolchain.ICOUNT_SHIFT,
+        "description": (
+            f"integer path: int8 activations, fixed-point LMU state, no floating point in {prefix}_step_int8"
+            if quantized
+            else "float32 path"
+        ),
+    }
     if quantized:
-        ctx.update(input_scale=c_codegen.c_float(in_s), input_zp=in_zp, output_scale=c_codegen.c_float(out_s),
-                   output_zp=out_zp)
+        ctx.update(
+            input_scale=c_codegen.c_float(in_s), input_zp=in_zp, output_scale=c_codegen.c_float(out_s), output_zp=out_zp
+        )
     env = _jinja()
-    for name, template in (("model.h", "model.h.j2"), ("model.c", "model.c.j2"), ("harness.c", "harness.c.j2"),
-                           ("Makefile", "Makefile.j2")):
+    for name, template in (
+        ("model.h", "model.h.j2"),
+        ("model.c", "model.c.j2"),
+        ("harness.c", "harness.c.j2"),
+        ("Makefile", "Makefile.j2"),
+    ):
         (out_dir / name).write_text(env.get_template(template).render(**ctx))
     for name in ("lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c", *toolchain.LINKER_SCRIPTS):
         shutil.copyfile(TEMPLATES / name, out_dir / name)
-    files = ["model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "harness.c", "startup.c",
-             *toolchain.LINKER_SCRIPTS, "Makefile"]
+    files = [
+        "model.c",
+        "model.h",
+        "lmu_runtime.h",
+        "lmu_kernels_arm.h",
+        "lmu_pade.h",
+        "harness.c",
+        "startup.c",
+        *toolchain.LINKER_SCRIPTS,
+        "Makefile",
+    ]
     sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
     flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
     sizes.update(flash)
@@ -129,11 +186,18 @@ def emit(graph, out_dir, options) -> dict:
     if device is not None:
         _check_fit(device, sizes, quantized, graph)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
-    result: dict[str, Any] = {"files": files, "report": report,
-              "c": {"prefix": prefix, "quantized": quantized, "measure": bool(options.get("measure", True)),
-                    "state_bytes": code.state_bytes}}
+    result: dict[str, Any] = {
+        "files": files,
+        "report": report,
+        "c": {
+            "prefix": prefix,
+            "quantized": quantized,
+            "measure": bool(options.get("measure", True)),
+            "state_bytes": code.state_bytes,
+        },
+    }
     if quantized:
-        result["tolerance"] = None   # measured and reported; the integer path is checked bit for bit instead
+        result["tolerance"] = None  # measured and reported; the integer path is checked bit for bit instead
     return result
 
 
@@ -164,8 +228,12 @@ def _arm_flash(out_dir: Path, quantized: bool, every_core: bool = True) -> dict:
 
 
 def _sections(obj: Path) -> dict:
-    r = subprocess.run([_need("arm-none-eabi-size", "binutils-arm-none-eabi"), "-A", str(obj)],
-                       capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [_need("arm-none-eabi-size", "binutils-arm-none-eabi"), "-A", str(obj)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sec = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
     for line in r.stdout.splitlines():
         parts = line.split()
@@ -184,8 +252,10 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
     if flash > dev["flash"]:
         problems.append(f"flash: needs {flash} bytes, the device has {dev['flash']} (over by {flash - dev['flash']})")
     if sizes["ram_bytes"] > dev["ram"]:
-        problems.append(f"RAM: needs {sizes['ram_bytes']} bytes, the device has {dev['ram']} "
-                        f"(over by {sizes['ram_bytes'] - dev['ram']})")
+        problems.append(
+            f"RAM: needs {sizes['ram_bytes']} bytes, the device has {dev['ram']} "
+            f"(over by {sizes['ram_bytes'] - dev['ram']})"
+        )
     if problems:
         hints = []
         if not quantized:
@@ -193,16 +263,21 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
         if any(getattr(getattr(lay, "memory", None), "TYPE", "") == "dense_ss" for lay in graph.lmu_layers):
             hints.append("--realization rk4 (stores q numbers instead of a q*q matrix)")
         hints.append("--state-bits 16 or fewer")
-        raise ArtifactError(f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
-                            f"try {', '.join(hints)}")
+        raise ArtifactError(
+            f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
+            f"try {', '.join(hints)}"
+        )
 
 
 # --- building and running -------------------------------------------------------------------
 
 #: what the Makefile builds, all under build/ (an artifact's --force replacement accepts exactly these there)
 BUILD_DIR = "build"
-BUILD_OUTPUTS = ("harness_host", "libmodel.so",
-                 *(f"model_{r.tag}.{ext}" for r in toolchain.ARM_RUNTIMES.values() for ext in ("elf", "o")))
+BUILD_OUTPUTS = (
+    "harness_host",
+    "libmodel.so",
+    *(f"model_{r.tag}.{ext}" for r in toolchain.ARM_RUNTIMES.values() for ext in ("elf", "o")),
+)
 
 
 def _make(directory: Path, target: str) -> Path:
@@ -211,6 +286,7 @@ def _make(directory: Path, target: str) -> Path:
     Concurrent runs of one artifact are safe: the build holds an exclusive lock on the artifact directory,
     and make writes each file under a temporary name and renames it when whole."""
     import fcntl
+
     if target not in BUILD_OUTPUTS:
         raise ValueError(f"unknown build target {target!r}")
     make = _need("make", "make")
@@ -224,7 +300,7 @@ def _make(directory: Path, target: str) -> Path:
         fcntl.flock(fd, fcntl.LOCK_EX)
         r = subprocess.run([make, "-s", rel], cwd=directory, capture_output=True, text=True)
     finally:
-        os.close(fd)                      # closing the descriptor releases the lock
+        os.close(fd)  # closing the descriptor releases the lock
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
         raise LmuEdgeError(f"building {target} in {directory} failed: {' / '.join(msg[-3:])}")
@@ -292,8 +368,10 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
-            raise LmuEdgeError(f"the {runtime} harness failed (exit {r.returncode}): "
-                               f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}")
+            raise LmuEdgeError(
+                f"the {runtime} harness failed (exit {r.returncode}): "
+                f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}"
+            )
         y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
     stats: dict[str, float] = {}
     for line in r.stdout.splitlines():
@@ -337,14 +415,18 @@ def check(art, x) -> dict:
     if man.get("measure") and shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc"):
         probe = x[:1, : min(x.shape[1], 200)]
         for rt in ("cortex-m4", "cortex-m0") if man.get("quantized") else ("cortex-m4",):
-            data = intsim.quantize_input(_qgraph(art), probe).astype(np.int8) if man.get("quantized") \
+            data = (
+                intsim.quantize_input(_qgraph(art), probe).astype(np.int8)
+                if man.get("quantized")
                 else probe.astype(np.float32)
+            )
             _, stats = run_native(art, data, rt)
             out[f"instructions_per_step_{rt.replace('cortex-', '')}"] = round(stats["instructions_per_step"], 1)
     return out
 
 
 # --- streaming through ctypes -------------------------------------------------------------------
+
 
 class CStream:
     """Drive the compiled C one sample at a time (host build, through ctypes)."""
@@ -407,6 +489,7 @@ class CStream:
 def stream(art, runtime):
     """A :class:`CStream` over the host build of ``art``; other runtimes run whole sequences only."""
     if runtime != "host":
-        raise ArtifactError(f"stream() drives the host build through ctypes; runtime {runtime!r} runs whole "
-                            f"sequences only (use run())")
+        raise ArtifactError(
+            f"stream() drives the host build through ctypes; runtime {runtime!r} runs whole sequences only (use run())"
+        )
     return CStream(art)

@@ -17,21 +17,68 @@ import numpy as np
 from .. import ir, lti, qir
 from ..escape import c_comment
 
-C_KEYWORDS = {"auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-              "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-              "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-              "volatile", "while", "main"}
-ACT_CODES = {"linear": "LMU_LINEAR", "relu": "LMU_RELU", "relu6": "LMU_RELU6", "tanh": "LMU_TANH",
-             "sigmoid": "LMU_SIGMOID", "softmax": "LMU_SOFTMAX", "silu": "LMU_SILU"}
+C_KEYWORDS = {
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "main",
+}
+ACT_CODES = {
+    "linear": "LMU_LINEAR",
+    "relu": "LMU_RELU",
+    "relu6": "LMU_RELU6",
+    "tanh": "LMU_TANH",
+    "sigmoid": "LMU_SIGMOID",
+    "softmax": "LMU_SOFTMAX",
+    "silu": "LMU_SILU",
+}
 SIZES = {"int64_t": 8, "int32_t": 4, "float": 4, "int16_t": 2, "int8_t": 1}
 
 
 def check_prefix(prefix: str) -> str:
     """Return ``prefix`` if it can start C identifiers; ValueError (what to use instead) if not."""
-    if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix) or prefix in C_KEYWORDS \
-            or prefix.startswith("__") or prefix.startswith("lmu_"):
-        raise ValueError(f"--prefix {prefix!r} is not usable as a C identifier prefix: use letters, digits and "
-                         f"underscores, start with a letter, and avoid C keywords and the runtime's 'lmu_' prefix")
+    if (
+        not isinstance(prefix, str)
+        or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prefix)
+        or prefix in C_KEYWORDS
+        or prefix.startswith("__")
+        or prefix.startswith("lmu_")
+    ):
+        raise ValueError(
+            f"--prefix {prefix!r} is not usable as a C identifier prefix: use letters, digits and "
+            f"underscores, start with a letter, and avoid C keywords and the runtime's 'lmu_' prefix"
+        )
     return prefix
 
 
@@ -55,7 +102,7 @@ def _body(values, ctype) -> str:
     if not items:
         items = ["0"]
     per = 8 if ctype == "float" else 16
-    return "\n".join("    " + ", ".join(items[i:i + per]) + "," for i in range(0, len(items), per))
+    return "\n".join("    " + ", ".join(items[i : i + per]) + "," for i in range(0, len(items), per))
 
 
 def _ctype_bits(bits: int) -> str:
@@ -67,7 +114,7 @@ class Code:
     prefix: str
     arrays: List[dict] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
-    fields: List[tuple] = field(default_factory=list)      # (ctype, name, count)
+    fields: List[tuple] = field(default_factory=list)  # (ctype, name, count)
     reset_lines: List[str] = field(default_factory=list)
     step_lines: List[str] = field(default_factory=list)
     const_bytes: int = 0
@@ -77,8 +124,15 @@ class Code:
         """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol."""
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
-        self.arrays.append({"name": sym, "ctype": ctype, "count": max(vals.size, 1), "body": _body(vals, ctype),
-                            "comment": c_comment(comment or name)})
+        self.arrays.append(
+            {
+                "name": sym,
+                "ctype": ctype,
+                "count": max(vals.size, 1),
+                "body": _body(vals, ctype),
+                "comment": c_comment(comment or name),
+            }
+        )
         self.const_bytes += SIZES[ctype] * max(vals.size, 1)
         return sym
 
@@ -89,7 +143,7 @@ class Code:
 
     def struct_fields(self) -> list:
         """The state struct's field declarations, widest type first (no padding between fields)."""
-        order = sorted(self.fields, key=lambda f: -SIZES[f[0]])    # widest first: no padding inside
+        order = sorted(self.fields, key=lambda f: -SIZES[f[0]])  # widest first: no padding inside
         return [f"{t} {n}[{c}];" for t, n, c in order]
 
     @property
@@ -101,6 +155,7 @@ class Code:
 
 
 # --- integer graphs -------------------------------------------------------------------------
+
 
 class _Bufs:
     """Two ping-pong activation buffers; ``next_for(cur)`` never returns the buffer being read."""
@@ -124,11 +179,12 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
     bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
     lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table") if q.lut is not None else "NULL"
     sym = f"{code.prefix}_{name}"
-    code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{\n    "
-                        + ",\n    ".join(parts) + "};")
-    code.objects.append(f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
-                        f".n_out = {q.units}, .bias = {bias},\n    .out_zp = {q.out_zp}, .clamp_min = {q.clamp_min}, "
-                        f".clamp_max = {q.clamp_max}, .lut = {lut}}};")
+    code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{\n    " + ",\n    ".join(parts) + "};")
+    code.objects.append(
+        f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
+        f".n_out = {q.units}, .bias = {bias},\n    .out_zp = {q.out_zp}, .clamp_min = {q.clamp_min}, "
+        f".clamp_max = {q.clamp_max}, .lut = {lut}}};"
+    )
     return sym
 
 
@@ -151,8 +207,10 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
         nxt = bufs.next_for(cur)
         if isinstance(layer, qir.QDense):
             lin = _qlinear(code, f"{tag}_dense", layer.linear)
-            code.step_lines.append(f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, "
-                                   f"{nxt}); }}  /* {c_comment(layer.name)} */")
+            code.step_lines.append(
+                f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, "
+                f"{nxt}); }}  /* {c_comment(layer.name)} */"
+            )
             cur = nxt
         elif isinstance(layer, qir.QLut):
             lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{c_comment(layer.name)}: activation table")
@@ -165,8 +223,10 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
         elif isinstance(layer, qir.QPool):
             sm = code.state("int64_t", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
-            code.step_lines.append(f"lmu_qpool({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
-                                   f"{layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */")
+            code.step_lines.append(
+                f"lmu_qpool({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
+                f"{layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */"
+            )
             cur = nxt
         elif isinstance(layer, qir.QLMU):
             cur = _int_lmu(code, tag, layer, n_in, cur, acc)
@@ -197,30 +257,44 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         ins.append(h)
     if L.memory_to_memory:
         mzp = code.state("int8_t", f"{tag}_mzp", d * q)
-        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = lmu_requant8({m}[k_], {mz_m}, "
-                     f"{mz_s}, {L.z_zp}); }}")
+        lines.append(
+            f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = lmu_requant8({m}[k_], {mz_m}, "
+            f"{mz_s}, {L.z_zp}); }}"
+        )
         ins.append(mzp)
     enc = _qlinear(code, f"{tag}_enc", L.encoder)
-    lines.append(f"{{ const int8_t *in_[{len(ins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(ins))
-                 + f" lmu_qlinear(&{enc}, in_, {u}); }}")
+    lines.append(
+        f"{{ const int8_t *in_[{len(ins)}]; "
+        + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(ins))
+        + f" lmu_qlinear(&{enc}, in_, {u}); }}"
+    )
     mem = L.memory
     if isinstance(mem, qir.QDenseMemory):
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
-        C = code.array(f"{tag}_coeffs", ct, mem.coeffs,
-                       f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits")
+        C = code.array(
+            f"{tag}_coeffs",
+            ct,
+            mem.coeffs,
+            f"{c_comment(L.name)}: {mem.form} coefficients, {mem.coeff_frac} fractional bits",
+        )
         B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
         chunk = dense_chunk(mem.coeffs, bits)
         sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
-        lines.append(f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
-                     f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk});  /* {sums} */")
+        lines.append(
+            f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
+            f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk});  /* {sums} */"
+        )
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
-        hc = code.array(f"{tag}_hc", "int32_t", mem.hc,
-                        f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits")
+        hc = code.array(
+            f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits"
+        )
         w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
-        lines.append(f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
-                     f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});")
+        lines.append(
+            f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
+            f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});"
+        )
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
     elif getattr(mem, "TYPE", None) == "q_pade_memory":
         lines.append(pade_memory_call(code, tag, L, m, u, bits))
@@ -229,28 +303,40 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             raise TypeError(f"layer {L.name!r}: no C for memory {type(mem).__name__}")
         ct = "int16_t" if mem.coeff_bits <= 16 else "int32_t"
         Lk = mem.kernel.shape[1]
-        K = code.array(f"{tag}_kernel", ct, mem.kernel,
-                       f"{c_comment(L.name)}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits")
+        K = code.array(
+            f"{tag}_kernel",
+            ct,
+            mem.kernel,
+            f"{c_comment(L.name)}: FIR kernel (order, {Lk}), {mem.kernel_frac} fractional bits",
+        )
         buf = code.state(st, f"{tag}_buf", d * Lk)
         head = code.state("int32_t", f"{tag}_head", 1)
         shift = mem.kernel_frac + L.u_type.frac - L.state_type.frac
-        lines.append(f"lmu_fir_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {K}, {Lk}, "
-                     f"{shift}, {bits}, {buf}, {head});")
+        lines.append(
+            f"lmu_fir_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {K}, {Lk}, "
+            f"{shift}, {bits}, {buf}, {head});"
+        )
         code.macs += d * q * Lk
-    lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, "
-                 f"{L.z_zp}); }}")
+    lines.append(
+        f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
+    )
     if L.input_to_hidden:
         assert L.x_to_z is not None, f"{L.name}: input_to_hidden without x_to_z"
         xm, xs, xzp = L.x_to_z
-        lines.append(f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
-                     f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}")
+        lines.append(
+            f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
+            f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}"
+        )
     out = z
     if L.hidden is not None:
         assert h is not None
         hid = _qlinear(code, f"{tag}_hidden", L.hidden)
         hins = [z, h] if L.hidden_recurrent else [z]
-        lines.append(f"{{ const int8_t *in_[{len(hins)}]; " + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
-                     + f" lmu_qlinear_i8(&{hid}, in_, {acc}, {h}); }}")
+        lines.append(
+            f"{{ const int8_t *in_[{len(hins)}]; "
+            + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
+            + f" lmu_qlinear_i8(&{hid}, in_, {acc}, {h}); }}"
+        )
         out = h
     code.step_lines.extend(lines)
     return out
@@ -261,6 +347,7 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
     model, and the one call of ``lmu_pade_memory_s<bits>`` (integer :class:`lmu_edge.pade.QPadeMemory`,
     ``bits`` the state width) or ``lmu_f_pade_memory`` (float :class:`lmu_edge.ir.Pade`, ``bits`` None)."""
     from .. import pade
+
     mem, d, q = L.memory, L.memory_d, L.order
     name = c_comment(L.name)
     if '#include "lmu_pade.h"' not in code.objects:
@@ -271,27 +358,37 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
 
         def pairs(v):
             return np.stack([np.real(v), np.imag(v)], axis=-1)
-        arr = {n: code.array(f"{tag}_pade_{n}", "float", pairs(k[n]), f"{name}: Pade {n} (re, im)")
-               for n in ("gc", "w", "inv", "coef")}
-        code.objects.append(f"static const lmu_f_pade_t {sym} = {{{len(k['gc'])}, {mem.substeps}, {arr['gc']}, "
-                            f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};")
+
+        arr = {
+            n: code.array(f"{tag}_pade_{n}", "float", pairs(k[n]), f"{name}: Pade {n} (re, im)")
+            for n in ("gc", "w", "inv", "coef")
+        }
+        code.objects.append(
+            f"static const lmu_f_pade_t {sym} = {{{len(k['gc'])}, {mem.substeps}, {arr['gc']}, "
+            f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};"
+        )
         work = code.state("float", f"{tag}_pade_work", 3 * q)
         code.macs += d * mem.substeps * len(k["gc"]) * 12 * q
-        return (f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});"
-                f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */")
+        return (
+            f"lmu_f_pade_memory({m}, {u}, {d}, {q}, &{sym}, {work});  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */"
+        )
     gc = code.array(f"{tag}_pade_gc", "int32_t", mem.gc, f"{name}: 2c/theta per pole (re, im), {mem.gc_frac} bits")
-    w = code.array(f"{tag}_pade_w", "int32_t", mem.w, f"{name}: Sherman-Morrison vectors (pole, i, re/im), "
-                   f"{mem.w_frac} bits")
+    w = code.array(
+        f"{tag}_pade_w", "int32_t", mem.w, f"{name}: Sherman-Morrison vectors (pole, i, re/im), {mem.w_frac} bits"
+    )
     inv = code.array(f"{tag}_pade_inv", "int32_t", mem.inv, f"{name}: 1/(1 + sum w) per pole, {mem.inv_frac} bits")
-    coef = code.array(f"{tag}_pade_coef", "int32_t", mem.coef, f"{name}: output weights per pole, "
-                      f"{mem.coef_frac} bits")
-    code.objects.append(f"static const lmu_pade_t {sym} = {{{mem.gc.shape[0]}, {mem.substeps}, {mem.guard}, "
-                        f"{mem.u_shift}, {gc}, {mem.gc_frac}, {w}, {mem.w_frac}, {inv}, {mem.inv_frac}, {coef}, "
-                        f"{mem.coef_frac}, {mem.k}, {mem.k_frac}}};")
+    coef = code.array(f"{tag}_pade_coef", "int32_t", mem.coef, f"{name}: output weights per pole, {mem.coef_frac} bits")
+    code.objects.append(
+        f"static const lmu_pade_t {sym} = {{{mem.gc.shape[0]}, {mem.substeps}, {mem.guard}, "
+        f"{mem.u_shift}, {gc}, {mem.gc_frac}, {w}, {mem.w_frac}, {inv}, {mem.inv_frac}, {coef}, "
+        f"{mem.coef_frac}, {mem.k}, {mem.k_frac}}};"
+    )
     work = code.state("int64_t", f"{tag}_pade_work", 4 * q)
     code.macs += d * mem.substeps * mem.gc.shape[0] * 12 * q
-    return (f"lmu_pade_memory_s{bits_tag(_ctype_bits(bits))}({m}, {u}, {d}, {q}, &{sym}, {bits}, {work});"
-            f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */")
+    return (
+        f"lmu_pade_memory_s{bits_tag(_ctype_bits(bits))}({m}, {u}, {d}, {q}, &{sym}, {bits}, {work});"
+        f"  /* pade [{mem.num}/{mem.den}] x{mem.substeps} */"
+    )
 
 
 def dense_acc32(coeffs, state_bits: int) -> int:
@@ -304,7 +401,7 @@ def dense_acc32(coeffs, state_bits: int) -> int:
     if c.size == 0:
         return 1
     bound = int(c.reshape(c.shape[0], -1).sum(axis=1).max()) << (int(state_bits) - 1)
-    return 1 if bound <= 2 ** 31 - 1 else 0
+    return 1 if bound <= 2**31 - 1 else 0
 
 
 def dense_chunk(coeffs, state_bits: int) -> int:
@@ -320,7 +417,7 @@ def dense_chunk(coeffs, state_bits: int) -> int:
     q = c.shape[1]
     if q == 0:
         return 1
-    limit = (2 ** 31 - 1) >> (int(state_bits) - 1)
+    limit = (2**31 - 1) >> (int(state_bits) - 1)
     for k in range(q, 1, -1):
         pad = -q % k
         sums = np.pad(c, ((0, 0), (0, pad))).reshape(c.shape[0], -1, k).sum(axis=2)
@@ -336,6 +433,7 @@ def bits_tag(ctype: str) -> int:
 
 # --- float graphs ---------------------------------------------------------------------------
 
+
 def generate_float(graph: ir.Graph, prefix: str) -> Code:
     """The float32 C (data, state fields, reset and step lines) for a folded float graph."""
     code = Code(prefix)
@@ -347,17 +445,25 @@ def generate_float(graph: ir.Graph, prefix: str) -> Code:
         tag = f"l{i}"
         nxt = bufs.next_for(cur)
         if isinstance(layer, ir.Dense):
-            W = code.array(f"{tag}_kernel", "float", np.asarray(layer.kernel).T,
-                           f"{c_comment(layer.name)}: kernel (out, in)")
-            b = (code.array(f"{tag}_bias", "float", layer.bias, f"{c_comment(layer.name)}: bias")
-                 if layer.bias is not None else "NULL")
-            code.step_lines += [f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {c_comment(layer.name)} */",
-                                f"lmu_f_add_bias({nxt}, {b}, {n_out});",
-                                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});"]
+            W = code.array(
+                f"{tag}_kernel", "float", np.asarray(layer.kernel).T, f"{c_comment(layer.name)}: kernel (out, in)"
+            )
+            b = (
+                code.array(f"{tag}_bias", "float", layer.bias, f"{c_comment(layer.name)}: bias")
+                if layer.bias is not None
+                else "NULL"
+            )
+            code.step_lines += [
+                f"lmu_f_matvec({W}, {cur}, {nxt}, {n_in}, {n_out}, 0);  /* {c_comment(layer.name)} */",
+                f"lmu_f_add_bias({nxt}, {b}, {n_out});",
+                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});",
+            ]
             code.macs += n_in * n_out
         elif isinstance(layer, ir.Activation):
-            code.step_lines += [f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {c_comment(layer.name)} */",
-                                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_in});"]
+            code.step_lines += [
+                f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {c_comment(layer.name)} */",
+                f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_in});",
+            ]
         elif isinstance(layer, ir.TimePooling):
             sm = code.state("float", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
@@ -378,21 +484,27 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
     units = L.hidden.units if L.hidden is not None else 0
     h = code.state("float", f"{tag}_h", max(units, 1)) if L.hidden is not None else None
     lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g} */"]
-    enc = code.array(f"{tag}_enc", "float", np.asarray(L.input_encoders).T,
-                     f"{c_comment(L.name)}: input encoders (d, in)")
+    enc = code.array(
+        f"{tag}_enc", "float", np.asarray(L.input_encoders).T, f"{c_comment(L.name)}: input encoders (d, in)"
+    )
     lines.append(f"lmu_f_matvec({enc}, {cur}, {u}, {n_in}, {d}, 0);")
     code.macs += n_in * d
     if L.encoder_bias is not None:
         b = code.array(f"{tag}_enc_bias", "float", L.encoder_bias, f"{c_comment(L.name)}: encoder bias")
         lines.append(f"lmu_f_add_bias({u}, {b}, {d});")
     if L.hidden_encoders is not None:
-        he = code.array(f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T,
-                        f"{c_comment(L.name)}: hidden encoders (d, units)")
+        he = code.array(
+            f"{tag}_henc", "float", np.asarray(L.hidden_encoders).T, f"{c_comment(L.name)}: hidden encoders (d, units)"
+        )
         lines.append(f"lmu_f_matvec({he}, {h}, {u}, {units}, {d}, 1);")
         code.macs += units * d
     if L.memory_encoders is not None:
-        me = code.array(f"{tag}_menc", "float", np.asarray(L.memory_encoders).T,
-                        f"{c_comment(L.name)}: memory encoders (d, d*order)")
+        me = code.array(
+            f"{tag}_menc",
+            "float",
+            np.asarray(L.memory_encoders).T,
+            f"{c_comment(L.name)}: memory encoders (d, d*order)",
+        )
         lines.append(f"lmu_f_matvec({me}, {m}, {u}, {d * q}, {d}, 1);")
         code.macs += d * q * d
     mem = L.memory
@@ -403,8 +515,12 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
         lines.append(f"lmu_f_dense_memory({m}, {u}, {d}, {q}, {A}, {B}, {tmp});")
         code.macs += d * (q * q + q)
     elif isinstance(mem, ir.RungeKutta):
-        hc = code.array(f"{tag}_hc", "float", lti.structure_coefficients(q, L.theta) / mem.substeps,
-                        f"{c_comment(L.name)}: (2i+1)/theta/substeps")
+        hc = code.array(
+            f"{tag}_hc",
+            "float",
+            lti.structure_coefficients(q, L.theta) / mem.substeps,
+            f"{c_comment(L.name)}: (2i+1)/theta/substeps",
+        )
         w = code.state("float", f"{tag}_w", mem.rk_order * q)
         lines.append(f"lmu_f_rk_memory({m}, {u}, {d}, {q}, {hc}, {mem.rk_order}, {mem.substeps}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
@@ -432,13 +548,18 @@ def _float_lmu(code: Code, tag: str, L: ir.LMU, n_in: int, cur: str) -> str:
         return z
     assert h is not None
     acc = code.state("float", f"{tag}_hacc", units)
-    W = code.array(f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T,
-                   f"{c_comment(L.name)}: hidden kernel (units, in)")
+    W = code.array(
+        f"{tag}_hidden", "float", np.asarray(L.hidden.kernel).T, f"{c_comment(L.name)}: hidden kernel (units, in)"
+    )
     lines.append(f"lmu_f_matvec({W}, {z}, {acc}, {zlen}, {units}, 0);")
     code.macs += zlen * units
     if isinstance(L.hidden, ir.HiddenSimpleRNN):
-        U = code.array(f"{tag}_recurrent", "float", np.asarray(L.hidden.recurrent_kernel).T,
-                       f"{c_comment(L.name)}: recurrent kernel (units, units)")
+        U = code.array(
+            f"{tag}_recurrent",
+            "float",
+            np.asarray(L.hidden.recurrent_kernel).T,
+            f"{c_comment(L.name)}: recurrent kernel (units, units)",
+        )
         lines.append(f"lmu_f_matvec({U}, {h}, {acc}, {units}, {units}, 1);")
         code.macs += units * units
     if L.hidden.bias is not None:

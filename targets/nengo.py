@@ -38,23 +38,26 @@ QUANTIZE = ("float",)
 RUNTIMES = ("nengo", "loihi-emulator")
 DEFAULT_RUNTIME = "nengo"
 OPTIONS: dict[str, Any] = {
-    "spiking": False,          # memories as spiking ensembles (else the exact, non-spiking network)
-    "neurons_per_dim": 100,    # neurons per memory state dimension (spiking)
+    "spiking": False,  # memories as spiking ensembles (else the exact, non-spiking network)
+    "neurons_per_dim": 100,  # neurons per memory state dimension (spiking)
     "neuron_type": "spiking-relu",  # spiking-relu | lif | lif-rate | direct (ideal ensembles, for testing)
-    "tau": 0.05,               # Lowpass synapse time constant in seconds (spiking)
-    "steps_per_sample": 10,    # simulator steps each input sample is held for (spiking)
-    "dt": 0.001,               # simulator step in seconds
-    "seed": 0,                 # network seed (neuron parameters)
-    "neurons_sweep": [],       # extra neurons_per_dim values measured into report.json (spiking)
+    "tau": 0.05,  # Lowpass synapse time constant in seconds (spiking)
+    "steps_per_sample": 10,  # simulator steps each input sample is held for (spiking)
+    "dt": 0.001,  # simulator step in seconds
+    "seed": 0,  # network seed (neuron parameters)
+    "neurons_sweep": [],  # extra neurons_per_dim values measured into report.json (spiking)
 }
 NEURON_TYPES = ("lif", "spiking-relu", "lif-rate", "direct")
 NETWORK_FILE, WEIGHTS_FILE = "network.py", "weights.npz"
-RADIUS_MARGIN = 1.1        # ensembles represent s / r with r 10% above the largest |s| seen in calibration
-LOIHI_ENV_HINT = ("python3 -m venv .venv-loihi && .venv-loihi/bin/pip install 'numpy<2' 'lmu-edge[loihi]' "
-                  "(from a checkout: bash scripts/numpy1_tests.sh builds .venv-numpy1)")
+RADIUS_MARGIN = 1.1  # ensembles represent s / r with r 10% above the largest |s| seen in calibration
+LOIHI_ENV_HINT = (
+    "python3 -m venv .venv-loihi && .venv-loihi/bin/pip install 'numpy<2' 'lmu-edge[loihi]' "
+    "(from a checkout: bash scripts/numpy1_tests.sh builds .venv-numpy1)"
+)
 
 
 # --- options ----------------------------------------------------------------------------------
+
 
 def _check_options(options: dict) -> dict:
     o = dict(OPTIONS)
@@ -82,12 +85,16 @@ def _check_options(options: dict) -> dict:
 
 # --- memory maps ------------------------------------------------------------------------------
 
+
 def memory_map(layer: ir.LMU) -> tuple:
     """``(F, G, C, is_fir)`` per channel: ``s' = F s + G u``, ``m = C s``, one sample per step."""
     mem, q = layer.memory, layer.order
     if isinstance(mem, ir.ImpulseResponse):
-        mem = (ir.DenseSS(layer.discretizer, *lti.legendre_discrete(q, layer.theta, layer.discretizer))
-               if mem.kernel is None else ir.FIR(mem.kernel))
+        mem = (
+            ir.DenseSS(layer.discretizer, *lti.legendre_discrete(q, layer.theta, layer.discretizer))
+            if mem.kernel is None
+            else ir.FIR(mem.kernel)
+        )
     if isinstance(mem, ir.DenseSS):
         return np.array(mem.Abar, dtype=np.float64), np.array(mem.Bbar, dtype=np.float64), np.eye(q), False
     if isinstance(mem, ir.RungeKutta):
@@ -112,7 +119,7 @@ def substep_map(layer: ir.LMU, k: int) -> tuple:
     F, G, C, fir = memory_map(layer)
     if k == 1:
         return F, G, C
-    if fir:     # a delay line at the simulator rate; tap l*k holds the input of l samples ago
+    if fir:  # a delay line at the simulator rate; tap l*k holds the input of l samples ago
         L = F.shape[0]
         n = (L - 1) * k + 1
         Gk = np.zeros(n)
@@ -122,9 +129,9 @@ def substep_map(layer: ir.LMU, k: int) -> tuple:
         return np.eye(n, k=-1), Gk, Ck
     mem, q = layer.memory, layer.order
     candidates = []
-    if isinstance(mem, ir.DenseSS) and mem.method == "zoh":        # ZOH over 1/k of a sample: theta * k
+    if isinstance(mem, ir.DenseSS) and mem.method == "zoh":  # ZOH over 1/k of a sample: theta * k
         candidates.append(lti.legendre_discrete(q, layer.theta * k, "zoh"))
-    if isinstance(mem, ir.RungeKutta) and mem.substeps % k == 0:   # the same substeps, k per simulator step
+    if isinstance(mem, ir.RungeKutta) and mem.substeps % k == 0:  # the same substeps, k per simulator step
         candidates.append(lti.rk_map(q, layer.theta * k, mem.rk_order, mem.substeps // k))
     candidates.append(_root_map(F, G, k))
     for cand in candidates:
@@ -139,15 +146,17 @@ def substep_map(layer: ir.LMU, k: int) -> tuple:
             return Fk, Gk, C
     raise UnsupportedLayerError(
         f"layer {layer.name!r}: its memory's one-sample map has no real {k}-th root, so it cannot be "
-        f"spread over steps_per_sample={k} simulator steps; use steps_per_sample=1 or fold with zoh or rk4")
+        f"spread over steps_per_sample={k} simulator steps; use steps_per_sample=1 or fold with zoh or rk4"
+    )
 
 
 def _root_map(F, G, k):
     import warnings
 
     import scipy.linalg
+
     with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)       # accuracy is checked by the caller
+        warnings.simplefilter("ignore", RuntimeWarning)  # accuracy is checked by the caller
         Lg = scipy.linalg.logm(F)
     if np.iscomplexobj(Lg):
         if np.max(np.abs(Lg.imag)) > 1e-9 * max(np.max(np.abs(Lg.real)), 1.0):
@@ -161,6 +170,7 @@ def _root_map(F, G, k):
 
 
 # --- emit ------------------------------------------------------------------------------------
+
 
 def _layer_spec(i: int, layer, n_in: int, options: dict, arrays: dict) -> dict:
     def put(name, value):
@@ -186,10 +196,17 @@ def _layer_spec(i: int, layer, n_in: int, options: dict, arrays: dict) -> dict:
     put("G", G)
     put("C", C)
     hid = layer.hidden
-    spec = {"kind": "lmu", "name": layer.name, "memory_d": layer.memory_d, "order": layer.order,
-            "input_to_hidden": bool(layer.input_to_hidden), "exact": True, "fir": fir,
-            "hidden": None if hid is None else ("dense" if isinstance(hid, ir.HiddenDense) else "simple_rnn"),
-            "hidden_activation": None if hid is None else hid.activation}
+    spec = {
+        "kind": "lmu",
+        "name": layer.name,
+        "memory_d": layer.memory_d,
+        "order": layer.order,
+        "input_to_hidden": bool(layer.input_to_hidden),
+        "exact": True,
+        "fir": fir,
+        "hidden": None if hid is None else ("dense" if isinstance(hid, ir.HiddenDense) else "simple_rnn"),
+        "hidden_activation": None if hid is None else hid.activation,
+    }
     if hid is not None:
         put("hW", hid.kernel)
         put("hb", hid.bias)
@@ -229,7 +246,7 @@ def _radii(graph, spec, arrays, x) -> None:
         d = layer.memory_d
         s = np.abs(states[layer.name]).reshape(-1, d, arrays[f"{i}.F"].shape[0])
         n = arrays[f"{i}.Fk"].shape[0]
-        if layer_spec["fir"]:       # every tap of a delay line holds the same input signal
+        if layer_spec["fir"]:  # every tap of a delay line holds the same input signal
             r = np.repeat(s.max(axis=(0, 2))[:, None], n, axis=1)
         else:
             r = s.max(axis=0)
@@ -254,24 +271,39 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
     for i, (layer, n_in, _, _) in enumerate(graph.shapes()):
         layers.append(_layer_spec(i, layer, n_in, o, arrays))
     run_options = {k: o[k] for k in ("spiking", "neurons_per_dim", "neuron_type", "tau", "dt", "seed")}
-    spec = {"format": "lmu-edge-nengo", "version": 1, "name": graph.name,
-            "input_features": int(graph.input_features), "output_is_sequence": bool(graph.output_is_sequence),
-            "steps_per_sample": o["steps_per_sample"], "options": run_options, "layers": layers}
+    spec = {
+        "format": "lmu-edge-nengo",
+        "version": 1,
+        "name": graph.name,
+        "input_features": int(graph.input_features),
+        "output_is_sequence": bool(graph.output_is_sequence),
+        "steps_per_sample": o["steps_per_sample"],
+        "options": run_options,
+        "layers": layers,
+    }
     if any(f"{i}.Fk" in arrays for i in range(len(layers))):
         _radii(graph, spec, arrays, _calibration_input(graph, options.get("calibration")))
     _save_weights(out_dir / WEIGHTS_FILE, spec, arrays)
     shutil.copyfile(Path(__file__).with_name("nengo_network.py"), out_dir / NETWORK_FILE)
     lmus = [spec_ for spec_ in layers if spec_["kind"] == "lmu"]
-    dims = sum(int(spec_["memory_d"]) * arrays[f"{i}.Fk"].shape[0] for i, spec_ in enumerate(layers)
-               if spec_["kind"] == "lmu" and f"{i}.Fk" in arrays)
+    dims = sum(
+        int(spec_["memory_d"]) * arrays[f"{i}.Fk"].shape[0]
+        for i, spec_ in enumerate(layers)
+        if spec_["kind"] == "lmu" and f"{i}.Fk" in arrays
+    )
     nengo_report = {"mode": "spiking" if o["spiking"] else "exact", "dt": o["dt"], "lmu_layers": len(lmus)}
     if o["spiking"]:
-        nengo_report.update(steps_per_sample=o["steps_per_sample"], tau=o["tau"], neuron_type=o["neuron_type"],
-                            neurons_per_dim=o["neurons_per_dim"], ensembles=int(dims),
-                            neurons=int(dims * o["neurons_per_dim"]))
+        nengo_report.update(
+            steps_per_sample=o["steps_per_sample"],
+            tau=o["tau"],
+            neuron_type=o["neuron_type"],
+            neurons_per_dim=o["neurons_per_dim"],
+            ensembles=int(dims),
+            neurons=int(dims * o["neurons_per_dim"]),
+        )
     out: dict[str, Any] = {"files": [NETWORK_FILE, WEIGHTS_FILE], "report": {"nengo": nengo_report}}
     if o["spiking"]:
-        out["tolerance"] = None      # measured against the float reference in check(), not enforced
+        out["tolerance"] = None  # measured against the float reference in check(), not enforced
     return out
 
 
@@ -290,7 +322,7 @@ def _network_module_from(path: Path):
         registry.require("nengo", "nengo", "the Nengo target")
         name = f"_lmu_edge_nengo_network_{digest}_{len(_MODULES)}"
         spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None, path     # a .py path always has a source loader
+        assert spec is not None and spec.loader is not None, path  # a .py path always has a source loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
@@ -312,7 +344,8 @@ def require_loihi():
     if major >= 2:
         raise MissingDependencyError(
             f"runtime 'loihi-emulator' needs nengo-loihi 1.1, which works only with numpy < 2 (this environment "
-            f"has numpy {np.__version__}); make an environment for it: {LOIHI_ENV_HINT}")
+            f"has numpy {np.__version__}); make an environment for it: {LOIHI_ENV_HINT}"
+        )
     return registry.require("nengo_loihi", "loihi", "the Loihi emulator runtime")
 
 
@@ -352,7 +385,8 @@ class _Stream:
             raise UnsupportedLayerError(
                 f"{artifact.path}: the spiking network's output lags the input by more than one sample "
                 f"(stacked spiking LMUs, or the Loihi emulator's transport latency), so it cannot be streamed; "
-                f"use run() on whole sequences")
+                f"use run() on whole sequences"
+            )
         self.sims = []
         self.reset()
 
@@ -372,7 +406,7 @@ class _Stream:
         k, back = self.model.k, self.model.k - self.model.phase
         out = []
         for b, sim in enumerate(self.sims):
-            self.model.input.x = np.repeat(x[b:b + 1], sim.n_steps // k + 1, axis=0)   # sample n // k is x_t
+            self.model.input.x = np.repeat(x[b : b + 1], sim.n_steps // k + 1, axis=0)  # sample n // k is x_t
             sim.run_steps(k)
             out.append(np.array(sim.data[self.model.probe][-back]))
             sim.clear_probes()
@@ -387,9 +421,11 @@ def stream(artifact, runtime):
 
 # --- measurements -----------------------------------------------------------------------------
 
+
 def metrics(y, ref) -> dict:
     """RMSE, relative error and (for vector outputs) argmax agreement of ``y`` against ``ref``."""
     from ..metrics import relative_error
+
     y, ref = np.asarray(y, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     out = {"rmse": float(np.sqrt(np.mean((y - ref) ** 2))), "relative_error": float(relative_error(y, ref))}
     if ref.shape[-1] > 1:
@@ -402,11 +438,13 @@ def loihi_resources(sim) -> dict:
     blocks = list(sim.model.blocks)
     syn = [s for b in blocks for s in b.synapses]
     util = [b.utilization() for b in blocks]
-    return {"cores": len(blocks),
-            "compartments": int(sum(b.compartment.n_compartments for b in blocks)),
-            "synapses": int(sum(sum(int(np.count_nonzero(w)) for w in s.weights) for s in syn)),
-            "synapse_memory_bits": int(sum(s.bits() for s in syn)),
-            "max_core_utilization": {k: float(max(u[k][0] / u[k][1] for u in util)) for k in util[0]} if util else {}}
+    return {
+        "cores": len(blocks),
+        "compartments": int(sum(b.compartment.n_compartments for b in blocks)),
+        "synapses": int(sum(sum(int(np.count_nonzero(w)) for w in s.weights) for s in syn)),
+        "synapse_memory_bits": int(sum(s.bits() for s in syn)),
+        "max_core_utilization": {k: float(max(u[k][0] / u[k][1] for u in util)) for k in util[0]} if util else {},
+    }
 
 
 def check(artifact, x) -> dict:
@@ -420,8 +458,13 @@ def check(artifact, x) -> dict:
     rows = []
     for n in sorted({int(opts["neurons_per_dim"]), *[int(v) for v in opts.get("neurons_sweep") or []]}):
         rows.append(dict(neurons_per_dim=n, **metrics(run(artifact, x, "nengo", neurons_per_dim=n), ref)))
-    out["spiking"] = {"against": "float reference (source model)", "neuron_type": opts["neuron_type"],
-                      "tau": opts["tau"], "steps_per_sample": opts["steps_per_sample"], "by_neurons_per_dim": rows}
+    out["spiking"] = {
+        "against": "float reference (source model)",
+        "neuron_type": opts["neuron_type"],
+        "tau": opts["tau"],
+        "steps_per_sample": opts["steps_per_sample"],
+        "by_neurons_per_dim": rows,
+    }
     try:
         require_loihi()
     except MissingDependencyError as e:

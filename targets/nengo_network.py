@@ -83,12 +83,16 @@ VERSION = 1
 #: nengo delays every synapse by one step, so the identity filter is an exact one-step delay
 DELAY = nengo.synapses.LinearFilter([1.0], [1.0], analog=False)
 #: the "loihi" layout (see the module docstring)
-LOIHI_INTERCEPT_MAX = 0.5      # intercepts Uniform(-1, 0.5): bounded gains, so 8-bit weights keep their resolution
-LOIHI_LATENCY = 3              # steps from the host's input to the host's decoded state, beyond nengo's
+LOIHI_INTERCEPT_MAX = 0.5  # intercepts Uniform(-1, 0.5): bounded gains, so 8-bit weights keep their resolution
+LOIHI_LATENCY = 3  # steps from the host's input to the host's decoded state, beyond nengo's
 LOIHI_SYNAPSE_BITS = 16384 * 64
 LOIHI_MAX_AXONS = 4096
-NEURON_TYPES = {"lif": nengo.LIF, "spiking-relu": nengo.SpikingRectifiedLinear,
-                "lif-rate": nengo.LIFRate, "direct": nengo.Direct}
+NEURON_TYPES = {
+    "lif": nengo.LIF,
+    "spiking-relu": nengo.SpikingRectifiedLinear,
+    "lif-rate": nengo.LIFRate,
+    "direct": nengo.Direct,
+}
 
 
 def activation(name, x):
@@ -123,7 +127,7 @@ def load_weights(path=None):
 
 
 def _step_index(t, dt):
-    return int(round(t / dt)) - 1          # nengo's first step has t = dt
+    return int(round(t / dt)) - 1  # nengo's first step has t = dt
 
 
 class Hold(nengo.Process):
@@ -147,6 +151,7 @@ class Hold(nengo.Process):
             if n >= phase and (n - phase) % k == 0:
                 held[:] = x
             return held.copy()
+
         return step
 
 
@@ -175,6 +180,7 @@ class Clocked(nengo.Process):
             if n >= phase and (n - phase) % k == 0:
                 cell[:] = new
             return y
+
         return step
 
 
@@ -182,6 +188,7 @@ def _rnn_cell(U, act):
     def fn(x, h):
         y = activation(act, x + h @ U)
         return y, y
+
     return fn
 
 
@@ -210,7 +217,7 @@ def _blockdiag(blocks):
     rows, cols = sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)
     out, r, c = np.zeros((rows, cols)), 0, 0
     for b in blocks:
-        out[r:r + b.shape[0], c:c + b.shape[1]] = b
+        out[r : r + b.shape[0], c : c + b.shape[1]] = b
         r, c = r + b.shape[0], c + b.shape[1]
     return out
 
@@ -225,7 +232,7 @@ class Model:
     def __init__(self, net, spec, options, inp, probe, k, phase, state_probes):
         self.net, self.spec, self.options = net, spec, options
         self.input, self.probe, self.k, self.phase = inp, probe, k, phase
-        self.state_probes = state_probes       # layer name -> probe of the memory state (exact network)
+        self.state_probes = state_probes  # layer name -> probe of the memory state (exact network)
 
     @property
     def dt(self):
@@ -241,6 +248,7 @@ class Model:
             return nengo.Simulator(self.net, dt=self.dt, model=model, progress_bar=progress_bar, optimize=True)
         if runtime == "loihi-emulator":
             import nengo_loihi
+
             # passthrough removal mis-wires sliced connections between host nodes; the "loihi" layout
             # has no passthrough node between ensembles, so nothing on the chip depends on it
             return nengo_loihi.Simulator(self.net, dt=self.dt, target="sim", remove_passthrough=False)
@@ -284,8 +292,19 @@ class Model:
         return (y, {n: np.stack(v) for n, v in st.items()}) if states else y
 
 
-def build_network(weights=None, *, spiking=None, neurons_per_dim=None, neuron_type=None, tau=None, dt=None,
-                  seed=None, layout=None, block_size=None, probe_states=False):
+def build_network(
+    weights=None,
+    *,
+    spiking=None,
+    neurons_per_dim=None,
+    neuron_type=None,
+    tau=None,
+    dt=None,
+    seed=None,
+    layout=None,
+    block_size=None,
+    probe_states=False,
+):
     """Build the model as a ``nengo.Network``; returns a :class:`Model`.
 
     Parameters
@@ -309,8 +328,16 @@ def build_network(weights=None, *, spiking=None, neurons_per_dim=None, neuron_ty
     """
     spec, arrays = load_weights(weights) if not isinstance(weights, tuple) else weights
     opts = dict(spec["options"])
-    for key, val in (("spiking", spiking), ("neurons_per_dim", neurons_per_dim), ("neuron_type", neuron_type),
-                     ("tau", tau), ("dt", dt), ("seed", seed), ("layout", layout), ("block_size", block_size)):
+    for key, val in (
+        ("spiking", spiking),
+        ("neurons_per_dim", neurons_per_dim),
+        ("neuron_type", neuron_type),
+        ("tau", tau),
+        ("dt", dt),
+        ("seed", seed),
+        ("layout", layout),
+        ("block_size", block_size),
+    ):
         if val is not None:
             opts[key] = val
     spiking = bool(opts["spiking"])
@@ -332,8 +359,9 @@ def build_network(weights=None, *, spiking=None, neurons_per_dim=None, neuron_ty
                 sig = _dense(sig, arr["kernel"], arr.get("bias"), layer["activation"], one, layer["name"])
             elif kind == "activation":
                 n = sig.size_out
-                node = nengo.Node(lambda t, x, a=layer["activation"]: activation(a, x), size_in=n, size_out=n,
-                                  label=layer["name"])
+                node = nengo.Node(
+                    lambda t, x, a=layer["activation"]: activation(a, x), size_in=n, size_out=n, label=layer["name"]
+                )
                 nengo.Connection(sig, node, synapse=None)
                 sig = node
             elif kind == "time_pooling":
@@ -368,7 +396,7 @@ def _lmu(layer, arr, x, held, phase, k, one, opts, spiking):
     """Build one LMU layer; returns ``(output node, output phase, state probe or None)``."""
     name, d, q = layer["name"], int(layer["memory_d"]), int(layer["order"])
     dt = float(opts["dt"])
-    if not held:                              # the memory input must be held over each sample
+    if not held:  # the memory input must be held over each sample
         h = nengo.Node(Hold(x.size_out, k, phase), label=f"{name}.hold")
         nengo.Connection(x, h, synapse=None)
         x = h
@@ -407,29 +435,33 @@ def _lmu(layer, arr, x, held, phase, k, one, opts, spiking):
     nz = d * q + (x.size_out if layer["input_to_hidden"] else 0)
     if hid is None:
         out = nengo.Node(size_in=nz, label=f"{name}.h")
-        nengo.Connection(m, out[:d * q], synapse=None)
+        nengo.Connection(m, out[: d * q], synapse=None)
         if layer["input_to_hidden"]:
-            nengo.Connection(x, out[d * q:], synapse=None)
+            nengo.Connection(x, out[d * q :], synapse=None)
     else:
         W, act = arr["hW"], layer["hidden_activation"]
         units = W.shape[1]
         if hid == "dense":
-            out = pre = nengo.Node(None if act == "linear" else (lambda t, v, a=act: activation(a, v)),
-                                   size_in=units, size_out=units if act != "linear" else None, label=f"{name}.h")
+            out = pre = nengo.Node(
+                None if act == "linear" else (lambda t, v, a=act: activation(a, v)),
+                size_in=units,
+                size_out=units if act != "linear" else None,
+                label=f"{name}.h",
+            )
         else:
             pre = nengo.Node(size_in=units, label=f"{name}.h_pre")
             if k == 1:
-                out = nengo.Node(lambda t, v, a=act: activation(a, v), size_in=units, size_out=units,
-                                 label=f"{name}.h")
+                out = nengo.Node(lambda t, v, a=act: activation(a, v), size_in=units, size_out=units, label=f"{name}.h")
                 nengo.Connection(pre, out, synapse=None)
                 nengo.Connection(out, pre, transform=arr["hU"].T, synapse=DELAY)
             else:
-                out = nengo.Node(Clocked(_rnn_cell(arr["hU"], act), units, units, units, k, out_phase),
-                                 label=f"{name}.h")
+                out = nengo.Node(
+                    Clocked(_rnn_cell(arr["hU"], act), units, units, units, k, out_phase), label=f"{name}.h"
+                )
                 nengo.Connection(pre, out, synapse=None)
-        nengo.Connection(m, pre, transform=W[:d * q].T, synapse=None)
+        nengo.Connection(m, pre, transform=W[: d * q].T, synapse=None)
         if layer["input_to_hidden"]:
-            nengo.Connection(x, pre, transform=W[d * q:].T, synapse=None)
+            nengo.Connection(x, pre, transform=W[d * q :].T, synapse=None)
         if "hb" in arr:
             nengo.Connection(one, pre, transform=arr["hb"][:, None], synapse=None)
     if fb is not None and "henc" in arr:
@@ -445,7 +477,7 @@ def _spiking_memory(layer, arr, u, m, opts):
     d = int(layer["memory_d"])
     dt, tau = float(opts["dt"]), float(opts["tau"])
     a = float(np.exp(-dt / tau))
-    Fk, Gk, Ck, r = arr["Fk"], arr["Gk"], arr["Ck"], arr["radius"]        # r: (d, n_state)
+    Fk, Gk, Ck, r = arr["Fk"], arr["Gk"], arr["Ck"], arr["radius"]  # r: (d, n_state)
     n = Fk.shape[0]
     eye = np.eye(n)
     An = _blockdiag([(Fk - a * eye) / (1 - a) * r[c][None, :] / r[c][:, None] for c in range(d)])
@@ -459,8 +491,9 @@ def _spiking_memory(layer, arr, u, m, opts):
         return _loihi_memory(layer, arr, u, m, opts, neuron, An, Bn, Cn, a, syn)
     if layout != "array":
         raise ValueError(f"unknown layout {layout!r}; known: array, loihi")
-    ea = nengo.networks.EnsembleArray(npd, dims, ens_dimensions=1, radius=1.0,
-                                      neuron_type=neuron, label=f"{layer['name']}.memory")
+    ea = nengo.networks.EnsembleArray(
+        npd, dims, ens_dimensions=1, radius=1.0, neuron_type=neuron, label=f"{layer['name']}.memory"
+    )
     nengo.Connection(u, ea.input, transform=Bn, synapse=syn)
     nengo.Connection(ea.output, ea.input, transform=An, synapse=syn)
     lag = nengo.Node(size_in=m.size_in, label=f"{layer['name']}.readout_lag")
@@ -477,8 +510,10 @@ def loihi_block_size(n_neurons, cap=None):
     stores ``n_neurons`` synapses per neuron in its 1 Mbit of synapse memory (about 9-10 bits each,
     12 assumed), and has 4096 input axons."""
     if n_neurons + 64 > LOIHI_MAX_AXONS:
-        raise ValueError(f"a Loihi memory of {n_neurons} neurons needs {n_neurons} input axons per core "
-                         f"(at most {LOIHI_MAX_AXONS}); use fewer neurons_per_dim")
+        raise ValueError(
+            f"a Loihi memory of {n_neurons} neurons needs {n_neurons} input axons per core "
+            f"(at most {LOIHI_MAX_AXONS}); use fewer neurons_per_dim"
+        )
     per = max(1, LOIHI_SYNAPSE_BITS // (12 * n_neurons))
     return int(min(per, cap or per, 1024, n_neurons))
 
@@ -492,12 +527,20 @@ def _loihi_memory(layer, arr, u, m, opts, neuron, An, Bn, Cn, a, syn):
     signs = np.where(np.arange(npd) % 2 == 0, 1.0, -1.0)
     enc = np.zeros((npd * dims, dims))
     for i in range(dims):
-        enc[i * npd:(i + 1) * npd, i] = signs
-    ens = nengo.Ensemble(npd * dims, dims, encoders=enc, radius=1.0, neuron_type=neuron,
-                         intercepts=nengo.dists.Uniform(-1.0, LOIHI_INTERCEPT_MAX),
-                         eval_points=nengo.dists.Uniform(-1, 1), n_eval_points=max(1000, 2 * npd * dims),
-                         label=f"{name}.memory")
+        enc[i * npd : (i + 1) * npd, i] = signs
+    ens = nengo.Ensemble(
+        npd * dims,
+        dims,
+        encoders=enc,
+        radius=1.0,
+        neuron_type=neuron,
+        intercepts=nengo.dists.Uniform(-1.0, LOIHI_INTERCEPT_MAX),
+        eval_points=nengo.dists.Uniform(-1, 1),
+        n_eval_points=max(1000, 2 * npd * dims),
+        label=f"{name}.memory",
+    )
     import nengo_loihi
+
     net = nengo.Network.context[0]
     nengo_loihi.add_params(net)
     per = loihi_block_size(npd * dims, opts.get("block_size"))
@@ -513,8 +556,9 @@ def _loihi_memory(layer, arr, u, m, opts, neuron, An, Bn, Cn, a, syn):
     xh = nengo.Node(size_in=dims, label=f"{name}.state")
     nengo.Connection(ens, xh, synapse=None)
     ud = nengo.Node(size_in=d, label=f"{name}.u_delayed")
-    nengo.Connection(us, ud, synapse=nengo.synapses.LinearFilter([1.0], [1.0] + [0.0] * (LOIHI_LATENCY - 1),
-                                                                  analog=False))
+    nengo.Connection(
+        us, ud, synapse=nengo.synapses.LinearFilter([1.0], [1.0] + [0.0] * (LOIHI_LATENCY - 1), analog=False)
+    )
     lag = nengo.Node(size_in=m.size_in, label=f"{name}.readout_lag")
     nengo.Connection(ud, lag, transform=Cn @ BU, synapse=syn)
     nengo.Connection(xh, lag, transform=Cn @ An, synapse=syn)

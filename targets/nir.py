@@ -45,8 +45,8 @@ QUANTIZE = ("float",)
 RUNTIMES = ("rockpool", "sinabs")
 DEFAULT_RUNTIME = "rockpool"
 OPTIONS = {
-    "steps_per_sample": 2500,    # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample)
-    "sinabs_python": "",         # Python with sinabs 3.1.3 (default: $LMU_EDGE_SINABS_PYTHON)
+    "steps_per_sample": 2500,  # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample)
+    "sinabs_python": "",  # Python with sinabs 3.1.3 (default: $LMU_EDGE_SINABS_PYTHON)
 }
 SINABS_PYTHON_ENV = "LMU_EDGE_SINABS_PYTHON"
 NIR_FILE = "model.nir"
@@ -78,7 +78,8 @@ def _refuse(layer, why: str):
     raise UnsupportedLayerError(
         f"layer {layer.name!r} ({type(layer).__name__}): {why}; the nir target expresses only linear "
         f"Dense layers and LMUs with a ZOH memory and no (or a linear Dense) hidden cell "
-        f"(NIR 1.0.8 has no tanh, ReLU, sigmoid or softmax node); use the nengo target for the rest")
+        f"(NIR 1.0.8 has no tanh, ReLU, sigmoid or softmax node); use the nengo target for the rest"
+    )
 
 
 def _memory_ab(layer: ir.LMU):
@@ -90,8 +91,11 @@ def _memory_ab(layer: ir.LMU):
         Abar, Bbar = lti.discretize(A, B, "zoh")
         if np.allclose(Abar, mem.Abar, rtol=1e-9, atol=1e-12) and np.allclose(Bbar, mem.Bbar, rtol=1e-9, atol=1e-12):
             return A, B
-    _refuse(layer, f"its memory ({type(mem).__name__}, discretizer {layer.discretizer!r}) is not the ZOH of the "
-                   f"Legendre system, so it has no continuous-time form; fold it with realization='zoh'")
+    _refuse(
+        layer,
+        f"its memory ({type(mem).__name__}, discretizer {layer.discretizer!r}) is not the ZOH of the "
+        f"Legendre system, so it has no continuous-time form; fold it with realization='zoh'",
+    )
 
 
 def build_graph(graph: ir.Graph, r: float = 1.0):
@@ -105,8 +109,9 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
             if layer.activation != "linear":
                 _refuse(layer, f"activation {layer.activation!r} has no NIR node")
             b = np.zeros(layer.units) if layer.bias is None else np.asarray(layer.bias)
-            nodes[f"{i}.dense"] = nir.Affine(weight=np.asarray(layer.kernel, np.float64).T.copy(),
-                                             bias=b.astype(np.float64))
+            nodes[f"{i}.dense"] = nir.Affine(
+                weight=np.asarray(layer.kernel, np.float64).T.copy(), bias=b.astype(np.float64)
+            )
             edges.append((prev, f"{i}.dense"))
             prev = f"{i}.dense"
             continue
@@ -123,10 +128,10 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
             _refuse(layer, "return_sequences=False (NIR graphs stream one output per time step)")
         A, B = _memory_ab(layer)
         q, d = layer.order, layer.memory_d
-        enc = np.asarray(layer.input_encoders, np.float64)               # (n_in, d)
+        enc = np.asarray(layer.input_encoders, np.float64)  # (n_in, d)
         bias = np.zeros(d) if layer.encoder_bias is None else np.asarray(layer.encoder_bias, np.float64)
         # state index c * q + j (channel-major, as lmu-edge flattens memory): input B_j * u_c
-        W_in = np.kron(enc.T, B.reshape(q, 1))                            # (d*q, n_in)
+        W_in = np.kron(enc.T, B.reshape(q, 1))  # (d*q, n_in)
         b_in = np.kron(bias, B)
         n = d * q
         nodes[f"{i}.enc"] = nir.Affine(weight=W_in / r, bias=b_in / r)
@@ -144,8 +149,14 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
     n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
     nodes["output"] = nir.Output(output_type=np.array([n_out]))
     edges.append((prev, "output"))
-    meta = {"format": "lmu-edge-nir", "version": 1, "time_unit": "one input sample", "dt": 1.0,
-            "model_name": graph.name, "layers": layers_meta}
+    meta = {
+        "format": "lmu-edge-nir",
+        "version": 1,
+        "time_unit": "one input sample",
+        "dt": 1.0,
+        "model_name": graph.name,
+        "layers": layers_meta,
+    }
     # names from the model are data: one JSON string, never node names or code
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
 
@@ -157,9 +168,19 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
     g = build_graph(graph)
     nir.write(str(Path(out_dir) / NIR_FILE), g)
     tol = ERROR_PER_STEP / o["steps_per_sample"]
-    return {"files": [NIR_FILE], "tolerance": tol,
-            "report": {"nir": {"nodes": len(g.nodes), "edges": len(g.edges), "steps_per_sample": o["steps_per_sample"],
-                               "rockpool_dt": 1.0 / o["steps_per_sample"], "tolerance": tol}}}
+    return {
+        "files": [NIR_FILE],
+        "tolerance": tol,
+        "report": {
+            "nir": {
+                "nodes": len(g.nodes),
+                "edges": len(g.edges),
+                "steps_per_sample": o["steps_per_sample"],
+                "rockpool_dt": 1.0 / o["steps_per_sample"],
+                "tolerance": tol,
+            }
+        },
+    }
 
 
 def read(artifact):
@@ -190,19 +211,22 @@ class _Stream:
     """Rockpool, one sample per ``step``: ``substeps`` simulator steps with the sample held."""
 
     def __init__(self, artifact, runtime, substeps=None):
-        registry.require("rockpool.nn.modules.torch.nir", "nir", "the rockpool runtime")   # needs nirtorch too
+        registry.require("rockpool.nn.modules.torch.nir", "nir", "the rockpool runtime")  # needs nirtorch too
         self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
-        self.graph = rescale(read(artifact), float(self.k - 1))     # Rockpool: dt = tau / (1 + r)
+        self.graph = rescale(read(artifact), float(self.k - 1))  # Rockpool: dt = tau / (1 + r)
         self.F = artifact.graph.input_features
         self.reset()
 
     def reset(self, batch: int = 1) -> None:
         if int(batch) != 1:
-            raise ArtifactError("the rockpool runtime streams one sequence at a time (reset(batch=1)); "
-                                "Rockpool's ExpSynTorch keeps the state of the first batch item only")
+            raise ArtifactError(
+                "the rockpool runtime streams one sequence at a time (reset(batch=1)); "
+                "Rockpool's ExpSynTorch keeps the state of the first batch item only"
+            )
         import warnings
 
         from rockpool.nn.modules.torch.nir import from_nir
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.net = from_nir(self.graph)
@@ -211,6 +235,7 @@ class _Stream:
 
     def step(self, x_t) -> np.ndarray:
         import torch
+
         x = np.asarray(x_t, dtype=np.float32)
         single = x.ndim == 1
         x = x.reshape(1, -1) if single else x
@@ -235,16 +260,22 @@ class _SinabsWorker:
     def __init__(self, artifact, substeps=None):
         py = artifact.manifest.get("options", {}).get("sinabs_python") or os.environ.get(SINABS_PYTHON_ENV)
         if not py:
-            raise ArtifactError(f"the 'sinabs' runtime runs in a separate Python with sinabs 3.1.3 (it pins "
-                                f"nir <= 1.0.4); make one with scripts/sinabs_venv.sh and set "
-                                f"{SINABS_PYTHON_ENV}=/path/to/python (or the option sinabs_python)")
+            raise ArtifactError(
+                f"the 'sinabs' runtime runs in a separate Python with sinabs 3.1.3 (it pins "
+                f"nir <= 1.0.4); make one with scripts/sinabs_venv.sh and set "
+                f"{SINABS_PYTHON_ENV}=/path/to/python (or the option sinabs_python)"
+            )
         self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
         path = Path(artifact.path) / NIR_FILE
         if not path.is_file():
             raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
         self.F = artifact.graph.input_features
-        self.proc = subprocess.Popen([py, _nir_sinabs.__file__, str(path), str(self.k)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [py, _nir_sinabs.__file__, str(path), str(self.k)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def _ask(self, arr):
         try:

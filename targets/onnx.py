@@ -46,7 +46,7 @@ QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
 DEFAULT_RUNTIME = "onnxruntime"
 OPTIONS: dict = {"calibration_steps": 2000}
-OPSET = 21            # int16 in QuantizeLinear / DequantizeLinear (the 16-bit LMU state)
+OPSET = 21  # int16 in QuantizeLinear / DequantizeLinear (the 16-bit LMU state)
 STEP, SEQ = "step.onnx", "sequence.onnx"
 
 
@@ -64,11 +64,11 @@ class OnnxOps:
         self.h = self.onnx.helper
         self.graph, self.plan, self.qdq, self.p = graph, plan, qdq, prefix
         self.nodes, self.inits, self.n = [], [], 0
-        self.values = []          # every activation tensor name (for calibration)
-        self.wide = False         # while True, activations are LMU input / state: 16-bit in a QDQ model
+        self.values = []  # every activation tensor name (for calibration)
+        self.wide = False  # while True, activations are LMU input / state: 16-bit in a QDQ model
         self.wide_values = set()
-        self._ints = {}           # int64 vectors (shapes, slice bounds, axes) -> initializer name
-        self._axis = None         # CumSum's axis
+        self._ints = {}  # int64 vectors (shapes, slice bounds, axes) -> initializer name
+        self._axis = None  # CumSum's axis
 
     def name(self, base):
         """A fresh tensor name."""
@@ -85,9 +85,11 @@ class OnnxOps:
         s = np.abs(a).max(axis=0) / 127.0
         s = np.where(s > 0, s, 1.0).astype(np.float32)
         qa = np.clip(np.round(a / s), -127, 127).astype(np.int8)
-        self.inits += [self.onnx.numpy_helper.from_array(qa, nm + "_q"),
-                       self.onnx.numpy_helper.from_array(s, nm + "_s"),
-                       self.onnx.numpy_helper.from_array(np.zeros(s.shape, np.int8), nm + "_z")]
+        self.inits += [
+            self.onnx.numpy_helper.from_array(qa, nm + "_q"),
+            self.onnx.numpy_helper.from_array(s, nm + "_s"),
+            self.onnx.numpy_helper.from_array(np.zeros(s.shape, np.int8), nm + "_z"),
+        ]
         self.nodes.append(self.h.make_node("DequantizeLinear", [nm + "_q", nm + "_s", nm + "_z"], [nm], axis=1))
         return nm
 
@@ -114,11 +116,15 @@ class OnnxOps:
             return t
         s, z, bits = self.qdq[t]
         sn, zn = t + "_qs", t + "_qz"
-        self.inits += [self.onnx.numpy_helper.from_array(np.array(s, np.float32), sn),
-                       self.onnx.numpy_helper.from_array(np.array(z, np.int16 if bits == 16 else np.int8), zn)]
+        self.inits += [
+            self.onnx.numpy_helper.from_array(np.array(s, np.float32), sn),
+            self.onnx.numpy_helper.from_array(np.array(z, np.int16 if bits == 16 else np.int8), zn),
+        ]
         q, dq = t + "_q", t + "_dq"
-        self.nodes += [self.h.make_node("QuantizeLinear", [t, sn, zn], [q]),
-                       self.h.make_node("DequantizeLinear", [q, sn, zn], [dq])]
+        self.nodes += [
+            self.h.make_node("QuantizeLinear", [t, sn, zn], [q]),
+            self.h.make_node("DequantizeLinear", [q, sn, zn], [dq]),
+        ]
         return dq
 
     # --- _floatstep.StepOps ---------------------------------------------------------------------
@@ -176,7 +182,7 @@ class OnnxOps:
 
 
 def _info(h, name, shape):
-    return h.make_tensor_value_info(name, 1, list(shape))     # 1 = FLOAT
+    return h.make_tensor_value_info(name, 1, list(shape))  # 1 = FLOAT
 
 
 def build(graph, plan, qdq=None, expose=False):
@@ -194,24 +200,42 @@ def build(graph, plan, qdq=None, expose=False):
     y, new = FloatStep(graph, plan, split=qdq is not None).step(b, b.act("x"), states)
     outs = [h.make_node("Identity", [y], ["y"])] + [h.make_node("Identity", [new[n]], [f"{n}_out"]) for n, *_ in spec]
     o_info = [_info(h, "y", (1, Fo))] + [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec]
-    if expose:                 # every activation as an output, for calibration
+    if expose:  # every activation as an output, for calibration
         skip = {"x"} | {n for n, *_ in spec}
         o_info += [h.make_tensor_value_info(v, 1, None) for v in dict.fromkeys(b.values) if v not in skip]
-    g = h.make_graph(b.nodes + outs, f"{graph.name}_step",
-                     [_info(h, "x", (1, F))] + [_info(h, n, (1, s)) for n, _, _, s in spec], o_info, b.inits)
+    g = h.make_graph(
+        b.nodes + outs,
+        f"{graph.name}_step",
+        [_info(h, "x", (1, F))] + [_info(h, n, (1, s)) for n, _, _, s in spec],
+        o_info,
+        b.inits,
+    )
     step = h.make_model(g, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
 
     # Scan body: (states..., x_t) -> (states'..., y_t); the weights live in the body (ONNX Runtime's
     # QDQ weight fusions do not find initializers of an outer scope)
-    body = h.make_graph(b.nodes + outs, "step_body",
-                        [_info(h, n, (1, s)) for n, _, _, s in spec] + [_info(h, "x", (1, F))],
-                        [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec] + [_info(h, "y", (1, Fo))], b.inits)
+    body = h.make_graph(
+        b.nodes + outs,
+        "step_body",
+        [_info(h, n, (1, s)) for n, _, _, s in spec] + [_info(h, "x", (1, F))],
+        [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec] + [_info(h, "y", (1, Fo))],
+        b.inits,
+    )
     zeros = [onnx.numpy_helper.from_array(np.zeros((1, s), np.float32), f"{n}_init") for n, _, _, s in spec]
-    scan = h.make_node("Scan", [f"{n}_init" for n, *_ in spec] + ["x_seq"],
-                       [f"{n}_final" for n, *_ in spec] + ["y_seq"], body=body, num_scan_inputs=1)
-    sg = h.make_graph([scan], f"{graph.name}_sequence", [_info(h, "x_seq", ("T", 1, F))],
-                      [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
-                      zeros)
+    scan = h.make_node(
+        "Scan",
+        [f"{n}_init" for n, *_ in spec] + ["x_seq"],
+        [f"{n}_final" for n, *_ in spec] + ["y_seq"],
+        body=body,
+        num_scan_inputs=1,
+    )
+    sg = h.make_graph(
+        [scan],
+        f"{graph.name}_sequence",
+        [_info(h, "x_seq", ("T", 1, F))],
+        [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
+        zeros,
+    )
     seq = h.make_model(sg, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
     return step, seq, b
 
@@ -245,14 +269,14 @@ def _calibrate(graph, plan, x) -> dict:
                 lo[n], hi[n] = min(lo[n], float(v.min())), max(hi[n], float(v.max()))
     qdq = {}
     for n in names:
-        if n in builder.wide_values:     # LMU input and state: int16, symmetric (zero point 0)
+        if n in builder.wide_values:  # LMU input and state: int16, symmetric (zero point 0)
             r = max(-lo[n], hi[n], 0.0)
             qdq[n] = (np.float32(r / 32767.0 if r > 0 else 1.0), 0, 16)
             continue
         a, b = min(lo[n], 0.0), max(hi[n], 0.0)
         s = (b - a) / 255.0 if b > a else 1.0
         qdq[n] = (np.float32(s), int(np.clip(round(-128 - a / s), -128, 127)), 8)
-    for n, *_ in spec:     # a state is quantized as its update was (the same values, one step later)
+    for n, *_ in spec:  # a state is quantized as its update was (the same values, one step later)
         s, z, _ = qdq[f"{n}_out"]
         if _is_state(n):
             r = max(-lo[f"{n}_out"], hi[f"{n}_out"], 0.0)
@@ -272,7 +296,7 @@ def emit(graph, out_dir, options) -> dict:
     if quantize == "int8":
         cal = options["calibration"]
         steps = int(options.get("calibration_steps", 2000))
-        cal = cal[:max(1, steps // cal.shape[1])]
+        cal = cal[: max(1, steps // cal.shape[1])]
         rec = _stepplan.record(graph, cal)
         plan = _stepplan.StatePlan(graph, rec, balance=True)
         qdq = _calibrate(graph, plan, cal)
@@ -288,11 +312,15 @@ def emit(graph, out_dir, options) -> dict:
         y = y if graph.output_is_sequence else y[:, -1]
         ref = reference.simulate(graph, x)
         report["quantization"] = {
-            "error_vs_float": relative_error(y, ref), "sqnr_db_vs_float": sqnr_db(y, ref),
-            "note": ("int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and "
-                     "per-channel weights, measured against the float oracle on the calibration data; "
-                     "ONNX Runtime's fused integer kernels "
-                     "round differently from a Q/DQ reading, so no 1-LSB comparison is made")}
+            "error_vs_float": relative_error(y, ref),
+            "sqnr_db_vs_float": sqnr_db(y, ref),
+            "note": (
+                "int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and "
+                "per-channel weights, measured against the float oracle on the calibration data; "
+                "ONNX Runtime's fused integer kernels "
+                "round differently from a Q/DQ reading, so no 1-LSB comparison is made"
+            ),
+        }
     return {"files": [STEP, SEQ], "tolerance": None if quantize != "float" else 1e-4, "report": report}
 
 
@@ -312,6 +340,7 @@ def _runner(artifact, runtime, model=SEQ):
     if runtime == "onnx-reference":
         onnx = _onnx()
         from onnx.reference import ReferenceEvaluator
+
         return ReferenceEvaluator(onnx.load_from_string(data))
     raise ArtifactError(f"onnx: unknown runtime {runtime!r}")
 
@@ -336,8 +365,9 @@ class _Stream:
 
     def _one(self, k, x_t):
         names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
-        res = dict(zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]}),
-                       strict=True))
+        res = dict(
+            zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]}), strict=True)
+        )
         self.st[k] = {n: res[f"{n}_out"] for n, *_ in self.spec}
         return np.asarray(res["y"][0], np.float64)
 

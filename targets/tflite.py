@@ -60,12 +60,12 @@ QUANTIZE = ("float", "int8", "int16x8")
 RUNTIMES = ("litert", "tflm", "tflite-runtime")
 DEFAULT_RUNTIME = "litert"
 OPTIONS = {
-    "variant": "external",           # external | internal
-    "form": "auto",                  # auto (split when quantized) | split | plain
-    "compare_plain": True,           # quantized: also convert the plain form and report its SQNR
-    "int8_state_path": "int16",      # quantize=int8, split form: int16 (spliced from int16x8) | int8
+    "variant": "external",  # external | internal
+    "form": "auto",  # auto (split when quantized) | split | plain
+    "compare_plain": True,  # quantized: also convert the plain form and report its SQNR
+    "int8_state_path": "int16",  # quantize=int8, split form: int16 (spliced from int16x8) | int8
     "representative_samples": 1000,  # steps of calibration data given to the converter
-    "tflite_runtime_python": "",     # python with tflite-runtime (default: $LMU_EDGE_TFLITE_RUNTIME_PYTHON)
+    "tflite_runtime_python": "",  # python with tflite-runtime (default: $LMU_EDGE_TFLITE_RUNTIME_PYTHON)
 }
 MODEL, IO = "model.tflite", "io.json"
 PYTHON_ENV = "LMU_EDGE_TFLITE_RUNTIME_PYTHON"
@@ -76,6 +76,7 @@ def _bool(v) -> bool:
 
 
 # --- building ------------------------------------------------------------------------------
+
 
 def _litert():
     return require("ai_edge_litert.interpreter", "tflite", "running TFLite models in LiteRT")
@@ -91,17 +92,26 @@ def _io_description(model_path: Path, variant: str, spec) -> dict:
         out = []
         for d in details:
             qp = d["quantization_parameters"]
-            out.append({"name": by_index[d["index"]], "shape": [int(s) for s in d["shape"]],
-                        "dtype": np.dtype(d["dtype"]).name,
-                        "scale": float(qp["scales"][0]) if len(qp["scales"]) else 0.0,
-                        "zero_point": int(qp["zero_points"][0]) if len(qp["zero_points"]) else 0})
+            out.append(
+                {
+                    "name": by_index[d["index"]],
+                    "shape": [int(s) for s in d["shape"]],
+                    "dtype": np.dtype(d["dtype"]).name,
+                    "scale": float(qp["scales"][0]) if len(qp["scales"]) else 0.0,
+                    "zero_point": int(qp["zero_points"][0]) if len(qp["zero_points"]) else 0,
+                }
+            )
         return out
 
     ops = sorted({o["op_name"] for o in interp._get_ops_details()})
-    return {"model": MODEL, "variant": variant, "states": [n for n, *_ in spec] if variant == "external" else [],
-            "inputs": desc(interp.get_input_details(), runner.get_input_details()),
-            "outputs": desc(interp.get_output_details(), runner.get_output_details()),
-            "ops": ops}
+    return {
+        "model": MODEL,
+        "variant": variant,
+        "states": [n for n, *_ in spec] if variant == "external" else [],
+        "inputs": desc(interp.get_input_details(), runner.get_input_details()),
+        "outputs": desc(interp.get_output_details(), runner.get_output_details()),
+        "ops": ops,
+    }
 
 
 def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
@@ -119,29 +129,33 @@ def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
 def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bool = False) -> tuple:
     """``(model bytes, io description, state path note)``; ``wide``: int8 with an int16 state path."""
     from . import _tflite_build, _tflite_mixed
+
     state_path = None
     try:
         if wide:
             try:
                 model = _tflite_build.convert_int8_wide_state(graph, plan, form, rep)
                 state_path = "int16"
-            except _tflite_mixed.SpliceError as e:      # fall back to all-int8, and say so in the report
+            except _tflite_mixed.SpliceError as e:  # fall back to all-int8, and say so in the report
                 model = _tflite_build.convert(graph, plan, form, False, quantize, rep)
                 state_path = f"int8 (the int16 state path could not be built: {e})"
         else:
             model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
             if quantize != "float":
                 state_path = "int16" if quantize == "int16x8" else "int8"
-    except Exception as e:      # the converter's errors are long MLIR dumps: keep the line that names the op
-        raise QuantizationError(f"the TFLite converter failed on the {variant} {quantize} step model "
-                                f"of {graph.name!r}: {_one_line(e)}; {_instead(quantize)}") from e
+    except Exception as e:  # the converter's errors are long MLIR dumps: keep the line that names the op
+        raise QuantizationError(
+            f"the TFLite converter failed on the {variant} {quantize} step model "
+            f"of {graph.name!r}: {_one_line(e)}; {_instead(quantize)}"
+        ) from e
     path = out_dir / MODEL
     path.write_bytes(model)
     try:
         io = _io_description(path, variant, plan.spec)
-    except Exception as e:      # LiteRT cannot prepare the model (e.g. an op's scale constraint)
-        raise QuantizationError(f"LiteRT cannot prepare the {quantize} TFLite model of {graph.name!r}: "
-                                f"{_one_line(e)}; {_instead(quantize)}") from e
+    except Exception as e:  # LiteRT cannot prepare the model (e.g. an op's scale constraint)
+        raise QuantizationError(
+            f"LiteRT cannot prepare the {quantize} TFLite model of {graph.name!r}: {_one_line(e)}; {_instead(quantize)}"
+        ) from e
     return model, io, state_path
 
 
@@ -159,18 +173,23 @@ def _one_line(e: BaseException) -> str:
             m = re.search(pattern, ln)
             if m:
                 return f"op {m.group(1)}: {ln[:200].rstrip('.')}"
-    return (lines[0][:200].rstrip(".") if lines else type(e).__name__)
+    return lines[0][:200].rstrip(".") if lines else type(e).__name__
 
 
 def _construction(form: str, quantize: str, state_path: str) -> str:
     """The report's one-line description of how the quantized LMU memory is built."""
-    mem = ("split form: balanced state coordinates, Abar split into an int8-exact high part and a 254x finer "
-           "low part (two FULLY_CONNECTED + ADD)" if form == "split"
-           else "plain conversion: Abar as one FULLY_CONNECTED with 8-bit weights")
+    mem = (
+        "split form: balanced state coordinates, Abar split into an int8-exact high part and a 254x finer "
+        "low part (two FULLY_CONNECTED + ADD)"
+        if form == "split"
+        else "plain conversion: Abar as one FULLY_CONNECTED with 8-bit weights"
+    )
     if state_path == "int16" and quantize == "int8":
-        state = ("int16 state path in an int8 model: every op the next state depends on, and the "
-                 "FULLY_CONNECTED ops reading the state, spliced from the int16x8 conversion, with QUANTIZE "
-                 "int8<->int16 at its borders")
+        state = (
+            "int16 state path in an int8 model: every op the next state depends on, and the "
+            "FULLY_CONNECTED ops reading the state, spliced from the int16x8 conversion, with QUANTIZE "
+            "int8<->int16 at its borders"
+        )
     elif state_path == "int16":
         state = "int16 state"
     else:
@@ -191,8 +210,10 @@ def emit(graph, out_dir, options) -> dict:
     if variant == "internal" and quantize != "float":
         # TF 2.21's calibrator cannot load a model whose step_reset signature has no inputs
         # ("NULL SignatureDef inputs for exported method step_reset")
-        raise QuantizationError("tflite: the internal-state variant is float32 only for now; quantize the "
-                                "external variant (variant='external') and keep the state on the device")
+        raise QuantizationError(
+            "tflite: the internal-state variant is float32 only for now; quantize the "
+            "external variant (variant='external') and keep the state on the device"
+        )
     if form == "auto":
         form = "plain" if quantize == "float" else "split"
     require("tensorflow", "tflite", "building TFLite models")
@@ -202,9 +223,9 @@ def emit(graph, out_dir, options) -> dict:
     report: dict[str, Any] = {"variant": variant, "form": form}
     if quantize != "float":
         n_rep = int(options.get("representative_samples", 1000))
-        if variant == "internal":         # the variables must follow real trajectories: whole sequences in order
+        if variant == "internal":  # the variables must follow real trajectories: whole sequences in order
             T = cal.shape[1]
-            rec = _stepplan.record(graph, cal[:max(1, n_rep // T)])
+            rec = _stepplan.record(graph, cal[: max(1, n_rep // T)])
         else:
             rec = _stepplan.record(graph, cal, max_samples=n_rep)
     plan = _stepplan.StatePlan(graph, rec, balance=(form == "split"))
@@ -221,10 +242,17 @@ def emit(graph, out_dir, options) -> dict:
         report["tflm_arena_bytes"] = tflm_arena_size(model, io)
     if quantize != "float":
         err, sq = _stream_error(model, io, graph, cal)
-        q = {"error_vs_float": err, "sqnr_db_vs_float": sq, "form": form, "state_path": state_path,
-             "note": ("measured against the float oracle on the calibration data, streamed step by step; "
-                      "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
-                      "compared within 1 LSB")}
+        q = {
+            "error_vs_float": err,
+            "sqnr_db_vs_float": sq,
+            "form": form,
+            "state_path": state_path,
+            "note": (
+                "measured against the float oracle on the calibration data, streamed step by step; "
+                "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
+                "compared within 1 LSB"
+            ),
+        }
         q["construction"] = _construction(form, quantize, state_path)
         if _bool(options.get("compare_plain", True)) and form != "plain" and rec is not None:
             plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
@@ -238,6 +266,7 @@ def emit(graph, out_dir, options) -> dict:
 
 
 # --- running -------------------------------------------------------------------------------
+
 
 def _io(artifact) -> dict:
     return json.loads((artifact.path / IO).read_text())
@@ -278,19 +307,22 @@ class _WorkerSession:
     def __init__(self, artifact):
         py = artifact.manifest.get("options", {}).get("tflite_runtime_python") or os.environ.get(PYTHON_ENV)
         if not py:
-            raise ArtifactError(f"the 'tflite-runtime' runtime runs in a separate Python that has the "
-                                f"tflite-runtime package (numpy < 2); set {PYTHON_ENV}=/path/to/python "
-                                f"(or the option tflite_runtime_python)")
+            raise ArtifactError(
+                f"the 'tflite-runtime' runtime runs in a separate Python that has the "
+                f"tflite-runtime package (numpy < 2); set {PYTHON_ENV}=/path/to/python "
+                f"(or the option tflite_runtime_python)"
+            )
         script = Path(_tflite_session.__file__)
-        self.proc = subprocess.Popen([py, str(script), str(artifact.path)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [py, str(script), str(artifact.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
 
     def _ask(self, arr):
         try:
             _tflite_session.write_npy(self.proc.stdin, arr)
             return np.lib.format.read_array(_tflite_session.PipeReader(self.proc.stdout))
         except (OSError, EOFError, ValueError):
-            assert self.proc.stderr is not None          # Popen(stderr=PIPE)
+            assert self.proc.stderr is not None  # Popen(stderr=PIPE)
             err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-3:]
             raise ArtifactError(f"the tflite-runtime worker failed: {' | '.join(err)}") from None
 
@@ -305,7 +337,7 @@ class _WorkerSession:
 
     def close(self):
         with contextlib.suppress(Exception):
-            assert self.proc.stdin is not None           # Popen(stdin=PIPE)
+            assert self.proc.stdin is not None  # Popen(stdin=PIPE)
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
 
@@ -315,14 +347,16 @@ class _WorkerSession:
 def _session(artifact, runtime):
     io = _io(artifact)
     if runtime == "litert":
-        return _tflite_session.Session(io, _tflite_session.SignatureBackend(_litert().Interpreter,
-                                                                            artifact.path / MODEL))
+        return _tflite_session.Session(
+            io, _tflite_session.SignatureBackend(_litert().Interpreter, artifact.path / MODEL)
+        )
     if runtime == "tflm":
         micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
         arena = artifact.manifest.get("report", {}).get("tflm_arena_bytes")
         arena = int(arena) + 1024 if arena else 1 << 16
-        return _tflite_session.Session(io, _tflite_session.MicroBackend(micro, (artifact.path / MODEL).read_bytes(),
-                                                                        io, arena, grow=True))
+        return _tflite_session.Session(
+            io, _tflite_session.MicroBackend(micro, (artifact.path / MODEL).read_bytes(), io, arena, grow=True)
+        )
     if runtime == "tflite-runtime":
         return _WorkerSession(artifact)
     raise ArtifactError(f"tflite: unknown runtime {runtime!r}")
@@ -373,7 +407,7 @@ def check(artifact, x) -> dict:
     for rt in ("tflm",):
         try:
             y = artifact.run(x[:2], runtime=rt)
-        except Exception as e:   # a runtime that cannot run the model is reported, not hidden
+        except Exception as e:  # a runtime that cannot run the model is reported, not hidden
             out[f"error_vs_source_{rt}"] = f"failed: {e}"
             continue
         out[f"error_vs_source_{rt}"] = relative_error(y, ref)

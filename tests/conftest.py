@@ -40,7 +40,7 @@ _MISSING = ("not installed", "not set", "missing")
 
 
 def _missing_tool(report) -> bool:
-    if not report.skipped or hasattr(report, "wasxfail"):   # an expected failure is no missing tool
+    if not report.skipped or hasattr(report, "wasxfail"):  # an expected failure is no missing tool
         return False
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)

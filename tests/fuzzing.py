@@ -35,7 +35,7 @@ import hostile  # noqa: E402  (tests/ joins sys.path first)
 
 EX = hostile.EXAMPLES
 #: seed model files, one per reader: (suffix, path)
-TORCH_SEED = EX / "torch_psmnist_small.safetensors"     # with torch_psmnist_small.json beside it
+TORCH_SEED = EX / "torch_psmnist_small.safetensors"  # with torch_psmnist_small.json beside it
 
 
 def _pt_seed() -> Path:
@@ -46,6 +46,7 @@ def _pt_seed() -> Path:
     import torch
 
     from lmu_edge.converters.torch_files import read_safetensors
+
     d = Path(tempfile.mkdtemp(prefix="lmu-edge-fuzz-seed-"))
     pid = os.getpid()
     atexit.register(lambda: os.getpid() == pid and shutil.rmtree(d, ignore_errors=True))
@@ -55,27 +56,66 @@ def _pt_seed() -> Path:
     return path
 
 
-SEEDS = [(".lmu.npz", EX / "digits_lmu.lmu.npz"), (".keras", EX / "keras_digits.keras"),
-         (".h5", EX / "keras_digits.h5"), (".keras", EX / "gunpoint_lmu.keras"),
-         (".safetensors", TORCH_SEED)]
+SEEDS = [
+    (".lmu.npz", EX / "digits_lmu.lmu.npz"),
+    (".keras", EX / "keras_digits.keras"),
+    (".h5", EX / "keras_digits.h5"),
+    (".keras", EX / "gunpoint_lmu.keras"),
+    (".safetensors", TORCH_SEED),
+]
 try:
     _PT = _pt_seed()
     SEEDS += [(".pt", _PT), (".pth", _PT)]
-except ImportError:          # without torch the .pt reader only says that torch is needed (tested elsewhere)
+except ImportError:  # without torch the .pt reader only says that torch is needed (tested elsewhere)
     pass
 #: targets an accepted input is converted for (fast ones; the C target is exercised on a sample)
 TARGETS = ["ir", "c"]
 #: accepted inputs are converted only when this small (so each converts in about a second)
 MAX_CONVERT_ORDER, MAX_CONVERT_THETA, MAX_CONVERT_UNITS = 64, 400.0, 256
 
-HOSTILE_VALUES = [0, -1, 1, 2, 7, 10**6, 10**12, 2**31, -2**31, 2**63, 10**400, 1e-300, 1e300, 1e-3, 0.5, 3.7,
-                  float("nan"), float("inf"), -float("inf"), "", "x", hostile.INJECTION, "zoh", "euler", "lmu",
-                  "dense", None, True, False, [], {}, [1, 2], {"type": "graph"}, {"array": "nope"},
-                  [[[[[[]]]]]], "a" * 10000]
+HOSTILE_VALUES = [
+    0,
+    -1,
+    1,
+    2,
+    7,
+    10**6,
+    10**12,
+    2**31,
+    -(2**31),
+    2**63,
+    10**400,
+    1e-300,
+    1e300,
+    1e-3,
+    0.5,
+    3.7,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    "",
+    "x",
+    hostile.INJECTION,
+    "zoh",
+    "euler",
+    "lmu",
+    "dense",
+    None,
+    True,
+    False,
+    [],
+    {},
+    [1, 2],
+    {"type": "graph"},
+    {"array": "nope"},
+    [[[[[[]]]]]],
+    "a" * 10000,
+]
 
 
 def _mutate_json(rng: random.Random, obj, n_edits: int):
     """Replace values at random places of a JSON tree with hostile ones (and sometimes drop or add keys)."""
+
     def walk(node, path, paths):
         paths.append(path)
         if isinstance(node, dict):
@@ -84,6 +124,7 @@ def _mutate_json(rng: random.Random, obj, n_edits: int):
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 walk(v, path + [i], paths)
+
     for _ in range(n_edits):
         paths = []
         walk(obj, [], paths)
@@ -96,12 +137,12 @@ def _mutate_json(rng: random.Random, obj, n_edits: int):
         k = path[-1]
         op = rng.random()
         if op < 0.75:
-            v = copy.deepcopy(rng.choice(HOSTILE_VALUES))   # shared lists / dicts would make cycles
+            v = copy.deepcopy(rng.choice(HOSTILE_VALUES))  # shared lists / dicts would make cycles
             if isinstance(parent[k], (int, float)) and not isinstance(parent[k], bool) and rng.random() < 0.5:
                 factor = rng.choice([-1, 0, 2, 1000, 1e9, 1e-9])
                 try:
                     v = parent[k] * factor
-                except OverflowError:                 # a huge int times a float: the fuzzer's own limit
+                except OverflowError:  # a huge int times a float: the fuzzer's own limit
                     v = float("inf")
             parent[k] = v
         elif op < 0.9 and isinstance(parent, dict):
@@ -130,7 +171,7 @@ def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
         elif op < 0.7:
             b[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
         elif op < 0.9 and b:
-            del b[pos:pos + rng.randint(1, 64)]
+            del b[pos : pos + rng.randint(1, 64)]
         else:
             b = b[:pos]
     return bytes(b)
@@ -158,6 +199,7 @@ def make_case(rng: random.Random, directory: Path) -> Path:
         raw = seed.read_bytes()
         if kind < 0.6:
             import h5py
+
             dst.write_bytes(raw)
             with h5py.File(dst, "r+") as h:
                 cfg = json.loads(h.attrs["model_config"])
@@ -168,7 +210,7 @@ def make_case(rng: random.Random, directory: Path) -> Path:
     if suffix in (".safetensors", ".pt", ".pth"):
         return _torch_case(rng, seed, dst, kind)
     members = _zip_members(seed)
-    if kind < 0.65:                                   # structured: the JSON the reader parses
+    if kind < 0.65:  # structured: the JSON the reader parses
         if suffix == ".lmu.npz":
             header = json.loads(np.load(io.BytesIO(members["header.json.npy"]), allow_pickle=False).tobytes())
             text = _dumps(_mutate_json(rng, header, rng.randint(1, 4)))
@@ -179,11 +221,11 @@ def make_case(rng: random.Random, directory: Path) -> Path:
             cfg = json.loads(members["config.json"])
             members["config.json"] = _dumps(_mutate_json(rng, cfg, rng.randint(1, 4)))
         dst.write_bytes(_rezip(members, rng))
-    elif kind < 0.8:                                  # arrays / weights: corrupted bytes inside a member
+    elif kind < 0.8:  # arrays / weights: corrupted bytes inside a member
         k = rng.choice(sorted(members))
         members[k] = _mutate_bytes(rng, members[k])
         dst.write_bytes(_rezip(members, rng))
-    elif kind < 0.9:                                  # archive structure: members dropped, added, renamed
+    elif kind < 0.9:  # archive structure: members dropped, added, renamed
         k = rng.choice(sorted(members))
         op = rng.random()
         if op < 0.4:
@@ -193,7 +235,7 @@ def make_case(rng: random.Random, directory: Path) -> Path:
         else:
             members[k.upper()] = members.pop(k)
         dst.write_bytes(_rezip(members, rng))
-    else:                                             # raw bytes of the whole file
+    else:  # raw bytes of the whole file
         dst.write_bytes(_mutate_bytes(rng, seed.read_bytes()))
     return dst
 
@@ -201,23 +243,24 @@ def make_case(rng: random.Random, directory: Path) -> Path:
 def _torch_case(rng: random.Random, seed: Path, dst: Path, kind: float) -> Path:
     """A torch checkpoint: weights file plus the JSON config beside it; either may be damaged."""
     import struct
+
     cfg = json.loads(seed.with_suffix(".json").read_text())
     raw = seed.read_bytes()
     cfg_bytes = _dumps(cfg)
-    if kind < 0.45:                                   # the config the reader parses
+    if kind < 0.45:  # the config the reader parses
         cfg_bytes = _dumps(_mutate_json(rng, cfg, rng.randint(1, 4)))
-    elif kind < 0.7 and seed.suffix == ".safetensors":   # the safetensors header (dtypes, shapes, offsets)
+    elif kind < 0.7 and seed.suffix == ".safetensors":  # the safetensors header (dtypes, shapes, offsets)
         (n,) = struct.unpack("<Q", raw[:8])
-        header = json.loads(raw[8:8 + n])
+        header = json.loads(raw[8 : 8 + n])
         text = _dumps(_mutate_json(rng, header, rng.randint(1, 4)))
-        raw = struct.pack("<Q", len(text)) + text + raw[8 + n:]
-    elif kind < 0.7:                                  # a .pt is a zip: its members, as for the other zips
+        raw = struct.pack("<Q", len(text)) + text + raw[8 + n :]
+    elif kind < 0.7:  # a .pt is a zip: its members, as for the other zips
         members = _zip_members(seed)
         k = rng.choice(sorted(members))
         members[k] = _mutate_bytes(rng, members[k])
         raw = _rezip(members, rng)
     elif kind < 0.75:
-        cfg_bytes = None                              # the config is missing
+        cfg_bytes = None  # the config is missing
     elif kind < 0.85:
         cfg_bytes = _mutate_bytes(rng, cfg_bytes)
     else:
@@ -247,6 +290,7 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
     """The property for one model file. Returns ``"ok"`` / ``"refused"``; raises AssertionError otherwise."""
     import lmu_edge
     from lmu_edge.errors import LmuEdgeError
+
     before = _snapshot(work)
     t = time.time()
     try:
@@ -277,22 +321,25 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
     assert not left, f"leftovers: {left}"
     if out.exists():
         import shutil
+
         shutil.rmtree(out)
     return status
 
 
 #: CLI argument pools: (option, values) with valid and invalid values mixed
-CLI_OPTIONS = [("--target", ["ir", "c", "onnx", "nope", "", hostile.INJECTION]),
-               ("--quantize", ["float", "int8", "int16x8", "float32", "bad"]),
-               ("--error-budget", ["1e-6", "0", "-1", "inf", "nan", "1e-300", "2", "x"]),
-               ("--tolerance", ["0", "1e-4", "nan", "inf", "-1", "1e300"]),
-               ("--substeps", ["1", "0", "-5", "4096", "4097", "1e9", "x"]),
-               ("--realization", ["auto", "zoh", "rk4", "fir", "nope"]),
-               ("--state-bits", ["8", "16", "32", "7", "64"]),
-               ("--weight-bits", ["2", "8", "1", "9"]),
-               ("--prefix", ["model", "int", "2x", hostile.INJECTION, "a" * 300]),
-               ("--device", ["cortex-m4-64k", "nope"]),
-               ("-O", ["measure=false", "x", "=1", "a=" + hostile.INJECTION])]
+CLI_OPTIONS = [
+    ("--target", ["ir", "c", "onnx", "nope", "", hostile.INJECTION]),
+    ("--quantize", ["float", "int8", "int16x8", "float32", "bad"]),
+    ("--error-budget", ["1e-6", "0", "-1", "inf", "nan", "1e-300", "2", "x"]),
+    ("--tolerance", ["0", "1e-4", "nan", "inf", "-1", "1e300"]),
+    ("--substeps", ["1", "0", "-5", "4096", "4097", "1e9", "x"]),
+    ("--realization", ["auto", "zoh", "rk4", "fir", "nope"]),
+    ("--state-bits", ["8", "16", "32", "7", "64"]),
+    ("--weight-bits", ["2", "8", "1", "9"]),
+    ("--prefix", ["model", "int", "2x", hostile.INJECTION, "a" * 300]),
+    ("--device", ["cortex-m4-64k", "nope"]),
+    ("-O", ["measure=false", "x", "=1", "a=" + hostile.INJECTION]),
+]
 
 
 def cli_args(rng: random.Random, work: Path) -> list:
@@ -312,6 +359,7 @@ def check_cli(args: list, work: Path) -> str:
     from click.testing import CliRunner
 
     from lmu_edge.cli import main
+
     (work / "f").write_text("a file where a directory is expected")
     before = _snapshot(work)
     r = CliRunner().invoke(main, args, catch_exceptions=True)
@@ -319,11 +367,12 @@ def check_cli(args: list, work: Path) -> str:
     assert r.exception is None or isinstance(r.exception, SystemExit), f"{args}: raised {r.exception!r}"
     assert r.exit_code in (0, 1, 2), f"{args}: exit {r.exit_code}: {err}"
     if r.exit_code:
-        lines = [line for line in err.splitlines() if line.strip()]        # no warning may precede an error
+        lines = [line for line in err.splitlines() if line.strip()]  # no warning may precede an error
         assert len(lines) == 1 and lines[0].startswith("lmu-edge: error: "), f"{args}: {err!r}"
         assert "internal error" not in err and "Traceback" not in err, f"{args}: {err}"
         assert _snapshot(work) == before, f"{args}: a failed run left {_snapshot(work) - before}"
     import shutil
+
     for p in work.iterdir():
         if p.name != "f":
             shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -331,6 +380,7 @@ def check_cli(args: list, work: Path) -> str:
 
 
 # --- the long run ------------------------------------------------------------------------------
+
 
 def _child(seed: int, work: Path) -> None:
     rng = random.Random(seed)
@@ -346,7 +396,7 @@ def _child(seed: int, work: Path) -> None:
     except AssertionError as e:
         sys.stderr.write(f"seed {seed}: PROPERTY VIOLATED: {e}\n")
         os._exit(4)
-    except BaseException as e:   # anything but success or LmuEdgeError
+    except BaseException as e:  # anything but success or LmuEdgeError
         sys.stderr.write(f"seed {seed}: {type(e).__name__}: {' '.join(str(e).split())[:300]}\n")
         os._exit(5)
 
@@ -357,8 +407,18 @@ def long_run(n: int, seed: int, time_limit: float = 10.0, mem_limit_mb: int = 20
     import lmu_edge.targets.c  # noqa: F401  (imported before forking, not used here)
     import lmu_edge.targets.ir  # noqa: F401  (imported before forking, not used here)
     from lmu_edge.cli import main  # noqa: F401  (imported before forking, not used here)
-    counts = {"inputs": 0, "accepted": 0, "refused": 0, "violations": 0, "other_exceptions": 0, "slow": 0,
-              "over_memory": 0, "max_seconds": 0.0, "max_rss_mb": 0.0}
+
+    counts = {
+        "inputs": 0,
+        "accepted": 0,
+        "refused": 0,
+        "violations": 0,
+        "other_exceptions": 0,
+        "slow": 0,
+        "over_memory": 0,
+        "max_seconds": 0.0,
+        "max_rss_mb": 0.0,
+    }
     failures = []
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="lmu-edge-fuzz-") as tmp:
@@ -401,6 +461,7 @@ def long_run(n: int, seed: int, time_limit: float = 10.0, mem_limit_mb: int = 20
                 counts["over_memory"] += 1
                 failures.append((s, f"{rss:.0f} MB"))
             import shutil
+
             shutil.rmtree(work, ignore_errors=True)
             if (i + 1) % 500 == 0:
                 print(f"  {i + 1}/{n} inputs, {time.time() - t0:.0f} s, {counts}", flush=True)
@@ -411,11 +472,13 @@ def long_run(n: int, seed: int, time_limit: float = 10.0, mem_limit_mb: int = 20
 
 if __name__ == "__main__":
     import argparse
+
     ap = argparse.ArgumentParser(description="lmu-edge's fuzzer: the long run (see docs/security.md)")
     ap.add_argument("--inputs", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--replay", type=int, metavar="INPUT_SEED",
-                    help="run one input again, unforked (a seed the long run printed)")
+    ap.add_argument(
+        "--replay", type=int, metavar="INPUT_SEED", help="run one input again, unforked (a seed the long run printed)"
+    )
     args = ap.parse_args()
     if args.replay is not None:
         with tempfile.TemporaryDirectory(prefix="lmu-edge-fuzz-") as tmp:

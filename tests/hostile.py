@@ -12,8 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "models"
 
 #: a name that would close a C comment and add code, a Makefile line, Python and HTML
-INJECTION = ('x */\nint lmu_pwned(void) { return system("touch PWNED"); }\n/* ' "\\\n$(shell touch PWNED)"
-             '<script>alert(1)</script>\'"; import os; os.system("touch PWNED") #')
+INJECTION = (
+    'x */\nint lmu_pwned(void) { return system("touch PWNED"); }\n/* '
+    "\\\n$(shell touch PWNED)"
+    '<script>alert(1)</script>\'"; import os; os.system("touch PWNED") #'
+)
 #: further hostile names: path separators, NUL, control characters, very long, non-ASCII, empty
 NAMES = [INJECTION, "../../etc/passwd", "a\x00b", "\r\n\t", "x" * 5000, "ﬁ?*", "", " ", "-rf", ".hidden"]
 
@@ -30,6 +33,7 @@ def rewrite_zip(src: Path, dst: Path, edit) -> Path:
 
 def keras_with_names(dst: Path, model_name=None, layer_names=None, src=EXAMPLES / "keras_digits.keras") -> Path:
     """The shipped keras digits model with its model name and / or layer names replaced in config.json."""
+
     def edit(name, data):
         if name != "config.json":
             return data
@@ -41,6 +45,7 @@ def keras_with_names(dst: Path, model_name=None, layer_names=None, src=EXAMPLES 
                 layer["config"]["name"] = new
                 layer["name"] = new
         return json.dumps(cfg).encode()
+
     return rewrite_zip(src, dst, edit)
 
 

@@ -35,88 +35,202 @@ def _seq(T, F, *layers, name):
 
 
 def ff_fft_zoh_dense(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=6, theta=8, hidden_cell=L.Dense(5, activation="tanh")), L.Dense(1),
-                name="ff_fft_zoh_dense")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=6, theta=8, hidden_cell=L.Dense(5, activation="tanh")),
+        L.Dense(1),
+        name="ff_fft_zoh_dense",
+    )
 
 
 def ff_raw_trunc(T, F):
     # truncate_ir=1e-3 keeps 11 of the response's steps: an FIR model, not the exact LTI system
-    return _seq(T, F, _ff(memory_d=2, order=4, theta=4, hidden_cell=L.Dense(5, activation="tanh"),
-                          input_to_hidden=True, use_bias=True, bias_initializer="ones",
-                          conv_mode="raw", truncate_ir=1e-3), L.Dense(1), name="ff_raw_trunc")
+    return _seq(
+        T,
+        F,
+        _ff(
+            memory_d=2,
+            order=4,
+            theta=4,
+            hidden_cell=L.Dense(5, activation="tanh"),
+            input_to_hidden=True,
+            use_bias=True,
+            bias_initializer="ones",
+            conv_mode="raw",
+            truncate_ir=1e-3,
+        ),
+        L.Dense(1),
+        name="ff_raw_trunc",
+    )
 
 
 def ff_raw_notrunc(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=6, theta=8, hidden_cell=None, conv_mode="raw", truncate_ir=None,
-                          return_sequences=True), L.Dense(2), name="ff_raw_notrunc")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=6, theta=8, hidden_cell=None, conv_mode="raw", truncate_ir=None, return_sequences=True),
+        L.Dense(2),
+        name="ff_raw_notrunc",
+    )
 
 
 def ff_raw_dense(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=5, theta=6, hidden_cell=L.Dense(4, activation="relu"), conv_mode="raw",
-                          truncate_ir=None), L.Dense(1), name="ff_raw_dense")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=5, theta=6, hidden_cell=L.Dense(4, activation="relu"), conv_mode="raw", truncate_ir=None),
+        L.Dense(1),
+        name="ff_raw_dense",
+    )
 
 
 def ff_euler_nohidden_seq(T, F):
-    return _seq(T, F, _ff(memory_d=2, order=4, theta=8, hidden_cell=None, discretizer="euler",
-                          return_sequences=True),
-                L.TimeDistributed(L.Dense(2)), L.Dropout(0.1), L.GlobalAveragePooling1D(), L.Activation("sigmoid"),
-                name="ff_euler_nohidden_seq")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=2, order=4, theta=8, hidden_cell=None, discretizer="euler", return_sequences=True),
+        L.TimeDistributed(L.Dense(2)),
+        L.Dropout(0.1),
+        L.GlobalAveragePooling1D(),
+        L.Activation("sigmoid"),
+        name="ff_euler_nohidden_seq",
+    )
 
 
 def ff_nokernel_i2h(T, F):
-    return _seq(T, F, _ff(memory_d=F, order=3, theta=5, hidden_cell=None, kernel_initializer=None, dropout=0.2,
-                          input_to_hidden=True), L.Dense(1), name="ff_nokernel_i2h")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=F, order=3, theta=5, hidden_cell=None, kernel_initializer=None, dropout=0.2, input_to_hidden=True),
+        L.Dense(1),
+        name="ff_nokernel_i2h",
+    )
 
 
 def ff_simplernn_hidden(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=3, theta=3, hidden_cell=L.SimpleRNNCell(4), return_sequences=True),
-                L.TimeDistributed(L.Dense(1)), name="ff_simplernn_hidden")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=3, theta=3, hidden_cell=L.SimpleRNNCell(4), return_sequences=True),
+        L.TimeDistributed(L.Dense(1)),
+        name="ff_simplernn_hidden",
+    )
 
 
 def ff_order16_softmax(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=16, theta=16, hidden_cell=L.Dense(8, activation="relu")),
-                L.Dense(3, activation="softmax"), name="ff_order16_softmax")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=16, theta=16, hidden_cell=L.Dense(8, activation="relu")),
+        L.Dense(3, activation="softmax"),
+        name="ff_order16_softmax",
+    )
 
 
 def lmu_parallel(T, F):
-    return _seq(T, F, keras_lmu.LMU(memory_d=1, order=6, theta=10, hidden_cell=L.Dense(4, activation="tanh"),
-                                    input_to_hidden=True, return_sequences=True), L.Dense(1), name="lmu_parallel")
+    return _seq(
+        T,
+        F,
+        keras_lmu.LMU(
+            memory_d=1,
+            order=6,
+            theta=10,
+            hidden_cell=L.Dense(4, activation="tanh"),
+            input_to_hidden=True,
+            return_sequences=True,
+        ),
+        L.Dense(1),
+        name="lmu_parallel",
+    )
 
 
 def lmu_rnn_h2m_m2m_tt(T, F):
-    return _seq(T, F, keras_lmu.LMU(memory_d=2, order=4, theta=6, hidden_cell=L.SimpleRNNCell(5),
-                                    hidden_to_memory=True, memory_to_memory=True, trainable_theta=True,
-                                    use_bias=True), L.Dense(1), name="lmu_rnn_h2m_m2m_tt")
+    return _seq(
+        T,
+        F,
+        keras_lmu.LMU(
+            memory_d=2,
+            order=4,
+            theta=6,
+            hidden_cell=L.SimpleRNNCell(5),
+            hidden_to_memory=True,
+            memory_to_memory=True,
+            trainable_theta=True,
+            use_bias=True,
+        ),
+        L.Dense(1),
+        name="lmu_rnn_h2m_m2m_tt",
+    )
 
 
 def lmu_euler_tt_dense(T, F):
-    return _seq(T, F, keras_lmu.LMU(memory_d=1, order=4, theta=10, hidden_cell=L.Dense(4, activation="tanh"),
-                                    discretizer="euler", trainable_theta=True), L.Dense(1), name="lmu_euler_tt_dense")
+    return _seq(
+        T,
+        F,
+        keras_lmu.LMU(
+            memory_d=1,
+            order=4,
+            theta=10,
+            hidden_cell=L.Dense(4, activation="tanh"),
+            discretizer="euler",
+            trainable_theta=True,
+        ),
+        L.Dense(1),
+        name="lmu_euler_tt_dense",
+    )
 
 
 def lmu_rnn_dense_h2m(T, F):
-    return _seq(T, F, keras_lmu.LMU(memory_d=1, order=4, theta=6, hidden_cell=L.Dense(4, activation="tanh"),
-                                    hidden_to_memory=True, return_sequences=True),
-                L.TimeDistributed(L.Dense(1)), name="lmu_rnn_dense_h2m")
+    return _seq(
+        T,
+        F,
+        keras_lmu.LMU(
+            memory_d=1,
+            order=4,
+            theta=6,
+            hidden_cell=L.Dense(4, activation="tanh"),
+            hidden_to_memory=True,
+            return_sequences=True,
+        ),
+        L.TimeDistributed(L.Dense(1)),
+        name="lmu_rnn_dense_h2m",
+    )
 
 
 def rnn_cell_simplernn(T, F):
-    cell = keras_lmu.LMUCell(memory_d=2, order=3, theta=5, hidden_cell=L.SimpleRNNCell(4), memory_to_memory=True,
-                             input_to_hidden=True, use_bias=True)
-    return _seq(T, F, L.RNN(cell, return_sequences=True), L.GlobalAveragePooling1D(), L.Dense(1),
-                name="rnn_cell_simplernn")
+    cell = keras_lmu.LMUCell(
+        memory_d=2,
+        order=3,
+        theta=5,
+        hidden_cell=L.SimpleRNNCell(4),
+        memory_to_memory=True,
+        input_to_hidden=True,
+        use_bias=True,
+    )
+    return _seq(
+        T, F, L.RNN(cell, return_sequences=True), L.GlobalAveragePooling1D(), L.Dense(1), name="rnn_cell_simplernn"
+    )
 
 
 def rnn_cell_nohidden_tt(T, F):
-    cell = keras_lmu.LMUCell(memory_d=2, order=3, theta=5, hidden_cell=None, input_to_hidden=True, input_d=F,
-                             trainable_theta=True)
-    return _seq(T, F, L.RNN(cell, return_sequences=True), L.GlobalAveragePooling1D(), L.Dense(1),
-                name="rnn_cell_nohidden_tt")
+    cell = keras_lmu.LMUCell(
+        memory_d=2, order=3, theta=5, hidden_cell=None, input_to_hidden=True, input_d=F, trainable_theta=True
+    )
+    return _seq(
+        T, F, L.RNN(cell, return_sequences=True), L.GlobalAveragePooling1D(), L.Dense(1), name="rnn_cell_nohidden_tt"
+    )
 
 
 def rnn_cell_dense_h2m_euler(T, F):
-    cell = keras_lmu.LMUCell(memory_d=1, order=4, theta=8, hidden_cell=L.Dense(3, activation="relu"),
-                             hidden_to_memory=True, discretizer="euler")
+    cell = keras_lmu.LMUCell(
+        memory_d=1,
+        order=4,
+        theta=8,
+        hidden_cell=L.Dense(3, activation="relu"),
+        hidden_to_memory=True,
+        discretizer="euler",
+    )
     return _seq(T, F, L.RNN(cell), L.Dense(2, activation="softmax"), name="rnn_cell_dense_h2m_euler")
 
 
@@ -135,10 +249,18 @@ def functional_chain(T, F):
 
 
 def activations(T, F):
-    return _seq(T, F, _ff(memory_d=1, order=4, theta=6, hidden_cell=L.Dense(6, activation="relu6"),
-                          return_sequences=True),
-                L.Dense(5, activation="sigmoid"), L.Activation("swish"), L.Activation("tanh"),
-                L.Dense(2, use_bias=False), L.GlobalAveragePooling1D(), L.Activation("softmax"), name="activations")
+    return _seq(
+        T,
+        F,
+        _ff(memory_d=1, order=4, theta=6, hidden_cell=L.Dense(6, activation="relu6"), return_sequences=True),
+        L.Dense(5, activation="sigmoid"),
+        L.Activation("swish"),
+        L.Activation("tanh"),
+        L.Dense(2, use_bias=False),
+        L.GlobalAveragePooling1D(),
+        L.Activation("softmax"),
+        name="activations",
+    )
 
 
 #: name -> (builder, seq_len, features, test_len)
@@ -171,7 +293,7 @@ def build(name: str, seed: int = 0):
     builder, T, F, test_len = MODELS[name]
     keras.utils.set_random_seed(seed)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")             # keras-lmu warns about unknown sequence lengths
+        warnings.simplefilter("ignore")  # keras-lmu warns about unknown sequence lengths
         model = builder(T, F)
     rng = np.random.default_rng(seed)
     train_len = T or max(8, test_len // 2)
@@ -191,7 +313,7 @@ def save_both(model, stem) -> dict:
     """Save ``model`` as ``stem.keras`` and ``stem.h5``; returns ``{"keras": path, "h5": path}``."""
     paths = {"keras": f"{stem}.keras", "h5": f"{stem}.h5"}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")             # Keras warns that HDF5 is a legacy format
+        warnings.simplefilter("ignore")  # Keras warns that HDF5 is a legacy format
         model.save(paths["keras"])
         model.save(paths["h5"])
     return paths

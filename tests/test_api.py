@@ -23,8 +23,14 @@ def model(tmp_path, rng):
 
 def test_convert_run_stream_and_reopen(model, tmp_path, rng):
     art = lmu_edge.convert(model, target="ir", out_dir=tmp_path / "out")
-    assert sorted(p.name for p in art.path.iterdir()) == ["artifact.json", "lmu-edge-files.json", "model.lmu.npz",
-                                                          "report.html", "report.json", "source.lmu.npz"]
+    assert sorted(p.name for p in art.path.iterdir()) == [
+        "artifact.json",
+        "lmu-edge-files.json",
+        "model.lmu.npz",
+        "report.html",
+        "report.json",
+        "source.lmu.npz",
+    ]
     x = rng.standard_normal((2, 130, 2))
     y = art.run(x)
     np.testing.assert_allclose(y, lmu_edge.simulate(lmu_edge.load(model), x), rtol=0, atol=1e-9)
@@ -68,9 +74,9 @@ def test_refuses_to_overwrite_unless_asked(model, tmp_path):
     assert (out / "keep.txt").read_text() == "mine"
     first = lmu_edge.convert(model, "ir", tmp_path / "earlier")
     before = (first.path / "artifact.json").stat().st_ino
-    lmu_edge.convert(model, "ir", first.path, overwrite=True)     # its own earlier output: replaced
+    lmu_edge.convert(model, "ir", first.path, overwrite=True)  # its own earlier output: replaced
     assert (first.path / "artifact.json").stat().st_ino != before
-    (first.path / "notes.txt").write_text("mine")                   # a file the user added: refused, kept
+    (first.path / "notes.txt").write_text("mine")  # a file the user added: refused, kept
     with pytest.raises(OutputExistsError, match="notes.txt"):
         lmu_edge.convert(model, "ir", first.path, overwrite=True)
     assert (first.path / "notes.txt").read_text() == "mine"
@@ -89,7 +95,7 @@ def test_failed_conversion_leaves_nothing_behind(model, tmp_path):
     with pytest.raises(FoldError):
         lmu_edge.convert(model, "ir", out, realization="euler")
     assert not out.exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["m.lmu.npz"]     # no partial directory either
+    assert [p.name for p in tmp_path.iterdir()] == ["m.lmu.npz"]  # no partial directory either
 
 
 def test_failure_inside_emit_leaves_nothing_behind(model, tmp_path, monkeypatch):
@@ -146,6 +152,7 @@ def test_open_artifact_errors(tmp_path):
 
 def test_load_errors(tmp_path):
     from lmu_edge.errors import ModelFormatError
+
     with pytest.raises(ModelFormatError, match="no such file"):
         lmu_edge.load(tmp_path / "nope.lmu.npz")
     (tmp_path / "m.onnx").write_text("x")
@@ -156,11 +163,13 @@ def test_load_errors(tmp_path):
 def test_errors_subclass_builtins():
     assert issubclass(ShapeError, ValueError) and issubclass(OutputExistsError, FileExistsError)
     from lmu_edge.errors import MissingDependencyError, UnsupportedLayerError
+
     assert issubclass(MissingDependencyError, ImportError) and issubclass(UnsupportedLayerError, ValueError)
 
 
 def test_missing_extra_names_the_extra_to_install():
     from lmu_edge.errors import MissingDependencyError
     from lmu_edge.registry import require
+
     with pytest.raises(MissingDependencyError, match=r"pip install 'lmu-edge\[onnx\]'"):
         require("lmu_edge_no_such_runtime", "onnx", "the ONNX target")

@@ -12,8 +12,7 @@ from lmu_edge import folding as fold
 from lmu_edge import ir
 
 
-@pytest.mark.parametrize("bits,expect", [(None, 1e-6), (8, 0.25 * 2.0 ** -7), (16, 0.25 * 2.0 ** -15),
-                                         (32, 1e-6)])
+@pytest.mark.parametrize("bits,expect", [(None, 1e-6), (8, 0.25 * 2.0**-7), (16, 0.25 * 2.0**-15), (32, 1e-6)])
 def test_the_default_budget_is_a_quarter_lsb_of_the_state_at_least_1e6(bits, expect):
     b, why = fold.default_budget(bits)
     assert b == pytest.approx(expect, rel=1e-12)
@@ -39,14 +38,14 @@ def test_a_quantized_conversion_folds_to_the_state_budget_and_reports_it(tmp_pat
         warnings.simplefilter("ignore")
         art = lmu_edge.convert(g, "c", tmp_path / "c8", quantize="int8", calibration=x, state_bits=8, measure=False)
     rep = json.loads((art.path / "report.json").read_text())
-    assert rep["error_budget"]["value"] == pytest.approx(0.25 * 2.0 ** -7)
+    assert rep["error_budget"]["value"] == pytest.approx(0.25 * 2.0**-7)
     assert "8-bit state" in rep["error_budget"]["why"]
     folded = lmu_edge.load(art.path / "model.lmu.npz")
     lay = folded.layers[1]
-    assert lay.measurement.error <= 0.25 * 2.0 ** -7
+    assert lay.measurement.error <= 0.25 * 2.0**-7
     # a looser budget buys fewer substeps than the float budget would need
     strict = fold.candidates(g.layers[1], 1e-6, ["pade"])[0]
-    loose = fold.candidates(g.layers[1], 0.25 * 2.0 ** -7, ["pade"])[0]
+    loose = fold.candidates(g.layers[1], 0.25 * 2.0**-7, ["pade"])[0]
     assert loose.memory.substeps < strict.memory.substeps
     # a float conversion keeps 1e-6
     art = lmu_edge.convert(g, "c", tmp_path / "f", calibration=x, measure=False)

@@ -12,8 +12,7 @@ import lmu_edge
 
 
 def cli(*args, cwd=None):
-    return subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
+    return subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def assert_one_line_error(r, *words):
@@ -42,7 +41,7 @@ def test_inspect_shows_layers_and_measured_candidates():
     r = cli("inspect", EXAMPLES / "digits_lmu.lmu.npz", "--json")
     info = json.loads(r.stdout)
     cands = info["layers"][0]["candidates"]
-    assert {c["name"] for c in cands} == {"zoh", "pade", "rk4"}    # auto measures the implicit step too
+    assert {c["name"] for c in cands} == {"zoh", "pade", "rk4"}  # auto measures the implicit step too
     assert all(c["error"] <= 1e-6 for c in cands if c["within_budget"])
 
 
@@ -57,15 +56,26 @@ def test_convert_run_verify_round_trip(tmp_path):
     y = np.load(tmp_path / "y.npy")
     np.testing.assert_allclose(y, lmu_edge.simulate(lmu_edge.load(EXAMPLES / "digits_lmu.lmu.npz"), x), atol=1e-9)
     labels = np.load(EXAMPLES / "digits_test_y.npy")
-    assert np.mean(y.argmax(-1) == labels) > 0.85       # the shipped model really classifies digits
+    assert np.mean(y.argmax(-1) == labels) > 0.85  # the shipped model really classifies digits
     r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy")
     assert r.returncode == 0 and r.stdout.startswith("PASS"), r.stdout + r.stderr
     r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy", "--tolerance", "0")
     assert r.returncode == 1 and "FAIL" in r.stderr
 
 
-@pytest.mark.parametrize("case", ["missing_model", "not_a_model", "bad_input_shape", "existing_output",
-                                  "over_budget", "not_an_artifact", "bad_runtime", "bad_npy"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing_model",
+        "not_a_model",
+        "bad_input_shape",
+        "existing_output",
+        "over_budget",
+        "not_an_artifact",
+        "bad_runtime",
+        "bad_npy",
+    ],
+)
 def test_errors_are_one_line_with_nonzero_exit(case, tmp_path, rng):
     model = lmu_edge.save(chain(rng, q=6, theta=8.0), tmp_path / "m.lmu.npz")
     good = tmp_path / "good"

@@ -41,6 +41,7 @@ DIGITS = EXAMPLES / "keras_digits.keras"
 def km():
     pytest.importorskip("keras_lmu", reason=SKIP)
     import keras_models
+
     return keras_models
 
 
@@ -56,14 +57,32 @@ def built(km, tmp_path_factory):
             paths = km.save_both(model, tmp_path_factory.mktemp(name) / name)
             cache[name] = (model, paths, x, km.predict(model, x))
         return cache[name]
+
     return get
 
 
-MODEL_NAMES = ["ff_fft_zoh_dense", "ff_fft_zoh_dense_anylen", "ff_raw_trunc", "ff_raw_trunc_anylen", "ff_raw_notrunc",
-               "ff_raw_dense_anylen", "ff_euler_nohidden_seq", "ff_nokernel_i2h", "ff_simplernn_hidden_anylen",
-               "ff_order16_softmax", "lmu_parallel", "lmu_parallel_anylen", "lmu_rnn_h2m_m2m_tt", "lmu_euler_tt_dense",
-               "lmu_rnn_dense_h2m", "rnn_cell_simplernn", "rnn_cell_nohidden_tt", "rnn_cell_dense_h2m_euler",
-               "functional_chain", "activations"]
+MODEL_NAMES = [
+    "ff_fft_zoh_dense",
+    "ff_fft_zoh_dense_anylen",
+    "ff_raw_trunc",
+    "ff_raw_trunc_anylen",
+    "ff_raw_notrunc",
+    "ff_raw_dense_anylen",
+    "ff_euler_nohidden_seq",
+    "ff_nokernel_i2h",
+    "ff_simplernn_hidden_anylen",
+    "ff_order16_softmax",
+    "lmu_parallel",
+    "lmu_parallel_anylen",
+    "lmu_rnn_h2m_m2m_tt",
+    "lmu_euler_tt_dense",
+    "lmu_rnn_dense_h2m",
+    "rnn_cell_simplernn",
+    "rnn_cell_nohidden_tt",
+    "rnn_cell_dense_h2m_euler",
+    "functional_chain",
+    "activations",
+]
 
 
 def _cases():
@@ -74,6 +93,7 @@ def _cases():
 
 
 # --- conversion matches predict -------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name,fmt", list(_cases()))
 def test_folded_model_matches_keras_predict(built, name, fmt):
@@ -100,6 +120,7 @@ def test_both_formats_give_the_same_graph(built):
 
 # --- what the converter records ---------------------------------------------------------------------
 
+
 def test_fixed_length_fft_memory_is_analytic(built):
     g = lmu_edge.load(built("ff_fft_zoh_dense")[1]["keras"])
     lmu = g.lmu_layers[0]
@@ -108,24 +129,26 @@ def test_fixed_length_fft_memory_is_analytic(built):
     assert (lmu.order, lmu.theta, lmu.discretizer) == (6, 8.0, "zoh")
 
 
-@pytest.mark.parametrize("name,taps", [("ff_fft_zoh_dense_anylen", 40), ("lmu_parallel_anylen", 50),
-                                       ("ff_raw_dense_anylen", 30)])
+@pytest.mark.parametrize(
+    "name,taps", [("ff_fft_zoh_dense_anylen", 40), ("lmu_parallel_anylen", 50), ("ff_raw_dense_anylen", 30)]
+)
 def test_unknown_length_memory_is_cut_at_five_theta(built, name, taps):
     g = lmu_edge.load(built(name)[1]["h5"])
     lmu = g.lmu_layers[0]
     assert g.seq_len is None and lmu.memory.provenance == "truncated"
     assert lmu.memory.kernel.shape == (lmu.order, taps) == (lmu.order, 5 * int(lmu.theta))
-    np.testing.assert_allclose(lmu.memory.kernel, lti.legendre_impulse_response(lmu.order, lmu.theta, taps),
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        lmu.memory.kernel, lti.legendre_impulse_response(lmu.order, lmu.theta, taps), rtol=0, atol=1e-15
+    )
     assert "5*theta" in lmu.memory.note
 
 
 def test_trained_theta_is_the_effective_one(built):
     model, paths, _, _ = built("lmu_rnn_h2m_m2m_tt")
     lmu = lmu_edge.load(paths["keras"]).lmu_layers[0]
-    keras_theta = float(model.layers[0].theta)          # keras-lmu: 1 / theta_inv
+    keras_theta = float(model.layers[0].theta)  # keras-lmu: 1 / theta_inv
     assert lmu.theta == pytest.approx(keras_theta, rel=1e-6)
-    assert abs(lmu.theta - 6.0) > 1e-3                   # training moved it away from the config's initial theta
+    assert abs(lmu.theta - 6.0) > 1e-3  # training moved it away from the config's initial theta
     assert isinstance(lmu.memory, ir.DenseSS) and lmu.is_rnn_path
     A, B = lti.legendre_discrete(4, lmu.theta, "zoh")
     np.testing.assert_array_equal(lmu.memory.Abar, A)
@@ -136,7 +159,7 @@ def test_raw_truncation_is_reproduced_by_fir_only(built):
     model, paths, x, y = built("ff_raw_trunc")
     g = lmu_edge.load(paths["keras"])
     lmu = g.lmu_layers[0]
-    assert lmu.memory.provenance == "truncated" and lmu.memory.kernel.shape == (4, 11)   # 11 of 40 steps kept
+    assert lmu.memory.provenance == "truncated" and lmu.memory.kernel.shape == (4, 11)  # 11 of 40 steps kept
     assert "truncate_ir" in lmu.memory.note
     fir = lmu_edge.fold(g, realization="fir")
     assert isinstance(fir.lmu_layers[0].memory, ir.FIR)
@@ -144,7 +167,7 @@ def test_raw_truncation_is_reproduced_by_fir_only(built):
     assert err_fir <= TOL
     cands = {c.name: c for c in lmu_edge.candidates(lmu)}
     assert cands["fir"].ok and cands["fir"].measurement.error <= 1e-12
-    for name in ("zoh", "rk4"):                          # the exact LTI system is not the truncated model
+    for name in ("zoh", "rk4"):  # the exact LTI system is not the truncated model
         assert not cands[name].ok and cands[name].measurement.error > 1e-4, cands[name].describe()
     exact = g.replace(layers=(dataclasses.replace(lmu, memory=ir.ImpulseResponse()),) + g.layers[1:])
     err_exact = relative_error(lmu_edge.simulate(exact, x), y)
@@ -159,8 +182,13 @@ FRAMEWORKS = ("tensorflow", "keras", "keras_lmu", "tf_keras")
 def test_converter_modules_import_no_framework():
     for path in (ROOT / "converters").glob("keras_*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
             for n in names:
                 assert n.split(".")[0] not in FRAMEWORKS, f"{path.name} imports {n}"
 
@@ -208,19 +236,22 @@ def test_conversion_without_tensorflow_gives_the_same_outputs(built, tmp_path):
 
 
 def test_examples_convert_without_tensorflow(tmp_path):
-    jobs = [(EXAMPLES / "keras_digits.h5", EXAMPLES / "keras_digits_test_x.npy", tmp_path / "digits.npy"),
-            (EXAMPLES / "keras_mackey_glass.keras", EXAMPLES / "keras_mackey_glass_test_x.npy", tmp_path / "mg.npy")]
+    jobs = [
+        (EXAMPLES / "keras_digits.h5", EXAMPLES / "keras_digits_test_x.npy", tmp_path / "digits.npy"),
+        (EXAMPLES / "keras_mackey_glass.keras", EXAMPLES / "keras_mackey_glass_test_x.npy", tmp_path / "mg.npy"),
+    ]
     _run_blocked(jobs, tmp_path)
     acc = np.mean(np.argmax(np.load(tmp_path / "digits.npy"), -1) == np.load(EXAMPLES / "keras_digits_test_y.npy"))
-    assert acc >= 0.95                                   # examples/models/README.md: 95.5 % on this subset
+    assert acc >= 0.95  # examples/models/README.md: 95.5 % on this subset
     y, p = np.load(EXAMPLES / "keras_mackey_glass_test_y.npy"), np.load(tmp_path / "mg.npy")
     nrmse = np.sqrt(np.mean((p[:, 32:] - y[:, 32:]) ** 2)) / np.std(y[:, 32:])
-    assert nrmse <= 0.15                                 # README: 0.138 on this subset
+    assert nrmse <= 0.15  # README: 0.138 on this subset
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stem,fmt", [("keras_digits", "keras"), ("keras_digits", "h5"),
-                                      ("keras_mackey_glass", "keras")])
+@pytest.mark.parametrize(
+    "stem,fmt", [("keras_digits", "keras"), ("keras_digits", "h5"), ("keras_mackey_glass", "keras")]
+)
 def test_examples_match_keras_predict(km, stem, fmt):
     """The examples have larger orders (24 and 16) and longer windows than the test models, so TF's float32
     ZOH (its ``expm``) sets the error: its impulse response is ~6e-6 (order 24) and ~3e-6 (order 16) away
@@ -228,17 +259,19 @@ def test_examples_match_keras_predict(km, stem, fmt):
     with TF's own kernel put in, the rest of the conversion must be within 1e-5; the exact conversion within
     a bound of 1e-4 that this measured TF-side error justifies."""
     import keras
+
     path = EXAMPLES / f"{stem}.{fmt}"
     model = keras.models.load_model(path, compile=False)
     x = np.load(EXAMPLES / f"{stem}_test_x.npy")
     y = km.predict(model, x)
     g = lmu_edge.load(path)
     lmu = g.lmu_layers[0]
-    H_tf = np.asarray(model.layers[0].impulse_response, dtype=np.float64).T          # (order, L), float32 in TF
+    H_tf = np.asarray(model.layers[0].impulse_response, dtype=np.float64).T  # (order, L), float32 in TF
     H = lti.legendre_impulse_response(lmu.order, lmu.theta, H_tf.shape[1], lmu.discretizer)
     assert relative_error(H_tf, H) <= 1e-5
-    with_tf_kernel = g.replace(layers=(dataclasses.replace(lmu, memory=ir.ImpulseResponse(H_tf, "learned")),)
-                               + g.layers[1:])
+    with_tf_kernel = g.replace(
+        layers=(dataclasses.replace(lmu, memory=ir.ImpulseResponse(H_tf, "learned")),) + g.layers[1:]
+    )
     assert relative_error(lmu_edge.simulate(with_tf_kernel, x), y) <= TOL
     assert relative_error(lmu_edge.simulate(lmu_edge.fold(g), x), y) <= 1e-4
 
@@ -247,16 +280,25 @@ def test_cli_converts_a_keras_file(built, tmp_path):
     _, paths, x, y = built("ff_fft_zoh_dense")
     out = tmp_path / "out"
     np.save(tmp_path / "x.npy", x)
-    r = subprocess.run(lmu_edge_cli() + ["convert", paths["keras"], "--target", "ir", "-o", str(out), "-q"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        lmu_edge_cli() + ["convert", paths["keras"], "--target", "ir", "-o", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert relative_error(np.load(tmp_path / "y.npy"), y) <= TOL
 
 
 # --- bad input ---------------------------------------------------------------------------------------
+
 
 def _rewrite_keras(src: Path, dst: Path, config=None, weights=None, drop=()):
     """Copy a .keras archive, editing its config (dict -> None) and/or weights (h5py.File -> None)."""
@@ -286,12 +328,14 @@ def _layers(cfg):
 def _set_lmu(key, value):
     def edit(cfg):
         _layers(cfg)[1]["config"][key] = value
+
     return edit
 
 
 def _set_class(cls):
     def edit(cfg):
         _layers(cfg)[2]["class_name"] = cls
+
     return edit
 
 
@@ -322,14 +366,14 @@ def _h5_wrong_kernel(src, dst):
 
 
 def _other_framework(dst):
-    with h5py.File(dst, "w") as f:                       # a PyTorch-style state dict dumped to HDF5
+    with h5py.File(dst, "w") as f:  # a PyTorch-style state dict dumped to HDF5
         f["conv1.weight"] = np.zeros((8, 1, 3, 3), np.float32)
         f["fc.bias"] = np.zeros(10, np.float32)
     return dst
 
 
 def _weights_only(dst):
-    with h5py.File(dst, "w") as f:                       # what Keras 2's save_weights writes
+    with h5py.File(dst, "w") as f:  # what Keras 2's save_weights writes
         f.attrs["layer_names"] = np.array([b"dense"])
         f.create_group("dense").attrs["weight_names"] = np.array([b"dense/kernel:0"])
     return dst
@@ -337,39 +381,72 @@ def _weights_only(dst):
 
 def _truncated(src, dst, frac=0.6):
     data = Path(src).read_bytes()
-    dst.write_bytes(data[:int(len(data) * frac)])
+    dst.write_bytes(data[: int(len(data) * frac)])
     return dst
 
 
 BAD_FILES = {
     # name: (make(tmp) -> path, expected error, phrase in the message)
-    "not_zip": (lambda t: _write(t / "model.keras", b"this is a text file\n"), ModelFormatError,
-                "not a Keras model file"),
+    "not_zip": (
+        lambda t: _write(t / "model.keras", b"this is a text file\n"),
+        ModelFormatError,
+        "not a Keras model file",
+    ),
     "empty": (lambda t: _write(t / "empty.h5", b""), ModelFormatError, "empty"),
     "truncated_zip": (lambda t: _truncated(DIGITS, t / "cut.keras"), ModelFormatError, "truncated zip"),
     "truncated_h5": (lambda t: _truncated(EXAMPLES / "keras_digits.h5", t / "cut.h5"), ModelFormatError, "HDF5"),
-    "zip_without_weights": (lambda t: _rewrite_keras(DIGITS, t / "now.keras", drop=("model.weights.h5",)),
-                            ModelFormatError, "no model.weights.h5"),
-    "zip_without_config": (lambda t: _rewrite_keras(DIGITS, t / "noc.keras", drop=("config.json",)),
-                           ModelFormatError, "no config.json"),
-    "config_not_json": (lambda t: _zip_member(DIGITS, t / "j.keras", "config.json", b"{not json"),
-                        ModelFormatError, "not valid JSON"),
+    "zip_without_weights": (
+        lambda t: _rewrite_keras(DIGITS, t / "now.keras", drop=("model.weights.h5",)),
+        ModelFormatError,
+        "no model.weights.h5",
+    ),
+    "zip_without_config": (
+        lambda t: _rewrite_keras(DIGITS, t / "noc.keras", drop=("config.json",)),
+        ModelFormatError,
+        "no config.json",
+    ),
+    "config_not_json": (
+        lambda t: _zip_member(DIGITS, t / "j.keras", "config.json", b"{not json"),
+        ModelFormatError,
+        "not valid JSON",
+    ),
     "other_framework_h5": (lambda t: _other_framework(t / "torch.h5"), ModelFormatError, "model_config"),
     "weights_only_h5": (lambda t: _weights_only(t / "w.h5"), ModelFormatError, "save_weights"),
-    "kernel_shape_keras": (lambda t: _rewrite_keras(DIGITS, t / "s.keras", weights=_wrong_kernel), ShapeError,
-                           "weight 'kernel' has shape"),
-    "kernel_shape_h5": (lambda t: _h5_wrong_kernel(EXAMPLES / "keras_digits.h5", t / "s.h5"), ShapeError,
-                        "weight 'kernel' has shape"),
-    "missing_variable": (lambda t: _rewrite_keras(DIGITS, t / "m.keras", weights=_drop_bias), ModelFormatError,
-                         "1 variable(s) where the config implies 2"),
-    "unknown_discretizer": (lambda t: _rewrite_keras(DIGITS, t / "d.keras", config=_set_lmu("discretizer", "bilinear")),
-                            UnsupportedLayerError, "discretizer='bilinear' is not supported"),
-    "unknown_conv_mode": (lambda t: _rewrite_keras(DIGITS, t / "c.keras", config=_set_lmu("conv_mode", "winograd")),
-                          UnsupportedLayerError, "conv_mode='winograd'"),
-    "unknown_activation": (lambda t: _rewrite_keras(DIGITS, t / "a.keras", config=_set_activation),
-                           UnsupportedLayerError, "activation 'gelu' is not supported"),
-    "unknown_layer": (lambda t: _rewrite_keras(DIGITS, t / "l.keras", config=_set_class("Lambda")),
-                      UnsupportedLayerError, "(Lambda) is not supported; supported layers: InputLayer, Dense"),
+    "kernel_shape_keras": (
+        lambda t: _rewrite_keras(DIGITS, t / "s.keras", weights=_wrong_kernel),
+        ShapeError,
+        "weight 'kernel' has shape",
+    ),
+    "kernel_shape_h5": (
+        lambda t: _h5_wrong_kernel(EXAMPLES / "keras_digits.h5", t / "s.h5"),
+        ShapeError,
+        "weight 'kernel' has shape",
+    ),
+    "missing_variable": (
+        lambda t: _rewrite_keras(DIGITS, t / "m.keras", weights=_drop_bias),
+        ModelFormatError,
+        "1 variable(s) where the config implies 2",
+    ),
+    "unknown_discretizer": (
+        lambda t: _rewrite_keras(DIGITS, t / "d.keras", config=_set_lmu("discretizer", "bilinear")),
+        UnsupportedLayerError,
+        "discretizer='bilinear' is not supported",
+    ),
+    "unknown_conv_mode": (
+        lambda t: _rewrite_keras(DIGITS, t / "c.keras", config=_set_lmu("conv_mode", "winograd")),
+        UnsupportedLayerError,
+        "conv_mode='winograd'",
+    ),
+    "unknown_activation": (
+        lambda t: _rewrite_keras(DIGITS, t / "a.keras", config=_set_activation),
+        UnsupportedLayerError,
+        "activation 'gelu' is not supported",
+    ),
+    "unknown_layer": (
+        lambda t: _rewrite_keras(DIGITS, t / "l.keras", config=_set_class("Lambda")),
+        UnsupportedLayerError,
+        "(Lambda) is not supported; supported layers: InputLayer, Dense",
+    ),
 }
 
 
@@ -390,8 +467,12 @@ def _zip_member(src, dst, member, data):
 
 def _check_cli_fails(path, tmp_path, phrase):
     out = tmp_path / "OUT"
-    r = subprocess.run(lmu_edge_cli() + ["convert", str(path), "--target", "ir", "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        lmu_edge_cli() + ["convert", str(path), "--target", "ir", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = r.stderr.strip().splitlines()
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
@@ -413,6 +494,7 @@ def test_bad_file_gives_one_clear_error(case, tmp_path):
 
 def _unsupported_models():
     """name -> (builder(keras, keras_lmu) -> model, phrase); real models Keras builds and saves."""
+
     def seq(keras, *layers):
         return keras.Sequential([keras.Input((20, 2))] + list(layers))
 
@@ -431,17 +513,28 @@ def _unsupported_models():
         return keras.Model([a, b], x)
 
     return {
-        "lstm_layer": (lambda k, kl: seq(k, k.layers.LSTM(4), k.layers.Dense(1)),
-                       "(LSTM) is not supported; supported layers:"),
-        "lstm_hidden_cell": (lambda k, kl: seq(k, kl.LMU(memory_d=1, order=4, theta=5,
-                                                         hidden_cell=k.layers.LSTMCell(3))),
-                             "hidden cell of class LSTMCell is not supported"),
-        "gelu_dense": (lambda k, kl: seq(k, ff(kl), k.layers.Dense(3, activation="gelu")),
-                       "activation 'gelu' is not supported"),
-        "max_pooling": (lambda k, kl: seq(k, ff(kl, return_sequences=True), k.layers.GlobalMaxPooling1D()),
-                        "(GlobalMaxPooling1D) is not supported"),
-        "backwards_rnn": (lambda k, kl: seq(k, k.layers.RNN(kl.LMUCell(memory_d=1, order=3, theta=4, hidden_cell=None),
-                                                            go_backwards=True)), "go_backwards=True is not supported"),
+        "lstm_layer": (
+            lambda k, kl: seq(k, k.layers.LSTM(4), k.layers.Dense(1)),
+            "(LSTM) is not supported; supported layers:",
+        ),
+        "lstm_hidden_cell": (
+            lambda k, kl: seq(k, kl.LMU(memory_d=1, order=4, theta=5, hidden_cell=k.layers.LSTMCell(3))),
+            "hidden cell of class LSTMCell is not supported",
+        ),
+        "gelu_dense": (
+            lambda k, kl: seq(k, ff(kl), k.layers.Dense(3, activation="gelu")),
+            "activation 'gelu' is not supported",
+        ),
+        "max_pooling": (
+            lambda k, kl: seq(k, ff(kl, return_sequences=True), k.layers.GlobalMaxPooling1D()),
+            "(GlobalMaxPooling1D) is not supported",
+        ),
+        "backwards_rnn": (
+            lambda k, kl: seq(
+                k, k.layers.RNN(kl.LMUCell(memory_d=1, order=3, theta=4, hidden_cell=None), go_backwards=True)
+            ),
+            "go_backwards=True is not supported",
+        ),
         "branching": (branching, "no branches"),
         "two_inputs": (two_inputs, "2 input(s)"),
     }
@@ -453,6 +546,7 @@ def _unsupported_models():
 def test_unsupported_model_gives_one_clear_error(km, case, fmt, tmp_path):
     import keras
     import keras_lmu
+
     build, phrase = _unsupported_models()[case]
     keras.utils.set_random_seed(0)
     path = km.save_both(build(keras, keras_lmu), tmp_path / case)[fmt]

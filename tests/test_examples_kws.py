@@ -18,19 +18,21 @@ import kws  # noqa: E402  (examples/kws: importable after the sys.path line)
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (Debian: gcc)")
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="flite not installed (Debian: flite)")
-needs_arm = pytest.mark.skipif(not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
-                               reason="arm-none-eabi-gcc / qemu-system-arm not installed "
-                                      "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+needs_arm = pytest.mark.skipif(
+    not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")),
+    reason="arm-none-eabi-gcc / qemu-system-arm not installed "
+    "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)",
+)
 
 STREAM_SECONDS, STREAM_SEED = 40.0, 11
 # measured on this stream with the committed model (docs/kws.md): precision and recall, with margin
-MIN_PRECISION, MIN_RECALL = 0.5, 0.35   # measured 0.75 and 0.53 (9 of 12 detections, 17 keywords)
+MIN_PRECISION, MIN_RECALL = 0.5, 0.35  # measured 0.75 and 0.53 (9 of 12 detections, 17 keywords)
 
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     d = tmp_path_factory.mktemp("kws")
-    art, qg = kws.convert(d / "c")            # also asserts: model int8 input == front end int8 output
+    art, qg = kws.convert(d / "c")  # also asserts: model int8 input == front end int8 output
     return d, art, qg
 
 
@@ -59,9 +61,9 @@ def builds(converted, python_run):
 def test_detection_rule_on_a_made_up_posterior():
     det = kws.Detector(window=4, threshold=4 * 200, refractory=10)
     y = np.full((40, 12), -128)
-    y[5:12, 4] = 100             # class 4 ("up") high for 7 frames: fires once, at the 4th frame
-    y[12:18, 7] = 127            # class 7 within the refractory period (frames 15..17): suppressed
-    y[30:36, 9] = 127            # later: fires
+    y[5:12, 4] = 100  # class 4 ("up") high for 7 frames: fires once, at the 4th frame
+    y[12:18, 7] = 127  # class 7 within the refractory period (frames 15..17): suppressed
+    y[30:36, 9] = 127  # later: fires
     dets = det.run(y)
     assert [(f, c) for f, c, _ in dets] == [(8, 4), (33, 9)]
     assert kws.format_detection(8, 4, 912, 4) == "0.10 s: up (0.89)"
@@ -105,13 +107,13 @@ def test_cortex_m_detections_equal_the_host(stream, python_run, builds, cpu):
 @pytest.mark.slow
 def test_int8_utterance_accuracy_on_held_out_flite_words(converted):
     from lmu_edge import intsim
+
     _, _, qg = converted
     words, labels = kws.test_words()
     x, _, _, _ = kws.sequences(words, labels, 150, np.random.default_rng(1))
     post = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
     acc = float(np.mean(kws.utterance_predictions(post) == labels))
-    assert acc >= 0.45, acc         # measured 0.564; 12 classes, chance ~0.08 (docs/kws.md)
-
+    assert acc >= 0.45, acc  # measured 0.564; 12 classes, chance ~0.08 (docs/kws.md)
 
 
 @needs_arm

@@ -34,8 +34,10 @@ EXPECTED_FLOAT, EXPECTED_INT8, EXPECTED_AGREE = 0.43, 0.42, 0.98
 def need(*tools):
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        msg = (f"{', '.join(missing)} not installed "
-               f"(Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+        msg = (
+            f"{', '.join(missing)} not installed "
+            f"(Debian: gcc gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
@@ -58,16 +60,19 @@ def test_the_shipped_subset_is_credited_and_complete():
     assert "CC BY-SA 4.0" in lic and "Zohar Jackson" in lic
 
 
-@pytest.mark.parametrize("case, fragment", [
-    ("rate", "sample rate 16000 Hz, need 8000 Hz"),
-    ("stereo", "2 channels, need mono"),
-    ("8bit", "8-bit samples, need 16-bit"),
-    ("empty", "no samples"),
-    ("truncated", "truncated"),
-    ("corrupt", "corrupt WAV"),
-    ("tiny", "is no WAV file"),
-    ("missing", "cannot read"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("rate", "sample rate 16000 Hz, need 8000 Hz"),
+        ("stereo", "2 channels, need mono"),
+        ("8bit", "8-bit samples, need 16-bit"),
+        ("empty", "no samples"),
+        ("truncated", "truncated"),
+        ("corrupt", "corrupt WAV"),
+        ("tiny", "is no WAV file"),
+        ("missing", "cannot read"),
+    ],
+)
 def test_bad_audio_gets_a_one_line_error(tmp_path, case, fragment):
     one = np.arange(800, dtype="<i2").tobytes()
     p = tmp_path / f"{case}.wav"
@@ -105,7 +110,7 @@ def test_8khz_front_end_is_bit_exact_in_c(runtime):
     q, stats = frontend.run_c(x, fsdd.CFG, runtime)
     np.testing.assert_array_equal(q, frontend.features(x, fsdd.CFG))
     assert stats["frames"] == fsdd.CFG.n_frames(len(x))
-    if runtime == "cortex-m4":                # docs/kws.md: 66,325 instructions per frame (QEMU -icount)
+    if runtime == "cortex-m4":  # docs/kws.md: 66,325 instructions per frame (QEMU -icount)
         assert stats["instructions_per_frame"] == pytest.approx(66324.5, rel=0.02)
 
 
@@ -121,7 +126,7 @@ def test_held_out_speaker_accuracy_float_and_int8_c(host_result):
     assert r["float"] == pytest.approx(EXPECTED_FLOAT, abs=1e-9)
     assert r["int8"] == pytest.approx(EXPECTED_INT8, abs=1e-9)
     assert r["agree"] == pytest.approx(EXPECTED_AGREE, abs=1e-9)
-    assert abs(r["int8"] - r["float"]) <= 0.01 + 1e-9       # int8 C within one point of float
+    assert abs(r["int8"] - r["float"]) <= 0.01 + 1e-9  # int8 C within one point of float
 
 
 def test_cortex_m4_decides_as_the_host(host_result, tmp_path):
@@ -134,8 +139,9 @@ def test_cortex_m4_decides_as_the_host(host_result, tmp_path):
 def test_the_shipped_fold_fits_a_64k_ram_256k_flash_cortex_m4(tmp_path):
     need("arm-none-eabi-gcc", "qemu-system-arm")
     import footprint_fsdd
-    rep, fe = footprint_fsdd.measure(tmp_path)   # converts with device="cortex-m4-64k": raises if it does not fit
+
+    rep, fe = footprint_fsdd.measure(tmp_path)  # converts with device="cortex-m4-64k": raises if it does not fit
     c = rep["c"]
     assert c["device"]["name"] == "cortex-m4-64k" and c["device"]["fits"]
     assert c["ram_bytes"] + fe["state_bytes"] <= 64 * 1024 and c["flash_bytes_m4"] <= 256 * 1024
-    assert (c["ram_bytes"], fe["state_bytes"]) == (1760, 1440)     # docs/kws.md
+    assert (c["ram_bytes"], fe["state_bytes"]) == (1760, 1440)  # docs/kws.md

@@ -16,7 +16,7 @@ def test_streamed_c_keeps_the_task_metric_and_host_equals_cortex_m4(tmp_path):
     rows = stream.run(("c",), qemu=qemu, out_root=tmp_path, verbose=False)
     got = {(r[0], r[1]): r for r in rows}
     src_acc = got[("gunpoint", "source model (float64)")][3]
-    assert src_acc >= 0.9                                           # the shipped model really classifies
+    assert src_acc >= 0.9  # the shipped model really classifies
     assert got[("gunpoint", "c float (host)")][3] == pytest.approx(src_acc)
     assert got[("gunpoint", "c int8 (host)")][3] >= src_acc - 0.03
     src_nrmse = got[("mackey_glass", "source model (float64)")][3]
@@ -26,7 +26,7 @@ def test_streamed_c_keeps_the_task_metric_and_host_equals_cortex_m4(tmp_path):
         for task in ("gunpoint", "mackey_glass"):
             assert got[(task, "c int8: host == cortex-m4")][2] == "identical"
             assert got[(task, "c float: host == cortex-m4")][2] == "identical"
-            assert got[(task, "c int8 (cortex-m4)")][4] > 0            # instructions per step were measured
+            assert got[(task, "c int8 (cortex-m4)")][4] > 0  # instructions per step were measured
 
 
 @pytest.mark.slow

@@ -35,8 +35,23 @@ def helper(tmp_path_factory):
         pytest.skip("gcc not installed (Debian: gcc)")
     d = tmp_path_factory.mktemp("rt")
     (d / "t.c").write_text(PROGRAM)
-    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O2", f"-I{templates()}",
-                    str(d / "t.c"), "-o", str(d / "t"), "-lm"], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O2",
+            f"-I{templates()}",
+            str(d / "t.c"),
+            "-o",
+            str(d / "t"),
+            "-lm",
+        ],
+        check=True,
+    )
     return d / "t"
 
 
@@ -59,24 +74,28 @@ def test_c_and_python_integer_helpers_agree(helper):
     den = rng.integers(1, 100000, n)
     bits = rng.integers(8, 33, n)
     i32[:4] = [fp.INT32_MIN, fp.INT32_MAX, 0, -1]
-    i32[4:8], mult[4:8], shift[4:8] = [-3, 3, -5, 5], 1 << 30, 0      # exact ties of the doubling high mul
+    i32[4:8], mult[4:8], shift[4:8] = [-3, 3, -5, 5], 1 << 30, 0  # exact ties of the doubling high mul
     i32b[:4] = [fp.INT32_MIN, 1, 0, fp.INT32_MIN]
-    rows = ([("M", a, m, sh) for a, m, sh in zip(i32, mult, shift, strict=True)]
-            + [("S", a, k, 0) for a, k in zip(wide, s, strict=True)]
-            + [("H", a, b, 0) for a, b in zip(i32, i32b, strict=True)]
-            + [("R", a, k, 0) for a, k in zip(i32, e, strict=True)]
-            + [("D", a, d, 0) for a, d in zip(wide >> 8, den, strict=True)]
-            + [("T", a, b, 0) for a, b in zip(wide, bits, strict=True)])
+    rows = (
+        [("M", a, m, sh) for a, m, sh in zip(i32, mult, shift, strict=True)]
+        + [("S", a, k, 0) for a, k in zip(wide, s, strict=True)]
+        + [("H", a, b, 0) for a, b in zip(i32, i32b, strict=True)]
+        + [("R", a, k, 0) for a, k in zip(i32, e, strict=True)]
+        + [("D", a, d, 0) for a, d in zip(wide >> 8, den, strict=True)]
+        + [("T", a, b, 0) for a, b in zip(wide, bits, strict=True)]
+    )
     text = "\n".join(f"{r[0]} {int(r[1])} {int(r[2])} {int(r[3])}" for r in rows) + "\n"
     out = subprocess.run([str(helper)], input=text, capture_output=True, text=True, check=True).stdout.split()
     got = np.array([int(v) for v in out], dtype=np.int64)
-    expect = np.concatenate([
-        fp.multiply_by_quantized_multiplier(i32, mult, shift),
-        fp.shift_round(wide, 0, "half_up") * 0
-        + np.array([int(fp.shift_round(a, int(k), "half_up")) for a, k in zip(wide, s, strict=True)]),
-        fp.saturating_rounding_doubling_high_mul(i32, i32b),
-        np.array([int(fp.rounding_divide_by_pot(a, int(k))) for a, k in zip(i32, e, strict=True)]),
-        fp.div_round(wide >> 8, den),
-        np.array([int(fp.FixedType(int(b), 0).saturate(a)) for a, b in zip(wide, bits, strict=True)]),
-    ])
+    expect = np.concatenate(
+        [
+            fp.multiply_by_quantized_multiplier(i32, mult, shift),
+            fp.shift_round(wide, 0, "half_up") * 0
+            + np.array([int(fp.shift_round(a, int(k), "half_up")) for a, k in zip(wide, s, strict=True)]),
+            fp.saturating_rounding_doubling_high_mul(i32, i32b),
+            np.array([int(fp.rounding_divide_by_pot(a, int(k))) for a, k in zip(i32, e, strict=True)]),
+            fp.div_round(wide >> 8, den),
+            np.array([int(fp.FixedType(int(b), 0).saturate(a)) for a, b in zip(wide, bits, strict=True)]),
+        ]
+    )
     np.testing.assert_array_equal(got, expect)

@@ -59,8 +59,9 @@ def test_type_ranges_and_c_types():
     assert str(t) == "fixed<8,7>"
 
 
-@pytest.mark.parametrize("bad", [dict(width=0, frac=0), dict(width=8, frac=0, rounding="up"),
-                                 dict(width=8, frac=0, saturation="clip")])
+@pytest.mark.parametrize(
+    "bad", [dict(width=0, frac=0), dict(width=8, frac=0, rounding="up"), dict(width=8, frac=0, saturation="clip")]
+)
 def test_bad_types_are_clear_errors(bad):
     with pytest.raises(ValueError, match="width|rounding|saturation"):
         FixedType(**bad)
@@ -76,10 +77,10 @@ def test_quantize_refuses_nan():
 def test_quantize_multiplier_represents_the_real_multiplier(real):
     m, shift = fp.quantize_multiplier(real)
     if m == 0:
-        assert real < 2.0 ** -31
+        assert real < 2.0**-31
         return
     assert (1 << 30) <= m < (1 << 31)
-    assert abs(m * 2.0 ** (shift - 31) - real) <= real * 2.0 ** -30
+    assert abs(m * 2.0 ** (shift - 31) - real) <= real * 2.0**-30
 
 
 @settings(max_examples=300, deadline=None)
@@ -104,7 +105,7 @@ def test_multiply_by_quantized_multiplier_approximates_the_product(x, real):
     m, shift = fp.quantize_multiplier(real)
     got = int(fp.multiply_by_quantized_multiplier(x, m, shift))
     exact = x * m * Fraction(2) ** (shift - 31)
-    assert abs(got - exact) <= 1     # two roundings of at most 1/2 each
+    assert abs(got - exact) <= 1  # two roundings of at most 1/2 each
 
 
 def test_srdhm_and_mbqm_ties_follow_gemmlowp():

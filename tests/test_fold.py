@@ -13,8 +13,15 @@ from lmu_edge.errors import FoldError
 
 
 def analytic(q, theta, disc="zoh"):
-    return ir.LMU("lmu", memory_d=1, order=q, theta=theta, discretizer=disc,
-                  input_encoders=np.ones((1, 1)), memory=ir.ImpulseResponse())
+    return ir.LMU(
+        "lmu",
+        memory_d=1,
+        order=q,
+        theta=theta,
+        discretizer=disc,
+        input_encoders=np.ones((1, 1)),
+        memory=ir.ImpulseResponse(),
+    )
 
 
 def by_name(cands):
@@ -33,7 +40,7 @@ def test_substep_search_meets_the_budget_with_the_fewest_substeps(q, theta):
     fewer = fold._measure(layer, "rk4", ir.RungeKutta(4, s - 1), fold._Reference(layer), 1e-6)
     assert not fewer.ok
     if (q, theta) == (256, 784.0):
-        assert 50 <= s <= 200    # one RK4 step per sample diverges; about a hundred are needed
+        assert 50 <= s <= 200  # one RK4 step per sample diverges; about a hundred are needed
         one = fold._measure(layer, "rk4", ir.RungeKutta(4, 1), fold._Reference(layer), 1e-6)
         assert not one.ok and one.measurement.error > 1e3
         # an over-budget candidate's spectral radius is not computed (the search skips the
@@ -50,17 +57,28 @@ def test_the_measured_map_is_the_map_of_the_deployed_structured_step():
     u[0] = 1.0
     H = lti.impulse_response(M, N, 300)
     for k in range(300):
-        m = lti.rk_step(m, u[k:k + 1], theta, 4, s)
+        m = lti.rk_step(m, u[k : k + 1], theta, 4, s)
         np.testing.assert_allclose(m[0], H[:, k], rtol=0, atol=1e-12)
 
 
 @pytest.mark.slow
 def test_auto_picks_dense_zoh_where_it_is_cheaper_and_a_structured_step_where_that_is():
-    g = ir.Graph("two", 1, (
-        analytic(256, 784.0),
-        ir.LMU("long", memory_d=1, order=128, theta=10000.0, discretizer="zoh",
-               input_encoders=np.ones((256, 1)), memory=ir.ImpulseResponse()),
-    ))
+    g = ir.Graph(
+        "two",
+        1,
+        (
+            analytic(256, 784.0),
+            ir.LMU(
+                "long",
+                memory_d=1,
+                order=128,
+                theta=10000.0,
+                discretizer="zoh",
+                input_encoders=np.ones((256, 1)),
+                memory=ir.ImpulseResponse(),
+            ),
+        ),
+    )
     f = lmu_edge.fold(g)
     short, long = f.layers
     assert isinstance(short.memory, ir.DenseSS) and short.memory.method == "zoh"
@@ -69,7 +87,7 @@ def test_auto_picks_dense_zoh_where_it_is_cheaper_and_a_structured_step_where_th
     for layer in f.layers:
         assert layer.measurement.error <= 1e-6
     assert long.measurement.ops_per_step < lti.dense_cost(128)[0]
-    assert long.measurement.coeffs_stored < 128 * 8    # no q*q matrix stored
+    assert long.measurement.coeffs_stored < 128 * 8  # no q*q matrix stored
     assert short.measurement.ops_per_step == lti.dense_cost(256)[0]
     # for a target that does not run the implicit step, auto falls back to RK4; so it does for a quantized
     # target (its integer rounding noise is amplified by the solve), where asking for it still works
@@ -90,8 +108,9 @@ def test_asking_for_the_implicit_step_on_a_target_without_it_is_refused_in_one_l
     assert "\n" not in msg and "'pade'" in msg and "'onnx'" in msg and "rk4" in msg
 
 
-@pytest.mark.parametrize("name,orders,budget", [("pade", (3, 4), 1e-6), ("pade23", (2, 3), 1e-6),
-                                                ("pade22", (2, 2), 1e-5)])
+@pytest.mark.parametrize(
+    "name,orders,budget", [("pade", (3, 4), 1e-6), ("pade23", (2, 3), 1e-6), ("pade22", (2, 2), 1e-5)]
+)
 def test_the_implicit_realization_meets_the_budget_against_exact_zoh(name, orders, budget):
     layer = analytic(64, 200.0)
     c = by_name(fold.candidates(layer, budget, [name]))[name]
@@ -103,6 +122,7 @@ def test_the_implicit_realization_meets_the_budget_against_exact_zoh(name, order
         assert not fold._measure(layer, name, ir.Pade(*orders, s - 1), fold._Reference(layer), budget).ok
     # the float oracle steps the realization it was given: its impulse response is the exact ZOH one
     import dataclasses
+
     g = ir.Graph("one", 1, (dataclasses.replace(layer, memory=c.memory),))
     x = np.zeros((1, 1000, 1))
     x[0, 0, 0] = 1.0
@@ -131,7 +151,7 @@ def test_truncated_kernel_gets_the_fir_realization(rng):
     layer = lmu(rng, n_in=1, q=q, theta=12.0, memory=ir.ImpulseResponse(kernel, "truncated"))
     c = by_name(fold.candidates(layer))
     assert c["fir"].measurement.error == 0.0 and c["fir"].ok
-    assert c["zoh"].measurement.error > 1e-6 and not c["zoh"].ok       # the truncation is measured, not ignored
+    assert c["zoh"].measurement.error > 1e-6 and not c["zoh"].ok  # the truncation is measured, not ignored
     folded = fold.fold_layer(layer)
     assert isinstance(folded.memory, ir.FIR)
 
@@ -178,7 +198,10 @@ def test_pruned_search_stops_at_the_incumbent_cost_and_picks_the_same_realizatio
     assert pruned["rk4"].memory.substeps <= 9 < full["rk4"].memory.substeps
     assert not pruned["rk4"].ok and full["rk4"].ok and "cannot beat zoh" in pruned["rk4"].note
     assert full["rk4"].measurement.ops_per_step > full["zoh"].measurement.ops_per_step
+
     def best(cs):
-        return min((c for c in cs.values() if c.ok),
-                   key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)).name
+        return min(
+            (c for c in cs.values() if c.ok), key=lambda c: (c.measurement.ops_per_step, c.measurement.coeffs_stored)
+        ).name
+
     assert best(pruned) == best(full) == "zoh"

@@ -11,8 +11,11 @@ from lmu_edge.audio.frontend import FrontendConfig
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed (Debian: gcc)")
-needs_arm = pytest.mark.skipif(not ARM, reason="arm-none-eabi-gcc / qemu-system-arm not installed "
-                                               "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+needs_arm = pytest.mark.skipif(
+    not ARM,
+    reason="arm-none-eabi-gcc / qemu-system-arm not installed "
+    "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)",
+)
 CFG = FrontendConfig()
 
 
@@ -21,9 +24,15 @@ def _signal(seed=0):
     loud noise, a loud chirp, a full-scale square wave (clipping of pre-emphasis), tiny values."""
     rng = np.random.default_rng(seed)
     t = np.arange(12000) / 16000.0
-    parts = [np.zeros(900), rng.normal(0, 3000, 6000), rng.normal(0, 3, 3000),
-             25000 * np.sin(2 * np.pi * (100 + 3000 * t) * t), np.tile([32767, -32768], 1500),
-             rng.integers(-2, 3, 2000), rng.normal(0, 300, 5003)]
+    parts = [
+        np.zeros(900),
+        rng.normal(0, 3000, 6000),
+        rng.normal(0, 3, 3000),
+        25000 * np.sin(2 * np.pi * (100 + 3000 * t) * t),
+        np.tile([32767, -32768], 1500),
+        rng.integers(-2, 3, 2000),
+        rng.normal(0, 300, 5003),
+    ]
     x = np.concatenate(parts)
     return np.clip(np.round(x), -32768, 32767).astype(np.int16)
 
@@ -33,8 +42,8 @@ def test_frame_count_and_shapes():
     q = frontend.features(x, CFG)
     assert q.dtype == np.int8
     assert q.shape == ((len(x) - CFG.frame_len) // CFG.hop + 1, CFG.n_mels)
-    assert frontend.features(x[:CFG.frame_len - 1], CFG).shape == (0, CFG.n_mels)
-    assert frontend.features(x[:CFG.frame_len], CFG).shape == (1, CFG.n_mels)
+    assert frontend.features(x[: CFG.frame_len - 1], CFG).shape == (0, CFG.n_mels)
+    assert frontend.features(x[: CFG.frame_len], CFG).shape == (1, CFG.n_mels)
 
 
 def test_digital_silence_is_the_floor():
@@ -46,6 +55,7 @@ def test_integer_features_follow_the_documented_scale():
     within the int8 rounding plus a small fixed-point error: the documented scale is the real one."""
     rng = np.random.default_rng(3)
     from scipy.signal import lfilter
+
     x = lfilter([1.0], [1.0, -0.9], rng.normal(0, 1, 40000)) * np.repeat(10 ** rng.uniform(0.5, 3.5, 40), 1000)
     x = np.clip(np.round(x), -32768, 32767).astype(np.int16)
     q = frontend.features(x, CFG).astype(np.float64)
@@ -53,7 +63,7 @@ def test_integer_features_follow_the_documented_scale():
     ok = (ref > -127) & (ref < 126)
     err = np.abs(q - ref)[ok]
     assert ok.mean() > 0.9
-    assert err.mean() < 0.35, err.mean()          # int8 rounding alone gives 0.25
+    assert err.mean() < 0.35, err.mean()  # int8 rounding alone gives 0.25
     assert np.percentile(err, 99) < 1.0
     assert err.max() < 2.5
 
@@ -79,9 +89,9 @@ def test_bitlen_matches_python():
 def test_fft_stays_in_int16_and_matches_numpy():
     cfg = CFG
     rng = np.random.default_rng(6)
-    v = rng.integers(-2**13, 2**13 + 1, (50, cfg.n_fft))
-    v[0] = 2**13                               # the worst case: a constant at the bound
-    v[1] = np.where(np.arange(cfg.n_fft) % 2, -2**13, 2**13)
+    v = rng.integers(-(2**13), 2**13 + 1, (50, cfg.n_fft))
+    v[0] = 2**13  # the worst case: a constant at the bound
+    v[1] = np.where(np.arange(cfg.n_fft) % 2, -(2**13), 2**13)
     re = np.zeros_like(v)
     re[:, frontend.tables(cfg)["bitrev"]] = v
     r, i, H = frontend.fft_q15(re, np.zeros_like(re), cfg)
@@ -91,8 +101,9 @@ def test_fft_stays_in_int16_and_matches_numpy():
     assert np.abs((r + 1j * i) - X).max() < 1e-3 * 2**14
 
 
-@pytest.mark.parametrize("bad", [dict(n_fft=500), dict(frame_len=600), dict(hop=0), dict(preemph_q15=40000),
-                                 dict(f_max=9000.0)])
+@pytest.mark.parametrize(
+    "bad", [dict(n_fft=500), dict(frame_len=600), dict(hop=0), dict(preemph_q15=40000), dict(f_max=9000.0)]
+)
 def test_bad_configs_are_refused(bad):
     with pytest.raises(ValueError):
         FrontendConfig(**bad)
@@ -104,7 +115,8 @@ def test_emit_c_writes_prefixed_files(tmp_path):
     h, c = paths[0].read_text(), paths[1].read_text()
     assert "kws_fe_push" in h and "KWS_FE_N_MELS 32" in h
     import re
-    for text in (c, paths[2].read_text()):            # no floating point in the code (comments aside)
+
+    for text in (c, paths[2].read_text()):  # no floating point in the code (comments aside)
         code = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
         assert not re.search(r"\b(float|double)\b", code)
     with pytest.raises(ValueError):
@@ -112,10 +124,15 @@ def test_emit_c_writes_prefixed_files(tmp_path):
 
 
 @needs_gcc
-@pytest.mark.parametrize("cfg", [CFG, FrontendConfig(n_mels=40, preemph_q15=0, frame_len=480, hop=128, n_fft=512),
-                                 FrontendConfig(n_fft=256, frame_len=256, hop=100, n_mels=20, f_max=4000.0,
-                                                log_table_bits=4, out_shift=3)],
-                         ids=["default", "40mel_nopre", "256fft"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        CFG,
+        FrontendConfig(n_mels=40, preemph_q15=0, frame_len=480, hop=128, n_fft=512),
+        FrontendConfig(n_fft=256, frame_len=256, hop=100, n_mels=20, f_max=4000.0, log_table_bits=4, out_shift=3),
+    ],
+    ids=["default", "40mel_nopre", "256fft"],
+)
 def test_c_is_bit_exact_on_the_host(cfg):
     x = _signal(1)
     y, stats = frontend.run_c(x, cfg, "host")

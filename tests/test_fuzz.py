@@ -15,10 +15,16 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 import fuzzing  # noqa: E402  (tests/ joins sys.path first)
 
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.register_profile("dev", deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
@@ -42,6 +48,7 @@ def test_cli_arguments_succeed_or_fail_in_one_line(tmp_path_factory, rng):
 def test_every_reader_has_a_seed_file(suffix):
     import lmu_edge
     from lmu_edge.registry import CONVERTERS
+
     paths = [p for s, p in fuzzing.SEEDS if s == suffix]
     assert all(p.exists() for p in paths)
     assert all(lmu_edge.load(p) for p in paths)

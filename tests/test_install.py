@@ -27,12 +27,39 @@ print(sorted(p.name for p in art.path.iterdir() if p.suffix in (".h", ".c")))
 
 def test_a_regular_install_finds_its_templates(tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "--target", str(site), str(ROOT)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     env = dict(os.environ, PYTHONPATH=str(site))
-    r = subprocess.run([sys.executable, "-c", PROBE, str(site), str(tmp_path), str(ROOT / "examples" / "models" /
-                        "digits_lmu.lmu.npz")], cwd=tmp_path, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(site),
+            str(tmp_path),
+            str(ROOT / "examples" / "models" / "digits_lmu.lmu.npz"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.split("\n")
     assert lines[0] == "3" and "lmu_runtime.h" in lines[1] and "model.c" in lines[1], r.stdout

@@ -26,10 +26,10 @@ import lmu_edge
 from lmu_edge import intsim, qir, toolchain
 from lmu_edge.targets import c as c_target
 
-T = 240                         # steps per case: 15 windows of the short cases
+T = 240  # steps per case: 15 windows of the short cases
 N_IN = 2
 FNV_OFFSET, FNV_PRIME, MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
-REALIZATIONS = ("zoh", "euler", "rk1", "rk2", "rk4", "pade", "fir")    # every realization fold can choose
+REALIZATIONS = ("zoh", "euler", "rk1", "rk2", "rk4", "pade", "fir")  # every realization fold can choose
 STATE_BITS = (8, 16, 32)
 COEFF_BITS = (16, 32)
 CTYPE = {8: "<i1", 16: "<i2", 32: "<i4"}
@@ -40,9 +40,9 @@ def _cases():
     out = []
     for real in REALIZATIONS:
         for sb in STATE_BITS:
-            for cb in ((None,) if real.startswith(("rk", "pade")) else COEFF_BITS):
+            for cb in (None,) if real.startswith(("rk", "pade")) else COEFF_BITS:
                 out.append((real, sb, cb, 6, 16.0))
-    for real in ("zoh", "euler", "fir"):       # long windows: an unprovable 8-bit bound saturates (not FIR's)
+    for real in ("zoh", "euler", "fir"):  # long windows: an unprovable 8-bit bound saturates (not FIR's)
         out.append((real, 8, None, 16, 200.0))
     return out
 
@@ -169,22 +169,42 @@ def matrix(tmp_path_factory):
     cases, wrapper, headers, states, resets, steps = [], [], [], [], [], []
     for k, (real, sb, cb, q, theta) in enumerate(CASES):
         rng = np.random.default_rng(4000 + k)
-        g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh"),
-                          real, error_budget=2.0, substeps=2 if real.startswith(("rk", "pade")) else None)
+        g = lmu_edge.fold(
+            chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh"),
+            real,
+            error_budget=2.0,
+            substeps=2 if real.startswith(("rk", "pade")) else None,
+        )
         calib = rng.standard_normal((2, int(5 * theta), N_IN)) * 0.5
         prefix = f"mx{k}"
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")       # 8-bit states warn that their bound is calibrated
-            art = lmu_edge.convert(g, "c", root / prefix, quantize="int8", calibration=calib, state_bits=sb,
-                                   coeff_bits=cb, prefix=prefix, measure=False)
+            warnings.simplefilter("ignore")  # 8-bit states warn that their bound is calibrated
+            art = lmu_edge.convert(
+                g,
+                "c",
+                root / prefix,
+                quantize="int8",
+                calibration=calib,
+                state_bits=sb,
+                coeff_bits=cb,
+                prefix=prefix,
+                measure=False,
+            )
         qg = lmu_edge.load(art.path / "quantized.lmu.npz")
         header = (art.path / "model.h").read_text()
         fields = _state_fields(header, prefix)
         assert any(kind == "m" for _, kind, _ in fields), f"{prefix}: no LMU state array found in model.h"
         py, peak = _python_hashes(qg, fields, x8)
         lmu = next(lay for lay in qg.layers if isinstance(lay, qir.QLMU))
-        cases.append({"case": (real, sb, cb, q, theta), "hashes": py, "peak": peak, "layer": lmu,
-                      "info": qg.metadata["quantization"]})
+        cases.append(
+            {
+                "case": (real, sb, cb, q, theta),
+                "hashes": py,
+                "peak": peak,
+                "layer": lmu,
+                "info": qg.metadata["quantization"],
+            }
+        )
         wrapper.append(f'#include "{prefix}/model.c"')
         headers.append(f'#include "{prefix}/model.h"')
         # the genuine Cortex-M0 image (microbit, 16 KB RAM) leaves the Pade cases out: with them the
@@ -198,18 +218,35 @@ def matrix(tmp_path_factory):
             first = art
     d = root / "all"
     d.mkdir()
-    for name in ("Makefile", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c",
-                 *toolchain.LINKER_SCRIPTS):
+    for name in (
+        "Makefile",
+        "lmu_runtime.h",
+        "lmu_kernels_arm.h",
+        "lmu_pade.h",
+        "startup.c",
+        *toolchain.LINKER_SCRIPTS,
+    ):
         shutil.copyfile(first.path / name, d / name)
     for k in range(len(CASES)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")
-    (d / "model.h").write_text("#ifndef MATRIX_H\n#define MATRIX_H\n#include <stdint.h>\n" + "\n".join(headers)
-                               + "\n#endif\n")
+    (d / "model.h").write_text(
+        "#ifndef MATRIX_H\n#define MATRIX_H\n#include <stdint.h>\n" + "\n".join(headers) + "\n#endif\n"
+    )
     (d / "model.c").write_text("\n".join(wrapper) + "\n")
-    (d / "harness.c").write_text(HARNESS % {"states": "\n".join(states), "T": T, "N_IN": N_IN, "n": len(CASES),
-                                            "resets": "\n".join(resets), "steps": "\n".join(steps)})
-    image = types.SimpleNamespace(path=d, graph=types.SimpleNamespace(output_features=8 * len(CASES)),
-                                  manifest={"c": {"quantized": True}})
+    (d / "harness.c").write_text(
+        HARNESS
+        % {
+            "states": "\n".join(states),
+            "T": T,
+            "N_IN": N_IN,
+            "n": len(CASES),
+            "resets": "\n".join(resets),
+            "steps": "\n".join(steps),
+        }
+    )
+    image = types.SimpleNamespace(
+        path=d, graph=types.SimpleNamespace(output_features=8 * len(CASES)), manifest={"c": {"quantized": True}}
+    )
     return image, x8, cases
 
 
@@ -233,8 +270,7 @@ def test_the_matrix_covers_every_realization_form_and_width(matrix):
 
 def test_eight_bit_states_are_driven_into_saturation(matrix):
     _, _, cases = matrix
-    saturated = {_kind(c["layer"].memory).split("-")[0] for c in cases
-                 if c["case"][1] == 8 and c["peak"] >= 127}
+    saturated = {_kind(c["layer"].memory).split("-")[0] for c in cases if c["case"][1] == 8 and c["peak"] >= 127}
     # dense and RK 8-bit states reach their saturation bound on this stream (so the C saturation
     # bounds are compared with the reference's, step by step, in the tests below). FIR cannot: one
     # rounding per output, so its 8-bit bound is always proven and its saturation never fires.
@@ -253,12 +289,12 @@ def test_every_case_matches_the_integer_reference_state_after_every_step(matrix,
             pytest.fail("arm-none-eabi-gcc / qemu-system-arm missing under CI")
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
     y, _ = c_target.run_native(image, x8[None], runtime)
-    got = np.ascontiguousarray(y[0]).view("<u8")          # (T, n_cases)
+    got = np.ascontiguousarray(y[0]).view("<u8")  # (T, n_cases)
     assert got.shape == (T, len(cases))
     bad = []
     for k, c in enumerate(cases):
         if runtime == "microbit" and c["case"][0].startswith("pade"):
-            continue                                     # not in the microbit image (see matrix())
+            continue  # not in the microbit image (see matrix())
         diff = np.nonzero(got[:, k] != c["hashes"])[0]
         if diff.size:
             bad.append(f"{c['case']} first differs at step {diff[0]}")

@@ -18,10 +18,23 @@ def every_node_graph(rng):
         ir.Dense("d0", rng.standard_normal((2, 3)), rng.standard_normal(3).astype(np.float32), "relu"),
         lmu(rng, "par", n_in=3, d=2, q=q, hidden="dense", input_to_hidden=True),
         ir.Activation("act", "tanh"),
-        lmu(rng, "trunc", n_in=5, q=q, hidden=None,
-            memory=ir.ImpulseResponse(rng.standard_normal((q, 17)), "truncated", "raw mode, truncate_ir")),
-        lmu(rng, "dense_ss", n_in=q, q=q, hidden="simple_rnn", rnn_path=True,
-            memory=ir.DenseSS("zoh", *lmu_edge.lti.legendre_discrete(q, 12.0))),
+        lmu(
+            rng,
+            "trunc",
+            n_in=5,
+            q=q,
+            hidden=None,
+            memory=ir.ImpulseResponse(rng.standard_normal((q, 17)), "truncated", "raw mode, truncate_ir"),
+        ),
+        lmu(
+            rng,
+            "dense_ss",
+            n_in=q,
+            q=q,
+            hidden="simple_rnn",
+            rnn_path=True,
+            memory=ir.DenseSS("zoh", *lmu_edge.lti.legendre_discrete(q, 12.0)),
+        ),
         lmu(rng, "rk", n_in=5, q=q, hidden="dense", memory=ir.RungeKutta(4, 7)),
         lmu(rng, "fir", n_in=5, q=q, hidden="dense", memory=ir.FIR(rng.standard_normal((q, 9)))),
         ir.TimePooling("pool"),
@@ -105,7 +118,7 @@ def test_tampered_bytes_are_caught_by_the_checksum(saved, tmp_path):
     data = bytearray(saved.read_bytes())
     with zipfile.ZipFile(saved) as z:
         info = z.getinfo("g.layers0.kernel.npy")
-    pos = info.header_offset + 30 + len(info.filename) + 128 + 3   # inside the array's data
+    pos = info.header_offset + 30 + len(info.filename) + 128 + 3  # inside the array's data
     data[pos] ^= 0xFF
     bad = tmp_path / "tampered.lmu.npz"
     bad.write_bytes(bytes(data))
@@ -137,6 +150,7 @@ def test_array_disagreeing_with_header_is_a_clear_error(saved, tmp_path):
 def test_header_shapes_that_break_the_chain_are_a_clear_error(saved, tmp_path):
     def both(h):
         h["graph"]["layers"][0]["kernel"]["shape"] = [5, 5]
+
     bad = tmp_path / "chain.lmu.npz"
     _rewrite(saved, bad, mutate_header=both, replace={"g.layers0.kernel.npy": np.zeros((5, 5))})
     with pytest.raises(IRFormatError, match="pre"):

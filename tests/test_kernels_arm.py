@@ -17,19 +17,26 @@ from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
-needs_arm = pytest.mark.skipif(not ARM and os.environ.get("CI") != "true",
-                               reason="arm-none-eabi-gcc / qemu-system-arm not installed")
+needs_arm = pytest.mark.skipif(
+    not ARM and os.environ.get("CI") != "true", reason="arm-none-eabi-gcc / qemu-system-arm not installed"
+)
 
 
 def _run(art_dir, xq, runtime, extra=""):
     """Build ``runtime``'s image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
     rt = toolchain.ARM_RUNTIMES[runtime]
     flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"
-    subprocess.run(["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags], cwd=art_dir, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags], cwd=art_dir, check=True, capture_output=True
+    )
     c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
-    subprocess.run(toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"), cwd=art_dir, check=True,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
+        cwd=art_dir,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 
 
@@ -43,11 +50,10 @@ PATHS = {"dsp": ("cortex-m4", ""), "portable": ("cortex-m4", "-DLMU_PORTABLE"), 
 @pytest.mark.parametrize("q,coeff_bits,sums", [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32")])
 def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     rng = np.random.default_rng(100 + q)
-    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")   # hidden: 11 rows of q inputs
+    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits,
-                           measure=False)
-    if sums:   # both accumulator widths of the dense memory are exercised
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False)
+    if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in (art.path / "model.c").read_text()
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
@@ -58,16 +64,16 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
 
 def test_acc32_is_chosen_only_when_the_bound_proves_it():
     # row sums of |C| times 2^(bits-1): 2^16 * 2^15 = 2^31 overflows, one less fits
-    assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15 - 1]]), 16) == 1
-    assert c_codegen.dense_acc32(np.array([[2 ** 15, 2 ** 15]]), 16) == 0
-    assert c_codegen.dense_acc32(np.array([[1, -(2 ** 16)], [0, 0]]), 16) == 0
+    assert c_codegen.dense_acc32(np.array([[2**15, 2**15 - 1]]), 16) == 1
+    assert c_codegen.dense_acc32(np.array([[2**15, 2**15]]), 16) == 0
+    assert c_codegen.dense_acc32(np.array([[1, -(2**16)], [0, 0]]), 16) == 0
 
 
 def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
     # limit for a 16-bit state: (2^31 - 1) >> 15 = 65535 per chunk of |C|
     c = np.array([[30000, 30000, 30000, 5535, 1]])
-    assert c_codegen.dense_chunk(c, 16) == 2            # three columns: 90000 > 65535; pairs fit
-    assert c_codegen.dense_chunk(np.array([[1, 2, 3]]), 16) == 3    # the whole row: acc32's proof
+    assert c_codegen.dense_chunk(c, 16) == 2  # three columns: 90000 > 65535; pairs fit
+    assert c_codegen.dense_chunk(np.array([[1, 2, 3]]), 16) == 3  # the whole row: acc32's proof
     assert c_codegen.dense_chunk(np.array([[65535, 1]]), 16) == 1
-    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25535]]), 16) == 2    # aligned pairs
+    assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25535]]), 16) == 2  # aligned pairs
     assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25536]]), 16) == 1

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _layout() -> str:
     text = (ROOT / "README.md").read_text()
-    return text[text.index("## Layout"):text.index("## License")]
+    return text[text.index("## Layout") : text.index("## License")]
 
 
 def test_every_module_is_named_in_the_layout():
@@ -20,7 +20,7 @@ def test_every_module_is_named_in_the_layout():
     for package in ("lmu_edge", "converters", "targets"):
         for f in (ROOT / package).glob("*.py"):
             if f.stem.startswith("_"):
-                continue                     # private helpers are covered by the sentence about them
+                continue  # private helpers are covered by the sentence about them
             assert f.stem in named, f"{package}/{f.name} is not named in README's Layout section"
 
 
@@ -35,6 +35,7 @@ def test_every_tracked_top_level_folder_is_named():
 def _core_imports() -> dict:
     """lmu_edge module -> the lmu_edge modules it imports, function-level imports included."""
     import ast
+
     mods = {p.stem: p for p in (ROOT / "lmu_edge").glob("*.py") if p.stem != "__init__"}
     graph = {m: set() for m in mods}
     for m, p in mods.items():
@@ -52,7 +53,7 @@ def test_the_core_modules_import_each_other_without_cycles():
     done, active = set(), []
 
     def visit(m):
-        assert m not in active, f"import cycle: {' -> '.join(active[active.index(m):] + [m])}"
+        assert m not in active, f"import cycle: {' -> '.join(active[active.index(m) :] + [m])}"
         if m in done:
             return
         active.append(m)
@@ -67,9 +68,11 @@ def test_the_core_modules_import_each_other_without_cycles():
 
 # --- docstrings and private names (issue 17) -----------------------------------------------------------------
 
+
 def _package_files() -> dict:
     """Module name (lmu_edge.*) -> source file, the remapped sub-packages included (pyproject's package-dir)."""
     import tomllib
+
     dirs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     out = {}
     for package, folder in dirs.items():
@@ -77,7 +80,7 @@ def _package_files() -> dict:
             if p.parent != ROOT / folder:
                 continue
             out[package if p.stem == "__init__" else f"{package}.{p.stem}"] = p
-    if "lmu_edge.audio" not in dirs:                 # sub-packages that sit in their parent's folder
+    if "lmu_edge.audio" not in dirs:  # sub-packages that sit in their parent's folder
         for p in sorted((ROOT / "lmu_edge" / "audio").glob("*.py")):
             out["lmu_edge.audio" if p.stem == "__init__" else f"lmu_edge.audio.{p.stem}"] = p
     return out
@@ -91,12 +94,17 @@ PRIVATE_IMPORTS_PENDING: set = set()
 
 
 def _params(pending: set) -> list:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason="clean-up pending in this round"))
-            if str(path.relative_to(ROOT)) in pending else name for name, path in PACKAGE_FILES.items()]
+    return [
+        pytest.param(name, marks=pytest.mark.xfail(strict=False, reason="clean-up pending in this round"))
+        if str(path.relative_to(ROOT)) in pending
+        else name
+        for name, path in PACKAGE_FILES.items()
+    ]
 
 
 def _public_functions_without_docstring(tree) -> list:
     import ast
+
     missing = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
@@ -104,22 +112,33 @@ def _public_functions_without_docstring(tree) -> list:
                 missing.append(f"{node.name} (line {node.lineno})")
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             for item in node.body:
-                if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_")
-                        and ast.get_docstring(item) is None):
+                if (
+                    isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and not item.name.startswith("_")
+                    and ast.get_docstring(item) is None
+                ):
                     missing.append(f"{node.name}.{item.name} (line {item.lineno})")
     return missing
 
 
 def test_the_package_files_are_all_found():
     # the parametrized tests below cover every module of the installed package
-    assert {"lmu_edge", "lmu_edge.converters", "lmu_edge.targets", "lmu_edge.audio",
-            "lmu_edge.targets.c", "lmu_edge.converters.keras_lmu", "lmu_edge.audio.frontend"} <= set(PACKAGE_FILES)
+    assert {
+        "lmu_edge",
+        "lmu_edge.converters",
+        "lmu_edge.targets",
+        "lmu_edge.audio",
+        "lmu_edge.targets.c",
+        "lmu_edge.converters.keras_lmu",
+        "lmu_edge.audio.frontend",
+    } <= set(PACKAGE_FILES)
     assert len(PACKAGE_FILES) >= 40
 
 
 @pytest.mark.parametrize("module", _params(DOCSTRINGS_PENDING))
 def test_every_public_function_has_a_docstring(module):
     import ast
+
     path = PACKAGE_FILES[module]
     missing = _public_functions_without_docstring(ast.parse(path.read_text()))
     assert not missing, f"{path.relative_to(ROOT)}: public function(s) without a docstring: {', '.join(missing)}"
@@ -131,7 +150,7 @@ def _resolve(module: str, node, is_package: bool) -> str:
         return node.module or ""
     parts = module.split(".")
     base = parts if is_package else parts[:-1]
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -142,13 +161,14 @@ def _private_module_allowed(importer: str, private: str) -> bool:
         return False
     owner = name[1:].split("_")[0]
     if f"{pkg}.{owner}" not in PACKAGE_FILES:
-        return True                                   # package-private (e.g. targets._stepplan)
+        return True  # package-private (e.g. targets._stepplan)
     mine = importer.rpartition(".")[2]
     return mine == owner or mine.startswith(f"_{owner}_")
 
 
 def _private_imports(module: str, path) -> list:
     import ast
+
     found = []
     is_package = path.name == "__init__.py"
 
@@ -162,7 +182,7 @@ def _private_imports(module: str, path) -> list:
                 continue
             for alias in node.names:
                 target = f"{source}.{alias.name}"
-                if target in PACKAGE_FILES:                      # a module
+                if target in PACKAGE_FILES:  # a module
                     if private(alias.name) and not _private_module_allowed(module, target):
                         found.append(f"line {node.lineno}: module {target}")
                 elif private(alias.name):
@@ -173,7 +193,7 @@ def _private_imports(module: str, path) -> list:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 for i, part in enumerate(alias.name.split(".")):
-                    target = ".".join(alias.name.split(".")[:i + 1])
+                    target = ".".join(alias.name.split(".")[: i + 1])
                     if private(part) and not _private_module_allowed(module, target):
                         found.append(f"line {node.lineno}: module {target}")
     return found
@@ -221,7 +241,6 @@ def test_every_suppression_names_its_code_and_a_reason():
     assert not bad, f"noqa / type-ignore comments without a code and a reason: {bad}"
 
 
-
 def test_the_suppression_check_tells_explained_from_bare():
     assert _EXPLAINED.search("import x  " + _NOQA + ": E402  (after the sys.path line)")
     assert not _EXPLAINED.search("import x  " + _NOQA + ": E402")
@@ -234,11 +253,13 @@ def test_the_type_check_sees_every_module_under_its_installed_name(tmp_path):
     # scripts/typecheck.py hands mypy a link tree of the installed layout; a module missing from it would go
     # unchecked without any message
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
     typecheck = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(typecheck)
     tree = typecheck.build_tree(ROOT, tmp_path / "tree")
     import os
+
     files = [Path(d) / n for d, _, names in os.walk(tree, followlinks=True) for n in names if n.endswith(".py")]
     found = {".".join(p.relative_to(tree).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
     assert set(found) == set(PACKAGE_FILES)

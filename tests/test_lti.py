@@ -43,13 +43,13 @@ def test_euler_is_identity_plus_a():
 
 def test_impulse_response_blocks_equal_naive_powers():
     Ad, Bd = lti.legendre_discrete(6, 9.0)
-    H = lti.impulse_response(Ad, Bd, 1300)       # crosses several 512-step blocks
+    H = lti.impulse_response(Ad, Bd, 1300)  # crosses several 512-step blocks
     v, naive = Bd.copy(), []
     for _ in range(1300):
         naive.append(v)
         v = Ad @ v
     np.testing.assert_allclose(H, np.array(naive).T, rtol=1e-10, atol=1e-13)
-    assert np.array_equal(H[:, 0], Bd)            # H[:, 0] = Bbar: the current input reaches the state
+    assert np.array_equal(H[:, 0], Bd)  # H[:, 0] = Bbar: the current input reaches the state
 
 
 @pytest.mark.parametrize("r", [1, 2, 4])
@@ -59,6 +59,7 @@ def test_rk_step_is_the_taylor_polynomial_of_the_step(r):
     A, B = lti.legendre_ab(q, theta)
     h = 1.0 / s
     import math
+
     P = sum(np.linalg.matrix_power(h * A, k) / math.factorial(k) for k in range(r + 1))
     S = sum(np.linalg.matrix_power(h * A, k) / math.factorial(k + 1) for k in range(r))
     M1, N1 = P, h * S @ B
@@ -75,6 +76,7 @@ def test_classic_rk4_tableau_gives_the_same_step():
     A, B = lti.legendre_ab(q, theta)
     rng = np.random.default_rng(3)
     m, u = rng.standard_normal(q), 0.7
+
     def f(x):
         return A @ x + B * u
 
@@ -100,7 +102,7 @@ def test_rk4_converges_to_zoh_with_substeps():
     Ad, Bd = lti.legendre_discrete(16, 40.0)
     errs = [np.abs(lti.rk_map(16, 40.0, 4, s)[0] - Ad).max() for s in (2, 4, 8)]
     assert errs[0] > errs[1] > errs[2]
-    assert errs[1] / errs[2] > 10     # fourth order: about 16x per halving of h
+    assert errs[1] / errs[2] > 10  # fourth order: about 16x per halving of h
 
 
 def test_rk_step_float32_stays_float32():

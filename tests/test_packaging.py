@@ -9,14 +9,26 @@ import zipfile
 import pytest
 from conftest import ROOT
 
-HEAVY = ("tensorflow", "keras", "keras_lmu", "ai_edge_litert", "tflite_runtime", "tflite_micro", "onnx",
-         "onnxruntime", "nengo", "nengo_loihi", "torch")
+HEAVY = (
+    "tensorflow",
+    "keras",
+    "keras_lmu",
+    "ai_edge_litert",
+    "tflite_runtime",
+    "tflite_micro",
+    "onnx",
+    "onnxruntime",
+    "nengo",
+    "nengo_loihi",
+    "torch",
+)
 
 
 def test_sub_packages_import_under_lmu_edge():
     for name in ("lmu_edge.converters", "lmu_edge.targets", "lmu_edge.targets.ir", "lmu_edge.firmware_templates"):
         importlib.import_module(name)
     import lmu_edge.firmware_templates as ft
+
     assert ft.path().name == "firmware_templates"
 
 
@@ -30,25 +42,53 @@ def test_core_requirements_pull_no_heavy_runtime():
 
 
 def test_importing_the_core_imports_no_heavy_runtime():
-    code = ("import sys, lmu_edge, lmu_edge.cli, lmu_edge.targets.ir, lmu_edge.folding, lmu_edge.reference;"
-            f"bad = [m for m in {HEAVY!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, lmu_edge, lmu_edge.cli, lmu_edge.targets.ir, lmu_edge.folding, lmu_edge.reference;"
+        f"bad = [m for m in {HEAVY!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.slow
 def test_wheel_holds_the_three_sub_packages(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     wheel = next(tmp_path.glob("lmu_edge-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for f in ("lmu_edge/__init__.py", "lmu_edge/cli.py", "lmu_edge/ir.py", "lmu_edge/lti.py", "lmu_edge/folding.py",
-              "lmu_edge/reference.py", "lmu_edge/fixedpoint.py", "lmu_edge/converters/__init__.py",
-              "lmu_edge/targets/__init__.py", "lmu_edge/targets/ir.py",
-              "lmu_edge/firmware_templates/__init__.py", "lmu_edge/firmware_templates/lmu_runtime.h",
-              "lmu_edge/firmware_templates/model.c.j2", "lmu_edge/firmware_templates/mps2.ld",
-              "lmu_edge/report_template.html.j2"):
+    for f in (
+        "lmu_edge/__init__.py",
+        "lmu_edge/cli.py",
+        "lmu_edge/ir.py",
+        "lmu_edge/lti.py",
+        "lmu_edge/folding.py",
+        "lmu_edge/reference.py",
+        "lmu_edge/fixedpoint.py",
+        "lmu_edge/converters/__init__.py",
+        "lmu_edge/targets/__init__.py",
+        "lmu_edge/targets/ir.py",
+        "lmu_edge/firmware_templates/__init__.py",
+        "lmu_edge/firmware_templates/lmu_runtime.h",
+        "lmu_edge/firmware_templates/model.c.j2",
+        "lmu_edge/firmware_templates/mps2.ld",
+        "lmu_edge/report_template.html.j2",
+    ):
         assert f in names, f
     assert not any(n.startswith(("tests/", "converters/", "targets/", "examples/", "bench/")) for n in names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))

@@ -31,7 +31,7 @@ def test_shifted_solve_loses_accuracy_when_the_shift_is_large_against_theta_over
     c = 1.0 / p[0]
     err = np.max(np.abs(pade.shifted_solve(b, c, theta) - np.linalg.solve(np.eye(q) - c * A, b)))
     assert err > 1.0
-    c = 0.25 / p[0]           # four substeps: accurate again
+    c = 0.25 / p[0]  # four substeps: accurate again
     dense = np.linalg.solve(np.eye(q) - c * A, b)
     assert np.max(np.abs(pade.shifted_solve(b, c, theta) - dense)) <= 1e-8 * np.max(np.abs(dense))
 
@@ -39,24 +39,28 @@ def test_shifted_solve_loses_accuracy_when_the_shift_is_large_against_theta_over
 @pytest.mark.parametrize("m,n", [(1, 1), (2, 2), (2, 3), (3, 4)])
 def test_pade_fractions_reproduce_the_rational_function(m, n):
     import math
+
     k, rho, p = pade.pade_fractions(m, n)
     z = np.array([0.1, -0.1 + 0.05j, -0.2j])
     r = k + np.sum(rho[None, :] / (z[:, None] - p[None, :]), axis=1)
-    assert np.max(np.abs(r - np.exp(z))) < 0.3 ** (m + n + 1)   # exp to order m + n near 0
+    assert np.max(np.abs(r - np.exp(z))) < 0.3 ** (m + n + 1)  # exp to order m + n near 0
     small = 1e-2
     # truncation error about small**(m+n+1), plus the round-off of summing residues that cancel
     terms = rho / (small - p)
     roundoff = 64 * np.finfo(float).eps * (abs(k) + np.sum(np.abs(terms)))
     assert abs(k + np.sum(terms) - math.exp(small)) < small ** (m + n) + roundoff
-    assert np.all(p.real > 0)                                    # poles in the right half plane
-    assert abs(k + np.sum(rho / (-1e6 - p))) <= (1.0 if m == n else 1e-5)   # A-stable: bounded at -inf
+    assert np.all(p.real > 0)  # poles in the right half plane
+    assert abs(k + np.sum(rho / (-1e6 - p))) <= (1.0 if m == n else 1e-5)  # A-stable: bounded at -inf
 
 
-@pytest.mark.parametrize("q,theta,orders,s,bound", [
-    (64, 200.0, (3, 4), 8, 1e-7),        # the figures: Pade [3/4], 8 substeps, about 3e-8
-    (64, 200.0, (2, 2), 16, 1e-4),
-    (128, 784.0, (3, 4), 8, 1e-7),
-])
+@pytest.mark.parametrize(
+    "q,theta,orders,s,bound",
+    [
+        (64, 200.0, (3, 4), 8, 1e-7),  # the figures: Pade [3/4], 8 substeps, about 3e-8
+        (64, 200.0, (2, 2), 16, 1e-4),
+        (128, 784.0, (3, 4), 8, 1e-7),
+    ],
+)
 def test_pade_step_matches_exact_zoh(q, theta, orders, s, bound):
     M, N = pade.pade_map(q, theta, orders, s)
     Ab, Bb = lti.legendre_discrete(q, theta)
@@ -85,6 +89,7 @@ def test_pade_step_runs_the_map_it_reports():
 def test_a_graph_folded_with_the_implicit_step_round_trips_through_the_ir_file(tmp_path):
     import lmu_edge
     from lmu_edge import ir
+
     layer = ir.LMU("lmu", 1, 16, 40.0, "zoh", np.ones((1, 1)), ir.ImpulseResponse())
     g = lmu_edge.fold(ir.Graph("p", 1, (layer,)), "pade", error_budget=1e-6)
     assert isinstance(g.layers[0].memory, ir.Pade)
@@ -98,6 +103,7 @@ def test_a_graph_folded_with_the_implicit_step_round_trips_through_the_ir_file(t
 def test_ir_refuses_unsupported_pade_orders_and_substeps():
     from lmu_edge import ir
     from lmu_edge.errors import ShapeError
+
     with pytest.raises(ShapeError, match="not supported"):
         ir.Pade(3, 2, 4)
     with pytest.raises(ShapeError, match="substeps"):

@@ -43,24 +43,25 @@ def test_float_c_runs_the_implicit_step_as_the_float_oracle_does(tmp_path):
     assert "lmu_f_pade_memory" in (art.path / "model.c").read_text()
 
 
-@pytest.mark.parametrize("state_bits,name", [(8, "pade"), (16, "pade"), (32, "pade"), (16, "pade23"),
-                                             (16, "pade22")])
+@pytest.mark.parametrize("state_bits,name", [(8, "pade"), (16, "pade"), (32, "pade"), (16, "pade23"), (16, "pade22")])
 def test_integer_c_matches_the_integer_oracle_bit_for_bit(tmp_path, state_bits, name):
     # outputs here; tests/test_int_matrix.py compares the state after every step too
     _need_gcc()
     from lmu_edge.targets import c as c_target
+
     g, rng = _pade_graph(seed=20 + state_bits, name=name)
     cal = rng.standard_normal((2, 200, 2))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")         # an 8-bit state's bound is calibrated, not proven
-        art = lmu_edge.convert(g, "c", tmp_path / "q", quantize="int8", calibration=cal, state_bits=state_bits,
-                               measure=False)
+        warnings.simplefilter("ignore")  # an 8-bit state's bound is calibrated, not proven
+        art = lmu_edge.convert(
+            g, "c", tmp_path / "q", quantize="int8", calibration=cal, state_bits=state_bits, measure=False
+        )
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     assert isinstance(qg.layers[2].memory, pade.QPadeMemory)
     assert art.manifest["c"]["quantized"]
     assert "lmu_pade_memory_s" in (art.path / "model.c").read_text()
     x8 = rng.integers(-128, 128, (1, 300, 2))
-    x8[0, 100:160] = 127                        # long runs at the extremes push the state to its bound
+    x8[0, 100:160] = 127  # long runs at the extremes push the state to its bound
     y, _ = c_target.run_native(art, x8.astype(np.int8), "host")
     np.testing.assert_array_equal(np.asarray(y, np.int64), intsim.run_int(qg, x8))
     # the oracle's state stays within its proven bound (tests/test_int_matrix.py compares the C state
@@ -107,13 +108,13 @@ def test_integer_step_drifts_little_from_the_float_step(state_bits, max_lsb, max
     x = np.sign(np.random.default_rng(0).standard_normal((1, 600, 1)))
     L = lmu_edge.quantize(g, x, state_bits=state_bits).layers[1]
     st, ut = L.state_type, L.u_type
-    u = np.clip(np.round(x[0, :, 0] * 2.0 ** ut.frac), ut.min_int, ut.max_int).astype(np.int64)
-    got = intsim.memory_response(L, u[:, None]) * 2.0 ** -st.frac
+    u = np.clip(np.round(x[0, :, 0] * 2.0**ut.frac), ut.min_int, ut.max_int).astype(np.int64)
+    got = intsim.memory_response(L, u[:, None]) * 2.0**-st.frac
     M, N = pade.pade_map(q, theta, (3, 4), s)
     m, worst = np.zeros(q), 0.0
     for t in range(len(u)):
-        m = M @ m + N * (u[t] * 2.0 ** -ut.frac)
+        m = M @ m + N * (u[t] * 2.0**-ut.frac)
         worst = max(worst, float(np.max(np.abs(got[t] - m))))
     assert worst <= max_of_bound * L.state_bound
     if max_lsb is not None:
-        assert worst * 2.0 ** st.frac <= max_lsb
+        assert worst * 2.0**st.frac <= max_lsb

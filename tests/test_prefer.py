@@ -61,13 +61,14 @@ def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
 
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "lmu_edge.cli", *map(str, args)], capture_output=True, text=True)
+
     r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "a", "--prefer", "flash", "-q")
     assert r.returncode == 0, r.stderr
     assert "prefer flash" in r.stdout and "instead of zoh" in r.stdout and "(flash: given)" in r.stdout
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
     assert rep["realization_choice"]["prefer"] == "flash"
     r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "b", "-q")
-    assert r.returncode == 0 and "prefer ops" not in r.stdout     # the default preference goes unsaid
+    assert r.returncode == 0 and "prefer ops" not in r.stdout  # the default preference goes unsaid
     rep = json.loads((tmp_path / "b" / "report.json").read_text())
     assert rep["realization_choice"]["why"] == "the default"
     assert "also the fewest-operations choice" in rep["realization_choice"]["tradeoffs"]["mem"]
@@ -78,18 +79,21 @@ def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
 def test_a_device_makes_flash_the_default_preference(tmp_path):
     import shutil
     import warnings
+
     if shutil.which("gcc") is None or shutil.which("make") is None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("gcc / make missing under CI")
         pytest.skip("gcc / make not installed")
     rng = np.random.default_rng(3)
     from graphs import chain
+
     g = chain(rng, q=64, theta=200.0)
     x = rng.standard_normal((2, 300, 2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        art = lmu_edge.convert(g, "c", tmp_path / "d", quantize="int8", calibration=x, device="cortex-m0-32k",
-                               measure=False)
+        art = lmu_edge.convert(
+            g, "c", tmp_path / "d", quantize="int8", calibration=x, device="cortex-m0-32k", measure=False
+        )
     rep = json.loads((art.path / "report.json").read_text())
     assert rep["realization_choice"]["prefer"] == "flash" and rep["realization_choice"]["why"] == "a device was given"
     folded = lmu_edge.load(art.path / "model.lmu.npz")
@@ -100,10 +104,14 @@ def test_inspect_marks_the_choice_of_the_preference(tmp_path):
     lmu_edge.save(_graph(), tmp_path / "m.lmu.npz")
 
     def auto_choice(*extra):
-        r = subprocess.run([sys.executable, "-m", "lmu_edge.cli", "inspect", str(tmp_path / "m.lmu.npz"), "--json",
-                            *extra], capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "lmu_edge.cli", "inspect", str(tmp_path / "m.lmu.npz"), "--json", *extra],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stderr
         cands = json.loads(r.stdout)["layers"][0]["candidates"]
         return [c["name"] for c in cands if c["auto_choice"]]
+
     assert auto_choice() == ["zoh"]
     assert auto_choice("--prefer", "flash") == ["pade"]

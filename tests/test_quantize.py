@@ -22,7 +22,7 @@ def test_quantized_graph_tracks_the_float_model(folded, rng):
     x = rng.standard_normal((6, 120, 2))
     qg = lmu_edge.quantize(folded, x)
     assert qg.form == "quantized" and qg.quantized
-    assert sqnr_db(lmu_edge.simulate(qg, x), lmu_edge.simulate(folded, x)) > 25    # int8 activations: ~30 dB
+    assert sqnr_db(lmu_edge.simulate(qg, x), lmu_edge.simulate(folded, x)) > 25  # int8 activations: ~30 dB
     info = qg.metadata["quantization"]
     assert info["weight_bits"] == 8 and info["state_bits"] == 16
 
@@ -56,8 +56,8 @@ def test_state_bound_is_an_l1_bound_on_the_quantized_system(folded, rng):
     lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
     mem = lmu.memory
     q = lmu.order
-    A = mem.coeffs * 2.0 ** -mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
-    B = mem.B * 2.0 ** -mem.b_frac
+    A = mem.coeffs * 2.0**-mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
+    B = mem.B * 2.0**-mem.b_frac
     v, g = B.copy(), np.zeros(q)
     for _ in range(5000):
         g += np.abs(v)
@@ -70,7 +70,7 @@ def test_delta_form_is_chosen_for_long_windows(rng):
     g = lmu_edge.fold(chain(rng, q=8, theta=2000.0), "zoh")
     qg = lmu_edge.quantize(g, rng.standard_normal((2, 300, 2)))
     lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
-    assert lmu.memory.form == "delta"   # Abar ~ I + A/theta: only the delta keeps the dynamics in 16 bits
+    assert lmu.memory.form == "delta"  # Abar ~ I + A/theta: only the delta keeps the dynamics in 16 bits
 
 
 def test_quantized_graph_round_trips_through_the_ir_file(folded, rng, tmp_path):
@@ -95,7 +95,7 @@ def test_qparams_cover_the_range_and_zero():
     s, zp = qparams(-1.0, 3.0)
     assert -128 <= zp <= 127
     assert abs((-128 - zp) * s - -1.0) < s and abs((127 - zp) * s - 3.0) < s
-    s, zp = qparams(0.5, 2.0)                # the range is widened to include zero, which is the zero point
+    s, zp = qparams(0.5, 2.0)  # the range is widened to include zero, which is the zero point
     assert zp == -128 and abs(127 - zp) * s == pytest.approx(2.0)
 
 

@@ -25,7 +25,7 @@ def test_recurrent_form_equals_parallel_fft_form_over_ten_theta(name, rng):
     g = chain(rng, **kw)
     T = int(10 * kw["theta"]) + 7
     x = rng.standard_normal((3, T, 2))
-    y_par = lmu_edge.simulate(g, x)                            # FFT convolution with the impulse response
+    y_par = lmu_edge.simulate(g, x)  # FFT convolution with the impulse response
     y_rec = lmu_edge.simulate(lmu_edge.fold(g, "zoh" if kw.get("disc", "zoh") == "zoh" else "euler"), x)
     assert y_par.shape == y_rec.shape
     assert relative_error(y_rec, y_par) <= 1e-9
@@ -43,7 +43,7 @@ def test_parallel_memory_is_the_causal_convolution(rng):
     layer = lmu(rng, q=5, theta=6.0, hidden=None, bias=False, n_in=1)
     layer = dataclasses.replace(layer, input_encoders=np.ones((1, 1)))
     u = rng.standard_normal((1, 40, 1))
-    m = reference.parallel_memory(layer, u)[0, :, 0]          # (T, q)
+    m = reference.parallel_memory(layer, u)[0, :, 0]  # (T, q)
     H = lti.legendre_impulse_response(5, 6.0, 40)
     for t in (0, 1, 17, 39):
         expect = sum(H[:, k] * u[0, t - k, 0] for k in range(t + 1))
@@ -102,8 +102,15 @@ def test_float32_mode_is_close_to_float64(rng):
     assert relative_error(y32, lmu_edge.simulate(g, x)) <= 1e-5
 
 
-@pytest.mark.parametrize("x,match", [(np.zeros((2, 5, 3)), "takes 2 features"), (np.zeros(5), "expected shape"),
-                                     (np.full((1, 4, 2), np.nan), "NaN"), (np.zeros((1, 0, 2)), "empty")])
+@pytest.mark.parametrize(
+    "x,match",
+    [
+        (np.zeros((2, 5, 3)), "takes 2 features"),
+        (np.zeros(5), "expected shape"),
+        (np.full((1, 4, 2), np.nan), "NaN"),
+        (np.zeros((1, 0, 2)), "empty"),
+    ],
+)
 def test_bad_inputs_are_clear_errors(x, match, rng):
     with pytest.raises(ShapeError, match=match):
         lmu_edge.simulate(chain(rng), x)

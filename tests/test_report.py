@@ -19,7 +19,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 def test_sqnr_of_a_known_error():
     y = np.ones((2, 10, 3))
-    noisy = y + 0.01                                  # signal power 1, error power 1e-4 per element
+    noisy = y + 0.01  # signal power 1, error power 1e-4 per element
     assert sqnr_db(noisy, y) == pytest.approx(40.0)
 
 
@@ -40,7 +40,7 @@ def test_report_numbers_match_independent_computations(digits):
     v = {r["name"]: r for r in rep["variants"]}
     assert v["integer reference"]["sqnr_db"] == pytest.approx(sqnr_db(y_int, y_src))
     assert v["integer reference"]["metric"]["value"] == pytest.approx(np.mean(y_int.argmax(-1) == labels))
-    assert v["source (parallel, float64)"]["sqnr_db"] is None       # exact: infinite SQNR
+    assert v["source (parallel, float64)"]["sqnr_db"] is None  # exact: infinite SQNR
     # the final tensor's row is the integer output against the float recurrence at every streamed step
     fs, qs = lmu_edge.Stream(folded), intsim.IntStream(qg)
     fs.reset(len(x))
@@ -88,7 +88,7 @@ def test_too_narrow_state_is_named_as_the_source_of_error(rng):
     assert "--state-bits" in rep["diagnosis"]["text"]
     qg32 = lmu_edge.quantize(g, x, state_bits=32)
     rep32 = report.analyze(g, g, qg32, x[:4])
-    assert rep32["diagnosis"]["kind"] != "state"           # with a wide enough state the blame moves elsewhere
+    assert rep32["diagnosis"]["kind"] != "state"  # with a wide enough state the blame moves elsewhere
     st8 = next(r for r in rep["tensors"] if r["tensor"] == "state")
     st32 = next(r for r in rep32["tensors"] if r["tensor"] == "state")
     assert st8["sqnr_db"] < st32["sqnr_db"] - 20
@@ -111,42 +111,96 @@ def test_html_renders_its_plots_in_headless_chromium(digits, tmp_path):
     assert text.count("data:image/png;base64,") >= 5 and "http" not in text.replace("http-equiv", "")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report_screenshot.png"
-    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,2600",
-                    f"--screenshot={shot}", html.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1100,2600",
+            f"--screenshot={shot}",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     import matplotlib.image
+
     img = matplotlib.image.imread(shot)[..., :3]
-    assert img.shape[0] >= 2000 and img.std() > 0.05                      # not a blank page
-    blue = np.all(np.abs(img - np.array([0x1f, 0x77, 0xb4]) / 255) < 0.06, axis=-1)
-    assert blue.sum() > 2000                                                # matplotlib's bars and lines are there
+    assert img.shape[0] >= 2000 and img.std() > 0.05  # not a blank page
+    blue = np.all(np.abs(img - np.array([0x1F, 0x77, 0xB4]) / 255) < 0.06, axis=-1)
+    assert blue.sum() > 2000  # matplotlib's bars and lines are there
 
 
 def test_cli_report_writes_json_and_html(tmp_path):
     out = tmp_path / "rep"
-    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"),
-                                         "--data", str(ROOT / "examples/models/keras_digits_test_x.npy"),
-                                         "--labels", str(ROOT / "examples/models/keras_digits_test_y.npy"),
-                                         "--max-sequences", "24", "-o", str(out), "-q"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        lmu_edge_cli()
+        + [
+            "report",
+            str(ROOT / "examples/models/keras_digits.keras"),
+            "--data",
+            str(ROOT / "examples/models/keras_digits_test_x.npy"),
+            "--labels",
+            str(ROOT / "examples/models/keras_digits_test_y.npy"),
+            "--max-sequences",
+            "24",
+            "-o",
+            str(out),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads((out / "report.json").read_text())
     assert rep["schema_version"] == report.SCHEMA_VERSION
     assert rep["targets"][0]["target"] == "c" and rep["targets"][0]["bit_exact_host"] is True
     assert (out / "report.html").stat().st_size > 20000
-    assert (out / "c" / "report.html").exists()          # convert writes one next to every artifact
-    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"), "--data",
-                                         str(tmp_path / "missing.npy"), "-o", str(tmp_path / "r2")],
-                       capture_output=True, text=True)
+    assert (out / "c" / "report.html").exists()  # convert writes one next to every artifact
+    r = subprocess.run(
+        lmu_edge_cli()
+        + [
+            "report",
+            str(ROOT / "examples/models/keras_digits.keras"),
+            "--data",
+            str(tmp_path / "missing.npy"),
+            "-o",
+            str(tmp_path / "r2"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
 
 
 def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path):
     np.save(tmp_path / "wrong.npy", np.zeros((8, 128, 1)))
-    r = subprocess.run(lmu_edge_cli() + ["report", str(ROOT / "examples/models/keras_digits.keras"),
-                                         "--data", str(ROOT / "examples/models/keras_digits_test_x.npy"),
-                                         "--labels", str(tmp_path / "wrong.npy"), "-o", str(tmp_path / "rep"), "-q"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        lmu_edge_cli()
+        + [
+            "report",
+            str(ROOT / "examples/models/keras_digits.keras"),
+            "--data",
+            str(ROOT / "examples/models/keras_digits_test_x.npy"),
+            "--labels",
+            str(tmp_path / "wrong.npy"),
+            "-o",
+            str(tmp_path / "rep"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match the data" in r.stderr
     assert not (tmp_path / "rep").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["wrong.npy"]
@@ -163,6 +217,7 @@ def test_sweep_memory_is_the_c_targets_count(tmp_path):
     qg = lmu_edge.irfile.load_ir(art.path / "quantized.lmu.npz")
     assert report.c_footprint(qg) == (c["const_data_bytes"], c["ram_bytes"])
     seen = []
-    rows = report.sweep(lmu_edge.fold(g), cal[:2], weight_bits=(8,), state_bits=(16,),
-                        footprint=lambda q: seen.append(q) or (1000, 24))
+    rows = report.sweep(
+        lmu_edge.fold(g), cal[:2], weight_bits=(8,), state_bits=(16,), footprint=lambda q: seen.append(q) or (1000, 24)
+    )
     assert len(seen) == 1 and rows[0]["memory_bytes"] == 1024 and rows[0]["ram_bytes"] == 24

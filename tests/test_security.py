@@ -30,7 +30,7 @@ CAL = EX / "digits_calibration_x.npy"
 def cli(*args, cwd=None, timeout=300):
     args = [str(a) for a in args]
     if args and args[0] in ("convert", "report") and "-q" not in args:
-        args.insert(1, "-q")          # progress messages off: stderr then holds only what went wrong
+        args.insert(1, "-q")  # progress messages off: stderr then holds only what went wrong
     return subprocess.run(lmu_edge_cli() + args, capture_output=True, text=True, cwd=cwd, timeout=timeout)
 
 
@@ -44,24 +44,42 @@ def one_line_error(r, code=None):
 
 # --- 1. names from model files never become code --------------------------------------------------
 
+
 @pytest.mark.parametrize("where", ["model name", "dense layer", "lmu layer"])
 def test_hostile_keras_names_cannot_inject_code_into_c(tmp_path, where):
-    names = {"model name": dict(model_name=hostile.INJECTION),
-             "dense layer": dict(layer_names=[None, None, hostile.INJECTION]),
-             "lmu layer": dict(layer_names=[None, hostile.INJECTION, None])}[where]
+    names = {
+        "model name": dict(model_name=hostile.INJECTION),
+        "dense layer": dict(layer_names=[None, None, hostile.INJECTION]),
+        "lmu layer": dict(layer_names=[None, hostile.INJECTION, None]),
+    }[where]
     model = hostile.keras_with_names(tmp_path / "m.keras", **names)
     x = np.load(EX / "keras_digits_test_x.npy")[:8]
     np.save(tmp_path / "cal.npy", x)
-    r = cli("convert", model, "-t", "c", "--quantize", "int8", "--calibration", tmp_path / "cal.npy",
-            "-o", tmp_path / "out", "-O", "measure=false", cwd=tmp_path)
+    r = cli(
+        "convert",
+        model,
+        "-t",
+        "c",
+        "--quantize",
+        "int8",
+        "--calibration",
+        tmp_path / "cal.npy",
+        "-o",
+        tmp_path / "out",
+        "-O",
+        "measure=false",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     src = (tmp_path / "out" / "model.c").read_text() + (tmp_path / "out" / "model.h").read_text()
-    assert "lmu_pwned" not in src.replace("lmu_pwned_void", "")      # the name survives only as a safe token
+    assert "lmu_pwned" not in src.replace("lmu_pwned_void", "")  # the name survives only as a safe token
     assert "system(" not in src and "$(shell" not in src and "<script>" not in src
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out" / "PWNED").exists()
     man = json.loads((tmp_path / "out" / "artifact.json").read_text())
-    assert all(limits.NAME_PATTERN.match(layer["name"]) for layer in
-               json.loads((tmp_path / "out" / "report.json").read_text())["layers"]), man
+    assert all(
+        limits.NAME_PATTERN.match(layer["name"])
+        for layer in json.loads((tmp_path / "out" / "report.json").read_text())["layers"]
+    ), man
 
 
 @pytest.mark.parametrize("name", hostile.NAMES)
@@ -71,6 +89,7 @@ def test_ir_files_with_hostile_names_are_refused(tmp_path, name):
 
     def layer_name(h, a):
         h["graph"]["layers"][0]["name"] = name
+
     for i, edit in enumerate((graph_name, layer_name)):
         bad = hostile.edit_ir(DIGITS_IR, tmp_path / f"bad{i}.lmu.npz", edit)
         with pytest.raises(LmuEdgeError, match="name"):
@@ -92,12 +111,14 @@ def test_graphs_with_hostile_names_cannot_be_built(name):
 def test_hostile_names_in_a_torch_checkpoint_cannot_inject_code(tmp_path, suffix):
     # The torch reader names the graph from its config (or the file's stem): neither may reach code.
     import shutil
+
     src = EX / "torch_psmnist_small.safetensors"
     weights = tmp_path / ("m" + suffix)
     if suffix == ".pt":
         import torch
 
         from lmu_edge.converters.torch_files import read_safetensors
+
         torch.save({k: torch.from_numpy(v) for k, v in read_safetensors(src).items()}, weights)
     else:
         shutil.copy(src, weights)
@@ -129,21 +150,22 @@ def test_every_target_keeps_a_smuggled_name_as_data(tmp_path, target):
     try:
         module.emit(g, out, dict(getattr(module, "OPTIONS", {}), quantize="float", calibration=None, measure=False))
     except LmuEdgeError:
-        pass                                   # refusing is fine too; running code is not
+        pass  # refusing is fine too; running code is not
     import ast
+
     for f in out.rglob("*"):
         if not f.is_file():
             continue
         text = f.read_bytes().decode("utf-8", "replace")
-        if f.name == "Makefile":      # the name may only stand in comment lines
+        if f.name == "Makefile":  # the name may only stand in comment lines
             assert all(line.lstrip().startswith("#") for line in text.splitlines() if "PWNED" in line), text
-        elif f.suffix == ".py":       # never as code: no call to system() anywhere in the module
+        elif f.suffix == ".py":  # never as code: no call to system() anywhere in the module
             calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute) and n.attr == "system"]
             assert not calls, f
     if target == "c":
         subprocess.run(["make", "-s", "build/harness_host"], cwd=out, check=True, capture_output=True)
         nm = subprocess.run(["nm", str(out / "build" / "harness_host")], capture_output=True, text=True).stdout
-        assert "lmu_pwned" not in nm and "system" not in nm      # the name stayed inside a comment
+        assert "lmu_pwned" not in nm and "system" not in nm  # the name stayed inside a comment
         assert not list(tmp_path.rglob("PWNED"))
 
 
@@ -159,17 +181,34 @@ def test_escapers_close_nothing(text):
 
 
 def test_escaped_text_compiles_as_inert_comments(tmp_path):
-    body = "".join(f"/* {escape.c_comment(t)} */\nstatic const char *s{i} = {escape.c_string(t)};\n"
-                   for i, t in enumerate(hostile.NAMES))
+    body = "".join(
+        f"/* {escape.c_comment(t)} */\nstatic const char *s{i} = {escape.c_string(t)};\n"
+        for i, t in enumerate(hostile.NAMES)
+    )
     src = tmp_path / "t.c"
     src.write_text("#include <stdio.h>\n" + body + "int main(void) { puts(s0); return 0; }\n")
-    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-Wno-unused-variable",
-                    str(src), "-o", str(tmp_path / "t")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-Wno-unused-variable",
+            str(src),
+            "-o",
+            str(tmp_path / "t"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     r = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and not (tmp_path / "PWNED").exists()
 
 
 # --- 2. --force never deletes a user's files ----------------------------------------------------------
+
 
 def test_force_refuses_a_directory_that_only_looks_like_output(tmp_path):
     d = tmp_path / "d"
@@ -211,6 +250,7 @@ def test_report_output_is_owned_too(tmp_path):
 
 # --- 3. concurrent and interrupted runs -----------------------------------------------------------
 
+
 def _leftovers(parent: Path) -> list:
     return [p.name for p in parent.iterdir() if p.name.endswith((".partial", ".old"))]
 
@@ -233,8 +273,19 @@ def test_two_writers_to_one_new_output_give_one_success_and_one_refusal(tmp_path
 
 def _slow_convert_args(tmp_path, out):
     # an int8 C conversion with QEMU measurement: seconds of work, long enough to be interrupted
-    return lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "c", "--quantize", "int8", "--calibration", str(CAL),
-                             "-q", "-o", str(out)]
+    return lmu_edge_cli() + [
+        "convert",
+        str(DIGITS_IR),
+        "-t",
+        "c",
+        "--quantize",
+        "int8",
+        "--calibration",
+        str(CAL),
+        "-q",
+        "-o",
+        str(out),
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
@@ -270,11 +321,17 @@ def test_concurrent_runs_build_the_artifact_once_and_all_succeed(tmp_path):
     out = tmp_path / "out"
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "-O", "measure=false").returncode == 0
     import shutil
+
     shutil.rmtree(out / "build")
     np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:2])
-    procs = [subprocess.Popen(lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o",
-                                                str(tmp_path / f"y{i}.npy")], stderr=subprocess.PIPE, text=True)
-             for i in range(6)]
+    procs = [
+        subprocess.Popen(
+            lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / f"y{i}.npy")],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
     errs = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     assert all(c == 0 for c, _ in errs), errs
     ys = [np.load(tmp_path / f"y{i}.npy") for i in range(6)]
@@ -298,19 +355,23 @@ def test_stale_check_refuses_quickly_before_work(tmp_path):
 
 # --- 4. usage errors and malformed input: one line -----------------------------------------------
 
-@pytest.mark.parametrize("args", [
-    ["convert", DIGITS_IR, "-t", "nope", "-o", "OUT"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "inf"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "nan"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "0"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--tolerance", "nan"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--substeps", "0"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--substeps", "1000000"],
-    ["convert", DIGITS_IR, "-t", "ir", "-o", "FILE"],
-    ["convert", DIGITS_IR, "-t", "ir"],
-    ["convrt"],
-    ["verify", "OUT", "-i", "x.npy", "--tolerance", "-1"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["convert", DIGITS_IR, "-t", "nope", "-o", "OUT"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "inf"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "nan"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--error-budget", "0"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--tolerance", "nan"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--substeps", "0"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "OUT", "--substeps", "1000000"],
+        ["convert", DIGITS_IR, "-t", "ir", "-o", "FILE"],
+        ["convert", DIGITS_IR, "-t", "ir"],
+        ["convrt"],
+        ["verify", "OUT", "-i", "x.npy", "--tolerance", "-1"],
+    ],
+)
 def test_usage_errors_are_one_line(tmp_path, args):
     (tmp_path / "FILE").write_text("x")
     r = cli(*[a if a not in ("OUT", "FILE") else tmp_path / a for a in args], cwd=tmp_path)
@@ -325,6 +386,7 @@ def _ir_with(tmp_path, edit, name="m.lmu.npz"):
 def _set_lmu(**kw):
     def edit(h, a):
         h["graph"]["layers"][0].update(kw)
+
     return edit
 
 
@@ -350,6 +412,7 @@ def _set_everywhere(key, value):
     def edit(h, a):
         for n in _find(h, key):
             n[key] = value
+
     return edit
 
 
@@ -358,35 +421,61 @@ MALFORMED = {
     "theta 1e9": lambda t: _ir_with(t, _set_lmu(theta=1e9)),
     "theta 1e300": lambda t: _ir_with(t, _set_lmu(theta=1e300)),
     "order 1e6": lambda t: _ir_with(t, _set_lmu(order=1_000_000)),
-    "order inf": lambda t: hostile.write_ir(t / "m.lmu.npz", json.dumps(hostile.ir_header(DIGITS_IR)).replace(
-        '"order": 32', '"order": Infinity'), hostile.ir_arrays(DIGITS_IR)),
+    "order inf": lambda t: hostile.write_ir(
+        t / "m.lmu.npz",
+        json.dumps(hostile.ir_header(DIGITS_IR)).replace('"order": 32', '"order": Infinity'),
+        hostile.ir_arrays(DIGITS_IR),
+    ),
     "unhashable type": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0].update(type=["lmu"])),
-    "unhashable array key": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0]["input_encoders"].update(
-        array=["x"])),
+    "unhashable array key": lambda t: _ir_with(
+        t, lambda h, a: h["graph"]["layers"][0]["input_encoders"].update(array=["x"])
+    ),
     "nested 5000 deep": lambda t: hostile.write_ir(t / "m.lmu.npz", "[" * 5000 + "]" * 5000, {}),
-    "extra non-npy member": lambda t: hostile.write_ir(t / "m.lmu.npz", hostile.ir_header(DIGITS_IR),
-                                                       hostile.ir_arrays(DIGITS_IR), {"evil.pkl": b"cos\nsystem\n"}),
-    "object array": lambda t: (np.savez(t / "m.lmu.npz", **{"header.json": np.array([{"a": 1}], dtype=object)}),
-                               t / "m.lmu.npz")[1],
-    "huge shape": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0]["input_encoders"].update(
-        shape=[10**12, 10**12])),
+    "extra non-npy member": lambda t: hostile.write_ir(
+        t / "m.lmu.npz", hostile.ir_header(DIGITS_IR), hostile.ir_arrays(DIGITS_IR), {"evil.pkl": b"cos\nsystem\n"}
+    ),
+    "object array": lambda t: (
+        np.savez(t / "m.lmu.npz", **{"header.json": np.array([{"a": 1}], dtype=object)}),
+        t / "m.lmu.npz",
+    )[1],
+    "huge shape": lambda t: _ir_with(
+        t, lambda h, a: h["graph"]["layers"][0]["input_encoders"].update(shape=[10**12, 10**12])
+    ),
     "zip bomb": lambda t: _zip_bomb(t / "m.lmu.npz"),
-    "rk substeps 1e6": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0].update(
-        memory={"type": "runge_kutta", "rk_order": 4, "substeps": 1_000_000})),
-    "rk substeps 0": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0].update(
-        memory={"type": "runge_kutta", "rk_order": 4, "substeps": 0})),
-    "rk substeps -1": lambda t: _ir_with(t, lambda h, a: h["graph"]["layers"][0].update(
-        memory={"type": "runge_kutta", "rk_order": 4, "substeps": -1})),
+    "rk substeps 1e6": lambda t: _ir_with(
+        t,
+        lambda h, a: h["graph"]["layers"][0].update(
+            memory={"type": "runge_kutta", "rk_order": 4, "substeps": 1_000_000}
+        ),
+    ),
+    "rk substeps 0": lambda t: _ir_with(
+        t, lambda h, a: h["graph"]["layers"][0].update(memory={"type": "runge_kutta", "rk_order": 4, "substeps": 0})
+    ),
+    "rk substeps -1": lambda t: _ir_with(
+        t, lambda h, a: h["graph"]["layers"][0].update(memory={"type": "runge_kutta", "rk_order": 4, "substeps": -1})
+    ),
     "truncated": lambda t: _write(t / "m.lmu.npz", DIGITS_IR.read_bytes()[:500]),
     "empty keras": lambda t: _write(t / "m.keras", b""),
-    "keras without layers": lambda t: hostile.rewrite_zip(EX / "keras_digits.keras", t / "m.keras", lambda n, d: (
-        json.dumps({"class_name": "Sequential", "config": {"name": "s", "layers": []}}).encode()
-        if n == "config.json" else d)),
-    "keras corrupt hdf5": lambda t: hostile.rewrite_zip(EX / "keras_digits.keras", t / "m.keras", lambda n, d: (
-        d[:64] + bytes(len(d) - 64) if n == "model.weights.h5" else d)),
+    "keras without layers": lambda t: hostile.rewrite_zip(
+        EX / "keras_digits.keras",
+        t / "m.keras",
+        lambda n, d: (
+            json.dumps({"class_name": "Sequential", "config": {"name": "s", "layers": []}}).encode()
+            if n == "config.json"
+            else d
+        ),
+    ),
+    "keras corrupt hdf5": lambda t: hostile.rewrite_zip(
+        EX / "keras_digits.keras",
+        t / "m.keras",
+        lambda n, d: d[:64] + bytes(len(d) - 64) if n == "model.weights.h5" else d,
+    ),
     "h5 corrupt": lambda t: _write(t / "m.h5", (EX / "keras_digits.h5").read_bytes()[:4096]),
-    "keras deep json": lambda t: hostile.rewrite_zip(EX / "keras_digits.keras", t / "m.keras", lambda n, d: (
-        b'{"a":' * 5000 + b"1" + b"}" * 5000 if n == "config.json" else d)),
+    "keras deep json": lambda t: hostile.rewrite_zip(
+        EX / "keras_digits.keras",
+        t / "m.keras",
+        lambda n, d: b'{"a":' * 5000 + b"1" + b"}" * 5000 if n == "config.json" else d,
+    ),
 }
 
 
@@ -397,11 +486,12 @@ def _write(path, data: bytes):
 
 def _zip_bomb(path):
     import zipfile
+
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("header.json.npy", bytes(1 << 20))
         with z.open("big.npy", "w", force_zip64=True) as f:
             block = bytes(1 << 20)
-            for _ in range(3 << 10):             # 3 GiB of zeros, a few MB compressed
+            for _ in range(3 << 10):  # 3 GiB of zeros, a few MB compressed
                 f.write(block)
     return path
 
@@ -414,12 +504,17 @@ def _unstable(t):
         for k in a:
             if k.endswith("Abar"):
                 a[k] = a[k] * 1e30
+
     return hostile.edit_ir(t / "f.lmu.npz", t / "m.lmu.npz", edit)
 
 
 QUANTIZED = {
-    "state width 1": ("width", 1), "state width 64": ("width", 64), "scale 0": ("out_scale", 0.0),
-    "scale inf": ("out_scale", 1e309), "zero point 1000": ("out_zp", 1000), "shift 99": ("shift", 99),
+    "state width 1": ("width", 1),
+    "state width 64": ("width", 64),
+    "scale 0": ("out_scale", 0.0),
+    "scale inf": ("out_scale", 1e309),
+    "zero point 1000": ("out_zp", 1000),
+    "shift 99": ("shift", 99),
 }
 
 
@@ -487,15 +582,23 @@ def test_bad_input_arrays_get_one_line_errors(tmp_path, case):
         os.mkfifo(x)
     r = cli("run", out, "-i", x, "-o", tmp_path / "y.npy", timeout=60)
     one_line_error(r, 1)
-    r = cli("convert", DIGITS_IR, "-t", "c", "--quantize", "int8", "--calibration", x, "-o", tmp_path / "o2",
-            timeout=60)
+    r = cli(
+        "convert", DIGITS_IR, "-t", "c", "--quantize", "int8", "--calibration", x, "-o", tmp_path / "o2", timeout=60
+    )
     one_line_error(r, 1)
     assert not (tmp_path / "y.npy").exists() and not (tmp_path / "o2").exists()
 
 
 def test_limits_admit_the_largest_legitimate_models():
-    big = ir.LMU("big", memory_d=4, order=limits.MAX_ORDER, theta=100.0 * limits.MAX_ORDER, discretizer="zoh",
-                 input_encoders=np.ones((3, 4)), memory=ir.ImpulseResponse())
+    big = ir.LMU(
+        "big",
+        memory_d=4,
+        order=limits.MAX_ORDER,
+        theta=100.0 * limits.MAX_ORDER,
+        discretizer="zoh",
+        input_encoders=np.ones((3, 4)),
+        memory=ir.ImpulseResponse(),
+    )
     g = ir.Graph("g", 3, (big,))
     assert g.layers[0].order == 1024
     for p in sorted(EX.glob("*.keras")) + sorted(EX.glob("*.h5")) + sorted(EX.glob("*.lmu.npz")):
@@ -504,10 +607,26 @@ def test_limits_admit_the_largest_legitimate_models():
 
 def test_docs_state_the_limits_the_code_enforces():
     doc = (hostile.ROOT / "docs" / "security.md").read_text()
-    for name in ("MAX_ORDER", "MAX_MEMORY_D", "MIN_THETA", "MAX_THETA", "MAX_FEATURES", "MAX_SEQ_LEN",
-                 "MAX_SUBSTEPS", "MAX_KERNEL_LEN", "MAX_LAYERS", "MAX_MODEL_ELEMENTS", "MAX_PLANNED_BYTES",
-                 "MAX_JSON_BYTES", "MAX_JSON_DEPTH", "MAX_ZIP_MEMBERS", "MAX_ZIP_BYTES", "MAX_ZIP_RATIO",
-                 "MAX_NAME_LEN", "MAX_METADATA_BYTES"):
+    for name in (
+        "MAX_ORDER",
+        "MAX_MEMORY_D",
+        "MIN_THETA",
+        "MAX_THETA",
+        "MAX_FEATURES",
+        "MAX_SEQ_LEN",
+        "MAX_SUBSTEPS",
+        "MAX_KERNEL_LEN",
+        "MAX_LAYERS",
+        "MAX_MODEL_ELEMENTS",
+        "MAX_PLANNED_BYTES",
+        "MAX_JSON_BYTES",
+        "MAX_JSON_DEPTH",
+        "MAX_ZIP_MEMBERS",
+        "MAX_ZIP_BYTES",
+        "MAX_ZIP_RATIO",
+        "MAX_NAME_LEN",
+        "MAX_METADATA_BYTES",
+    ):
         value = getattr(limits, name)
         shown = f"{value:,}".replace(",", " ") if isinstance(value, int) else f"{value:g}"
         assert f"`{name}`" in doc and shown in doc, (name, shown)
@@ -516,6 +635,7 @@ def test_docs_state_the_limits_the_code_enforces():
 def test_every_error_message_is_one_printable_line():
     # Names quoted from a model file must not break a message up or put escape sequences on a console.
     from lmu_edge.errors import ModelFormatError
+
     e = ModelFormatError("layer 'x */\nint f(void);\r\x1b[2J' is bad")
     assert str(e).isprintable() and "\n" not in str(e) and "\\n" in str(e) and "\\x1b" in str(e)
 
@@ -535,8 +655,7 @@ def test_a_quantized_graph_is_refused_by_name_not_by_repr(tmp_path):
     # Converting an artifact's quantized.lmu.npz again used to die with a bare KeyError / a message holding
     # the whole graph's repr (every weight); now: one short line that says what to do.
     cal = np.load(EX / "digits_calibration_x.npy")[:8]
-    art = lmu_edge.convert(DIGITS_IR, "c", tmp_path / "a", quantize="int8", calibration=cal,
-                           measure=False)
+    art = lmu_edge.convert(DIGITS_IR, "c", tmp_path / "a", quantize="int8", calibration=cal, measure=False)
     for model in (art.path / "quantized.lmu.npz", lmu_edge.load(art.path / "quantized.lmu.npz")):
         for target in ("c", "onnx", "tflite", "nengo"):
             with pytest.raises(lmu_edge.errors.ArtifactError, match="already quantized") as e:

@@ -18,27 +18,35 @@ from lmu_edge import intsim, lti, qir
 from lmu_edge.quantization import _rk_map_coeffs
 
 # (realization, order, theta, state bits, RK substeps, least fraction of the bound reached)
-CASES = [("zoh", 8, 12.0, 16, None, 0.9), ("zoh", 16, 200.0, 16, None, 0.9), ("zoh", 6, 10.0, 32, None, 0.9),
-         ("euler", 8, 40.0, 16, None, 0.9), ("fir", 6, 8.0, 16, None, 0.9), ("fir", 12, 30.0, 32, None, 0.9),
-         ("rk4", 8, 12.0, 16, 2, 0.9), ("rk2", 6, 10.0, 32, 2, 0.9), ("rk4", 32, 64.0, 16, 2, 0.9),
-         # many substeps: the bound's rounding-noise term (2 roundings per stage per substep, each at
-         # its worst) grows with the substeps while an input cannot provoke it; measured 61.4%
-         ("rk4", 32, 64.0, 16, 16, 0.6)]
+CASES = [
+    ("zoh", 8, 12.0, 16, None, 0.9),
+    ("zoh", 16, 200.0, 16, None, 0.9),
+    ("zoh", 6, 10.0, 32, None, 0.9),
+    ("euler", 8, 40.0, 16, None, 0.9),
+    ("fir", 6, 8.0, 16, None, 0.9),
+    ("fir", 12, 30.0, 32, None, 0.9),
+    ("rk4", 8, 12.0, 16, 2, 0.9),
+    ("rk2", 6, 10.0, 32, 2, 0.9),
+    ("rk4", 32, 64.0, 16, 2, 0.9),
+    # many substeps: the bound's rounding-noise term (2 roundings per stage per substep, each at
+    # its worst) grows with the substeps while an input cannot provoke it; measured 61.4%
+    ("rk4", 32, 64.0, 16, 16, 0.6),
+]
 
 
 def _impulse(lmu: qir.QLMU, T: int) -> np.ndarray:
     """``(T, q)`` impulse response (real units per unit of u) of the QUANTIZED realization."""
     mem, q = lmu.memory, lmu.order
     if isinstance(mem, qir.QFIRMemory):
-        K = mem.kernel.astype(np.float64) * 2.0 ** -mem.kernel_frac         # (q, L)
+        K = mem.kernel.astype(np.float64) * 2.0**-mem.kernel_frac  # (q, L)
         H = np.zeros((T, q))
-        H[:K.shape[1]] = K.T[:T]
+        H[: K.shape[1]] = K.T[:T]
         return H
     if isinstance(mem, qir.QDenseMemory):
-        A = mem.coeffs * 2.0 ** -mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
-        B = mem.B * 2.0 ** -mem.b_frac                           # real state per real u
+        A = mem.coeffs * 2.0**-mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
+        B = mem.B * 2.0**-mem.b_frac  # real state per real u
     else:
-        A, B = _rk_map_coeffs(q, mem.hc * 2.0 ** -mem.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
+        A, B = _rk_map_coeffs(q, mem.hc * 2.0**-mem.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
     H, v = np.zeros((T, q)), np.asarray(B, np.float64)
     for k in range(T):
         H[k] = v
@@ -55,15 +63,19 @@ def _worst_case(lmu: qir.QLMU, T: int):
     for sign in (1, -1):
         states = intsim.memory_response(lmu, sign * u[:, None])
         peak = max(peak, int(np.abs(states).max()))
-    return peak, lmu.state_bound * 2.0 ** lmu.state_type.frac
+    return peak, lmu.state_bound * 2.0**lmu.state_type.frac
 
 
 @pytest.mark.parametrize("real,q,theta,bits,substeps,least", CASES)
 def test_worst_case_input_reaches_but_never_exceeds_the_proven_bound(real, q, theta, bits, substeps, least):
     rng = np.random.default_rng(1300 + q)
     memory = ir_fir(q, theta) if real == "fir" else None
-    g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", memory=memory),
-                      real, error_budget=2.0, substeps=substeps)
+    g = lmu_edge.fold(
+        chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", memory=memory),
+        real,
+        error_budget=2.0,
+        substeps=substeps,
+    )
     qg = lmu_edge.quantize(g, rng.standard_normal((2, int(4 * theta), 2)), state_bits=bits)
     lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
     T = int(20 * theta) if not isinstance(lmu.memory, qir.QFIRMemory) else lmu.memory.kernel.shape[1] + 2
@@ -74,4 +86,5 @@ def test_worst_case_input_reaches_but_never_exceeds_the_proven_bound(real, q, th
 
 def ir_fir(q, theta):
     from lmu_edge import ir
+
     return ir.ImpulseResponse(lti.legendre_impulse_response(q, theta, int(2.5 * theta)), "truncated")

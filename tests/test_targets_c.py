@@ -16,16 +16,21 @@ from lmu_edge.errors import ArtifactError, LmuEdgeError
 from lmu_edge.metrics import relative_error
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
-needs_arm = pytest.mark.skipif(not ARM, reason="arm-none-eabi-gcc / qemu-system-arm not installed "
-                                               "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)")
+needs_arm = pytest.mark.skipif(
+    not ARM,
+    reason="arm-none-eabi-gcc / qemu-system-arm not installed "
+    "(Debian: gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)",
+)
 
 
 def _fir_pool_softmax(rng):
     q = 6
     kernel = lti.legendre_impulse_response(q, 8.0, 20)
     g = chain(rng, q=q, theta=8.0, memory=ir.ImpulseResponse(kernel, "truncated"))
-    layers = g.layers[:2] + (ir.TimePooling("pool"),
-                             ir.Dense("cls", rng.standard_normal((5, 3)), np.zeros(3), "softmax"))
+    layers = g.layers[:2] + (
+        ir.TimePooling("pool"),
+        ir.Dense("cls", rng.standard_normal((5, 3)), np.zeros(3), "softmax"),
+    )
     return ir.Graph("fps", 2, layers)
 
 
@@ -35,8 +40,11 @@ CONFIGS = {
     "rnn_path_simple_rnn": (lambda r: chain(r, q=6, theta=10.0, hidden="simple_rnn", rnn_path=True), "auto", 16),
     "rk4": (lambda r: chain(r, q=8, theta=12.0), "rk4", 32),
     "fir_pool_softmax": (_fir_pool_softmax, "auto", 16),
-    "euler_no_hidden_last_step": (lambda r: chain(r, q=8, theta=40.0, disc="euler", hidden=None,
-                                                   return_sequences=False), "auto", 32),
+    "euler_no_hidden_last_step": (
+        lambda r: chain(r, q=8, theta=40.0, disc="euler", hidden=None, return_sequences=False),
+        "auto",
+        32,
+    ),
 }
 
 
@@ -45,7 +53,7 @@ def built(tmp_path_factory):
     """Each configuration converted once to int8 C and once to float32 C."""
     out = {}
     for name, (make, real, bits) in CONFIGS.items():
-        rng = np.random.default_rng(zlib.crc32(name.encode()))   # fixed across processes
+        rng = np.random.default_rng(zlib.crc32(name.encode()))  # fixed across processes
         g = lmu_edge.fold(make(rng), real)
         theta = max(lay.theta for lay in g.lmu_layers)
         x = rng.standard_normal((3, int(10 * theta) + 5, g.input_features))
@@ -63,7 +71,7 @@ def test_integer_c_is_bit_exact_with_the_integer_reference_on_the_host(built, na
     xq = intsim.quantize_input(qg, x)
     y_c, stats = art.module.run_native(art, xq.astype(np.int8), "host")
     assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq))
-    assert stats["state_bytes"] == art.manifest["c"]["state_bytes"]      # the RAM figure is sizeof(state)
+    assert stats["state_bytes"] == art.manifest["c"]["state_bytes"]  # the RAM figure is sizeof(state)
     # and the dequantized outputs are what lmu_edge.simulate gives for the quantized graph
     np.testing.assert_array_equal(art.run(x), lmu_edge.simulate(qg, x))
 
@@ -100,7 +108,7 @@ def test_streaming_equals_batch_and_reset_resets(built, kind):
     art = a_int if kind == "int8" else a_flt
     y = art.run(x)
     s = art.stream()
-    for _ in range(2):                                 # the second pass proves reset() really resets
+    for _ in range(2):  # the second pass proves reset() really resets
         s.reset(batch=3)
         ys = np.stack([s.step(x[:, t]) for t in range(x.shape[1])], axis=1)
         if kind == "int8":
@@ -122,7 +130,7 @@ def test_adversarial_inputs_never_saturate_the_state(built):
         square = np.where((np.arange(T) // period) % 2 == 0, hi, lo)
         patterns = np.stack([np.full(T, hi), np.full(T, lo), square, square[::-1]])
         xs = np.repeat(patterns[:, :, None], g.input_features, axis=2)
-        xs[1::2, :, ::2] = lo                        # mixed signs across features
+        xs[1::2, :, ::2] = lo  # mixed signs across features
         xs[0::2, :, 1::2] = hi
         s = intsim.IntStream(qg)
         xq = intsim.quantize_input(qg, xs)
@@ -130,7 +138,7 @@ def test_adversarial_inputs_never_saturate_the_state(built):
         for t in range(T):
             s.step(xq[:, t])
         peak = s.state_peaks()[lmu.name]
-        bound_lsb = lmu.state_bound * 2.0 ** lmu.state_type.frac
+        bound_lsb = lmu.state_bound * 2.0**lmu.state_type.frac
         assert peak <= bound_lsb <= lmu.state_type.max_int, (name, peak, bound_lsb)
         assert peak < lmu.state_type.max_int
         # the C agrees on the same adversarial stream
@@ -159,7 +167,7 @@ def test_flash_and_instruction_counts_are_measured(tmp_path, rng):
     assert rep["c"]["flash_bytes_m4"] > rep["c"]["const_data_bytes"] > 0
     assert rep["c"]["flash_bytes_m0"] > 0
     v = rep["verification"]
-    assert v["instructions_per_step_m4"] > rep["c"]["macs_per_step"]     # at least one instruction per MAC
+    assert v["instructions_per_step_m4"] > rep["c"]["macs_per_step"]  # at least one instruction per MAC
     assert v["instructions_per_step_m0"] > v["instructions_per_step_m4"]  # ARMv6-M has no SMLAL, no DSP
 
 
@@ -187,6 +195,7 @@ def test_symbols_carry_the_prefix_and_bad_prefixes_are_refused(tmp_path, rng):
 
 def test_float_literals_round_trip():
     from lmu_edge.targets.c_codegen import c_float
+
     for v in [0.1, -1 / 3, 1.0, 3.4028235e38, 1e-45, 123456789.0, 0.0]:
         text = c_float(v)
         assert text.endswith("f")
@@ -194,9 +203,12 @@ def test_float_literals_round_trip():
 
 
 def test_model_that_does_not_fit_the_device_is_a_clear_error(tmp_path, rng):
-    big = lmu_edge.fold(chain(rng, q=256, theta=2000.0, units=8), "zoh")    # a 256 x 256 float Abar: 256 KB
-    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m4-64k.*flash: needs \d+ bytes.*over by "
-                                            r"\d+.*--quantize int8.*--realization rk4"):
+    big = lmu_edge.fold(chain(rng, q=256, theta=2000.0, units=8), "zoh")  # a 256 x 256 float Abar: 256 KB
+    with pytest.raises(
+        ArtifactError,
+        match=r"does not fit --device cortex-m4-64k.*flash: needs \d+ bytes.*over by "
+        r"\d+.*--quantize int8.*--realization rk4",
+    ):
         lmu_edge.convert(big, "c", tmp_path / "o", device="cortex-m4-64k", measure=False)
     assert not (tmp_path / "o").exists()
     with pytest.raises(ArtifactError, match="no FPU"):
@@ -207,7 +219,7 @@ def test_generated_code_is_data_and_calls(built):
     _, _, art, _ = built["rk4"]
     src = (art.path / "model.c").read_text()
     body = src.split("_step_int8(", 1)[1]
-    assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")   # only copy loops
+    assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")  # only copy loops
     assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "Makefile").read_text()
 
 
@@ -218,12 +230,33 @@ def test_cli_converts_and_runs_on_cortex_m4(tmp_path, rng):
     x = rng.standard_normal((2, 60, 2))
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out"
-    r = subprocess.run(lmu_edge_cli() + ["convert", str(model), "-t", "c", "--quantize", "int8", "--calibration",
-                                         str(tmp_path / "x.npy"), "--prefix", "kws", "-o", str(out), "-q"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        lmu_edge_cli()
+        + [
+            "convert",
+            str(model),
+            "-t",
+            "c",
+            "--quantize",
+            "int8",
+            "--calibration",
+            str(tmp_path / "x.npy"),
+            "--prefix",
+            "kws",
+            "-o",
+            str(out),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(lmu_edge_cli() + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"),
-                                         "--runtime", "cortex-m4"], capture_output=True, text=True)
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "--runtime", "cortex-m4"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     qg = lmu_edge.load(out / "quantized.lmu.npz")
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), lmu_edge.simulate(qg, x))
@@ -232,7 +265,7 @@ def test_cli_converts_and_runs_on_cortex_m4(tmp_path, rng):
 def test_missing_toolchain_is_named(tmp_path, rng, monkeypatch):
     g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
     art = lmu_edge.convert(g, "c", tmp_path / "o", measure=False)
-    monkeypatch.setenv("PATH", str(tmp_path))      # no gcc, no qemu on this PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no gcc, no qemu on this PATH
     with pytest.raises(LmuEdgeError, match="qemu-system-arm is not installed"):
         art.run(rng.standard_normal((1, 5, 2)), runtime="cortex-m4")
 
@@ -240,8 +273,9 @@ def test_missing_toolchain_is_named(tmp_path, rng, monkeypatch):
 def test_cli_verify_of_an_int8_artifact_checks_bit_exactness(built, tmp_path):
     g, x, art, _ = built["rnn_path_simple_rnn"]
     np.save(tmp_path / "x.npy", x[:2, :40])
-    r = subprocess.run(lmu_edge_cli() + ["verify", str(art.path), "-i", str(tmp_path / "x.npy")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        lmu_edge_cli() + ["verify", str(art.path), "-i", str(tmp_path / "x.npy")], capture_output=True, text=True
+    )
     assert r.returncode == 0 and r.stdout.startswith("PASS: bit-exact with its integer reference"), r.stdout + r.stderr
 
 
@@ -253,13 +287,13 @@ def test_device_ram_overflow_is_refused(tmp_path):
     g = lmu_edge.fold(chain(rng, d=64, q=4, theta=100.0, memory=ir.ImpulseResponse(kernel, "truncated")), "fir")
     x = rng.standard_normal((1, 40, 2))
     with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-32k.*RAM: needs \d+ bytes.*over by"):
-        lmu_edge.convert(g, "c", tmp_path / "o", quantize="int8", calibration=x, device="cortex-m0-32k",
-                         measure=False)
+        lmu_edge.convert(g, "c", tmp_path / "o", quantize="int8", calibration=x, device="cortex-m0-32k", measure=False)
 
 
 def test_check_fails_a_build_that_is_not_bit_exact(built):
     """check() is what convert's refusal rests on: a C build whose output differs by one LSB fails it."""
     import re
+
     g, x, art, _ = built["rk4"]
     assert art.module.check(art, x[:1]).get("passed", True) is True
     src = (art.path / "model.c").read_text()
@@ -271,7 +305,7 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
         assert res["bit_exact_host"] is False and res["passed"] is False
     finally:
         (art.path / "model.c").write_text(src)
-        art.module.check(art, x[:1])                  # rebuild the clean host harness for later tests
+        art.module.check(art, x[:1])  # rebuild the clean host harness for later tests
 
 
 @needs_arm
@@ -281,8 +315,9 @@ def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_no
     rng = np.random.default_rng(1616)
     g = lmu_edge.fold(chain(rng, q=12, theta=30.0), "zoh")
     x = rng.standard_normal((1, 50, 2))
-    art = lmu_edge.convert(g, "c", tmp_path / "ok", quantize="int8", calibration=x, device="cortex-m0-16k",
-                           measure=False)
+    art = lmu_edge.convert(
+        g, "c", tmp_path / "ok", quantize="int8", calibration=x, device="cortex-m0-16k", measure=False
+    )
     device = json.loads((art.path / "report.json").read_text())["c"]["device"]
     assert device == {"name": "cortex-m0-16k", "flash": 256 * 1024, "ram": 16 * 1024, "fits": True}
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
@@ -291,5 +326,6 @@ def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_no
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq)) and stats["instructions_per_step"] > 0
     big = lmu_edge.fold(chain(rng, d=160, q=40, theta=100.0), "zoh")
     with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-16k.*RAM: needs \d+ bytes.*over by"):
-        lmu_edge.convert(big, "c", tmp_path / "big", quantize="int8", calibration=x, device="cortex-m0-16k",
-                         measure=False)
+        lmu_edge.convert(
+            big, "c", tmp_path / "big", quantize="int8", calibration=x, device="cortex-m0-16k", measure=False
+        )

@@ -62,8 +62,12 @@ class NumpyOps:
         if name == "softmax":
             e = np.exp(x - x.max(axis=-1, keepdims=True))
             return e / e.sum(axis=-1, keepdims=True)
-        return {"relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6), "tanh": np.tanh,
-                "sigmoid": lambda v: 1 / (1 + np.exp(-v))}[name](x)
+        return {
+            "relu": lambda v: np.maximum(v, 0),
+            "relu6": lambda v: np.clip(v, 0, 6),
+            "tanh": np.tanh,
+            "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        }[name](x)
 
     def reshape(self, x, shape):
         return np.reshape(x, shape)
@@ -86,15 +90,21 @@ def _graphs():
     fir_kernel = lti.legendre_impulse_response(6, 10.0, 25)
     return {
         "dense_d2": lmu_edge.fold(chain(rng, q=8, theta=12.0, d=2)),
-        "euler_input_to_output": lmu_edge.fold(chain(rng, q=6, theta=10.0, disc="euler", hidden=None,
-                                                     input_to_hidden=True)),
+        "euler_input_to_output": lmu_edge.fold(
+            chain(rng, q=6, theta=10.0, disc="euler", hidden=None, input_to_hidden=True)
+        ),
         "simple_rnn": lmu_edge.fold(chain(rng, q=6, theta=10.0, d=2, hidden="simple_rnn", rnn_path=True)),
         "rk2x3": lmu_edge.fold(chain(rng, q=6, theta=10.0), "rk2", 1.0, substeps=3),
         "fir": lmu_edge.fold(chain(rng, q=6, theta=10.0, memory=ir.ImpulseResponse(fir_kernel, "truncated")), "fir"),
         "fir_rnn_path": chain(rng, q=6, theta=10.0, hidden="simple_rnn", rnn_path=True, memory=ir.FIR(fir_kernel)),
-        "pooling": lmu_edge.fold(ir.Graph("pool", 2, chain(rng, q=6, theta=10.0).layers[:2]
-                                          + (ir.TimePooling("pool"), ir.Dense("out", rng.standard_normal((5, 3)),
-                                                                               None, "softmax")))),
+        "pooling": lmu_edge.fold(
+            ir.Graph(
+                "pool",
+                2,
+                chain(rng, q=6, theta=10.0).layers[:2]
+                + (ir.TimePooling("pool"), ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")),
+            )
+        ),
     }
 
 
@@ -110,9 +120,10 @@ def test_the_shared_float_step_is_the_oracle_in_float64(name, quantized_form):
     graph = GRAPHS[name]
     x = np.random.default_rng(1).standard_normal((1, 40, graph.input_features))
     plan = _stepplan.StatePlan(graph, _stepplan.record(graph, x), balance=quantized_form)
-    if quantized_form and any(isinstance(layer, ir.LMU) and isinstance(layer.memory, ir.DenseSS)
-                              for layer in graph.layers):
-        assert any(np.ptp(s) > 0 for s in plan.sigma.values())         # the coordinates really change
+    if quantized_form and any(
+        isinstance(layer, ir.LMU) and isinstance(layer.memory, ir.DenseSS) for layer in graph.layers
+    ):
+        assert any(np.ptp(s) > 0 for s in plan.sigma.values())  # the coordinates really change
     ops: StepOps = NumpyOps()
     fstep = FloatStep(graph, plan, split=quantized_form)
     states = {n: np.zeros((1, s)) for n, _, _, s in plan.spec}
@@ -137,6 +148,7 @@ def test_mypy_checks_every_registered_target_against_the_contract():
     # against Target / CheckedTarget; the lists must follow the registry
     import re
     from pathlib import Path
+
     src = Path(targets.__file__).read_text()
 
     def names(kind):
@@ -149,5 +161,5 @@ def test_mypy_checks_every_registered_target_against_the_contract():
 
 def test_the_float_step_knows_every_layer_and_recurrent_memory_of_the_ir():
     # a layer added to lmu_edge.ir fails here until TFLite and ONNX can write it (or refuse it on purpose)
-    assert set(FloatStep.LAYERS) == set(ir.LAYER_CLASSES) - set(qir.QLAYERS)     # float layers (qir adds its own)
+    assert set(FloatStep.LAYERS) == set(ir.LAYER_CLASSES) - set(qir.QLAYERS)  # float layers (qir adds its own)
     assert set(FloatStep.MEMORIES) | {ir.FIR} == {ir.DenseSS, ir.RungeKutta, ir.FIR}

@@ -34,7 +34,7 @@ def _stacked(rng):
     return ir.Graph("stacked", 2, (a, b))
 
 
-CONFIGS = {   # name -> (graph builder, realization)
+CONFIGS = {  # name -> (graph builder, realization)
     "memory_d3": (lambda r: chain(r, d=3, q=6, theta=10.0), "auto"),
     "hidden_dense_input_to_hidden": (lambda r: chain(r, input_to_hidden=True), "auto"),
     "no_hidden": (lambda r: chain(r, hidden=None, d=2), "auto"),
@@ -70,8 +70,16 @@ def test_spiking_structure_with_ideal_neurons_is_exact(name, tmp_path):
     rng = np.random.default_rng(8)
     build, realization = CONFIGS[name]
     g = build(rng)
-    art = lmu_edge.convert(g, "nengo", tmp_path / "out", realization=realization, spiking=True,
-                           neuron_type="direct", steps_per_sample=4, tau=0.01)
+    art = lmu_edge.convert(
+        g,
+        "nengo",
+        tmp_path / "out",
+        realization=realization,
+        spiking=True,
+        neuron_type="direct",
+        steps_per_sample=4,
+        tau=0.01,
+    )
     x = rng.standard_normal((2, 25, 2))
     assert relative_error(art.run(x), lmu_edge.simulate(lmu_edge.fold(g, realization), x)) <= 1e-9
 
@@ -87,21 +95,32 @@ def test_stream_equals_run(tmp_path, rng):
 
 
 def test_spiking_stream_equals_spiking_run(tmp_path, rng):
-    art = lmu_edge.convert(chain(rng, q=4, theta=6.0), "nengo", tmp_path / "out", spiking=True,
-                           neurons_per_dim=20, steps_per_sample=5)
+    art = lmu_edge.convert(
+        chain(rng, q=4, theta=6.0), "nengo", tmp_path / "out", spiking=True, neurons_per_dim=20, steps_per_sample=5
+    )
     x = rng.standard_normal((1, 12, 2))
     s = art.stream()
     s.reset()
     ys = np.stack([s.step(x[0, t]) for t in range(12)])
-    np.testing.assert_allclose(ys, art.run(x)[0], rtol=0, atol=1e-12)   # same seed, same spikes
+    np.testing.assert_allclose(ys, art.run(x)[0], rtol=0, atol=1e-12)  # same seed, same spikes
 
 
 def test_error_falls_as_neurons_per_dimension_grow(tmp_path):
     rng = np.random.default_rng(11)
     g = chain(rng, q=4, theta=8.0, hidden=None, n_in=1)
     x = rng.standard_normal((4, 40, 1))
-    art = lmu_edge.convert(g, "nengo", tmp_path / "out", calibration=x, spiking=True, neurons_per_dim=10,
-                           neurons_sweep=[40, 160], steps_per_sample=10, tau=0.05, seed=3)
+    art = lmu_edge.convert(
+        g,
+        "nengo",
+        tmp_path / "out",
+        calibration=x,
+        spiking=True,
+        neurons_per_dim=10,
+        neurons_sweep=[40, 160],
+        steps_per_sample=10,
+        tau=0.05,
+        seed=3,
+    )
     rows = json.loads((art.path / "report.json").read_text())["verification"]["spiking"]["by_neurons_per_dim"]
     assert [r["neurons_per_dim"] for r in rows] == [10, 40, 160]
     rmse = [r["rmse"] for r in rows]
@@ -110,9 +129,16 @@ def test_error_falls_as_neurons_per_dimension_grow(tmp_path):
 
 
 def test_report_and_manifest(tmp_path, rng):
-    art = lmu_edge.convert(chain(rng, q=4, theta=6.0), "nengo", tmp_path / "out", spiking=True,
-                           neurons_per_dim=20, neuron_type="lif", steps_per_sample=3)
-    assert art.tolerance is None                            # spiking: measured, not enforced
+    art = lmu_edge.convert(
+        chain(rng, q=4, theta=6.0),
+        "nengo",
+        tmp_path / "out",
+        spiking=True,
+        neurons_per_dim=20,
+        neuron_type="lif",
+        steps_per_sample=3,
+    )
+    assert art.tolerance is None  # spiking: measured, not enforced
     rep = json.loads((art.path / "report.json").read_text())
     assert rep["nengo"]["mode"] == "spiking" and rep["nengo"]["neurons"] == 4 * 20
     v = rep["verification"]
@@ -130,11 +156,16 @@ def test_output_directory_loads_without_lmu_edge(tmp_path, rng):
     assert {"network.py", "weights.npz"} <= {p.name for p in art.path.iterdir()}
     x = rng.standard_normal((2, 15, 2))
     np.save(tmp_path / "x.npy", x)
-    code = ("import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import network; "
-            "y = network.build_network().run(np.load(sys.argv[2])); np.save(sys.argv[3], y); "
-            "assert not [m for m in sys.modules if m.startswith('lmu_edge')], 'imported lmu_edge'")
-    subprocess.run([sys.executable, "-c", code, str(art.path), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
-                   check=True, cwd=tmp_path)
+    code = (
+        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import network; "
+        "y = network.build_network().run(np.load(sys.argv[2])); np.save(sys.argv[3], y); "
+        "assert not [m for m in sys.modules if m.startswith('lmu_edge')], 'imported lmu_edge'"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(art.path), str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+        check=True,
+        cwd=tmp_path,
+    )
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), art.run(x), rtol=0, atol=1e-12)
 
 
@@ -144,11 +175,32 @@ def test_cli_convert_and_run(tmp_path, rng):
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out"
     cli = lmu_edge_cli()
-    subprocess.run(cli + ["convert", str(model), "--target", "nengo", "-o", str(out), "--spiking",
-                          "--neurons-per-dim", "30", "--steps-per-sample", "4", "--tau", "0.02", "-q"],
-                   check=True, capture_output=True)
-    r = subprocess.run(cli + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"),
-                              "--runtime", "nengo"], capture_output=True, text=True)
+    subprocess.run(
+        cli
+        + [
+            "convert",
+            str(model),
+            "--target",
+            "nengo",
+            "-o",
+            str(out),
+            "--spiking",
+            "--neurons-per-dim",
+            "30",
+            "--steps-per-sample",
+            "4",
+            "--tau",
+            "0.02",
+            "-q",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    r = subprocess.run(
+        cli + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "--runtime", "nengo"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     art = lmu_edge.open_artifact(out)
     assert art.manifest["options"]["neurons_per_dim"] == 30 and art.manifest["options"]["spiking"] is True
@@ -173,7 +225,7 @@ def test_bad_options_and_unsplittable_memories(tmp_path, rng):
     with pytest.raises(UnsupportedLayerError, match="no real 2-th root.*steps_per_sample=1"):
         lmu_edge.convert(bad, "nengo", tmp_path / "c", spiking=True, steps_per_sample=2)
     assert not (tmp_path / "c").exists()
-    lmu_edge.convert(bad, "nengo", tmp_path / "d")          # the exact network needs no root
+    lmu_edge.convert(bad, "nengo", tmp_path / "d")  # the exact network needs no root
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (after the impor
 import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
 
-FLOAT_TOL = 1e-5   # float32 models against the float64 oracle (see test_targets_tflite)
+FLOAT_TOL = 1e-5  # float32 models against the float64 oracle (see test_targets_tflite)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
     zp = {i.name: onnx.numpy_helper.to_array(i).dtype for i in m.graph.initializer if i.name.endswith("_qz")}
     state = [n for n in zp if n.startswith("L") and n.endswith("_m_qz")]
     assert state and all(zp[n] == np.int16 for n in state)
-    assert any(d == np.int8 for d in zp.values())          # the other activations stay 8-bit
+    assert any(d == np.int8 for d in zp.values())  # the other activations stay 8-bit
     ref = lmu_edge.simulate(g, x)
     # measured 22.6 dB (ONNX Runtime) on this order-64 model; the floor (30 dB) is not met yet:
     # the 8-bit activations around the memory are the remaining error (see docs/matrix.md)

@@ -29,9 +29,14 @@ def configurations():
         "rnn_path_simple_rnn": lmu_edge.fold(chain(rng, q=6, theta=10.0, d=2, hidden="simple_rnn", rnn_path=True)),
         "rk4": lmu_edge.fold(chain(rng, q=6, theta=10.0), "rk4"),
         "fir": lmu_edge.fold(chain(rng, q=6, theta=10.0, memory=ir.ImpulseResponse(fir_kernel, "truncated")), "fir"),
-        "pooling": lmu_edge.fold(ir.Graph("pool", 2, chain(rng, q=6, theta=10.0).layers[:2]
-                                          + (ir.TimePooling("pool"),
-                                             ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")))),
+        "pooling": lmu_edge.fold(
+            ir.Graph(
+                "pool",
+                2,
+                chain(rng, q=6, theta=10.0).layers[:2]
+                + (ir.TimePooling("pool"), ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")),
+            )
+        ),
         "last_step": lmu_edge.fold(chain(rng, q=6, theta=10.0, return_sequences=False, hidden=None)),
     }
 
@@ -85,7 +90,7 @@ def test_internal_state_streams_like_the_oracle_and_resets(internal, runtime):
     assert relative_error(ys, ref) < FLOAT_TOL
     s.reset()
     again = np.stack([s.step(x_t) for x_t in x[:5]])
-    np.testing.assert_allclose(again, ys[:5], rtol=0, atol=1e-6)     # reset really zeroes the variables
+    np.testing.assert_allclose(again, ys[:5], rtol=0, atol=1e-6)  # reset really zeroes the variables
     io = json.loads((art.path / "io.json").read_text())
     assert {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"} <= set(io["ops"])
     assert [d["name"] for d in io["inputs"]] == ["x"]
@@ -118,8 +123,14 @@ def quantized(tmp_path_factory):
     g = lmu_q64()
     d = tmp_path_factory.mktemp("tfl_q")
     arts = {q: lmu_edge.convert(g, "tflite", d / q, quantize=q, calibration=CAL) for q in ("int8", "int16x8")}
-    arts.update({f"{q}_plain": lmu_edge.convert(g, "tflite", d / f"{q}_plain", quantize=q, calibration=CAL,
-                                                form="plain", compare_plain=False) for q in ("int8", "int16x8")})
+    arts.update(
+        {
+            f"{q}_plain": lmu_edge.convert(
+                g, "tflite", d / f"{q}_plain", quantize=q, calibration=CAL, form="plain", compare_plain=False
+            )
+            for q in ("int8", "int16x8")
+        }
+    )
     return g, arts
 
 
@@ -184,8 +195,15 @@ def test_int8_litert_and_tflite_micro_agree(quantized):
 def test_int8_all_int8_state_path_is_still_available(tmp_path):
     """``int8_state_path="int8"``: every tensor int8 (the state rounded to 8 bits each step, ~12 dB)."""
     g = lmu_q64()
-    art = lmu_edge.convert(g, "tflite", tmp_path / "a", quantize="int8", calibration=CAL[:, :500],
-                           int8_state_path="int8", compare_plain=False)
+    art = lmu_edge.convert(
+        g,
+        "tflite",
+        tmp_path / "a",
+        quantize="int8",
+        calibration=CAL[:, :500],
+        int8_state_path="int8",
+        compare_plain=False,
+    )
     io = json.loads((art.path / "io.json").read_text())
     assert {d["dtype"] for d in io["inputs"] + io["outputs"]} == {"int8"} and "QUANTIZE" not in io["ops"]
     q = json.loads((art.path / "report.json").read_text())["quantization"]
@@ -212,9 +230,12 @@ def test_tflite_runtime_needs_its_python(float_artifacts, monkeypatch):
 @pytest.mark.slow
 def test_tflite_runtime_worker_when_configured(float_artifacts):
     import os
+
     if not os.environ.get("LMU_EDGE_TFLITE_RUNTIME_PYTHON"):
-        pytest.skip("LMU_EDGE_TFLITE_RUNTIME_PYTHON (a numpy<2 Python with tflite-runtime) not set; "
-                    "tests/numpy1/test_tflite_runtime.py covers this runtime")
+        pytest.skip(
+            "LMU_EDGE_TFLITE_RUNTIME_PYTHON (a numpy<2 Python with tflite-runtime) not set; "
+            "tests/numpy1/test_tflite_runtime.py covers this runtime"
+        )
     art = float_artifacts["memory_d2_dense"]
     x = np.random.default_rng(4).standard_normal((2, 40, 2))
     err = relative_error(art.run(x, runtime="tflite-runtime"), lmu_edge.simulate(CONFIGS["memory_d2_dense"], x))

@@ -23,19 +23,31 @@ from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, Unsuppor
 from lmu_edge.torch import LMU, export, graph_of, load_checkpoint, save_checkpoint  # noqa: E402  (after the importorskip above)
 
 F64 = torch.float64
-OPTIONS = list(itertools.product(["zoh", "euler"], [False, True], [False, True], [None, 5], [False, True],
-                                 [True, False]))
+OPTIONS = list(
+    itertools.product(["zoh", "euler"], [False, True], [False, True], [None, 5], [False, True], [True, False])
+)
 
 
 def _model(disc, tt, ub, hu, i2h, rs, dtype=F64, seed=0):
     torch.manual_seed(seed)
-    lmu = LMU(2, 3, 6, 17.5, discretizer=disc, trainable_theta=tt, use_bias=ub, hidden_units=hu,
-              input_to_hidden=i2h, return_sequences=rs, dtype=dtype)
+    lmu = LMU(
+        2,
+        3,
+        6,
+        17.5,
+        discretizer=disc,
+        trainable_theta=tt,
+        use_bias=ub,
+        hidden_units=hu,
+        input_to_hidden=i2h,
+        return_sequences=rs,
+        dtype=dtype,
+    )
     with torch.no_grad():
         if ub:
             lmu.encoder_bias.normal_()
         if tt:
-            lmu.theta.fill_(21.25)     # a "trained" theta, not the initial one
+            lmu.theta.fill_(21.25)  # a "trained" theta, not the initial one
     return torch.nn.Sequential(lmu, torch.nn.Linear(lmu.output_size, 4, dtype=dtype), torch.nn.Tanh())
 
 
@@ -87,6 +99,7 @@ def test_safetensors_checkpoint_round_trips_and_is_read_by_the_real_library(tmp_
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_tensors_are_widened_to_float32_exactly(dtype, tmp_path):
     from safetensors.torch import save_file
+
     seq = _model("zoh", False, True, 5, False, True, dtype=torch.float32)
     save_checkpoint(seq, tmp_path / "m.safetensors")
     half = {k: v.to(getattr(torch, dtype)) for k, v in seq.state_dict().items()}
@@ -95,9 +108,10 @@ def test_half_precision_tensors_are_widened_to_float32_exactly(dtype, tmp_path):
     g = lmu_edge.load(tmp_path / "h.safetensors")
     assert g.layers[0].input_encoders.dtype == np.float32
     assert np.array_equal(g.layers[0].input_encoders, half["0.input_encoders"].float().numpy())
-    torch.save(half, tmp_path / "h.pt")      # h.json serves the .pt too
-    assert np.array_equal(lmu_edge.load(tmp_path / "h.pt").layers[0].hidden.kernel,
-                          half["0.hidden_kernel"].float().numpy())
+    torch.save(half, tmp_path / "h.pt")  # h.json serves the .pt too
+    assert np.array_equal(
+        lmu_edge.load(tmp_path / "h.pt").layers[0].hidden.kernel, half["0.hidden_kernel"].float().numpy()
+    )
 
 
 class _Evil:
@@ -124,8 +138,9 @@ def test_cli_refuses_a_malicious_pt_with_one_line_and_no_traceback(tmp_path):
     evil = _Evil()
     evil.marker = tmp_path / "pwned"
     (tmp_path / "m.pt").write_bytes(pickle.dumps(evil))
-    (tmp_path / "m.json").write_text(json.dumps({"format": "lmu-edge-torch", "version": 1, "input_size": 1,
-                                                 "layers": [{"type": "relu"}]}))
+    (tmp_path / "m.json").write_text(
+        json.dumps({"format": "lmu-edge-torch", "version": 1, "input_size": 1, "layers": [{"type": "relu"}]})
+    )
     r = subprocess.run(lmu_edge_cli() + ["inspect", str(tmp_path / "m.pt")], capture_output=True, text=True)
     assert r.returncode != 0 and "Traceback" not in r.stderr and "weights_only" in r.stderr
     assert not (tmp_path / "pwned").exists()
@@ -171,7 +186,7 @@ def test_broken_safetensors_files_give_one_line_errors(mutate, tmp_path):
     p, _, _ = _saved(tmp_path)
     data = bytearray(p.read_bytes())
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
+    header = json.loads(data[8 : 8 + n])
     if mutate == "truncate":
         data = data[:-7]
     elif mutate == "header_len":
@@ -183,7 +198,7 @@ def test_broken_safetensors_files_give_one_line_errors(mutate, tmp_path):
         else:
             header[k]["dtype"] = "I32"
         h = json.dumps(header).encode().ljust(n)
-        data = data[:8] + h[:n] + data[8 + n:] if len(h) == n else struct.pack("<Q", len(h)) + h + data[8 + n:]
+        data = data[:8] + h[:n] + data[8 + n :] if len(h) == n else struct.pack("<Q", len(h)) + h + data[8 + n :]
     else:
         data[8] = ord("!")
     p.write_bytes(bytes(data))
@@ -195,11 +210,13 @@ def test_broken_safetensors_files_give_one_line_errors(mutate, tmp_path):
 def test_pt_without_torch_is_a_missing_dependency_error(tmp_path):
     p, _, _ = _saved(tmp_path)
     torch.save({}, tmp_path / "m.pt")
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import lmu_edge\n"
-            "from lmu_edge.errors import MissingDependencyError\n"
-            f"try:\n    lmu_edge.load({str(tmp_path / 'm.pt')!r})\n"
-            "except MissingDependencyError as e:\n    print('OK', e)\n")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import lmu_edge\n"
+        "from lmu_edge.errors import MissingDependencyError\n"
+        f"try:\n    lmu_edge.load({str(tmp_path / 'm.pt')!r})\n"
+        "except MissingDependencyError as e:\n    print('OK', e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.startswith("OK") and "lmu-edge[torch]" in out.stdout, out.stderr
 
@@ -223,10 +240,12 @@ def test_cli_inspect_and_convert_read_a_safetensors_checkpoint(tmp_path):
 
 def test_a_safetensors_checkpoint_converts_without_torch(tmp_path):
     p, _, _ = _saved(tmp_path)
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import numpy as np, lmu_edge\n"
-            f"g = lmu_edge.load({str(p)!r})\n"
-            "y = lmu_edge.simulate(lmu_edge.fold(g), np.ones((5, 2)))\n"
-            "print('OK', y.shape)\n")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import numpy as np, lmu_edge\n"
+        f"g = lmu_edge.load({str(p)!r})\n"
+        "y = lmu_edge.simulate(lmu_edge.fold(g), np.ones((5, 2)))\n"
+        "print('OK', y.shape)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.startswith("OK (5, 4)"), out.stdout + out.stderr

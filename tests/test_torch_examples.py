@@ -20,25 +20,53 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_shortened_psmnist_training_learns_and_its_checkpoint_converts_to_int8_c(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "torch" / "train_psmnist.py"), "--shipped",
-                        "--order", "32", "--units", "32", "--epochs", "8", "--batch", "20", "--lr", "5e-3",
-                        "--out", str(tmp_path), "--name", "ci"], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "torch" / "train_psmnist.py"),
+            "--shipped",
+            "--order",
+            "32",
+            "--units",
+            "32",
+            "--epochs",
+            "8",
+            "--batch",
+            "20",
+            "--lr",
+            "5e-3",
+            "--out",
+            str(tmp_path),
+            "--name",
+            "ci",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     info = json.loads((tmp_path / "ci_train.json").read_text())
-    assert info["test_accuracy"] > 0.4        # 200 held-out digits; chance is 0.1 (0.625 seen)
+    assert info["test_accuracy"] > 0.4  # 200 held-out digits; chance is 0.1 (0.625 seen)
     x = np.load(ROOT / "examples" / "models" / "psmnist_test_x.npy")[800:840, :, None].astype(np.float32) / 255
     art = lmu_edge.convert(tmp_path / "ci.safetensors", "c", tmp_path / "c", quantize="int8", calibration=x[:20])
     ref = lmu_edge.simulate(lmu_edge.load(art.path / "quantized.lmu.npz"), x)
-    assert np.array_equal(np.asarray(art.run(x)), ref)      # C int8 is bit-exact with the integer reference
+    assert np.array_equal(np.asarray(art.run(x)), ref)  # C int8 is bit-exact with the integer reference
 
 
 def test_training_benchmark_runs_on_the_cpu_and_prints_both_modes_and_their_ratio():
     # The throughput figures are printed, never asserted (timings are noisy); this checks the benchmark
     # itself still runs both modes on the same model in CI.
-    r = subprocess.run([sys.executable, str(ROOT / "bench" / "torch_train.py"), "--quick", "--reps", "1"],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "torch_train.py"), "--quick", "--reps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = {line.split()[0]: float(line.split()[1]) for line in r.stdout.splitlines()
-            if line.startswith(("parallel ", "recurrent ")) and "/" not in line}
+    rows = {
+        line.split()[0]: float(line.split()[1])
+        for line in r.stdout.splitlines()
+        if line.startswith(("parallel ", "recurrent ")) and "/" not in line
+    }
     assert set(rows) == {"parallel", "recurrent"} and min(rows.values()) > 0, r.stdout
     assert "parallel / recurrent:" in r.stdout and "cpu" in r.stdout

@@ -14,8 +14,13 @@ import lmu_edge  # noqa: E402  (after the importorskip above)
 from lmu_edge.torch import LMU, save_checkpoint  # noqa: E402  (after the importorskip above)
 
 # target -> (quantize modes, python modules its runtime needs)
-TARGETS = {"ir": (["float"], []), "c": (["float", "int8"], []), "onnx": (["float", "int8"], ["onnxruntime"]),
-           "tflite": (["float", "int8"], ["tensorflow"]), "nengo": (["float"], ["nengo"])}
+TARGETS = {
+    "ir": (["float"], []),
+    "c": (["float", "int8"], []),
+    "onnx": (["float", "int8"], ["onnxruntime"]),
+    "tflite": (["float", "int8"], ["tensorflow"]),
+    "nengo": (["float"], ["nengo"]),
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +30,27 @@ def trained(tmp_path_factory):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(64, 50, 1, generator=g)
     y = (x[:, 20, 0] > 0).long()
-    seq = torch.nn.Sequential(LMU(1, 1, 12, 40.0, hidden_units=16, hidden_activation="relu", use_bias=True,
-                                  trainable_theta=True, return_sequences=False), torch.nn.Linear(16, 2))
+    seq = torch.nn.Sequential(
+        LMU(
+            1,
+            1,
+            12,
+            40.0,
+            hidden_units=16,
+            hidden_activation="relu",
+            use_bias=True,
+            trainable_theta=True,
+            return_sequences=False,
+        ),
+        torch.nn.Linear(16, 2),
+    )
     opt = torch.optim.Adam(seq.parameters(), lr=1e-2)
     for _ in range(30):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(seq(x), y)
         loss.backward()
         opt.step()
-    assert seq[0].theta_value() != 40.0      # theta was trained
+    assert seq[0].theta_value() != 40.0  # theta was trained
     p = save_checkpoint(seq, tmp_path_factory.mktemp("torch") / "clf.safetensors")
     return p, seq, x.numpy().astype(np.float64)
 

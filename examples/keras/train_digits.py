@@ -38,12 +38,20 @@ def data():
 
 
 def model():
-    return keras.Sequential([
-        keras.Input((64, 1)),
-        keras_lmu.LMUFeedforward(memory_d=1, order=ORDER, theta=THETA, name="lmu",
-                                 hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden")),
-        keras.layers.Dense(10, activation="softmax", name="classifier"),
-    ], name="keras_digits")
+    return keras.Sequential(
+        [
+            keras.Input((64, 1)),
+            keras_lmu.LMUFeedforward(
+                memory_d=1,
+                order=ORDER,
+                theta=THETA,
+                name="lmu",
+                hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
+            ),
+            keras.layers.Dense(10, activation="softmax", name="classifier"),
+        ],
+        name="keras_digits",
+    )
 
 
 def main():
@@ -57,13 +65,15 @@ def main():
     acc_saved = float(np.mean(np.argmax(m.predict(x_te[:N_SAVED], verbose=0), -1) == y_te[:N_SAVED]))
     OUT.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")      # Keras calls HDF5 a legacy format
+        warnings.simplefilter("ignore")  # Keras calls HDF5 a legacy format
         m.save(OUT / "keras_digits.keras")
         m.save(OUT / "keras_digits.h5")
     np.save(OUT / "keras_digits_test_x.npy", x_te[:N_SAVED])
     np.save(OUT / "keras_digits_test_y.npy", y_te[:N_SAVED])
-    print(f"train accuracy {acc_tr:.4f}, test accuracy {acc_te:.4f} ({len(y_te)} sequences), "
-          f"saved test subset {acc_saved:.4f} ({N_SAVED} sequences)")
+    print(
+        f"train accuracy {acc_tr:.4f}, test accuracy {acc_te:.4f} ({len(y_te)} sequences), "
+        f"saved test subset {acc_saved:.4f} ({N_SAVED} sequences)"
+    )
 
 
 if __name__ == "__main__":

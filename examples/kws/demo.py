@@ -40,8 +40,10 @@ def utterance_accuracy(qg, model_path):
     x, _, _, _ = kws.sequences(words, labels, T, np.random.default_rng(1))
     post_f = lmu_edge.simulate(lmu_edge.load(model_path), x * kws.FEATURE_SCALE)
     post_q = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
+
     def acc(p):
         return float(np.mean(kws.utterance_predictions(p) == labels))
+
     return acc(post_f), acc(post_q), len(labels)
 
 
@@ -57,8 +59,11 @@ def float_stream_detections(model_path, audio, detector):
 def flash_bytes(build_dir, source, cpu):
     obj = Path(build_dir) / f"{Path(source).stem}_{cpu}.o"
     flags = list(toolchain.ARM_RUNTIMES[{"m4": "cortex-m4", "m0": "cortex-m0"}[cpu]].cpu_flags)
-    subprocess.run(["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *flags, "-c", source, "-o", str(obj)],
-                   cwd=build_dir, check=True)
+    subprocess.run(
+        ["arm-none-eabi-gcc", "-std=c99", "-O2", "-mthumb", *flags, "-c", source, "-o", str(obj)],
+        cwd=build_dir,
+        check=True,
+    )
     r = subprocess.run(["arm-none-eabi-size", "-A", str(obj)], capture_output=True, text=True, check=True)
     total = 0
     for line in r.stdout.splitlines():
@@ -87,18 +92,21 @@ def main(argv=None):
 
     acc_f, acc_q, n = utterance_accuracy(qg, model_path)
     res.update(accuracy_float=acc_f, accuracy_int8=acc_q, n_words=n)
-    print(f"held-out flite words ({n}: 10 keywords + unknown words, 5 voices x 3 speeds): "
-          f"utterance accuracy float {acc_f:.3f}, int8 {acc_q:.3f}")
+    print(
+        f"held-out flite words ({n}: 10 keywords + unknown words, 5 voices x 3 speeds): "
+        f"utterance accuracy float {acc_f:.3f}, int8 {acc_q:.3f}"
+    )
 
     audio, events = kws.make_stream(args.seconds, args.seed)
     n_kw = sum(c >= 2 for _, _, c in events)
-    print(f"held-out stream: {len(audio) / kws.SR:.1f} s, {n_kw} keywords and {len(events) - n_kw} unknown words "
-          f"(flite) in noise")
+    print(
+        f"held-out stream: {len(audio) / kws.SR:.1f} s, {n_kw} keywords and {len(events) - n_kw} unknown words "
+        f"(flite) in noise"
+    )
     lines_py, y_py, dets = kws.python_stream(qg, audio, det)
     p, r, correct, n_det, _ = kws.score(dets, events)
     pf, rf, *_ = kws.score(float_stream_detections(model_path, audio, det), events)
-    res.update(precision_int8=p, recall_int8=r, precision_float=pf, recall_float=rf, detections=n_det,
-               keywords=n_kw)
+    res.update(precision_int8=p, recall_int8=r, precision_float=pf, recall_float=rf, detections=n_det, keywords=n_kw)
 
     exes = kws.build_stream(out / "c", out / "build", det, runtimes)
     same = {}
@@ -109,30 +117,41 @@ def main(argv=None):
         if rt == runtimes[0]:
             print("\n".join(f"  {ln}" for ln in lines))
     res["identical"] = same
-    print(f"detections: int8 C precision {p:.2f}, recall {r:.2f} ({correct} of {n_det} detections correct, "
-          f"{n_kw} keywords); float model with the same rule: precision {pf:.2f}, recall {rf:.2f}")
-    print("identical detections and per-frame outputs as the Python integer pipeline: "
-          + ", ".join(f"{rt} {v}" for rt, v in same.items()))
+    print(
+        f"detections: int8 C precision {p:.2f}, recall {r:.2f} ({correct} of {n_det} detections correct, "
+        f"{n_kw} keywords); float model with the same rule: precision {pf:.2f}, recall {rf:.2f}"
+    )
+    print(
+        "identical detections and per-frame outputs as the Python integer pipeline: "
+        + ", ".join(f"{rt} {v}" for rt, v in same.items())
+    )
     if "host" in res:
         h = res["host"]
-        print(f"host: {h['wall_s'] / h['frames'] * 1e6:.1f} us per 10 ms frame (front end + model + detection, "
-              f"incl. file I/O)")
+        print(
+            f"host: {h['wall_s'] / h['frames'] * 1e6:.1f} us per 10 ms frame (front end + model + detection, "
+            f"incl. file I/O)"
+        )
     for rt in ("cortex-m4", "cortex-m0"):
         if rt in res:
             s = res[rt]
-            print(f"{rt}: front end {s['fe_insn']:.0f} + model {s['net_insn']:.0f} instructions per frame "
-                  f"({(s['fe_insn'] + s['net_insn']) * 100 / 1e6:.1f} MIPS at 100 frames/s)")
+            print(
+                f"{rt}: front end {s['fe_insn']:.0f} + model {s['net_insn']:.0f} instructions per frame "
+                f"({(s['fe_insn'] + s['net_insn']) * 100 / 1e6:.1f} MIPS at 100 frames/s)"
+            )
     if any(rt.startswith("cortex") for rt in runtimes):
         st = res[[rt for rt in runtimes if rt.startswith("cortex")][0]]
         b = out / "build"
-        res["flash"] = {cpu: {"frontend": flash_bytes(b, "kws_frontend.c", cpu),
-                              "model": flash_bytes(b, "model.c", cpu)}
-                        for cpu in ("m4", "m0")}
+        res["flash"] = {
+            cpu: {"frontend": flash_bytes(b, "kws_frontend.c", cpu), "model": flash_bytes(b, "model.c", cpu)}
+            for cpu in ("m4", "m0")
+        }
         res["ram"] = {"frontend": st["fe_bytes"], "model": st["net_bytes"], "detector": st["det_bytes"]}
-        print(f"RAM {sum(res['ram'].values())} B (front end {st['fe_bytes']}, model {st['net_bytes']}, detection "
-              f"{st['det_bytes']}); flash M4: front end {res['flash']['m4']['frontend']} B, model "
-              f"{res['flash']['m4']['model']} B; M0: {res['flash']['m0']['frontend']} B + "
-              f"{res['flash']['m0']['model']} B")
+        print(
+            f"RAM {sum(res['ram'].values())} B (front end {st['fe_bytes']}, model {st['net_bytes']}, detection "
+            f"{st['det_bytes']}); flash M4: front end {res['flash']['m4']['frontend']} B, model "
+            f"{res['flash']['m4']['model']} B; M0: {res['flash']['m0']['frontend']} B + "
+            f"{res['flash']['m0']['model']} B"
+        )
     (out / "demo.json").write_text(json.dumps(res, indent=1, default=str))
     return 0 if all(same.values()) else 1
 

@@ -30,10 +30,19 @@ def convert(model, calib_path, out_dir):
     """int8 C artifact of a trained fold; the int8 input is the front end's int8 output (scale 1/128)."""
     import lmu_edge
     from lmu_edge import intsim
+
     calib = np.load(calib_path).astype(np.float64)
-    calib[0, 0, 0], calib[0, 0, 1] = -128, 127      # the whole int8 range: input scale 1/128, zero point 0
-    art = lmu_edge.convert(str(model), target="c", out_dir=out_dir, quantize="int8",
-                           calibration=calib * fsdd.FEATURE_SCALE, prefix="kws", measure=False, overwrite=True)
+    calib[0, 0, 0], calib[0, 0, 1] = -128, 127  # the whole int8 range: input scale 1/128, zero point 0
+    art = lmu_edge.convert(
+        str(model),
+        target="c",
+        out_dir=out_dir,
+        quantize="int8",
+        calibration=calib * fsdd.FEATURE_SCALE,
+        prefix="kws",
+        measure=False,
+        overwrite=True,
+    )
     scale, zp = intsim.input_qparams(lmu_edge.load(Path(out_dir) / "quantized.lmu.npz"))
     if scale != fsdd.FEATURE_SCALE or zp != 0:
         raise AssertionError(f"int8 input scale {scale}, zero point {zp}: not the front end's int8 output")
@@ -61,8 +70,13 @@ def evaluate(folder, model, calib, speaker, runtime="host", limit=None, work=Non
     finally:
         if work is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return {"float": float(np.mean(pf == y)), "int8": float(np.mean(pq == y)),
-            "agree": float(np.mean(pf == pq)), "n": int(len(y)), "int8_predictions": pq.tolist()}
+    return {
+        "float": float(np.mean(pf == y)),
+        "int8": float(np.mean(pq == y)),
+        "agree": float(np.mean(pf == pq)),
+        "n": int(len(y)),
+        "int8_predictions": pq.tolist(),
+    }
 
 
 def main(argv=None):
@@ -83,14 +97,19 @@ def main(argv=None):
                 continue
             r = evaluate(a.folder, models / f"lmu_{s}.keras", models / f"calib_{s}.npy", s, a.runtime, a.limit)
             rows[s] = r
-            print(f"{s:9s} float {r['float']:.3f}  int8 C ({a.runtime}) {r['int8']:.3f}  "
-                  f"agree {r['agree']:.3f}  ({r['n']} clips)", flush=True)
+            print(
+                f"{s:9s} float {r['float']:.3f}  int8 C ({a.runtime}) {r['int8']:.3f}  "
+                f"agree {r['agree']:.3f}  ({r['n']} clips)",
+                flush=True,
+            )
         if not rows:
             raise fsdd.AudioFormatError(f"{models}: no lmu_<speaker>.keras for a speaker in {a.folder}")
         for k in ("float", "int8"):
             v = [r[k] for r in rows.values()]
-            print(f"{k}: mean {np.mean(v):.3f} over {len(v)} held-out speakers, worst {min(v):.3f} "
-                  f"({min(rows, key=lambda s: rows[s][k])})")
+            print(
+                f"{k}: mean {np.mean(v):.3f} over {len(v)} held-out speakers, worst {min(v):.3f} "
+                f"({min(rows, key=lambda s: rows[s][k])})"
+            )
         if a.json:
             Path(a.json).write_text(json.dumps(rows, indent=1))
     except fsdd.AudioFormatError as e:

@@ -30,11 +30,20 @@ def measure(work):
     """Dict of the per-frame numbers (model, front end, RAM, flash, real-time factors)."""
     import lmu_edge
     from lmu_edge.audio import frontend
+
     calib = np.load(HERE / "fsdd_model" / "calib_george.npy").astype(np.float64)
     calib[0, 0, 0], calib[0, 0, 1] = -128, 127
     out = Path(work) / "c"
-    lmu_edge.convert(str(HERE / "fsdd_model" / "lmu_george.keras"), target="c", out_dir=out, quantize="int8",
-                     calibration=calib * fsdd.FEATURE_SCALE, prefix="kws", device="cortex-m4-64k", overwrite=True)
+    lmu_edge.convert(
+        str(HERE / "fsdd_model" / "lmu_george.keras"),
+        target="c",
+        out_dir=out,
+        quantize="int8",
+        calibration=calib * fsdd.FEATURE_SCALE,
+        prefix="kws",
+        device="cortex-m4-64k",
+        overwrite=True,
+    )
     rep = json.loads((out / "report.json").read_text())
     x = fsdd.read_wav(HERE / "fsdd_george" / "recordings" / "7_george_3.wav")
     _, fe = frontend.run_c(x, fsdd.CFG, "cortex-m4")
@@ -53,16 +62,24 @@ def main(argv=None):
         raise SystemExit("error: no Cortex-M4 instruction count (needs arm-none-eabi-gcc and qemu-system-arm)")
     fe_insn = fe["instructions_per_frame"]
     total = model + fe_insn
-    row = {"frontend_instructions_per_frame": round(fe_insn), "model_instructions_per_frame": round(model),
-           "model_macs_per_frame": c["macs_per_step"], "model_ram_bytes": c["ram_bytes"],
-           "frontend_state_bytes": fe["state_bytes"], "model_flash_bytes_m4": c["flash_bytes_m4"],
-           "device_profile": c["device"]["name"], "fits": c["device"]["fits"], "cpi_assumed": CPI}
+    row = {
+        "frontend_instructions_per_frame": round(fe_insn),
+        "model_instructions_per_frame": round(model),
+        "model_macs_per_frame": c["macs_per_step"],
+        "model_ram_bytes": c["ram_bytes"],
+        "frontend_state_bytes": fe["state_bytes"],
+        "model_flash_bytes_m4": c["flash_bytes_m4"],
+        "device_profile": c["device"]["name"],
+        "fits": c["device"]["fits"],
+        "cpi_assumed": CPI,
+    }
     for mhz in (64, 168):
         row[f"real_time_factor_{mhz}mhz"] = round(total * CPI / (mhz * 1e6 * 0.010), 3)
     for k, val in row.items():
         print(f"{k:34s} {val}")
     if a.json:
         Path(a.json).write_text(json.dumps(row, indent=1))
+
 
 if __name__ == "__main__":
     main()

@@ -20,10 +20,9 @@ from lmu_edge.audio import frontend
 from lmu_edge.errors import LmuEdgeError
 
 SR = 8000
-CFG = frontend.FrontendConfig(sample_rate=SR, frame_len=200, hop=80, n_fft=256, n_mels=32, f_min=60.0,
-                              f_max=3800.0)
+CFG = frontend.FrontendConfig(sample_rate=SR, frame_len=200, hop=80, n_fft=256, n_mels=32, f_min=60.0, f_max=3800.0)
 SPEAKERS = ["george", "jackson", "lucas", "nicolas", "theo", "yweweler"]
-T = 80                      # frames per training sequence: 0.8 s (clips longer than that are cut)
+T = 80  # frames per training sequence: 0.8 s (clips longer than that are cut)
 FEATURE_SCALE = 1.0 / 128
 NAME = re.compile(r"^(\d)_([a-z]+)_(\d+)\.wav$")
 
@@ -56,8 +55,9 @@ def read_wav(path, rate: int = SR) -> np.ndarray:
     if n == 0:
         raise AudioFormatError(f"{path}: no samples; give a non-empty recording")
     if len(data) != n * ch * width:
-        raise AudioFormatError(f"{path}: truncated, header says {n} samples but {len(data) // 2} are "
-                               f"present; re-export it")
+        raise AudioFormatError(
+            f"{path}: truncated, header says {n} samples but {len(data) // 2} are present; re-export it"
+        )
     return np.frombuffer(data, "<i2").astype(np.int64)
 
 
@@ -81,7 +81,7 @@ def place(x, n, offset) -> np.ndarray:
     """``x`` placed at ``offset`` in ``n`` zero samples (cut at the end)."""
     out = np.zeros(n, np.int64)
     x = x[: max(0, n - offset)]
-    out[offset: offset + len(x)] = x
+    out[offset : offset + len(x)] = x
     return out
 
 

@@ -31,16 +31,82 @@ CFG = frontend.FrontendConfig()
 KEYWORDS = ["yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go"]
 CLASSES = ["_silence_", "_unknown_"] + KEYWORDS
 N_CLASSES = len(CLASSES)
-UNKNOWN_TRAIN = ["bed", "bird", "cat", "dog", "happy", "house", "marvin", "sheila", "tree", "wow", "zero", "one",
-                 "two", "three", "four", "five", "six", "seven", "eight", "nine", "learn", "follow", "forward",
-                 "backward", "visual", "apple", "water", "yellow", "window", "under", "over", "little", "morning",
-                 "open", "lift", "dog", "bus", "yet", "know", "top"]
-UNKNOWN_TEST = ["bed", "cat", "happy", "house", "tree", "zero", "seven", "forward", "yellow", "morning", "lift",
-                "top", "window", "over"]
-ESPEAK_VOICES = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd",
-                 "en-us+m3", "en-us+f2", "en-gb+f3", "en-us+m7", "en-gb+m2", "en-029+f4", "en-us+f5"]
+UNKNOWN_TRAIN = [
+    "bed",
+    "bird",
+    "cat",
+    "dog",
+    "happy",
+    "house",
+    "marvin",
+    "sheila",
+    "tree",
+    "wow",
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "learn",
+    "follow",
+    "forward",
+    "backward",
+    "visual",
+    "apple",
+    "water",
+    "yellow",
+    "window",
+    "under",
+    "over",
+    "little",
+    "morning",
+    "open",
+    "lift",
+    "dog",
+    "bus",
+    "yet",
+    "know",
+    "top",
+]
+UNKNOWN_TEST = [
+    "bed",
+    "cat",
+    "happy",
+    "house",
+    "tree",
+    "zero",
+    "seven",
+    "forward",
+    "yellow",
+    "morning",
+    "lift",
+    "top",
+    "window",
+    "over",
+]
+ESPEAK_VOICES = [
+    "en-us",
+    "en-gb",
+    "en-gb-scotland",
+    "en-gb-x-rp",
+    "en-029",
+    "en-gb-x-gbclan",
+    "en-gb-x-gbcwmd",
+    "en-us+m3",
+    "en-us+f2",
+    "en-gb+f3",
+    "en-us+m7",
+    "en-gb+m2",
+    "en-029+f4",
+    "en-us+f5",
+]
 FLITE_VOICES = ["slt", "rms", "awb", "kal16", "kal"]
-FEATURE_SCALE = 1.0 / 128          # model input = q / 128: int8 input scale 1/128, zero point 0
+FEATURE_SCALE = 1.0 / 128  # model input = q / 128: int8 input scale 1/128, zero point 0
 
 
 def _need(tool, package):
@@ -50,11 +116,12 @@ def _need(tool, package):
 
 # --- synthesis ---------------------------------------------------------------------------------
 
+
 def _read_wav(raw: bytes) -> tuple:
     """(int16 samples, rate) of a mono 16-bit WAV; tolerates espeak-ng's streamed header (length -1)."""
     rate = int.from_bytes(raw[24:28], "little")
     i = raw.index(b"data") + 8
-    return np.frombuffer(raw[i: i + (len(raw) - i) // 2 * 2], "<i2").astype(np.int64), rate
+    return np.frombuffer(raw[i : i + (len(raw) - i) // 2 * 2], "<i2").astype(np.int64), rate
 
 
 def _to16k(x, rate):
@@ -63,6 +130,7 @@ def _to16k(x, rate):
     from math import gcd
 
     from scipy.signal import resample_poly
+
     g = gcd(SR, rate)
     return np.round(resample_poly(x.astype(np.float64), SR // g, rate // g)).astype(np.int64)
 
@@ -73,13 +141,16 @@ def _trim(x, rel=0.02):
     idx = np.nonzero(a > rel * a.max())[0]
     if idx.size == 0:
         return x
-    return x[max(0, idx[0] - 160): idx[-1] + 160]
+    return x[max(0, idx[0] - 160) : idx[-1] + 160]
 
 
 def espeak(word, voice, speed, pitch) -> np.ndarray:
     _need("espeak-ng", "espeak-ng")
-    r = subprocess.run(["espeak-ng", "--stdout", "-v", voice, "-s", str(speed), "-p", str(pitch), word],
-                       capture_output=True, check=True)
+    r = subprocess.run(
+        ["espeak-ng", "--stdout", "-v", voice, "-s", str(speed), "-p", str(pitch), word],
+        capture_output=True,
+        check=True,
+    )
     x, rate = _read_wav(r.stdout)
     return _trim(_to16k(x, rate))
 
@@ -87,10 +158,14 @@ def espeak(word, voice, speed, pitch) -> np.ndarray:
 def flite(word, voice, stretch) -> np.ndarray:
     _need("flite", "flite")
     import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "w.wav"
-        subprocess.run(["flite", "-voice", voice, "--setf", f"duration_stretch={stretch}", "-t", word, "-o",
-                        str(out)], capture_output=True, check=True)
+        subprocess.run(
+            ["flite", "-voice", voice, "--setf", f"duration_stretch={stretch}", "-t", word, "-o", str(out)],
+            capture_output=True,
+            check=True,
+        )
         with wave.open(str(out)) as w:
             rate = w.getframerate()
             x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
@@ -111,28 +186,37 @@ def _cached(name, build):
         return audio, z["labels"]
     audio, labels = build()
     CACHE.mkdir(parents=True, exist_ok=True)
-    np.savez(path, audio=np.concatenate(audio).astype(np.int16), lens=np.array([len(a) for a in audio]),
-             labels=np.array(labels))
+    np.savez(
+        path,
+        audio=np.concatenate(audio).astype(np.int16),
+        lens=np.array([len(a) for a in audio]),
+        labels=np.array(labels),
+    )
     return audio, np.array(labels)
 
 
 def train_words(n_per_keyword=120, n_per_unknown=14, seed=0):
     """espeak-ng renditions: (list of int16 arrays, class indices)."""
+
     def build():
         rng = np.random.default_rng(seed)
         jobs, labels = [], []
-        for word, n, cls in [(w, n_per_keyword, CLASSES.index(w)) for w in KEYWORDS] + \
-                            [(w, n_per_unknown, 1) for w in UNKNOWN_TRAIN]:
+        for word, n, cls in [(w, n_per_keyword, CLASSES.index(w)) for w in KEYWORDS] + [
+            (w, n_per_unknown, 1) for w in UNKNOWN_TRAIN
+        ]:
             for _ in range(n):
-                jobs.append((word, str(rng.choice(ESPEAK_VOICES)), int(rng.integers(110, 220)),
-                             int(rng.integers(20, 90))))
+                jobs.append(
+                    (word, str(rng.choice(ESPEAK_VOICES)), int(rng.integers(110, 220)), int(rng.integers(20, 90)))
+                )
                 labels.append(cls)
         return _render(jobs, espeak), labels
+
     return _cached(f"espeak_{n_per_keyword}_{n_per_unknown}_{seed}_{len(ESPEAK_VOICES)}", build)
 
 
 def test_words(stretches=(0.8, 1.0, 1.25)):
     """flite renditions of every keyword and the held-out unknown words, every voice and stretch."""
+
     def build():
         jobs, labels = [], []
         for word, cls in [(w, CLASSES.index(w)) for w in KEYWORDS] + [(w, 1) for w in UNKNOWN_TEST]:
@@ -141,14 +225,17 @@ def test_words(stretches=(0.8, 1.0, 1.25)):
                     jobs.append((word, v, s))
                     labels.append(cls)
         return _render(jobs, flite), labels
+
     return _cached("flite_" + "_".join(map(str, stretches)), build)
 
 
 # --- sequences with background noise -----------------------------------------------------------
 
+
 def background(rng, n) -> np.ndarray:
     """Seeded noise: white noise through a random one-pole filter, a random level (float)."""
     from scipy.signal import lfilter
+
     a = rng.uniform(-0.2, 0.95)
     x = lfilter([1.0], [1.0, -a], rng.standard_normal(n))
     x /= np.std(x) + 1e-12
@@ -160,6 +247,7 @@ def colour(rng, w) -> np.ndarray:
     (3.4 to 7 kHz; some test voices are 8 kHz recordings), so the model does not learn one
     synthesizer's spectrum."""
     from scipy.signal import butter, lfilter
+
     w = lfilter([1.0, -rng.uniform(-0.6, 0.6)], [1.0], w.astype(np.float64))
     if rng.random() < 1 / 3:
         b, a = butter(4, rng.uniform(3400, 7000) / (SR / 2))
@@ -174,7 +262,7 @@ def place(rng, n_samples, word, start, augment=False):
         if augment:
             word = colour(rng, word)
         w = word.astype(np.float64) / max(1, np.abs(word).max()) * 10 ** rng.uniform(np.log10(2500), np.log10(25000))
-        x[start:start + len(w)] += w[: n_samples - start]
+        x[start : start + len(w)] += w[: n_samples - start]
     return np.clip(np.round(x), -32768, 32767).astype(np.int16)
 
 
@@ -229,6 +317,7 @@ def utterance_predictions(post):
 
 # --- the held-out stream -----------------------------------------------------------------------
 
+
 def make_stream(seconds=40.0, seed=7, gap=(0.9, 2.0)):
     """A long int16 recording: flite keywords (and a few unknown words) at random positions in
     seeded background noise. Returns ``(audio, events)``; events: (start, end, class) in samples."""
@@ -237,6 +326,7 @@ def make_stream(seconds=40.0, seed=7, gap=(0.9, 2.0)):
     n = int(seconds * SR)
     noise_level = 10 ** rng.uniform(np.log10(20), np.log10(150))
     from scipy.signal import lfilter
+
     x = lfilter([1.0], [1.0, -0.7], rng.standard_normal(n))
     x *= noise_level / np.std(x)
     events, t = [], int(rng.uniform(*gap) * SR)
@@ -246,18 +336,19 @@ def make_stream(seconds=40.0, seed=7, gap=(0.9, 2.0)):
         i = order[k % len(order)]
         k += 1
         w = words[i]
-        if labels[i] == 1 and rng.random() > 0.3:     # keep some unknown words, mostly keywords
+        if labels[i] == 1 and rng.random() > 0.3:  # keep some unknown words, mostly keywords
             continue
         if t + len(w) + SR // 2 > n:
             break
         g = 10 ** rng.uniform(np.log10(4000), np.log10(20000)) / max(1, np.abs(w).max())
-        x[t:t + len(w)] += w * g
+        x[t : t + len(w)] += w * g
         events.append((t, t + len(w), int(labels[i])))
         t += len(w) + int(rng.uniform(*gap) * SR)
     return np.clip(np.round(x), -32768, 32767).astype(np.int16), events
 
 
 # --- the detection rule (mirrored in stream.c) ---------------------------------------------------
+
 
 class Detector:
     """Posterior smoothing, threshold and refractory period, in integers, exactly as ``stream.c``.
@@ -279,7 +370,7 @@ class Detector:
         cs = np.cumsum(np.vstack([np.zeros((1, p.shape[1]), np.int64), p]), axis=0)
         T = p.shape[0]
         S = cs[1:] - cs[np.maximum(np.arange(1, T + 1) - self.window, 0)]
-        out, last = [], -(10 ** 9)
+        out, last = [], -(10**9)
         for t in range(T):
             c = 2 + int(np.argmax(S[t, 2:]))
             if S[t, c] >= self.threshold and t - last >= self.refractory:
@@ -290,10 +381,12 @@ class Detector:
     def header(self, prefix="kws") -> str:
         names = ", ".join(f'"{c}"' for c in CLASSES)
         P = prefix.upper()
-        return (f"/* detection rule of examples/kws/kws.py (Detector); generated, do not edit */\n"
-                f"#define {P}_DET_WINDOW {self.window}\n#define {P}_DET_THRESHOLD {self.threshold}\n"
-                f"#define {P}_DET_REFRACTORY {self.refractory}\n#define {P}_DET_N_CLASSES {self.n}\n"
-                f"static const char *const {prefix}_class_names[{self.n}] = {{{names}}};\n")
+        return (
+            f"/* detection rule of examples/kws/kws.py (Detector); generated, do not edit */\n"
+            f"#define {P}_DET_WINDOW {self.window}\n#define {P}_DET_THRESHOLD {self.threshold}\n"
+            f"#define {P}_DET_REFRACTORY {self.refractory}\n#define {P}_DET_N_CLASSES {self.n}\n"
+            f"static const char *const {prefix}_class_names[{self.n}] = {{{names}}};\n"
+        )
 
 
 def format_detection(frame, cls, S, window):
@@ -323,6 +416,7 @@ def score(detections, events, tol_before=0.3, tol_after=0.7):
 
 # --- the streaming C: build and run -----------------------------------------------------------
 
+
 def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0")) -> dict:
     """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
     (``frontend.emit_c``), the detection header and ``stream.c`` into ``build_dir`` and compile
@@ -334,8 +428,10 @@ def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "c
     frontend.emit_c(d, CFG, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
     shutil.copyfile(HERE / "stream.c", d / "stream.c")
-    return {rt: frontend.build_c(d, ["stream.c", "kws_frontend.c", "model.c"], rt, "stream_" + rt.replace("-", "_"))
-            for rt in runtimes}
+    return {
+        rt: frontend.build_c(d, ["stream.c", "kws_frontend.c", "model.c"], rt, "stream_" + rt.replace("-", "_"))
+        for rt in runtimes
+    }
 
 
 def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
@@ -346,6 +442,7 @@ def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     import time
 
     from lmu_edge import toolchain
+
     with tempfile.TemporaryDirectory(prefix="kws-stream-") as tmp:
         tmp = Path(tmp)
         (tmp / "stream.raw").write_bytes(np.asarray(audio, "<i2").tobytes())
@@ -367,14 +464,16 @@ def convert(out_dir, model_path=HERE / "kws_lmu.keras", calibration=HERE / "cali
     quantize="int8", calibration=q / 128, prefix="kws")``."""
     import lmu_edge
     from lmu_edge import intsim
+
     calib = np.load(calibration).astype(np.float64)
-    calib[0, 0, 0], calib[0, 0, 1] = -128, 127    # the input range is the whole int8 range: scale 1/128, zp 0
+    calib[0, 0, 0], calib[0, 0, 1] = -128, 127  # the input range is the whole int8 range: scale 1/128, zp 0
     calib *= FEATURE_SCALE
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
-    art = lmu_edge.convert(str(model_path), target="c", out_dir=out_dir, quantize="int8", calibration=calib,
-                           prefix="kws", measure=False)
+    art = lmu_edge.convert(
+        str(model_path), target="c", out_dir=out_dir, quantize="int8", calibration=calib, prefix="kws", measure=False
+    )
     qg = lmu_edge.load(out_dir / "quantized.lmu.npz")
     scale, zp = intsim.input_qparams(qg)
     if scale != FEATURE_SCALE or zp != 0:
@@ -386,6 +485,7 @@ def python_stream(qg, audio, detector) -> tuple:
     """The integer pipeline in Python: frontend.features -> intsim.run_int -> Detector.
     Returns ``(detection lines, int8 outputs)``: what stream.c must print and write."""
     from lmu_edge import intsim
+
     q = frontend.features(audio, CFG).astype(np.int64)
     y = intsim.run_int(qg, q[None])[0]
     dets = detector.run(y)
@@ -393,7 +493,7 @@ def python_stream(qg, audio, detector) -> tuple:
 
 
 def parse_line(line) -> tuple:
-    """"1.23 s: yes (0.91)" -> (1.23, "yes", 0.91)."""
+    """ "1.23 s: yes (0.91)" -> (1.23, "yes", 0.91)."""
     t, rest = line.split(" s: ")
     name, conf = rest.split(" (")
     return float(t), name, float(conf.rstrip(")"))

@@ -37,14 +37,23 @@ T, ORDER, THETA, MEMORY_D, UNITS, EPOCHS = 150, 24, 80, 4, 64, 10
 
 
 def model():
-    return keras.Sequential([
-        keras.Input((T, kws.CFG.n_mels)),
-        keras_lmu.LMUFeedforward(memory_d=MEMORY_D, order=ORDER, theta=THETA, input_to_hidden=True,
-                                 hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
-                                 return_sequences=True, name="lmu"),
-        keras.layers.Dropout(0.3, name="dropout"),
-        keras.layers.Dense(len(kws.CLASSES), activation="softmax", name="classifier"),
-    ], name="kws_lmu")
+    return keras.Sequential(
+        [
+            keras.Input((T, kws.CFG.n_mels)),
+            keras_lmu.LMUFeedforward(
+                memory_d=MEMORY_D,
+                order=ORDER,
+                theta=THETA,
+                input_to_hidden=True,
+                hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
+                return_sequences=True,
+                name="lmu",
+            ),
+            keras.layers.Dropout(0.3, name="dropout"),
+            keras.layers.Dense(len(kws.CLASSES), activation="softmax", name="classifier"),
+        ],
+        name="kws_lmu",
+    )
 
 
 def datasets():
@@ -61,10 +70,18 @@ def main():
     x, y, w, xt, yt, wt, _, tlabels = datasets()
     print(f"train: {len(x)} sequences of {T} frames; held-out flite: {len(xt)}", flush=True)
     m = model()
-    m.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",
-              weighted_metrics=["accuracy"])
-    m.fit(x * kws.FEATURE_SCALE, y, sample_weight=w, epochs=EPOCHS, batch_size=32, verbose=2,
-          validation_data=(xt * kws.FEATURE_SCALE, yt, wt))
+    m.compile(
+        optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", weighted_metrics=["accuracy"]
+    )
+    m.fit(
+        x * kws.FEATURE_SCALE,
+        y,
+        sample_weight=w,
+        epochs=EPOCHS,
+        batch_size=32,
+        verbose=2,
+        validation_data=(xt * kws.FEATURE_SCALE, yt, wt),
+    )
     m.save(HERE / "kws_lmu.keras")
     calib = x[np.random.default_rng(2).permutation(len(x))[:24]].astype(np.int8)
     np.save(HERE / "calibration_q.npy", calib)

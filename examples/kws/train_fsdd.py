@@ -31,25 +31,39 @@ def lmu_model():
     """LMUFeedforward in parallel form: memory 8 x order 32 over 0.8 s, hidden 96, last frame -> 10 digits."""
     import keras
     import keras_lmu
-    return keras.Sequential([
-        keras.Input((fsdd.T, fsdd.CFG.n_mels)),
-        keras_lmu.LMUFeedforward(memory_d=MEMORY_D, order=ORDER, theta=THETA, input_to_hidden=True,
-                                 hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
-                                 return_sequences=False, name="lmu"),
-        keras.layers.Dropout(0.3, name="dropout"),
-        keras.layers.Dense(10, activation="softmax", name="classifier"),
-    ], name="kws_fsdd_lmu")
+
+    return keras.Sequential(
+        [
+            keras.Input((fsdd.T, fsdd.CFG.n_mels)),
+            keras_lmu.LMUFeedforward(
+                memory_d=MEMORY_D,
+                order=ORDER,
+                theta=THETA,
+                input_to_hidden=True,
+                hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
+                return_sequences=False,
+                name="lmu",
+            ),
+            keras.layers.Dropout(0.3, name="dropout"),
+            keras.layers.Dense(10, activation="softmax", name="classifier"),
+        ],
+        name="kws_fsdd_lmu",
+    )
 
 
 def gru_model():
     """Baseline: one GRU(64) over the same features, last state -> 10 digits."""
     import keras
-    return keras.Sequential([
-        keras.Input((fsdd.T, fsdd.CFG.n_mels)),
-        keras.layers.GRU(GRU_UNITS, name="gru"),
-        keras.layers.Dropout(0.3),
-        keras.layers.Dense(10, activation="softmax"),
-    ], name="kws_fsdd_gru")
+
+    return keras.Sequential(
+        [
+            keras.Input((fsdd.T, fsdd.CFG.n_mels)),
+            keras.layers.GRU(GRU_UNITS, name="gru"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(10, activation="softmax"),
+        ],
+        name="kws_fsdd_gru",
+    )
 
 
 def features(folder, copies=2, seed=0):
@@ -78,6 +92,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd"))
     a = ap.parse_args()
     import keras
+
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -94,8 +109,9 @@ def main():
         for name, make in (("lmu", lmu_model), ("gru", gru_model)):
             keras.utils.set_random_seed(0)
             m = make()
-            m.compile(optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"])
+            m.compile(
+                optimizer=keras.optimizers.Adam(2e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+            )
             t1 = time.time()
             m.fit(xtr, ytr, epochs=a.epochs, batch_size=64, verbose=0, shuffle=True)
             acc = float(np.mean(np.argmax(m.predict(xte, verbose=0), -1) == yte))

@@ -32,12 +32,17 @@ from train import OPTIONS  # noqa: E402  (train.py beside this script: importabl
 
 #: (target, mode) -> SQNR floor in dB (None: float, where the bound is the artifact's own tolerance)
 CELLS = {
-    ("ir", "float"): None, ("nengo", "float"): None,
-    ("c", "float"): None, ("c", "int8"): 30.0,
-    ("tflite", "float"): None, ("tflite", "int8"): 30.0, ("tflite", "int16x8"): 35.0,
-    ("onnx", "float"): None, ("onnx", "int8"): 30.0,
+    ("ir", "float"): None,
+    ("nengo", "float"): None,
+    ("c", "float"): None,
+    ("c", "int8"): 30.0,
+    ("tflite", "float"): None,
+    ("tflite", "int8"): 30.0,
+    ("tflite", "int16x8"): 35.0,
+    ("onnx", "float"): None,
+    ("onnx", "int8"): 30.0,
 }
-FLOAT_FLOOR_DB = 80.0      # float artifacts: within 1e-4 relative of the float64 model is > 80 dB
+FLOAT_FLOOR_DB = 80.0  # float artifacts: within 1e-4 relative of the float64 model is > 80 dB
 
 
 def pairwise(models=None) -> list:
@@ -48,15 +53,17 @@ def pairwise(models=None) -> list:
     """
     models = list(models or OPTIONS)
     cells = list(CELLS)
-    def covers(m, c):       # the axes: each layer option, the target, the mode
+
+    def covers(m, c):  # the axes: each layer option, the target, the mode
         opts = list(OPTIONS[m].items()) + [("model", m)]
-        return ({(k, v, "target", c[0]) for k, v in opts} | {(k, v, "mode", c[1]) for k, v in opts}
-                | {("cell", c)})
+        return {(k, v, "target", c[0]) for k, v in opts} | {(k, v, "mode", c[1]) for k, v in opts} | {("cell", c)}
+
     want = set().union(*(covers(m, c) for m in models for c in cells))
     chosen = []
     while want:
-        best = max(((m, c) for m in models for c in cells if (m, c) not in chosen),
-                   key=lambda mc: len(covers(*mc) & want))
+        best = max(
+            ((m, c) for m in models for c in cells if (m, c) not in chosen), key=lambda mc: len(covers(*mc) & want)
+        )
         chosen.append(best)
         want -= covers(*best)
     return sorted(chosen, key=lambda mc: (models.index(mc[0]), cells.index(mc[1])))
@@ -70,32 +77,46 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
     """Convert one cell; returns ``{"status": "ok"|"below floor"|"refused"|"error"|"missing", ...}``."""
     import lmu_edge
     from lmu_edge.metrics import sqnr_db
+
     data = np.load(HERE / f"{model}.npz")
     x_cal, x_test = data["x_cal"], data["x_test"]
     path = HERE / f"{model}.keras"
-    if not path.exists():                      # a PyTorch-made model (train_torch.py)
+    if not path.exists():  # a PyTorch-made model (train_torch.py)
         path = HERE / f"{model}.safetensors"
     t0 = time.perf_counter()
     try:
-        art = lmu_edge.convert(path, target, work / f"{model}-{target}-{mode}", quantize=mode,
-                               calibration=x_cal if mode != "float" else None, tolerance=float("inf"))
+        art = lmu_edge.convert(
+            path,
+            target,
+            work / f"{model}-{target}-{mode}",
+            quantize=mode,
+            calibration=x_cal if mode != "float" else None,
+            tolerance=float("inf"),
+        )
     except lmu_edge.errors.MissingDependencyError as e:
         return {"status": "missing", "reason": str(e), "seconds": time.perf_counter() - t0}
     except (lmu_edge.errors.UnsupportedLayerError, lmu_edge.errors.QuantizationError) as e:
         # a refusal: the target cannot express the model or the mode (decided before anything is written)
         return {"status": "refused", "reason": str(e), "seconds": time.perf_counter() - t0}
-    except lmu_edge.LmuEdgeError as e:      # any other error (a bad option, a failed build) is a failure
+    except lmu_edge.LmuEdgeError as e:  # any other error (a bad option, a failed build) is a failure
         return {"status": "error", "reason": f"{type(e).__name__}: {e}", "seconds": time.perf_counter() - t0}
     except Exception as e:  # the matrix reports it: no raw exception may leave convert
-        return {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0],
-                "seconds": time.perf_counter() - t0}
+        return {
+            "status": "error",
+            "reason": f"{type(e).__name__}: {e}".splitlines()[0],
+            "seconds": time.perf_counter() - t0,
+        }
     y_ref = lmu_edge.simulate(lmu_edge.load(path), x_test.astype(np.float64))
     y = art.run(x_test)
     s = sqnr_db(y, y_ref)
     floor = CELLS[(target, mode)]
     floor = FLOAT_FLOOR_DB if floor is None else floor
-    return {"status": "ok" if s >= floor else "below floor", "sqnr": s, "floor": floor,
-            "seconds": time.perf_counter() - t0}
+    return {
+        "status": "ok" if s >= floor else "below floor",
+        "sqnr": s,
+        "floor": floor,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def table(results: dict) -> str:
@@ -117,8 +138,15 @@ def table(results: dict) -> str:
                 notes.append(f"- `{model}` / {c[0]} {c[1]} ({r['status']}): {r['reason']}")
                 row.append(r["status"] + f" [{len(notes)}]")
         lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + ("\n\nRefusals and errors:\n\n" + "\n".join(
-        n.replace("- ", f"{i}. ", 1) for i, n in enumerate(notes, 1)) if notes else "") + "\n"
+    return (
+        "\n".join(lines)
+        + (
+            "\n\nRefusals and errors:\n\n" + "\n".join(n.replace("- ", f"{i}. ", 1) for i, n in enumerate(notes, 1))
+            if notes
+            else ""
+        )
+        + "\n"
+    )
 
 
 def main(argv=None) -> int:
@@ -134,18 +162,19 @@ def main(argv=None) -> int:
             r = run_cell(model, target, mode, Path(work))
             results[(model, target, mode)] = r
             shown = f"{r['sqnr']:.1f} dB" if "sqnr" in r else r["reason"]
-            print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)",
-                  flush=True)
+            print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)", flush=True)
     md = table(results)
     if args.json:
         import json
-        args.json.write_text(json.dumps([dict(r, model=k[0], target=k[1], mode=k[2]) for k, r in results.items()],
-                                        indent=1))
+
+        args.json.write_text(
+            json.dumps([dict(r, model=k[0], target=k[1], mode=k[2]) for k, r in results.items()], indent=1)
+        )
     if args.docs:
         text = args.docs.read_text() if args.docs.exists() else ""
         start, end = "<!-- matrix:begin -->", "<!-- matrix:end -->"
         if start in text and end in text:
-            text = text[:text.index(start) + len(start)] + "\n" + md + text[text.index(end):]
+            text = text[: text.index(start) + len(start)] + "\n" + md + text[text.index(end) :]
         else:
             text += f"\n{start}\n{md}{end}\n"
         args.docs.write_text(text)

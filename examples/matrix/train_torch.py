@@ -25,19 +25,31 @@ def _models():
     import torch
 
     from lmu_edge.torch import LMU
+
     nn = torch.nn
     return {
         # Linear before, ZOH, memory_d 2, ReLU hidden with input_to_hidden and encoder bias, last step only
         "torch_linear_before_relu_i2h": lambda: nn.Sequential(
-            nn.Linear(F, 3), nn.Tanh(),
-            LMU(3, memory_d=2, order=6, theta=12.0, use_bias=True, hidden_units=8, hidden_activation="relu",
-                input_to_hidden=True, return_sequences=False),
-            nn.Linear(8, 1)),
+            nn.Linear(F, 3),
+            nn.Tanh(),
+            LMU(
+                3,
+                memory_d=2,
+                order=6,
+                theta=12.0,
+                use_bias=True,
+                hidden_units=8,
+                hidden_activation="relu",
+                input_to_hidden=True,
+                return_sequences=False,
+            ),
+            nn.Linear(8, 1),
+        ),
         # Euler, trainable theta, no hidden cell, the whole sequence out, a Linear readout per step
         "torch_euler_tt_nohidden_seq": lambda: nn.Sequential(
-            LMU(F, memory_d=1, order=6, theta=20.0, discretizer="euler", trainable_theta=True,
-                return_sequences=True),
-            nn.Linear(6, 1)),
+            LMU(F, memory_d=1, order=6, theta=20.0, discretizer="euler", trainable_theta=True, return_sequences=True),
+            nn.Linear(6, 1),
+        ),
     }
 
 
@@ -51,6 +63,7 @@ def main(names=None) -> None:
     import torch
 
     from lmu_edge.torch import save_checkpoint
+
     for name, make in _models().items():
         if names and name not in names:
             continue

@@ -25,8 +25,10 @@ def evaluate(n=1000, verbose=True):
     y = np.load(MODELS / "psmnist_test_y.npy")[:n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
     src = lmu_edge.load(MODELS / "psmnist_lmu.keras")
+
     def acc(out):
         return float(np.mean(np.argmax(out, -1) == y))
+
     rows = [("source model (parallel form, float64)", acc(lmu_edge.simulate(src, x)), None)]
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("float", "int8"):
@@ -39,15 +41,23 @@ def evaluate(n=1000, verbose=True):
             rows.append((f"C {q} (host, -O2)", acc(art.run(x)), time.perf_counter() - t0))
             rep = json.loads((art.path / "report.json").read_text())
             c, v = rep["c"], rep["verification"]
-            rows.append((f"  C {q}: flash {c.get('flash_bytes_m4')} B, RAM {c['ram_bytes']} B, "
-                         f"{c['macs_per_step']} MACs/step, M4 {v.get('instructions_per_step_m4')} / "
-                         f"M0 {v.get('instructions_per_step_m0')} instructions/step",
-                         None, None))
+            rows.append(
+                (
+                    f"  C {q}: flash {c.get('flash_bytes_m4')} B, RAM {c['ram_bytes']} B, "
+                    f"{c['macs_per_step']} MACs/step, M4 {v.get('instructions_per_step_m4')} / "
+                    f"M0 {v.get('instructions_per_step_m0')} instructions/step",
+                    None,
+                    None,
+                )
+            )
     if verbose:
         print(f"psMNIST (reduced model: order 64, hidden 64), {n} test digits, 784 steps each")
         for name, a, secs in rows:
-            print(f"  {name:<44} " + (f"accuracy {a:.4f}" if a is not None else "") +
-                  (f"  ({secs:.1f} s)" if secs is not None else ""))
+            print(
+                f"  {name:<44} "
+                + (f"accuracy {a:.4f}" if a is not None else "")
+                + (f"  ({secs:.1f} s)" if secs is not None else "")
+            )
     return rows
 
 

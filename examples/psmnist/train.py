@@ -24,6 +24,7 @@ OUT = Path(__file__).resolve().parents[1] / "models"
 
 def load_mnist():
     import mnist
+
     path = os.path.join(os.path.dirname(mnist.__file__), "data", "mnist.pkl.gz")
     with gzip.open(path, "rb") as f:
         # the package's own data file (trusted, read-only); lmu-edge never unpickles model files
@@ -42,16 +43,25 @@ def main():
     keras.utils.set_random_seed(0)
     (xtr, ytr), _, (xte, yte) = load_mnist()
     perm = np.random.default_rng(0).permutation(784)
+
     def seq(x):
         return x[:, perm].reshape(-1, 784, 1).astype(np.float32)
+
     xtr, xte = seq(xtr[: args.train]), seq(xte)
     ytr = ytr[: args.train]
-    m = keras.Sequential([
-        keras.Input((784, 1)),
-        keras_lmu.LMUFeedforward(memory_d=1, order=64, theta=784, hidden_cell=keras.layers.Dense(64, activation="relu"),
-                                 return_sequences=False),
-        keras.layers.Dense(10, activation="softmax"),
-    ])
+    m = keras.Sequential(
+        [
+            keras.Input((784, 1)),
+            keras_lmu.LMUFeedforward(
+                memory_d=1,
+                order=64,
+                theta=784,
+                hidden_cell=keras.layers.Dense(64, activation="relu"),
+                return_sequences=False,
+            ),
+            keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
     m.compile(keras.optimizers.Adam(2e-3), "sparse_categorical_crossentropy", metrics=["accuracy"])
     m.fit(xtr, ytr, epochs=args.epochs, batch_size=100, verbose=2)
     acc = m.evaluate(xte, yte, verbose=0)[1]

@@ -28,16 +28,26 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 def metric(task, y, target):
     if task == "classification":
         return "accuracy", float(np.mean(np.argmax(y, -1) == target))
-    skip = 32                                           # the first theta steps have no history yet
+    skip = 32  # the first theta steps have no history yet
     err = y[:, skip:] - target[:, skip:]
-    return "NRMSE", float(np.sqrt(np.mean(err ** 2)) / np.std(target[:, skip:]))
+    return "NRMSE", float(np.sqrt(np.mean(err**2)) / np.std(target[:, skip:]))
 
 
 TASKS = {
-    "gunpoint": ("classification", "gunpoint_lmu.keras", "gunpoint_test_x.npy", "gunpoint_test_y.npy",
-                 "gunpoint_calibration_x.npy"),
-    "mackey_glass": ("regression", "keras_mackey_glass.keras", "keras_mackey_glass_test_x.npy",
-                     "keras_mackey_glass_test_y.npy", None),
+    "gunpoint": (
+        "classification",
+        "gunpoint_lmu.keras",
+        "gunpoint_test_x.npy",
+        "gunpoint_test_y.npy",
+        "gunpoint_calibration_x.npy",
+    ),
+    "mackey_glass": (
+        "regression",
+        "keras_mackey_glass.keras",
+        "keras_mackey_glass_test_x.npy",
+        "keras_mackey_glass_test_y.npy",
+        None,
+    ),
 }
 
 
@@ -71,10 +81,19 @@ def run(targets=("c",), qemu=True, out_root=None, verbose=True):
                     rows.append((name, f"{target} {q} ({rt})", m, v, cost, rep.get("c", {}).get("ram_bytes")))
                 if len(outs) == 2:
                     a, b = outs.values()
-                    same = (np.array_equal(a, b) if q == "int8"
-                            else bool(np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(a))))
-                    rows.append((name, f"{target} {q}: host == cortex-m4", "identical" if same else "DIFFERENT",
-                                 None, None, None))
+                    same = (
+                        np.array_equal(a, b) if q == "int8" else bool(np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(a)))
+                    )
+                    rows.append(
+                        (
+                            name,
+                            f"{target} {q}: host == cortex-m4",
+                            "identical" if same else "DIFFERENT",
+                            None,
+                            None,
+                            None,
+                        )
+                    )
     if verbose:
         print(f"{'task':<13} {'variant':<34} {'metric':<10} {'value':>8} {'M4 instr/step':>14} {'RAM B':>7}")
         for r in rows:

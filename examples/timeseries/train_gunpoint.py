@@ -27,17 +27,26 @@ def main():
     xte, yte = load_gunpoint(split="test", return_X_y=True, return_type="numpy3D")
     # (N, 1, T) -> (N, T, 1); standardize with the training statistics; labels '1'/'2' -> 0/1
     mu, sd = xtr.mean(), xtr.std()
+
     def prep(x):
         return ((x.transpose(0, 2, 1) - mu) / sd).astype(np.float32)
+
     xtr, xte = prep(xtr), prep(xte)
     ytr, yte = ytr.astype(int) - 1, yte.astype(int) - 1
     T = xtr.shape[1]
-    m = keras.Sequential([
-        keras.Input((T, 1)),
-        keras_lmu.LMUFeedforward(memory_d=1, order=16, theta=T, hidden_cell=keras.layers.Dense(16, activation="tanh"),
-                                 return_sequences=False),
-        keras.layers.Dense(2, activation="softmax"),
-    ])
+    m = keras.Sequential(
+        [
+            keras.Input((T, 1)),
+            keras_lmu.LMUFeedforward(
+                memory_d=1,
+                order=16,
+                theta=T,
+                hidden_cell=keras.layers.Dense(16, activation="tanh"),
+                return_sequences=False,
+            ),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
     m.compile(keras.optimizers.Adam(1e-2), "sparse_categorical_crossentropy", metrics=["accuracy"])
     m.fit(xtr, ytr, epochs=150, batch_size=10, verbose=0)
     acc_tr = m.evaluate(xtr, ytr, verbose=0)[1]

@@ -24,16 +24,19 @@ def main():
     ap.add_argument("--model", default=str(MODELS / "torch_psmnist_small.safetensors"))
     ap.add_argument("--n", type=int, default=1000)
     a = ap.parse_args()
-    x = np.load(MODELS / "psmnist_test_x.npy")[:a.n, :, None].astype(np.float32) / 255.0
-    y = np.load(MODELS / "psmnist_test_y.npy")[:a.n]
+    x = np.load(MODELS / "psmnist_test_x.npy")[: a.n, :, None].astype(np.float32) / 255.0
+    y = np.load(MODELS / "psmnist_test_y.npy")[: a.n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
+
     def acc(out):
         return float(np.mean(np.argmax(out, -1) == y))
+
     rows = []
     try:
         import torch
 
         from lmu_edge.torch import load_checkpoint
+
         with torch.no_grad():
             y_torch = load_checkpoint(a.model)(torch.tensor(x)).numpy()
             rows.append(("PyTorch model (float32, parallel mode)", acc(y_torch)))

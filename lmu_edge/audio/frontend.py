@@ -49,11 +49,11 @@ from .. import toolchain
 from ..fixedpoint import shift_round
 from ..resources import templates_dir
 
-TEMPLATES = templates_dir()        # the packaged firmware_templates, in a checkout or an install
-NORM_BITS = 13          # the frame is scaled so that max |v| <= 2^13
-MEL_BITS = 12           # mel weights in Q12
-TWIDDLE_ONE = 32767     # Q15 "one" (cos 0), so every table entry fits int16
-HALVE_AT = 1 << 12      # an FFT stage halves when a component of its input reaches this
+TEMPLATES = templates_dir()  # the packaged firmware_templates, in a checkout or an install
+NORM_BITS = 13  # the frame is scaled so that max |v| <= 2^13
+MEL_BITS = 12  # mel weights in Q12
+TWIDDLE_ONE = 32767  # Q15 "one" (cos 0), so every table entry fits int16
+HALVE_AT = 1 << 12  # an FFT stage halves when a component of its input reaches this
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,17 @@ class FrontendConfig:
     """Parameters of the integer log-mel front end (all sizes in samples)."""
 
     sample_rate: int = 16000
-    frame_len: int = 400          # 25 ms
-    hop: int = 160                # 10 ms
+    frame_len: int = 400  # 25 ms
+    hop: int = 160  # 10 ms
     n_fft: int = 512
     n_mels: int = 32
     f_min: float = 60.0
     f_max: float = 7600.0
-    preemph_q15: int = 31785      # round(0.97 * 2^15); 0 turns pre-emphasis off
-    log_table_bits: int = 6       # 64-entry table of log2(1 + (i + 1/2) / 64)
-    log_frac_bits: int = 6        # L in Q6
-    out_shift: int = 4            # one feature step = 2^4 / 2^6 = 1/4 log2 of power (0.753 dB)
-    offset_q: int = 22 * 64       # q = 0 at log2 E_true = 22 (speech in noise lands around -80..+60)
+    preemph_q15: int = 31785  # round(0.97 * 2^15); 0 turns pre-emphasis off
+    log_table_bits: int = 6  # 64-entry table of log2(1 + (i + 1/2) / 64)
+    log_frac_bits: int = 6  # L in Q6
+    out_shift: int = 4  # one feature step = 2^4 / 2^6 = 1/4 log2 of power (0.753 dB)
+    offset_q: int = 22 * 64  # q = 0 at log2 E_true = 22 (speech in noise lands around -80..+60)
 
     def __post_init__(self):
         if self.n_fft & (self.n_fft - 1) or not 16 <= self.n_fft <= 4096:
@@ -112,7 +112,7 @@ class FrontendConfig:
 
     def log2_energy(self, q) -> np.ndarray:
         """The log2 mel energy (of the int16-scaled signal) an int8 feature stands for."""
-        return (self.offset_q + np.asarray(q, np.float64) * 2 ** self.out_shift) / 2 ** self.log_frac_bits
+        return (self.offset_q + np.asarray(q, np.float64) * 2**self.out_shift) / 2**self.log_frac_bits
 
     def n_frames(self, n_samples: int) -> int:
         """Frames produced from ``n_samples`` samples (full windows only)."""
@@ -125,6 +125,7 @@ class FrontendConfig:
 
 # --- constant tables ----------------------------------------------------------------------------
 
+
 def tables(cfg: FrontendConfig) -> dict:
     """Every constant table of the front end, as the integer arrays the C code stores."""
     n, N = np.arange(cfg.frame_len), cfg.n_fft
@@ -134,12 +135,14 @@ def tables(cfg: FrontendConfig) -> dict:
     sin = np.round(TWIDDLE_ONE * np.sin(2 * np.pi * k / N)).astype(np.int64)
     bits = cfg.log2_n_fft
     bitrev = np.array([int(format(i, f"0{bits}b")[::-1], 2) for i in range(N)], np.int64)
+
     # HTK mel scale, triangles between n_mels + 2 equally spaced mel points
     def mel(f):
         return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
 
     def imel(m):
         return 700.0 * (10 ** (np.asarray(m) / 2595.0) - 1.0)
+
     edges = imel(np.linspace(mel(cfg.f_min), mel(cfg.f_max), cfg.n_mels + 2))
     freqs = np.arange(cfg.n_bins) * cfg.sample_rate / N
     starts: list[int] = []
@@ -151,7 +154,7 @@ def tables(cfg: FrontendConfig) -> dict:
         w = np.maximum(0.0, np.minimum((freqs - lo) / (c - lo), (hi - freqs) / (hi - c)))
         wq = np.round(w * (1 << MEL_BITS)).astype(np.int64)
         nz = np.nonzero(wq)[0]
-        if nz.size == 0:            # a band narrower than a bin: take the nearest bin
+        if nz.size == 0:  # a band narrower than a bin: take the nearest bin
             nz = np.array([int(np.argmin(np.abs(freqs - c)))])
             wq[nz] = 1 << MEL_BITS
         s, e = int(nz[0]), int(nz[-1]) + 1
@@ -161,10 +164,17 @@ def tables(cfg: FrontendConfig) -> dict:
         weights.extend(int(v) for v in wq[s:e])
     T = 1 << cfg.log_table_bits
     log_table = np.round((1 << cfg.log_frac_bits) * np.log2(1.0 + (np.arange(T) + 0.5) / T)).astype(np.int64)
-    return {"window": window, "cos": cos, "sin": sin, "bitrev": bitrev,
-            "mel_start": np.array(starts, np.int64), "mel_len": np.array(lens, np.int64),
-            "mel_offset": np.array(offsets, np.int64), "mel_weights": np.array(weights, np.int64),
-            "log_table": log_table}
+    return {
+        "window": window,
+        "cos": cos,
+        "sin": sin,
+        "bitrev": bitrev,
+        "mel_start": np.array(starts, np.int64),
+        "mel_len": np.array(lens, np.int64),
+        "mel_offset": np.array(offsets, np.int64),
+        "mel_weights": np.array(weights, np.int64),
+        "log_table": log_table,
+    }
 
 
 _TABLE_CACHE: dict = {}
@@ -177,6 +187,7 @@ def _tables(cfg):
 
 
 # --- the numpy reference ------------------------------------------------------------------------
+
 
 def preemphasis(x, cfg: FrontendConfig) -> np.ndarray:
     """``sat16(x[n] - ((alpha x[n-1] + 2^14) >> 15))`` with ``x[-1] = 0`` (int64 array)."""
@@ -235,20 +246,23 @@ def frames_from_preemphasized(pe, cfg: FrontendConfig) -> np.ndarray:
     idx = np.arange(nf)[:, None] * cfg.hop + np.arange(cfg.frame_len)[None, :]
     xw = pe[idx] * t["window"][None, :]
     m = np.abs(xw).max(axis=1)
-    e = bitlen(m) - NORM_BITS                                                    # (F,)
+    e = bitlen(m) - NORM_BITS  # (F,)
     half = np.where(e > 0, np.left_shift(np.int64(1), np.maximum(e - 1, 0)), 0)
-    v = np.where(e[:, None] > 0, np.right_shift(xw + half[:, None], np.maximum(e, 0)[:, None]),
-                 np.left_shift(xw, np.maximum(-e, 0)[:, None]))
+    v = np.where(
+        e[:, None] > 0,
+        np.right_shift(xw + half[:, None], np.maximum(e, 0)[:, None]),
+        np.left_shift(xw, np.maximum(-e, 0)[:, None]),
+    )
     buf = np.zeros((nf, cfg.n_fft), np.int64)
     buf[:, : cfg.frame_len] = v
     re = np.zeros_like(buf)
-    re[:, t["bitrev"]] = buf                           # re[bitrev[n]] = v[n]
+    re[:, t["bitrev"]] = buf  # re[bitrev[n]] = v[n]
     re, im, H = fft_q15(re, np.zeros_like(re), cfg)
     P = re[:, : cfg.n_bins] ** 2 + im[:, : cfg.n_bins] ** 2
     E = np.zeros((nf, cfg.n_mels), np.int64)
     for b in range(cfg.n_mels):
         s, n, o = t["mel_start"][b], t["mel_len"][b], t["mel_offset"][b]
-        E[:, b] = P[:, s:s + n] @ t["mel_weights"][o:o + n]   # < 2^28 * 2^12 * n_bins: int64 is enough
+        E[:, b] = P[:, s : s + n] @ t["mel_weights"][o : o + n]  # < 2^28 * 2^12 * n_bins: int64 is enough
     return log_features(E, e + H, cfg, zero=(m == 0))
 
 
@@ -295,7 +309,7 @@ def float_reference(x, cfg: FrontendConfig = FrontendConfig()) -> np.ndarray:
     W = np.zeros((cfg.n_mels, cfg.n_bins))
     for b in range(cfg.n_mels):
         s, n, o = t["mel_start"][b], t["mel_len"][b], t["mel_offset"][b]
-        W[b, s:s + n] = t["mel_weights"][o:o + n] / (1 << MEL_BITS)
+        W[b, s : s + n] = t["mel_weights"][o : o + n] / (1 << MEL_BITS)
     E = P @ W.T
     with np.errstate(divide="ignore"):
         return (np.log2(E) * (1 << cfg.log_frac_bits) - cfg.offset_q) / (1 << cfg.out_shift)
@@ -303,15 +317,17 @@ def float_reference(x, cfg: FrontendConfig = FrontendConfig()) -> np.ndarray:
 
 # --- C ------------------------------------------------------------------------------------------
 
+
 def _c_array(ctype: str, name: str, values, per_line: int = 16) -> str:
     vals = [str(int(v)) for v in values]
-    lines = [", ".join(vals[i:i + per_line]) for i in range(0, len(vals), per_line)]
+    lines = [", ".join(vals[i : i + per_line]) for i in range(0, len(vals), per_line)]
     return f"static const {ctype} {name}[{len(vals)}] = {{\n    " + ",\n    ".join(lines) + "\n};\n"
 
 
 def c_sources(cfg: FrontendConfig, prefix: str = "model") -> tuple:
     """``(header, source)`` text of ``<prefix>_frontend.h`` / ``.c``."""
     import re as _re
+
     if not _re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,30}", prefix):
         raise ValueError(f"prefix {prefix!r} is not a C identifier")
     t = tables(cfg)
@@ -352,17 +368,19 @@ int {p}_fe_push({p}_fe_state_t *s, int16_t sample, int8_t *features);
 
 #endif /* {P}_FRONTEND_H */
 """
-    arrays = "".join([
-        _c_array("int16_t", f"{p}_fe_window", t["window"]),
-        _c_array("int16_t", f"{p}_fe_cos", t["cos"]),
-        _c_array("int16_t", f"{p}_fe_sin", t["sin"]),
-        _c_array("uint16_t", f"{p}_fe_bitrev", t["bitrev"]),
-        _c_array("uint16_t", f"{p}_fe_mel_start", t["mel_start"]),
-        _c_array("uint16_t", f"{p}_fe_mel_len", t["mel_len"]),
-        _c_array("uint16_t", f"{p}_fe_mel_offset", t["mel_offset"]),
-        _c_array("uint16_t", f"{p}_fe_mel_weights", t["mel_weights"]),
-        _c_array("int16_t", f"{p}_fe_log_table", t["log_table"]),
-    ])
+    arrays = "".join(
+        [
+            _c_array("int16_t", f"{p}_fe_window", t["window"]),
+            _c_array("int16_t", f"{p}_fe_cos", t["cos"]),
+            _c_array("int16_t", f"{p}_fe_sin", t["sin"]),
+            _c_array("uint16_t", f"{p}_fe_bitrev", t["bitrev"]),
+            _c_array("uint16_t", f"{p}_fe_mel_start", t["mel_start"]),
+            _c_array("uint16_t", f"{p}_fe_mel_len", t["mel_len"]),
+            _c_array("uint16_t", f"{p}_fe_mel_offset", t["mel_offset"]),
+            _c_array("uint16_t", f"{p}_fe_mel_weights", t["mel_weights"]),
+            _c_array("int16_t", f"{p}_fe_log_table", t["log_table"]),
+        ]
+    )
     source = f"""/* {p}_frontend.c: constant tables of the integer log-mel front end (lmu_edge.audio.frontend.emit_c).
  * Configuration: {cfg.to_dict()}
  */
@@ -466,8 +484,16 @@ def build_c(directory, sources, runtime: str, exe: str, includes=(), flags=()) -
         for f in ("startup.c", script):
             if not (d / f).exists():
                 shutil.copyfile(TEMPLATES / f, d / f)
-        cmd = [toolchain.arm_gcc(), *toolchain.compile_flags(runtime, flags), *toolchain.link_flags(runtime), *inc,
-               *map(str, sources), "startup.c", "-o", exe]
+        cmd = [
+            toolchain.arm_gcc(),
+            *toolchain.compile_flags(runtime, flags),
+            *toolchain.link_flags(runtime),
+            *inc,
+            *map(str, sources),
+            "startup.c",
+            "-o",
+            exe,
+        ]
     else:
         raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(toolchain.RUNTIMES)}")
     r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)

@@ -66,6 +66,7 @@ def test_cell_converts_and_meets_its_floor_or_is_refused(model, cell, tmp_path, 
 
 def test_float32_is_another_name_for_float(tmp_path):
     import lmu_edge
+
     model = ROOT / "examples" / "matrix" / "ff_fft_zoh_tanh_before_dense.keras"
     art = lmu_edge.convert(model, "ir", tmp_path / "o", quantize="float32")
     assert art.manifest["quantize"] == "float"
@@ -76,18 +77,27 @@ def test_float32_is_another_name_for_float(tmp_path):
 def test_tflite_refuses_in_one_line_naming_the_op(tmp_path):
     # TFLite has no 16x8 DIV (the running mean of GlobalAveragePooling1D): a refusal, not a raw error
     import lmu_edge
+
     name = "ff_relu_i2h_bias_pool_softmax"
     cal = matrix.np.load(ROOT / "examples" / "matrix" / f"{name}.npz")["x_cal"]
     with pytest.raises(lmu_edge.errors.QuantizationError) as e:
-        lmu_edge.convert(ROOT / "examples" / "matrix" / f"{name}.keras", "tflite", tmp_path / "o",
-                         quantize="int16x8", calibration=cal)
+        lmu_edge.convert(
+            ROOT / "examples" / "matrix" / f"{name}.keras",
+            "tflite",
+            tmp_path / "o",
+            quantize="int16x8",
+            calibration=cal,
+        )
     assert "op DIV" in str(e.value) and "\n" not in str(e.value) and "--quantize float or int8," in str(e.value)
     assert not (tmp_path / "o").exists() and list(tmp_path.iterdir()) == []
 
 
 def test_interpreter_errors_are_cut_to_the_line_naming_the_op():
     from lmu_edge.targets.tflite import _one_line
-    dump = ("tensorflow/lite/kernels/concatenation.cc:158 input->params.scale != output_tensor->params.scale\n"
-            "Node number 12 (CONCATENATION) failed to prepare.\n")
+
+    dump = (
+        "tensorflow/lite/kernels/concatenation.cc:158 input->params.scale != output_tensor->params.scale\n"
+        "Node number 12 (CONCATENATION) failed to prepare.\n"
+    )
     assert _one_line(RuntimeError(dump)) == "op CONCATENATION: Node number 12 (CONCATENATION) failed to prepare"
     assert _one_line(RuntimeError("")) == "RuntimeError"

@@ -19,8 +19,9 @@ def artifact(tmp_path_factory):
     g = chain(rng, q=4, theta=8.0, hidden=None, n_in=1)
     x = rng.standard_normal((3, 30, 1))
     out = tmp_path_factory.mktemp("loihi") / "out"
-    art = lmu_edge.convert(g, "nengo", out, calibration=x, spiking=True, neurons_per_dim=50,
-                           steps_per_sample=10, tau=0.02, seed=3)
+    art = lmu_edge.convert(
+        g, "nengo", out, calibration=x, spiking=True, neurons_per_dim=50, steps_per_sample=10, tau=0.02, seed=3
+    )
     return art, x
 
 
@@ -29,13 +30,13 @@ def test_loihi_emulator_runs_the_spiking_network(artifact):
     ref = art.reference(x)
     y = art.run(x, runtime="loihi-emulator")
     assert y.shape == ref.shape and np.all(np.isfinite(y)) and np.std(y) > 0
-    np.testing.assert_array_equal(art.run(x[:1], runtime="loihi-emulator"), y[:1])   # deterministic
+    np.testing.assert_array_equal(art.run(x[:1], runtime="loihi-emulator"), y[:1])  # deterministic
 
 
 def test_loihi_emulator_error_against_the_float_reference(artifact):
     art, x = artifact
     ref = art.reference(x)
-    rms = float(np.sqrt(np.mean(ref ** 2)))
+    rms = float(np.sqrt(np.mean(ref**2)))
     m = target.metrics(art.run(x, runtime="loihi-emulator"), ref)
     # measured: RMSE 0.032 = 0.19x the output's RMS (nengo's simulator, same neurons: 0.023 = 0.13x)
     assert m["rmse"] < 0.3 * rms, m

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tflite_runtime = pytest.importorskip("tflite_runtime.interpreter",
-                                     reason="tflite-runtime not installed: pip install tflite-runtime (numpy < 2)")
+tflite_runtime = pytest.importorskip(
+    "tflite_runtime.interpreter", reason="tflite-runtime not installed: pip install tflite-runtime (numpy < 2)"
+)
 
 import lmu_edge  # noqa: E402  (after the importorskip above)
 from lmu_edge import irfile  # noqa: E402  (after the importorskip above)
@@ -45,6 +46,7 @@ def _convert(tmp_path, variant):
 @pytest.mark.parametrize("variant", ["external", "internal"])
 def test_tflite_runtime_runs_the_step_model(tmp_path, variant):
     from lmu_edge.targets import _tflite_session
+
     d = _convert(tmp_path, variant)
     g = irfile.load_ir(d / "model.lmu.npz")
     io = json.loads((d / "io.json").read_text())
