@@ -11,7 +11,8 @@ steps: one sample is one unit of time) is
     A_{ij} = \frac{2i+1}{\theta}\begin{cases}-1 & i<j\\ (-1)^{i-j+1} & i\ge j\end{cases},\qquad
     B_i = \frac{2i+1}{\theta}(-1)^i
 
-(papers/002, eq. 8-9), written here with ``A``, ``B`` already divided by theta.
+(Chilkuri and Eliasmith, "Parallelizing Legendre Memory Unit Training", ICML 2021, eq. 8-9), written
+here with ``A``, ``B`` already divided by theta.
 A discretization with a step of one sample gives
 
 .. math::
@@ -247,7 +248,8 @@ def rk_cost(q: int, rk_order: int, substeps: int) -> tuple[int, int]:
     ``w1 = h(A m + B u)`` is two prefix sums and four operations per element
     (6q), each further ``h A w`` two prefix sums and three (5q), each Horner
     level a multiply-add (2q), the final update q: 7q, 14q and 28q per substep
-    for r = 1, 2, 4 (papers/004, A.2, estimates about 6rq). Only the q numbers
+    for r = 1, 2, 4 ("Language Modeling using LMUs and Implicit Self-Attention", anonymous authors, a paper
+    under double-blind review; appendix A.2 estimates about 6rq). Only the q numbers
     ``c_i`` are stored.
     """
     return _RK_OPS_PER_Q[rk_order] * q * int(substeps), q
