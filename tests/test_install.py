@@ -25,6 +25,78 @@ print(sorted(p.name for p in art.path.iterdir() if p.suffix in (".h", ".c")))
 """
 
 
+def test_a_wheel_installed_in_a_fresh_venv_finds_its_templates(tmp_path):
+    """Build a wheel, install it (not editable) into a fresh virtual environment, and from another folder
+    run the front end's C emitter and a C conversion. The venv sees the test environment's third-party
+    packages through a path file (no download), but not its editable lmu_edge."""
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (wheel,) = wheels.glob("lmu_edge-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    deps = subprocess.run(
+        [sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    (site / "zz_test_dependencies.pth").write_text(deps + "\n")  # a plain path: its .pth files stay inactive
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    r = subprocess.run(
+        [str(py), "-c", PROBE, str(site), str(work), str(ROOT / "examples" / "models" / "digits_lmu.lmu.npz")],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.split("\n")
+    assert lines[0] == "3" and "lmu_runtime.h" in lines[1] and "model.c" in lines[1], r.stdout
+
+
 def test_a_regular_install_finds_its_templates(tmp_path):
     site = tmp_path / "site"
     subprocess.run(
