@@ -385,8 +385,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
 def run(art, x, runtime):
     """Run the compiled C of ``art`` on ``x`` ``(N, T, F)`` under ``runtime`` (host or a QEMU core).
 
-    Returns the dequantized (or float) outputs and the harness's statistics (steps, ticks,
-    ``instructions_per_step`` on a Cortex-M runtime)."""
+    Returns the dequantized (or float) outputs; ``run_native`` also returns the harness's statistics."""
     g = art.graph
     if _is_quantized(art):
         qg = _qgraph(art)
