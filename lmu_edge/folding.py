@@ -224,6 +224,7 @@ class _Reference:
             raise FoldError(f"the measuring stride must be a positive integer, got {stride!r}")
         self.stride = int(stride)
         self._sampled: Optional[tuple] = None
+        self._scale: Optional[tuple] = None
         self._rho: Optional[float] = 0.0  # a finite kernel is stable
         self.kernel: Optional[np.ndarray] = None
         self._cache: Optional[np.ndarray] = None
@@ -293,10 +294,10 @@ class _Reference:
         """``max|H_ref|`` for a sampled measurement: over the sampled steps and every step around the
         :data:`SAMPLE_REFINE` largest sampled values (one per block), so that it does not depend on the
         candidate (and an early stop agrees with a full comparison)."""
-        key = ("scale", length)
-        if getattr(self, "_scale", None) is not None and self._scale[0] == key:
+        if self._scale is not None and self._scale[0] == length:
             return self._scale[1]
-        head, best, peaks, prev = _head(length, self.stride), 0.0, [], None
+        head, best, prev = _head(length, self.stride), 0.0, None
+        peaks: list = []
         for st, b in self.sampled(length):
             e = np.max(np.abs(b), axis=0)
             best = max(best, float(np.max(e)))
@@ -309,7 +310,7 @@ class _Reference:
             for step in range(int(k) + 1, min(int(k) + 2 * self.stride, length)):
                 vb = self.advance(vb, step)
                 best = max(best, float(np.max(np.abs(vb))))
-        self._scale = (key, best)
+        self._scale = (length, best)
         return best
 
     def at(self, steps: np.ndarray) -> np.ndarray:
