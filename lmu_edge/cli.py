@@ -568,7 +568,7 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     "--realization",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
 )
 @click.option(
     "--error-budget",

@@ -95,3 +95,8 @@ def test_the_report_command_says_which_budget_it_used_and_why(tmp_path):
     assert rep["error_budget"]["value"] == 1e-6 and "float target" in rep["error_budget"]["why"]
     out, rep, html = report("g", "--quantize", "float", "-t", "ir", "--error-budget", "1e-3")
     assert rep["error_budget"] == {"value": 1e-3, "why": "given"} and "error budget 0.001: given" in out
+    # the implicit step is reported like any realization, under the 16-bit state's budget
+    out, rep, html = report("p", "--realization", "pade", "-t", "c")
+    (lay,) = rep["realizations"]
+    assert lay["realization"].startswith("pade [3/4] x") and lay["error"] <= 0.25 * 2.0**-15
+    assert rep["targets"][0]["bit_exact_host"] is True and rep["lmu"][0]["realization"].startswith("pade")
