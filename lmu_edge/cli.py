@@ -507,6 +507,28 @@ def verify(out_dir, input_path, runtime, tolerance):
     )
 
 
+def _report_budget(given, targets, quantize, state_bits) -> tuple:
+    """``(error budget, why)`` of the ``report`` command: the given one, or the strictest default among
+    the targets and the integer reference (the widest state decides, :func:`lmu_edge.folding.default_budget`)."""
+    from .folding import default_budget, state_bits_for
+    from .registry import target as target_module
+
+    if given is not None:
+        return float(given), "given"
+    if quantize == "float":
+        return default_budget(None)
+    widths = {int(state_bits)}  # the integer reference the report quantizes
+    for t in targets:
+        accepts = getattr(target_module(t), "OPTIONS", {})
+        bits = state_bits_for(t, quantize, {"state_bits": state_bits} if "state_bits" in accepts else {})
+        if bits is not None:
+            widths.add(bits)
+    budget, why = default_budget(max(widths))
+    if len(widths) > 1:
+        why += f" (the widest of the states: {', '.join(f'{b}-bit' for b in sorted(widths))})"
+    return budget, why
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -546,9 +568,15 @@ def verify(out_dir, input_path, runtime, tolerance):
     "--realization",
     default="auto",
     show_default=True,
-    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "fir"]),
+    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
 )
-@click.option("--error-budget", type=BUDGET, default=1e-6, show_default=True)
+@click.option(
+    "--error-budget",
+    type=BUDGET,
+    default=None,
+    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
+    "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
+)
 @click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
 @click.option("--sweep", is_flag=True, help="Also sweep weight bits 2..8 against state bits 8..32 (slow).")
 @click.option(
@@ -609,6 +637,9 @@ def report(
                 f"{expect + (source.output_features,)}"
             )
     say = _progress(quiet)
+    error_budget, budget_why = _report_budget(error_budget, targets, quantize, state_bits)
+    if say:
+        say(f"error budget {error_budget:.3g}: {budget_why}")
     folded = lmu_edge.fold(
         source, realization, error_budget, progress=say, target=tuple(targets), quantized=quantize != "float"
     )
@@ -643,7 +674,15 @@ def report(
                 )
             )
         data = rep_mod.analyze(
-            source, folded, qg, x, labels=labels, artifacts=tuple(arts), tolerance=tolerance, progress=say
+            source,
+            folded,
+            qg,
+            x,
+            labels=labels,
+            artifacts=tuple(arts),
+            tolerance=tolerance,
+            progress=say,
+            budget_why=budget_why,
         )
         if sweep:
             grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
@@ -661,6 +700,10 @@ def report(
     j, h = out_dir / "report.json", out_dir / "report.html"
 
     click.echo(f"wrote {j} and {h}")
+    click.echo(f"error budget {error_budget:.3g}: {budget_why}")
+    for r in data.get("realizations", []):
+        err = "not measured (already recurrent)" if r["error"] is None else f"measured error {r['error']:.2e}"
+        click.echo(f"  {r['layer']}: {r['realization']}, {err}")
     if data.get("diagnosis"):
         click.echo(data["diagnosis"]["text"])
     for v in data["variants"]:

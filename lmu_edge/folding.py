@@ -218,8 +218,13 @@ def map_radius(memory, lam: np.ndarray) -> float:
 class _Reference:
     """The response a layer's realizations are measured against."""
 
-    def __init__(self, layer: ir.LMU, horizon: Optional[int] = None):
+    def __init__(self, layer: ir.LMU, horizon: Optional[int] = None, stride: int = 1):
         self.layer = layer
+        if int(stride) != stride or stride < 1:
+            raise FoldError(f"the measuring stride must be a positive integer, got {stride!r}")
+        self.stride = int(stride)
+        self._sampled: Optional[tuple] = None
+        self._scale: Optional[tuple] = None
         self._rho: Optional[float] = 0.0  # a finite kernel is stable
         self.kernel: Optional[np.ndarray] = None
         self._cache: Optional[np.ndarray] = None
@@ -263,6 +268,66 @@ class _Reference:
             self._cache = lti.impulse_response(self.Abar, self.Bbar, length)
         return self._cache[:, :length]
 
+    def sampled(self, length: int, block: int = 512):
+        """``(steps, H_block)`` blocks of the reference at the steps :func:`_sampled` measures (every step
+        below :data:`SAMPLE_HEAD`, then every :attr:`stride`-th); kept in memory when they fit in
+        :data:`CACHE_BYTES`."""
+        if self._sampled is not None and self._sampled[0] == (length, block):
+            yield from self._sampled[1]
+            return
+        head = _head(length, self.stride)
+        n = head + len(range(head, length, self.stride))
+        keep = self.layer.order * n * 8 <= CACHE_BYTES
+        if self.kernel is None:
+            gen = _sampled(self.Abar, self.Bbar, length, self.stride, block)
+        else:
+            gen = ((st, self.at(st)) for st in _sample_steps(length, self.stride, block))
+        out = []
+        for steps, blk in gen:
+            if keep:
+                out.append((steps, blk))
+            yield steps, blk
+        if keep:
+            self._sampled = ((length, block), out)
+
+    def sampled_scale(self, length: int) -> float:
+        """``max|H_ref|`` for a sampled measurement: over the sampled steps and every step around the
+        :data:`SAMPLE_REFINE` largest sampled values (one per block), so that it does not depend on the
+        candidate (and an early stop agrees with a full comparison)."""
+        if self._scale is not None and self._scale[0] == length:
+            return self._scale[1]
+        head, best, prev = _head(length, self.stride), 0.0, None
+        peaks: list = []
+        for st, b in self.sampled(length):
+            e = np.max(np.abs(b), axis=0)
+            best = max(best, float(np.max(e)))
+            j = int(np.argmax(e))
+            if st[j] >= head:
+                before = (st[j - 1], b[:, j - 1]) if j else prev
+                peaks = sorted(peaks + [(float(e[j]), before)], key=lambda x: -x[0])[:SAMPLE_REFINE]
+            prev = (st[-1], b[:, -1])
+        for _, (k, vb) in peaks:
+            for step in range(int(k) + 1, min(int(k) + 2 * self.stride, length)):
+                vb = self.advance(vb, step)
+                best = max(best, float(np.max(np.abs(vb))))
+        self._scale = (length, best)
+        return best
+
+    def at(self, steps: np.ndarray) -> np.ndarray:
+        """The stored kernel's columns at ``steps`` (zero beyond its end)."""
+        assert self.kernel is not None
+        K = self.kernel.shape[1]
+        out = np.zeros((self.kernel.shape[0], len(steps)))
+        inside = steps < K
+        out[:, inside] = self.kernel[:, steps[inside]]
+        return out
+
+    def advance(self, vec: np.ndarray, step: int) -> np.ndarray:
+        """The reference at ``step`` given its column ``vec`` at ``step - 1``."""
+        if self.kernel is None:
+            return self.Abar @ vec
+        return self.at(np.array([step]))[:, 0]
+
     def blocks(self, length: int, block: int = 512):
         H = self.response(length)
         if H is not None:
@@ -305,6 +370,8 @@ def _map_error(
     def spectral():
         return radius() if radius is not None else lti.spectral_radius(M)
 
+    if ref.stride > 1:
+        return _sampled_error(M, N, ref, length, budget, spectral)
     H = ref.response(length)
     scale = float(np.max(np.abs(H))) if H is not None else 0.0
     early = budget is not None and H is not None and scale > 0
@@ -324,6 +391,89 @@ def _map_error(
                 scale = max(scale, float(np.max(np.abs(b))))
             elif early and budget is not None and worst > budget * scale:
                 return worst / scale, math.nan
+    if early:
+        rho = spectral()
+        if not _stable(rho, ref):
+            return math.inf, rho
+    return (worst / scale if scale > 0 else worst), rho
+
+
+#: a sampled measurement (stride > 1) measures the first steps at every step (where the stiff modes the
+#: realizations get wrong have not yet decayed) ...
+SAMPLE_HEAD = 1024
+#: ... then every stride-th step, and again at every step around the largest sampled errors (this many)
+SAMPLE_REFINE = 4
+
+
+def _head(length: int, stride: int) -> int:
+    """How many first steps a measurement with ``stride`` compares at every step."""
+    return min(length, max(1, SAMPLE_HEAD)) if stride > 1 else length
+
+
+def _sample_steps(length: int, stride: int, block: int = 512):
+    """The steps a measurement with ``stride`` compares, in blocks of at most ``block``."""
+    head = _head(length, stride)
+    for s0 in range(0, head, block):
+        yield np.arange(s0, min(head, s0 + block))
+    tail = np.arange(head, length, stride)
+    for s0 in range(0, tail.size, block):
+        yield tail[s0 : s0 + block]
+
+
+def _sampled(M, N, length: int, stride: int, block: int = 512):
+    """``(steps, H_block)``: the impulse response of ``(M, N)`` at the steps of :func:`_sample_steps`,
+    the sampled part by powers of ``M^stride`` (binary powering, one product per block after the first)."""
+    head = _head(length, stride)
+    last = None
+    for s0, blk in lti.iter_impulse_response(M, N, head, block):
+        yield np.arange(s0, s0 + blk.shape[1]), blk
+        last = blk[:, -1]
+    n = len(range(head, length, stride))
+    if n == 0 or last is None:
+        return
+    Mt = np.linalg.matrix_power(np.asarray(M, dtype=np.float64), stride)
+    for s0, blk in lti.iter_impulse_response(Mt, M @ last, n, block):
+        yield head + stride * np.arange(s0, s0 + blk.shape[1]), blk
+
+
+def _sampled_error(M, N, ref: "_Reference", length: int, budget, spectral) -> tuple[float, float]:
+    """:func:`_map_error` with ``ref.stride > 1``: the error at every step of the first
+    :data:`SAMPLE_HEAD`, at every ``stride``-th step after them, and at every step between the
+    neighbours of the :data:`SAMPLE_REFINE` largest sampled errors (one per block of samples). The
+    scale is the largest reference value at the sampled steps. Never larger than the error at every step
+    (it is a maximum over a subset, relative to :meth:`_Reference.sampled_scale`, itself no larger than
+    the scale at every step); ``tests/test_fold.py`` checks it against the full comparison."""
+    early = budget is not None and ref._sampled is not None
+    scale = ref.sampled_scale(length) if early else 0.0
+    early = early and scale > 0
+    if not early:
+        rho = spectral()
+        if not _stable(rho, ref):
+            return math.inf, rho
+    worst, head = 0.0, _head(length, ref.stride)
+    peaks: list = []  # (error, previous step, candidate and reference there, step of the peak)
+    prev = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for (st, a), (st2, b) in zip(_sampled(M, N, length, ref.stride), ref.sampled(length), strict=True):
+            assert a.shape == b.shape and st[0] == st2[0]
+            e = np.max(np.abs(a - b), axis=0)
+            if not np.all(np.isfinite(e)):
+                return math.inf, (math.nan if early else rho)
+            worst = max(worst, float(np.max(e)))
+            if early and budget is not None and worst > budget * scale:
+                return worst / scale, math.nan
+            j = int(np.argmax(e))
+            if st[j] >= head:  # a sampled step: its neighbourhood is measured at every step below
+                before = (st[j - 1], a[:, j - 1], b[:, j - 1]) if j else prev
+                peaks = sorted(peaks + [(float(e[j]), before)], key=lambda x: -x[0])[:SAMPLE_REFINE]
+            prev = (st[-1], a[:, -1], b[:, -1])
+        for _, (k, va, vb) in peaks:
+            for step in range(int(k) + 1, min(int(k) + 2 * ref.stride, length)):
+                va, vb = M @ va, ref.advance(vb, step)
+                worst = max(worst, float(np.max(np.abs(va - vb))))
+    if not np.isfinite(worst):
+        return math.inf, math.nan
+    scale = ref.sampled_scale(length)
     if early:
         rho = spectral()
         if not _stable(rho, ref):
@@ -468,6 +618,7 @@ def candidates(
     progress: Optional[Callable[[str], None]] = None,
     prune: bool = True,
     prefer: str = "ops",
+    stride: int = 1,
 ) -> list:
     """Measure the realizations ``names`` of one LMU layer (default: those ``auto`` considers).
 
@@ -482,6 +633,11 @@ def candidates(
     its own smallest count within budget. Pruning follows ``prefer`` (see
     :func:`rank`): a family that cannot beat the best candidate so far under
     that preference is measured at one substep only.
+
+    ``stride > 1`` measures a sampled error for very long horizons (see
+    :func:`_sampled_error`): every step of the first :data:`SAMPLE_HEAD`, then every
+    ``stride``-th, then every step around the largest sampled errors. The default
+    (1) compares every step.
     """
     if not isinstance(layer, ir.LMU):
         raise TypeError(f"candidates() expects an ir.LMU layer, got {type(layer).__name__}")
@@ -498,7 +654,7 @@ def candidates(
         )
     if names is None:
         names = _auto_names(layer)
-    ref = _Reference(layer, horizon)
+    ref = _Reference(layer, horizon, stride)
     out = []
     for name in names:
         if progress:

@@ -204,6 +204,25 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
     return out
 
 
+def realizations(folded: ir.Graph) -> list:
+    """Per LMU layer of a folded graph: its realization's name and the measured impulse-response error
+    that proved it (``None`` for a layer that came already recurrent, without a measurement)."""
+    from .artifact import realization_name
+
+    out = []
+    for layer in folded.lmu_layers:
+        m = layer.measurement
+        out.append(
+            {
+                "layer": layer.name,
+                "realization": realization_name(layer.memory),
+                "error": None if m is None else float(m.error),
+                "ops_per_step": None if m is None else int(m.ops_per_step),
+            }
+        )
+    return out
+
+
 def _maps(layer, ql):
     q = layer.order
     mem, qm = layer.memory, ql.memory
@@ -256,8 +275,13 @@ def analyze(
     artifacts: tuple = (),
     tolerance: Optional[float] = None,
     progress: Optional[Callable[[str], None]] = None,
+    budget_why: Optional[str] = None,
 ) -> dict:
-    """Compare every variant of a model on ``x``; see the module docstring."""
+    """Compare every variant of a model on ``x``; see the module docstring.
+
+    The report keeps the error budget the realizations were chosen under (``folded``'s fold metadata)
+    with ``budget_why``, the reason it was used (``"given"`` when none is said), and each LMU layer's
+    realization with its measured impulse-response error."""
     say = progress or (lambda m: None)
     x, _ = reference.check_input(source, x, "data")
     say("running the source model (parallel form)")
@@ -306,6 +330,10 @@ def analyze(
         ],
         "targets": targets,
     }
+    fold_meta = folded.metadata.get("fold", {})
+    if "error_budget" in fold_meta:
+        rep["error_budget"] = {"value": float(fold_meta["error_budget"]), "why": budget_why or "given"}
+    rep["realizations"] = realizations(folded)
     if labels is not None:
         labels = np.asarray(labels)
         for v in rep["variants"]:

@@ -56,3 +56,47 @@ def test_a_quantized_conversion_folds_to_the_state_budget_and_reports_it(tmp_pat
     rep = json.loads((art.path / "report.json").read_text())
     assert rep["error_budget"] == {"value": 1e-3, "why": "given"}
     assert isinstance(lay.memory, (ir.DenseSS, ir.Pade, ir.RungeKutta))
+
+
+def test_the_report_command_says_which_budget_it_used_and_why(tmp_path):
+    import subprocess
+
+    from conftest import lmu_edge_cli
+
+    rng = np.random.default_rng(4)
+    g = chain(rng, q=16, theta=60.0)
+    model = lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    np.save(tmp_path / "x.npy", rng.standard_normal((4, 40, 2)))
+
+    def report(out, *extra):
+        args = ["report", model, "--data", tmp_path / "x.npy", "-o", tmp_path / out, "-q", *extra]
+        r = subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        rep = json.loads((tmp_path / out / "report.json").read_text())
+        html = (tmp_path / out / "report.html").read_text()
+        return r.stdout, rep, html
+
+    # quantized with an 8-bit state: a quarter of its LSB, said in the output, the JSON and the HTML
+    out, rep, html = report("q8", "--state-bits", "8", "-t", "c")
+    assert rep["error_budget"]["value"] == pytest.approx(0.25 * 2.0**-7)
+    assert "8-bit state" in rep["error_budget"]["why"] and "LSB" in rep["error_budget"]["why"]
+    assert "error budget 0.00195: 8-bit state" in out
+    assert "Error budget</b> of the LMU realizations: 0.00195 (8-bit state" in html
+    (lay,) = rep["realizations"]
+    assert lay["layer"] == g.layers[1].name and 0 <= lay["error"] <= 0.25 * 2.0**-7
+    assert f"{lay['layer']}: {lay['realization']}, measured error" in out
+    # TFLite keeps a 16-bit state next to an 8-bit C state: the widest state decides
+    from lmu_edge.cli import _report_budget
+
+    b, why = _report_budget(None, ("c", "tflite"), "int8", 8)
+    assert b == pytest.approx(0.25 * 2.0**-15) and "16-bit state" in why and "widest" in why
+    # float: 1e-6; a given budget is reported as given
+    out, rep, html = report("f", "--quantize", "float", "-t", "ir")
+    assert rep["error_budget"]["value"] == 1e-6 and "float target" in rep["error_budget"]["why"]
+    out, rep, html = report("g", "--quantize", "float", "-t", "ir", "--error-budget", "1e-3")
+    assert rep["error_budget"] == {"value": 1e-3, "why": "given"} and "error budget 0.001: given" in out
+    # the implicit step is reported like any realization, under the 16-bit state's budget
+    out, rep, html = report("p", "--realization", "pade", "-t", "c")
+    (lay,) = rep["realizations"]
+    assert lay["realization"].startswith("pade [3/4] x") and lay["error"] <= 0.25 * 2.0**-15
+    assert rep["targets"][0]["bit_exact_host"] is True and rep["lmu"][0]["realization"].startswith("pade")

@@ -205,3 +205,51 @@ def test_pruned_search_stops_at_the_incumbent_cost_and_picks_the_same_realizatio
         ).name
 
     assert best(pruned) == best(full) == "zoh"
+
+
+@pytest.mark.parametrize(
+    "q,theta,stride,memory",
+    [
+        (64, 6400.0, 16, ir.RungeKutta(4, 2)),  # over the float budget
+        (64, 6400.0, 16, ir.Pade(3, 4, 1)),
+        (64, 640.0, 8, ir.RungeKutta(4, 20)),
+        (128, 1280.0, 16, ir.Pade(3, 4, 4)),  # within it
+    ],
+)
+@pytest.mark.parametrize("head", [1, 1024])
+def test_sampled_measurement_equals_the_every_step_measurement(monkeypatch, q, theta, stride, memory, head):
+    # bench/fold.py measures its longest horizons at every stride-th step (after a head measured at every
+    # step, and around the largest sampled errors at every step): on these points it gives the error of
+    # the every-step comparison to four significant digits, even with no head at all
+    monkeypatch.setattr(fold, "SAMPLE_HEAD", head)
+    layer = analytic(q, theta)
+    name = "pade" if isinstance(memory, ir.Pade) else "rk4"
+    full = fold._measure(layer, name, memory, fold._Reference(layer), 1.0)
+    sampled = fold._measure(layer, name, memory, fold._Reference(layer, stride=stride), 1.0)
+    a, b = full.measurement.error, sampled.measurement.error
+    assert a > 0 and abs(a - b) <= 5e-5 * a, (a, b)
+    assert f"{a:.1e}" == f"{b:.1e}"  # the fold table's printed precision
+    assert sampled.measurement.spectral_radius == full.measurement.spectral_radius
+    # with a budget the search's early stop agrees with the full comparison on which side it falls
+    for budget in (0.5 * a, 2 * a):
+        ref = fold._Reference(layer, stride=stride)
+        fold._measure(layer, name, memory, ref, 1.0)  # fills the cached samples: the next stops early
+        assert fold._measure(layer, name, memory, ref, budget).ok == (budget >= a)
+
+
+def test_sampled_measurement_of_a_stored_kernel_and_a_bad_stride():
+    layer = analytic(32, 320.0)
+    K = lti.legendre_impulse_response(32, 320.0, 2000)
+    stored = replace_memory(layer, ir.ImpulseResponse(K, "truncated"))
+    mem = ir.RungeKutta(4, 2)
+    full = fold._measure(stored, "rk4", mem, fold._Reference(stored), 1.0).measurement.error
+    sampled = fold._measure(stored, "rk4", mem, fold._Reference(stored, stride=7), 1.0).measurement.error
+    assert full > 0 and abs(full - sampled) <= 5e-5 * full
+    with pytest.raises(FoldError, match="stride must be a positive integer"):
+        fold._Reference(layer, stride=0)
+
+
+def replace_memory(layer, memory):
+    import dataclasses
+
+    return dataclasses.replace(layer, memory=memory)

@@ -108,3 +108,24 @@ def test_ir_refuses_unsupported_pade_orders_and_substeps():
         ir.Pade(3, 2, 4)
     with pytest.raises(ShapeError, match="substeps"):
         ir.Pade(3, 4, 0)
+
+
+@pytest.mark.parametrize("target", ["tflite", "onnx", "nengo", "nir"])
+def test_the_cli_refuses_the_implicit_step_for_targets_without_it_in_one_line(tmp_path, target):
+    # TFLite and ONNX have no triangular solve and a Loop per element pair costs more than dense ZOH's
+    # whole step (docs/tflite_onnx.md); Nengo and NIR have no kernel for it either
+    import subprocess
+
+    from conftest import lmu_edge_cli
+    from graphs import chain
+
+    import lmu_edge
+
+    g = chain(np.random.default_rng(3), q=8, theta=30.0)
+    path = lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    args = ["convert", str(path), "--target", target, "--realization", "pade", "-o", str(tmp_path / "out")]
+    r = subprocess.run(lmu_edge_cli() + args, capture_output=True, text=True, timeout=300)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    for word in ("'pade'", repr(target), "--realization rk4", "zoh"):
+        assert word in lines[0], lines[0]
