@@ -394,7 +394,7 @@ def _layer_report(layer) -> dict:
             theta=layer.theta,
             memory_d=layer.memory_d,
             discretizer=layer.discretizer,
-            realization=realization_name(layer.memory),
+            realization=ir.realization_name(layer.memory),
         )
         if layer.measurement is not None:
             m = layer.measurement
@@ -411,18 +411,3 @@ def _layer_report(layer) -> dict:
                 )
             }
     return d
-
-
-def realization_name(memory) -> str:
-    """A short name of an LMU memory's realization for reports: ``dense zoh``, ``rk4 x2``, ``fir 25``."""
-    if isinstance(memory, ir.DenseSS):
-        return f"dense {memory.method}"
-    if isinstance(memory, ir.RungeKutta):
-        return f"rk{memory.rk_order} x{memory.substeps}"
-    if isinstance(memory, ir.Pade):
-        return f"pade [{memory.num}/{memory.den}] x{memory.substeps}"
-    if isinstance(memory, ir.FIR):
-        return f"fir {memory.kernel.shape[1]}"
-    if isinstance(memory, ir.ImpulseResponse):
-        return f"parallel ({memory.provenance})"
-    return type(memory).__name__

@@ -186,8 +186,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     realizations of its memory with their measured error and per-step cost."""
     import lmu_edge
 
-    from .artifact import realization_name
-    from .ir import LMU
+    from .ir import LMU, realization_name
 
     g = lmu_edge.load(model)
     rows = []

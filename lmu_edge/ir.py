@@ -561,3 +561,18 @@ def equal(a: Any, b: Any) -> bool:
     if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):
         return True
     return type(a) is type(b) and a == b
+
+
+def realization_name(memory) -> str:
+    """A short name of an LMU memory's realization for reports: ``dense zoh``, ``rk4 x2``, ``fir 25``."""
+    if isinstance(memory, DenseSS):
+        return f"dense {memory.method}"
+    if isinstance(memory, RungeKutta):
+        return f"rk{memory.rk_order} x{memory.substeps}"
+    if isinstance(memory, Pade):
+        return f"pade [{memory.num}/{memory.den}] x{memory.substeps}"
+    if isinstance(memory, FIR):
+        return f"fir {memory.kernel.shape[1]}"
+    if isinstance(memory, ImpulseResponse):
+        return f"parallel ({memory.provenance})"
+    return type(memory).__name__

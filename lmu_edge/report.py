@@ -207,7 +207,7 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
 def realizations(folded: ir.Graph) -> list:
     """Per LMU layer of a folded graph: its realization's name and the measured impulse-response error
     that proved it (``None`` for a layer that came already recurrent, without a measurement)."""
-    from .artifact import realization_name
+    from .ir import realization_name
 
     out = []
     for layer in folded.lmu_layers:
