@@ -7,6 +7,11 @@
  * portable loop in lmu_runtime.h finishes. They read the same arrays in the same layout as the portable
  * loops and compute the same exact integers (the proofs are beside each kernel), so one model.c gives the
  * same outputs and state on every core.
+ *
+ * int16x8 models (int16 activations) take the portable path for every activation kernel, stated per
+ * kernel: lmu_qdot16 / lmu_qlinear16 (int16 x int8 dot products into int64), lmu_interp16 / lmu_qlut16
+ * (interpolated tables), lmu_qsoftmax16, lmu_qpool16 and lmu_requant16 have no DSP or Helium variant here.
+ * Their LMU memory still uses the kernels below: those depend on the state width only.
  */
 #ifndef LMU_KERNELS_ARM_H
 #define LMU_KERNELS_ARM_H

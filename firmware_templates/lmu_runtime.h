@@ -5,7 +5,12 @@
  *   - int8 activations with zero points, TFLite-style requantization (lmu_mbqm),
  *   - lmu_qlinear: sum over parts of MBQM((x_p - zp_p) . W_p [+ bias]), clamp, optional 256-entry LUT,
  *   - LMU memories in fixed point: dense (delta / direct form), structured Runge-Kutta, FIR ring buffer,
- *   - running-mean pooling and softmax in integers.
+ *   - running-mean pooling and softmax in integers,
+ *   - the int16x8 mode (--quantize int16x8, as TFLite's 16x8 and CMSIS-NN's s16 kernels): int16 activations
+ *     with zero point 0, int8 weights, int64 row accumulators, TFLite's 64-bit requantization (lmu_mbqm16),
+ *     tanh / sigmoid / silu and softmax as 513-entry tables read with linear interpolation (lmu_interp16).
+ *     These kernels are portable C on every core (the DSP / Helium kernels are int8 only); the LMU memory
+ *     kernels are shared with int8, chosen by the state width.
  * Every operation mirrors lmu_edge/intsim.py and lmu_edge/fixedpoint.py bit for bit; the tests compare
  * the two. Rounding of state updates is "half_up" ((x + 2^(s-1)) >> s); right shifts of negative
  * values are arithmetic (as gcc and clang define them).
@@ -112,6 +117,10 @@ static inline int8_t lmu_clamp8(int64_t v) {
     return (int8_t)lmu_clamp64(v, -128, 127);
 }
 
+static inline int16_t lmu_clamp16(int64_t v) {
+    return (int16_t)lmu_clamp64(v, -32768, 32767);
+}
+
 /* finish row i of the dense memory from its exact sum over j */
 static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_t b, int32_t uc, int32_t mi,
                                     int32_t coeff_frac, int32_t delta, int32_t bits) {
@@ -185,7 +194,8 @@ typedef struct {
     int32_t out_zp;
     int32_t clamp_min;
     int32_t clamp_max;
-    const int8_t *lut; /* 256 entries indexed by y + 128, or NULL */
+    const int8_t *lut;    /* 256 entries indexed by y + 128, or NULL (int8 layers) */
+    const int16_t *lut16; /* 513 entries read by lmu_interp16, or NULL (int16x8 layers) */
 } lmu_qlinear_t;
 
 /* Two rows of an int8 dot product with an input zero point:
@@ -278,6 +288,108 @@ static inline void lmu_qpool(int64_t *sum, int32_t *count, const int8_t *x, int8
 /* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values) */
 static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
     return lmu_clamp8(zp + (int64_t)lmu_mbqm32(v, m, s));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* int16x8 layers: int16 activations (zero point 0), int8 weights; portable C on every core     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* TFLite's 64-bit MultiplyByQuantizedMultiplier (the 16x8 kernels): the multiplier rounded to 16 bits,
+ * then (acc m16 + 2^(t-1)) >> t with t = 15 - s (s <= 14, so t >= 1), clamped to int32. Exact in int64 for
+ * |acc| < 2^47: |m16| <= 2^15, so |acc m16| < 2^62. lmu_edge/qir.py mbqm16 is the same. */
+static inline int32_t lmu_mbqm16(int64_t acc, int32_t m, int32_t s) {
+    const int64_t m16 = m < 0x7FFF0000 ? ((int64_t)m + (1 << 15)) >> 16 : 0x7FFF;
+    const int t = 15 - s;
+    return (int32_t)lmu_clamp64((acc * m16 + ((int64_t)1 << (t - 1))) >> t, INT32_MIN, INT32_MAX);
+}
+
+/* A 513-entry table at v in [0, 65535] (one entry per 128 values, both ends included), linear
+ * interpolation rounded half up: T[i] + ((T[i+1] - T[i]) f + 64) >> 7, i = v >> 7, f = v & 127. The
+ * difference times f fits int32 for |T| <= 2^16 (int16 activation tables, the Q16 exp table). The result
+ * lies between T[i] and T[i+1]. */
+static inline int32_t lmu_interp16(const int16_t *t, int32_t v) {
+    const int32_t i = v >> 7, f = v & 127;
+    return (int32_t)t[i] + ((((int32_t)t[i + 1] - (int32_t)t[i]) * f + 64) >> 7);
+}
+
+static inline int32_t lmu_interp32(const int32_t *t, int32_t v) {
+    const int32_t i = v >> 7, f = v & 127;
+    return t[i] + (((t[i + 1] - t[i]) * f + 64) >> 7);
+}
+
+/* sum_i (x_i - zp) w_i in int64: each product is at most 2^16 * 2^7 in magnitude, so n < 2^24 inputs (the
+ * quantizer's limit) keep the sum, plus an int32 bias, below 2^47 (lmu_mbqm16's range). */
+static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, int32_t n) {
+    int64_t s = 0;
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        s += (int64_t)(((int32_t)x[i] - zp) * (int32_t)w[i]);
+    }
+    return s;
+}
+
+/* out[j] = lut16?(clamp(out_zp + sum_p MBQM16(acc_p[j], mult_p[j], shift_p[j]))) for int16 inputs */
+static inline void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out) {
+    int32_t j, k;
+    for (j = 0; j < L->n_out; ++j) {
+        int64_t total = L->out_zp, t;
+        for (k = 0; k < L->n_parts; ++k) {
+            const lmu_qpart_t *p = &L->parts[k];
+            int64_t a = (k == 0 && L->bias) ? (int64_t)L->bias[j] : 0;
+            a += lmu_qdot16(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->n_in);
+            total += lmu_mbqm16(a, p->mult[j], p->shift[j]);
+        }
+        t = lmu_clamp64(total, L->clamp_min, L->clamp_max);
+        out[j] = L->lut16 ? lmu_interp16(L->lut16, (int32_t)t + 32768) : (int32_t)t;
+    }
+}
+
+static inline void lmu_qlinear_i16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *acc, int16_t *y) {
+    int32_t j;
+    lmu_qlinear16(L, in, acc);
+    for (j = 0; j < L->n_out; ++j) {
+        y[j] = (int16_t)acc[j];
+    }
+}
+
+static inline void lmu_qlut16(const int16_t *lut, const int16_t *x, int16_t *y, int32_t n) {
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        y[i] = (int16_t)lmu_interp16(lut, (int32_t)x[i] + 32768);
+    }
+}
+
+/* e_i = exp table at max - x_i (0..65535, interpolated, Q16); y_i = clamp(round(32768 e_i / sum e), 0, 32767):
+ * scale 1/32768, zero point 0 */
+static inline void lmu_qsoftmax16(const int32_t *exp_lut, const int16_t *x, int16_t *y, int32_t n) {
+    int32_t i, mx = -32768;
+    int64_t sum = 0;
+    for (i = 0; i < n; ++i) {
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (i = 0; i < n; ++i) {
+        sum += lmu_interp32(exp_lut, mx - x[i]);
+    }
+    for (i = 0; i < n; ++i) {
+        y[i] = (int16_t)lmu_clamp64(lmu_div_round((int64_t)lmu_interp32(exp_lut, mx - x[i]) * 32768, sum), 0, 32767);
+    }
+}
+
+/* running mean of int16 values, as lmu_qpool */
+static inline void lmu_qpool16(int64_t *sum, int32_t *count, const int16_t *x, int16_t *y, int32_t n, int32_t in_zp,
+                               int32_t m, int32_t s, int32_t out_zp) {
+    int32_t i;
+    if (*count < INT32_MAX) {
+        *count += 1;
+    }
+    for (i = 0; i < n; ++i) {
+        sum[i] += (int64_t)x[i] - in_zp;
+        y[i] = lmu_clamp16(out_zp + (int64_t)lmu_mbqm(lmu_div_round(sum[i] * 256, *count), m, s));
+    }
+}
+
+static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp) {
+    return lmu_clamp16(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -1,11 +1,15 @@
 """The bit-exact oracle: runs a quantized graph in integers exactly as the C runtime does.
 
-Tensors between layers are int8 values (held in int64 arrays here); the LMU
-state is the layer's ``state_type`` (8..32 bits). Every multiply-accumulate
-that the C code does in int32 is checked here to stay in int32. One step of a
+Tensors between layers are int8 values (int16 in the ``int16x8`` mode; held in
+int64 arrays here); the LMU state is the layer's ``state_type`` (8..32 bits).
+Every multiply-accumulate that the C code does in int32 is checked here to stay
+in int32; the 16x8 layers accumulate in int64 (proven below 2^47: ``n`` inputs
+of at most 2^15 times weights of at most 2^7) and requantize with
+:func:`lmu_edge.qir.mbqm16`. One step of a
 :class:`~lmu_edge.qir.QLMU`::
 
     mz_prev = clamp8(z_zp + MBQM(m_prev, m_to_z))                  (only with memory_to_memory)
+    (clamp16 and zero points 0 in the int16x8 mode)
     u  = QLinear(encoder; x [, h_prev] [, mz_prev])               u in u_type, zero point 0
     m  = memory update (dense delta/direct, RK, FIR; see lmu_edge.qir)
     mz = clamp8(z_zp + MBQM(m, m_to_z))
@@ -36,21 +40,28 @@ def _check_i32(acc, where):
 def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
     """Integer ``QLinear`` on ``inputs`` (one int array ``(N, n_in_p)`` per part)."""
     total: Any = 0
+    wide = q.in_bits == 16
     for k, (p, x) in enumerate(zip(q.parts, inputs, strict=True)):
         acc = (np.asarray(x, np.int64) - p.in_zp) @ p.kernel.astype(np.int64)
         if k == 0 and q.bias is not None:
             acc = acc + q.bias.astype(np.int64)
-        _check_i32(acc, "QLinear")
-        total = total + mbqm(acc, p.multiplier.astype(np.int64), p.shift.astype(np.int64))
+        if wide:
+            if acc.size and np.abs(acc).max() >= 1 << 47:
+                raise OverflowError("QLinear: 16x8 accumulator beyond 2^47 (a bug in the quantizer; please report it)")
+            total = total + qir.mbqm16(acc, p.multiplier.astype(np.int64), p.shift.astype(np.int64))
+        else:
+            _check_i32(acc, "QLinear")
+            total = total + mbqm(acc, p.multiplier.astype(np.int64), p.shift.astype(np.int64))
     y = np.clip(q.out_zp + total, q.clamp_min, q.clamp_max)
     if q.lut is not None:
-        y = q.lut.astype(np.int64)[y + 128]
+        y = qir.lut16(q.lut, y) if wide else q.lut.astype(np.int64)[y + 128]
     return y
 
 
-def requant8(v, multiplier, shift, zp) -> np.ndarray:
-    """Requantize int32 values ``v`` to int8: ``clip(zp + mbqm(v, multiplier, shift), -128, 127)``."""
-    return np.clip(zp + mbqm(v, multiplier, shift), -128, 127)
+def requant8(v, multiplier, shift, zp, bits: int = 8) -> np.ndarray:
+    """Requantize int32 values ``v`` to int8 (int16 with ``bits=16``): ``clip(zp + mbqm(v, multiplier,
+    shift))`` to the activation range."""
+    return np.clip(zp + mbqm(v, multiplier, shift), *qir.act_range(bits))
 
 
 class _Run:
@@ -76,18 +87,22 @@ class _DenseRun(_Run):
 
 class _LutRun(_Run):
     def __init__(self, layer):
-        self.lut = layer.lut.astype(np.int64)
+        self.lut, self.bits = layer.lut.astype(np.int64), layer.bits
 
     def step(self, x):
-        return self.lut[x + 128]
+        return qir.lut16(self.lut, x) if self.bits == 16 else self.lut[x + 128]
 
 
 class _SoftmaxRun(_Run):
     def __init__(self, layer):
-        self.lut = layer.exp_lut.astype(np.int64)
+        self.lut, self.bits = layer.exp_lut.astype(np.int64), layer.bits
 
     def step(self, x):
         d = np.max(x, axis=-1, keepdims=True) - x
+        if self.bits == 16:
+            e = qir.lut16(self.lut, d - 32768)
+            s = np.sum(e, axis=-1, keepdims=True)
+            return np.clip(div_round(e * 32768, s), 0, 32767)
         e = self.lut[d]
         s = np.sum(e, axis=-1, keepdims=True)
         return np.clip(div_round(e * 256, s) - 128, -128, 127)
@@ -105,7 +120,7 @@ class _PoolRun(_Run):
         self.sum = self.sum + (x - L.in_zp)
         self.n += 1
         mean8 = div_round(self.sum * 256, self.n)
-        return np.clip(L.out_zp + mbqm(mean8, L.multiplier, L.shift), -128, 127)
+        return np.clip(L.out_zp + mbqm(mean8, L.multiplier, L.shift), *qir.act_range(L.bits))
 
 
 _ALT: dict = {}
@@ -147,7 +162,7 @@ class _LMURun(_Run):
 
     def _mz(self, m):
         L = self.L
-        return requant8(m.reshape(m.shape[0], -1), L.m_to_z[0], L.m_to_z[1], L.z_zp)
+        return requant8(m.reshape(m.shape[0], -1), L.m_to_z[0], L.m_to_z[1], L.z_zp, L.act_bits)
 
     def _memory(self, u):
         L, st, m = self.L, self.st, self.m
@@ -192,7 +207,7 @@ class _LMURun(_Run):
         if L.input_to_hidden:
             assert L.x_to_z is not None  # set by the quantizer whenever input_to_hidden
             mult, sh, zp = L.x_to_z
-            z = np.concatenate([z, np.clip(L.z_zp + mbqm(x - zp, mult, sh), -128, 127)], axis=-1)
+            z = np.concatenate([z, requant8(x - zp, mult, sh, L.z_zp, L.act_bits)], axis=-1)
         if L.hidden is None:
             return z
         self.h = linear(L.hidden, [z, self.h] if L.hidden_recurrent else [z])
@@ -290,6 +305,17 @@ def _runners(graph: ir.Graph):
     return out
 
 
+def act_bits(graph: ir.Graph) -> int:
+    """Width of the quantized graph's activations: 8, or 16 for an ``int16x8`` graph."""
+    first = graph.layers[0]
+    return int(getattr(first, "bits", 8))
+
+
+def act_dtype(graph: ir.Graph):
+    """numpy dtype of the quantized graph's integer API (int8, or int16 for ``int16x8``)."""
+    return np.int16 if act_bits(graph) == 16 else np.int8
+
+
 def input_qparams(graph: ir.Graph) -> tuple:
     """``(scale, zero_point)`` of the quantized graph's int8 input."""
     first = graph.layers[0]
@@ -305,10 +331,10 @@ def output_qparams(graph: ir.Graph) -> tuple:
 
 
 def quantize_input(graph: ir.Graph, x) -> np.ndarray:
-    """Float inputs -> int8 (round half away from zero, saturate), as the C float API does."""
+    """Float inputs -> int8 / int16 (round half away from zero, saturate), as the C float API does."""
     scale, zp = input_qparams(graph)
     q = np.sign(x) * np.floor(np.abs(np.asarray(x, np.float64) / scale) + 0.5)
-    return np.clip(q + zp, -128, 127).astype(np.int64)
+    return np.clip(q + zp, *qir.act_range(act_bits(graph))).astype(np.int64)
 
 
 def dequantize_output(graph: ir.Graph, y) -> np.ndarray:

@@ -1,15 +1,20 @@
 """Integer layers: the recurrent graph after :func:`lmu_edge.quantize`.
 
 Every quantized layer maps int8 activations (``real = scale * (q - zero_point)``)
-to int8 activations; the LMU state is a :class:`FixedType` (power-of-two
-scale, 8..32 bits). The integer arithmetic of each node is defined in
-:mod:`lmu_edge.intsim` and mirrored, operation for operation, by the C runtime
+to int8 activations, or, in the ``int16x8`` mode (as TFLite's 16x8 and CMSIS-NN's
+s16 kernels), int16 activations with zero point 0 to int16 activations (weights
+stay int8); the LMU state is a :class:`FixedType` (power-of-two scale, 8..32
+bits). The integer arithmetic of each node is defined in :mod:`lmu_edge.intsim`
+and mirrored, operation for operation, by the C runtime
 ``firmware_templates/lmu_runtime.h``.
 
 :class:`QLinear` is the one multiply-accumulate node: ``y = clamp(out_zp +
 sum_p MBQM(acc_p, M_p, S_p))`` with ``acc_p = sum_i (x_p[i] - zp_p) W_p[i, :]``
 (plus the int32 bias in the first part's accumulator), then an optional 256-entry
-lookup table for tanh / sigmoid / silu. Several parts let a layer read inputs
+lookup table for tanh / sigmoid / silu. With ``in_bits=16`` the inputs are int16, ``acc_p`` is int64
+and MBQM is TFLite's 64-bit form with the multiplier rounded to 16 bits
+(:func:`mbqm16`); the table then has 513 int16 entries, read with linear interpolation
+(:func:`lut16`). Several parts let a layer read inputs
 of different scales (input and previous hidden state, ...) without a
 requantizing concatenation; MBQM is TFLite's fixed-point multiplier and shift.
 """
@@ -43,6 +48,36 @@ def _int_array(obj, name, ndim, lo=None, hi=None):
 
 
 I32 = (-(1 << 31), (1 << 31) - 1)
+I16 = (-(1 << 15), (1 << 15) - 1)
+#: entries of an int16 activation table: one per 128 input values, both ends included
+LUT16_SIZE = 513
+
+
+def act_range(bits: int) -> tuple:
+    """``(lo, hi)`` of an activation of ``bits`` (8 or 16) bits."""
+    return (-128, 127) if bits == 8 else I16
+
+
+def mbqm16(acc, multiplier, shift):
+    """TFLite's 64-bit ``MultiplyByQuantizedMultiplier`` of the 16x8 kernels: the multiplier is rounded to
+    16 bits (``(m + 2^15) >> 16``, at most 0x7FFF), then ``(acc m16 + 2^(t-1)) >> t`` with ``t = 15 - shift``,
+    clamped to int32. Exact in int64 for ``|acc| < 2^47`` (the quantizer proves ``|acc| <= n 2^22``)."""
+    acc = np.asarray(acc, np.int64)
+    m = np.asarray(multiplier, np.int64)
+    s = np.asarray(shift, np.int64)
+    m16 = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    t = 15 - s
+    r = (acc * m16 + np.left_shift(np.int64(1), t - 1)) >> t
+    return np.clip(r, *I32)
+
+
+def lut16(table, x):
+    """Read an int16 activation table (513 entries, one per 128 input values from -32768) at int16 ``x``:
+    ``y = T[i] + ((T[i+1] - T[i]) f + 64) >> 7`` with ``i = (x + 32768) >> 7``, ``f = (x + 32768) & 127``."""
+    t = np.asarray(table, np.int64)
+    v = np.asarray(x, np.int64) + 32768
+    i, f = v >> 7, v & 127
+    return t[i] + (((t[i + 1] - t[i]) * f + 64) >> 7)
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,18 +111,24 @@ class QLinear:
     clamp_max: int
     bias: Optional[np.ndarray] = None
     lut: Optional[np.ndarray] = None
+    in_bits: int = 8  # 16: int16 inputs, int64 accumulators, mbqm16, a 513-entry int16 table
 
     def __post_init__(self):
         object.__setattr__(self, "parts", tuple(self.parts))
+        if self.in_bits not in (8, 16):
+            raise ShapeError(f"QLinear.in_bits: expected 8 or 16, got {self.in_bits!r}")
         _int_array(self, "bias", 1, *I32)
-        _int_array(self, "lut", 1, -128, 127)
+        _int_array(self, "lut", 1, *act_range(self.in_bits))
         n = self.units
         if any(p.kernel.shape[1] != n for p in self.parts):
             raise ShapeError("QLinear: every part must have the same number of outputs")
         if self.bias is not None and self.bias.shape != (n,):
             raise ShapeError(f"QLinear.bias: expected shape ({n},)")
-        if self.lut is not None and self.lut.shape != (256,):
-            raise ShapeError("QLinear.lut: expected 256 entries")
+        if self.in_bits == 16 and any(int(p.shift.max(initial=0)) > 14 for p in self.parts):
+            raise ShapeError("QLinear: a 16x8 requantization needs shifts <= 14 (real multipliers below 2^14)")
+        size = 256 if self.in_bits == 8 else LUT16_SIZE
+        if self.lut is not None and self.lut.shape != (size,):
+            raise ShapeError(f"QLinear.lut: expected {size} entries")
 
     @property
     def units(self) -> int:
@@ -106,12 +147,13 @@ class _QLayer:
 
 @dataclass(frozen=True, eq=False)
 class QInput(_QLayer):
-    """Float input -> int8: ``q = clamp(round(x / scale) + zero_point)`` (the float API only)."""
+    """Float input -> int8 (int16 with ``bits=16``): ``q = clamp(round(x / scale) + zero_point)``."""
 
     TYPE: ClassVar[str] = "q_input"
     name: str
     out_scale: float
     out_zp: int
+    bits: int = 8
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (unchanged)."""
@@ -135,16 +177,20 @@ class QDense(_QLayer):
 
 @dataclass(frozen=True, eq=False)
 class QLut(_QLayer):
-    """An activation as a table from the 256 int8 inputs to int8 outputs."""
+    """An activation as a table from the 256 int8 inputs to int8 outputs, or (``bits=16``) a 513-entry
+    int16 table read with linear interpolation (:func:`lut16`)."""
 
     TYPE: ClassVar[str] = "q_lut"
     name: str
     lut: np.ndarray
     out_scale: float
     out_zp: int
+    bits: int = 8
 
     def __post_init__(self):
-        _int_array(self, "lut", 1, -128, 127)
+        _int_array(self, "lut", 1, *act_range(self.bits))
+        if self.lut.shape != ((256,) if self.bits == 8 else (LUT16_SIZE,)):
+            raise ShapeError(f"QLut {self.name!r}: a {self.bits}-bit table has the wrong number of entries")
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (unchanged: the table maps each value)."""
@@ -154,16 +200,21 @@ class QLut(_QLayer):
 @dataclass(frozen=True, eq=False)
 class QSoftmax(_QLayer):
     """Integer softmax: ``e_i = exp_lut[max - x_i]`` (Q16), ``y_i = clamp(round(256 e_i / sum e) - 128)``;
-    output scale 1/256, zero point -128 (as TFLite)."""
+    output scale 1/256, zero point -128 (as TFLite). With ``bits=16``: ``exp_lut`` has 513 entries read
+    with linear interpolation at ``max - x_i`` (0..65535, :func:`lut16` shifted to start at 0),
+    ``y_i = clamp(round(32768 e_i / sum e), 0, 32767)``, scale 1/32768, zero point 0."""
 
     TYPE: ClassVar[str] = "q_softmax"
     name: str
     exp_lut: np.ndarray
     out_scale: float = 1.0 / 256
     out_zp: int = -128
+    bits: int = 8
 
     def __post_init__(self):
         _int_array(self, "exp_lut", 1, 0, 1 << 16)
+        if self.exp_lut.shape != ((256,) if self.bits == 8 else (LUT16_SIZE,)):
+            raise ShapeError(f"QSoftmax {self.name!r}: a {self.bits}-bit exp table has the wrong number of entries")
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (unchanged)."""
@@ -183,6 +234,7 @@ class QPool(_QLayer):
     shift: int
     out_scale: float
     out_zp: int
+    bits: int = 8  # the activations' width (the output clamp)
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (unchanged: pooling is over time)."""
@@ -271,6 +323,7 @@ class QLMU(_QLayer):
     memory_to_memory: bool = False
     input_to_hidden: bool = False
     return_sequences: bool = True
+    act_bits: int = 8  # width of z, h and the layer's input/output activations (8 or 16)
 
     def __post_init__(self):
         object.__setattr__(self, "m_to_z", tuple(int(v) for v in self.m_to_z))
@@ -316,6 +369,9 @@ _INT_FIELDS = {
     "kernel_frac": (0, 62),
     "multiplier": (0, I32[1]),
     "shift": (-31, 30),
+    "bits": (8, 16),
+    "in_bits": (8, 16),
+    "act_bits": (8, 16),
 }
 _SCALE_FIELDS = ("out_scale", "z_scale", "state_bound", "theta")
 
@@ -370,5 +426,8 @@ def validate(node, where: str) -> None:
                 validate(e, f"{w}[{i}]")
         else:
             validate(v, w)
+    for name in ("bits", "in_bits", "act_bits"):
+        if isinstance(getattr(node, name, None), (int, np.integer)) and getattr(node, name) not in (8, 16):
+            raise ShapeError(f"{where}.{name}: activations are 8 or 16 bits, got {getattr(node, name)!r}")
     if isinstance(node, QLinear) and node.clamp_min > node.clamp_max:
         raise ShapeError(f"{where}: clamp_min {node.clamp_min} > clamp_max {node.clamp_max}")

@@ -6,6 +6,24 @@ int32 biases, requantization by a fixed-point multiplier and shift
 (:func:`lmu_edge.fixedpoint.quantize_multiplier`). tanh, sigmoid and silu are
 256-entry tables, softmax an exp table and an integer division.
 
+With ``activation_bits=16`` (the ``int16x8`` mode, as TFLite's 16x8 and
+CMSIS-NN's s16 kernels) every activation is int16, symmetric (zero point 0),
+weights stay int8. Calibrated ranges get one bit of headroom (x2), and the
+int16 view ``z`` of an LMU state spans the state's proven bound (up to 64x
+its calibrated range), so test inputs beyond the calibration data are not
+clipped. A row's accumulator is int64: ``n`` products of at most
+``2^15 * 2^7`` plus an int32 bias stay below ``2^47`` for ``n < 2^24`` inputs
+(checked), the range TFLite's 64-bit requantization (:func:`lmu_edge.qir.mbqm16`,
+the multiplier rounded to 16 bits) is exact for. tanh, sigmoid and silu are
+513-entry int16 tables (one per 128 input values) read with linear
+interpolation: a 256-entry table would leave 8 of the 16 bits unused, a
+65536-entry one costs 128 KB per layer. The interpolation error is at most
+``h^2 max|f''| / 8`` for a segment of ``h = 128 * input scale``; tanh's input is
+capped at +-8 and sigmoid's at +-12 (beyond which the output is within 0.4
+16-bit LSB of its limit), so ``h <= 3/128``: measured over every int16 input,
+the tables are within 3.9 (tanh) and 1.8 (sigmoid) output LSBs (2^-15) of the
+exact function. Softmax uses a 513-entry exp table read the same way.
+
 The LMU state is a :class:`FixedType` of ``state_bits`` (8..32) with a
 power-of-two scale, chosen from a **proven bound**: the encoder output ``u``
 saturates at its type's range ``U``, so for every input
@@ -49,8 +67,26 @@ def qparams(lo: float, hi: float) -> tuple:
     return scale, zp
 
 
-def _q8(x, scale, zp):
-    return np.clip(np.round(np.asarray(x) / scale) + zp, -128, 127)
+def qparams_bits(lo: float, hi: float, bits: int = 8) -> tuple:
+    """``(scale, zero_point)`` of an activation of ``bits`` bits covering ``[lo, hi]``: :func:`qparams` for 8,
+    symmetric with zero point 0 for 16 (as TFLite's 16x8 mode)."""
+    if bits == 8:
+        return qparams(lo, hi)
+    a = max(abs(float(lo)), abs(float(hi)), 1e-9) * RANGE16_HEADROOM
+    return a / 32767.0, 0
+
+
+def _q8(x, scale, zp, bits=8):
+    return np.clip(np.round(np.asarray(x) / scale) + zp, *qir.act_range(bits))
+
+
+#: int16x8: calibrated activation ranges are widened by this factor (one of the 16 bits): inputs beyond the
+#: calibration data by up to 2x are not clipped (measured on the layer-option matrix: +11 dB on two models)
+RANGE16_HEADROOM = 2.0
+#: int16x8: z (the int16 view of the LMU state) spans the proven state bound, up to this many times the calibrated range
+Z16_SPAN = 64.0
+#: int16x8: the input range of the tanh / sigmoid tables (beyond it the output is within half an LSB of its limit)
+_LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
 
 
 def _weights(W, bits):
@@ -67,57 +103,87 @@ def _requant(real):
     return (np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32))
 
 
-def _part(W, bits, in_scale, in_zp, out_scale):
+def _part(W, bits, in_scale, in_zp, out_scale, act_bits=8):
     Wq, sw = _weights(W, bits)
     M, S = _requant(in_scale * sw / out_scale)
+    if act_bits == 16:
+        if int(S.max(initial=0)) > 14:
+            raise QuantizationError(
+                f"a 16x8 layer needs a requantization multiplier below 2^14, got 2^{int(S.max())}: the "
+                f"activation ranges are degenerate; check the calibration data or use --quantize int8"
+            )
+        if Wq.shape[0] >= 1 << 24:
+            raise QuantizationError(
+                f"a 16x8 layer takes at most 2^24 inputs (its int64 accumulator), got {Wq.shape[0]}"
+            )
     return qir.QPart(Wq, int(in_zp), M, S), sw
 
 
-def _lut(fn, in_scale, in_zp, out_scale, out_zp):
+def _lut(fn, in_scale, in_zp, out_scale, out_zp, act_bits=8):
+    if act_bits == 16:
+        q = np.arange(qir.LUT16_SIZE) * 128 - 32768  # the last entry (32768) closes the last segment
+        return _q8(fn(in_scale * q), out_scale, 0, 16).astype(np.int16)
     q = np.arange(-128, 128)
     y = fn(in_scale * (q - in_zp))
     return _q8(y, out_scale, out_zp).astype(np.int8)
 
 
-def _act_out(act, pre_range, out_range):
+def _act_out(act, pre_range, out_range, act_bits=8):
     """Output qparams of an activation: fixed for tanh / sigmoid (as TFLite), else calibrated."""
     if act == "tanh":
-        return 1.0 / 128, 0
+        return (1.0 / 128, 0) if act_bits == 8 else (1.0 / 32768, 0)
     if act == "sigmoid":
-        return 1.0 / 256, -128
-    return qparams(*out_range)
+        return (1.0 / 256, -128) if act_bits == 8 else (1.0 / 32768, 0)
+    return qparams_bits(out_range[0], out_range[1], act_bits)
 
 
-def _linear(parts, bias, act, pre_range, out_range, name):
+def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
 
     ``parts`` holds ``(W, in_scale, in_zp)``; ``bias`` is float (added in part 0)."""
+    ab = act_bits
     if act in LUT_ACTIVATIONS or act == "softmax":
-        acc_scale, acc_zp = qparams(*pre_range)
+        if ab == 16 and act in _LUT16_CAP:  # the headroom, then the cap (beyond it the output is flat)
+            a = min(max(abs(pre_range[0]), abs(pre_range[1]), 1e-9) * RANGE16_HEADROOM, _LUT16_CAP[act])
+            acc_scale, acc_zp = a / 32767.0, 0
+        else:
+            acc_scale, acc_zp = qparams_bits(pre_range[0], pre_range[1], ab)
     else:
-        acc_scale, acc_zp = qparams(*out_range) if act != "linear" else qparams(*out_range)
+        acc_scale, acc_zp = qparams_bits(out_range[0], out_range[1], ab)
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits) in enumerate(parts):
-        p, sw = _part(W, bits, s_in, zp_in, acc_scale)
+        p, sw = _part(W, bits, s_in, zp_in, acc_scale, ab)
         qparts.append(p)
         if k == 0:
             s0 = s_in * sw
-    qb = None if bias is None else np.clip(np.round(np.asarray(bias) / s0), -(1 << 31), (1 << 31) - 1).astype(np.int32)
-    lo, hi = -128, 127
+    qb = None if bias is None else np.round(np.asarray(bias) / s0)
+    if ab == 16 and qb is not None and np.abs(qb).max(initial=0) > (1 << 31) - 1:
+        raise QuantizationError(f"layer {name!r}: the bias does not fit int32 at its 16x8 scale; use --quantize int8")
+    qb = None if qb is None else np.clip(qb, -(1 << 31), (1 << 31) - 1).astype(np.int32)
+    lo, hi = qir.act_range(ab)
     if act == "relu":
         lo = acc_zp
     elif act == "relu6":
-        lo, hi = acc_zp, int(min(127, acc_zp + round(6.0 / acc_scale)))
+        lo, hi = acc_zp, int(min(hi, acc_zp + round(6.0 / acc_scale)))
     lut, out_scale, out_zp = None, acc_scale, acc_zp
     if act in LUT_ACTIVATIONS:
-        out_scale, out_zp = _act_out(act, pre_range, out_range)
-        lut = _lut(lambda v: reference.activation(act, v), acc_scale, acc_zp, out_scale, out_zp)
-    return qir.QLinear(tuple(qparts), acc_zp, lo, hi, qb, lut), out_scale, out_zp
+        out_scale, out_zp = _act_out(act, pre_range, out_range, ab)
+        lut = _lut(lambda v: reference.activation(act, v), acc_scale, acc_zp, out_scale, out_zp, ab)
+    return qir.QLinear(tuple(qparts), acc_zp, lo, hi, qb, lut, in_bits=ab), out_scale, out_zp
 
 
-def _softmax_lut(scale):
+def _softmax_lut(scale, act_bits=8):
+    if act_bits == 16:
+        d = np.arange(qir.LUT16_SIZE) * 128  # read with interpolation at max - x in 0..65535
+        return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
     d = np.arange(256)
     return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
+
+
+def _softmax(name, scale, act_bits):
+    if act_bits == 16:
+        return qir.QSoftmax(name, _softmax_lut(scale, 16), 1.0 / 32768, 0, bits=16), 1.0 / 32768, 0
+    return qir.QSoftmax(name, _softmax_lut(scale)), 1.0 / 256, -128
 
 
 # --- the LMU memory ------------------------------------------------------------------------
@@ -406,8 +472,11 @@ def quantize(
     state_bits: int = 16,
     coeff_bits: Optional[int] = None,
     rounding: str = "half_up",
+    activation_bits: int = 8,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
+
+    ``activation_bits=16`` gives the ``int16x8`` graph: int16 activations (zero point 0), int8 weights.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -424,6 +493,9 @@ def quantize(
         raise QuantizationError(f"weight_bits must be in 2..8, got {weight_bits}")
     if not 8 <= int(state_bits) <= 32:
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
+    if int(activation_bits) not in (8, 16):
+        raise QuantizationError(f"activation_bits must be 8 or 16, got {activation_bits}")
+    ab = int(activation_bits)
     if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
@@ -431,11 +503,12 @@ def quantize(
     recs = reference.record_ranges(graph, x)
     wb, sb = int(weight_bits), int(state_bits)
     in_lo, in_hi = float(x.min()), float(x.max())
-    s, zp = qparams(in_lo, in_hi)
-    layers: list = [qir.QInput("input", s, zp)]
+    s, zp = qparams_bits(in_lo, in_hi, ab)
+    layers: list = [qir.QInput("input", s, zp, bits=ab)]
     info: dict = {
         "weight_bits": wb,
         "state_bits": sb,
+        "activation_bits": ab,
         "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
         "layers": [],
     }
@@ -450,28 +523,29 @@ def quantize(
                 rec.get("pre", rec["out"]),
                 rec["out"] if act != "softmax" else rec["pre"],
                 layer.name,
+                ab,
             )
             layers.append(qir.QDense(layer.name, lin, os_, oz))
             s, zp = os_, oz
             if act == "softmax":
-                layers.append(qir.QSoftmax(layer.name + "_softmax", _softmax_lut(s)))
-                s, zp = 1.0 / 256, -128
+                sm, s, zp = _softmax(layer.name + "_softmax", s, ab)
+                layers.append(sm)
         elif isinstance(layer, ir.Activation):
             if layer.activation == "softmax":
-                layers.append(qir.QSoftmax(layer.name, _softmax_lut(s)))
-                s, zp = 1.0 / 256, -128
+                sm, s, zp = _softmax(layer.name, s, ab)
+                layers.append(sm)
             else:
-                os_, oz = _act_out(layer.activation, rec["in"], rec["out"])
-                lut = _lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz)
-                layers.append(qir.QLut(layer.name, lut, os_, oz))
+                os_, oz = _act_out(layer.activation, rec["in"], rec["out"], ab)
+                lut = _lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz, ab)
+                layers.append(qir.QLut(layer.name, lut, os_, oz, bits=ab))
                 s, zp = os_, oz
         elif isinstance(layer, ir.TimePooling):
-            os_, oz = qparams(*rec["out"])
+            os_, oz = qparams_bits(rec["out"][0], rec["out"][1], ab)
             M, S = quantize_multiplier(s / (256 * os_))
-            layers.append(qir.QPool(layer.name, zp, M, S, os_, oz))
+            layers.append(qir.QPool(layer.name, zp, M, S, os_, oz, bits=ab))
             s, zp = os_, oz
         elif isinstance(layer, ir.LMU):
-            q_layer, s, zp, lay_info = _quantize_lmu(layer, rec, s, zp, wb, sb, coeff_bits, rounding)
+            q_layer, s, zp, lay_info = _quantize_lmu(layer, rec, s, zp, wb, sb, coeff_bits, rounding, ab)
             layers.append(q_layer)
         else:
             raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
@@ -486,7 +560,7 @@ def quantize(
     return qg.replace(metadata=meta)
 
 
-def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
+def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8):
     d, q = layer.memory_d, layer.order
     notes: list = []
     u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
@@ -511,7 +585,12 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
     st = FixedType(sb, fm, rounding=rounding)
     # int8 view z of the memory (and of x when input_to_hidden)
     z_lo, z_hi = rec["z"]
-    s_z, z_z = qparams(z_lo, z_hi)
+    if ab == 16:
+        # int16 has bits to spare: z covers the state's proven bound (at most Z16_SPAN times the calibrated
+        # range, i.e. <= 6 of the 16 bits), so a state beyond the calibration range is not clipped in z
+        z_abs = max(abs(z_lo), abs(z_hi), min(float(bound), st.max_int * 2.0**-fm, Z16_SPAN * max(m_abs, 1e-12)))
+        z_lo, z_hi = -z_abs, z_abs
+    s_z, z_z = qparams_bits(z_lo, z_hi, ab)
     m_to_z = quantize_multiplier(2.0**-fm / s_z)
     x_to_z = (*quantize_multiplier(s_x / s_z), zp_x) if layer.input_to_hidden else None
     # hidden cell first: hidden_to_memory reads its output
@@ -521,9 +600,11 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
         parts = [(layer.hidden.kernel, s_z, z_z, wb)]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
-            s_h, z_h = _act_out(act, rec["pre"], rec["out"])
+            s_h, z_h = _act_out(act, rec["pre"], rec["out"], ab)
             parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb))
-        hidden, s_h, z_h = _linear(parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name)
+        hidden, s_h, z_h = _linear(
+            parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab
+        )
     enc_scale = 2.0**-fu
     enc_parts = [(layer.input_encoders, s_x, zp_x, wb)]
     if layer.hidden_encoders is not None:
@@ -532,11 +613,16 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
         enc_parts.append((layer.memory_encoders, s_z, z_z, wb))
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits) in enumerate(enc_parts):
-        p, sw = _part(W, bits, s_in, zp_in, enc_scale)
+        p, sw = _part(W, bits, s_in, zp_in, enc_scale, ab)
         qparts.append(p)
         s0 = s_in * sw if k == 0 else s0
-    qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0).astype(np.int32)
-    encoder = qir.QLinear(tuple(qparts), 0, u_type.min_int, u_type.max_int, qb, None)
+    qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0)
+    if qb is not None and np.abs(qb).max(initial=0) > (1 << 31) - 1:
+        raise QuantizationError(
+            f"layer {layer.name!r}: the encoder bias does not fit int32 at the input's scale; use --quantize int8"
+        )
+    qb = None if qb is None else qb.astype(np.int32)
+    encoder = qir.QLinear(tuple(qparts), 0, u_type.min_int, u_type.max_int, qb, None, in_bits=ab)
     out_s, out_z = (s_h, z_h) if hidden is not None else (s_z, z_z)
     ql = qir.QLMU(
         layer.name,
@@ -561,6 +647,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding):
         memory_to_memory=layer.memory_encoders is not None,
         input_to_hidden=layer.input_to_hidden,
         return_sequences=layer.return_sequences,
+        act_bits=ab,
     )
     proven = _CALIBRATED.get("proven", True)
     if not proven:

@@ -3,8 +3,9 @@
 ``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
 runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the
 Cortex-M startup and linker script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
-activations, a fixed-point LMU state of ``state_bits``); ``"float"`` emits
-float32.
+activations, a fixed-point LMU state of ``state_bits``); ``"int16x8"`` the same with int16 activations
+(zero point 0) and int8 weights, as TFLite's 16x8 mode, through ``<prefix>_step_int16`` (portable
+activation kernels on every core; the LMU memory kernels are int8's); ``"float"`` emits float32.
 
 Runtimes (:data:`lmu_edge.toolchain.RUNTIMES`; flags, boards and counting live in
 :mod:`lmu_edge.toolchain`):
@@ -17,7 +18,7 @@ Runtimes (:data:`lmu_edge.toolchain.RUNTIMES`; flags, boards and counting live i
 ``cortex-m7``   Cortex-M7 on ``mps2-an500``; ``cortex-m33`` Cortex-M33 on ``mps2-an505``
                 (code at 0x10000000); ``cortex-m55`` Cortex-M55 with Helium on ``mps3-an547``
 
-Integer artifacts are run through their int8 API: inputs are quantized in
+Integer artifacts are run through their int8 (int16) API: inputs are quantized in
 Python exactly as :func:`lmu_edge.intsim.quantize_input` does, and outputs are
 compared with the integer reference bit for bit. Instructions per step are
 counted with QEMU's ``-icount`` (one instruction = 32 ns of virtual time) and
@@ -43,7 +44,9 @@ from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
 from . import c_codegen
 
-QUANTIZE = ("float", "int8")
+QUANTIZE = ("float", "int8", "int16x8")
+#: activation width of each integer mode
+ACTIVATION_BITS = {"int8": 8, "int16x8": 16}
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {"prefix": "model", "device": None, "weight_bits": 8, "state_bits": 16, "coeff_bits": None, "measure": True}
@@ -100,8 +103,8 @@ def _jinja():
 def emit(graph, out_dir, options) -> dict:
     """Write the C sources, runtime headers, harness and Makefile for ``graph`` into ``out_dir``.
 
-    Returns the target's part of the manifest (files, report, ``c`` options); ``options["quantize"] ==
-    "int8"`` quantizes first and emits the integer path, anything else the float32 path."""
+    Returns the target's part of the manifest (files, report, ``c`` options); ``options["quantize"]`` ``"int8"``
+    or ``"int16x8"`` quantizes first and emits the integer path, anything else the float32 path."""
     from ..quantization import quantize as _quantize
 
     out_dir = Path(out_dir)
@@ -112,7 +115,9 @@ def emit(graph, out_dir, options) -> dict:
     device = options.get("device")
     if device is not None and device not in DEVICES:
         raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
-    quantized = options.get("quantize") == "int8"
+    act_bits = ACTIVATION_BITS.get(str(options.get("quantize")))
+    quantized = act_bits is not None
+    int_api = "int16" if act_bits == 16 else "int8"
     report = {}
     if quantized:
         qg = _quantize(
@@ -121,6 +126,7 @@ def emit(graph, out_dir, options) -> dict:
             weight_bits=int(options.get("weight_bits") or 8),
             state_bits=int(options.get("state_bits") or 16),
             coeff_bits=options.get("coeff_bits"),
+            activation_bits=int(act_bits or 8),
         )
         irfile.save(qg, out_dir / "quantized.lmu.npz")
         code = c_codegen.generate_int(qg, prefix)
@@ -138,6 +144,7 @@ def emit(graph, out_dir, options) -> dict:
         "model_name": c_comment(graph.name),
         "header": "model.h",
         "quantized": quantized,
+        "int_api": int_api,
         "n_inputs": graph.input_features,
         "n_outputs": graph.output_features,
         "state_bytes": code.state_bytes,
@@ -149,7 +156,8 @@ def emit(graph, out_dir, options) -> dict:
         "runtimes": toolchain.make_variables(),
         "icount_shift": toolchain.ICOUNT_SHIFT,
         "description": (
-            f"integer path: int8 activations, fixed-point LMU state, no floating point in {prefix}_step_int8"
+            f"integer path: {int_api} activations, int8 weights, fixed-point LMU state, no floating point in "
+            f"{prefix}_step_{int_api}"
             if quantized
             else "float32 path"
         ),
@@ -182,7 +190,7 @@ def emit(graph, out_dir, options) -> dict:
     sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
     flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
     sizes.update(flash)
-    report["c"] = {"prefix": prefix, "quantized": quantized, **sizes}
+    report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, **sizes}
     if device is not None:
         _check_fit(device, sizes, quantized, graph)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
@@ -192,6 +200,7 @@ def emit(graph, out_dir, options) -> dict:
         "c": {
             "prefix": prefix,
             "quantized": quantized,
+            "activation_bits": act_bits,
             "measure": bool(options.get("measure", True)),
             "state_bytes": code.state_bytes,
         },
@@ -318,14 +327,17 @@ def _qgraph(art):
 
 
 def write_input(path, data: np.ndarray, dtype_code: int | None = None):
-    """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 4 float32), N, T, F, data.
+    """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 2 int16, 4 float32), N, T, F, data.
 
-    ``data`` is int8 (quantized models' int8 API) or float32, shape ``(N, T, F)``."""
+    ``data`` is int8 / int16 (quantized models' integer API) or float32, shape ``(N, T, F)``."""
     data = np.asarray(data)
     if dtype_code is None:
-        dtype_code = 1 if data.dtype == np.int8 else 4
-        data = data if data.dtype == np.int8 else data.astype(np.float32)
+        dtype_code = _DTYPE_CODES.get(data.dtype.type, 4)
+        data = data if dtype_code != 4 else data.astype(np.float32)
     _write_input(Path(path), data, dtype_code)
+
+
+_DTYPE_CODES = {np.int8: 1, np.int16: 2}
 
 
 def _write_input(path: Path, data: np.ndarray, dtype_code: int):
@@ -341,15 +353,16 @@ def _read_output(path: Path, n_out: int) -> np.ndarray:
     if raw[:4] != b"LMUY":
         raise LmuEdgeError(f"{path}: the harness wrote no output (bad magic)")
     code, N, T, F = np.frombuffer(raw[4:20], dtype="<i4")
-    dt = np.int8 if code == 1 else np.float32
+    dt = {1: np.int8, 2: np.int16}.get(int(code), np.float32)
     return np.frombuffer(raw[20:], dtype=dt).reshape(N, T, F)
 
 
 def run_native(art, data: np.ndarray, runtime: str) -> tuple:
-    """Run int8 (quantized artifacts) or float32 data ``(N, T, F)`` through the compiled harness.
+    """Run int8 / int16 (quantized artifacts: int8, int16x8) or float32 data ``(N, T, F)`` through the
+    compiled harness.
 
     Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``."""
-    quantized = data.dtype == np.int8
+    code = _DTYPE_CODES.get(data.dtype.type, 4)
     if runtime == "host":
         exe = _make(art.path, "harness_host")
         cmd_prefix = [str(exe)]
@@ -364,7 +377,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
     with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp_name:
         tmp = Path(tmp_name)
-        _write_input(tmp / "lmu_in.bin", data, 1 if quantized else 4)
+        _write_input(tmp / "lmu_in.bin", data, code)
         cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
@@ -389,7 +402,7 @@ def run(art, x, runtime):
     g = art.graph
     if _is_quantized(art):
         qg = _qgraph(art)
-        yq, _ = run_native(art, intsim.quantize_input(qg, x).astype(np.int8), runtime)
+        yq, _ = run_native(art, intsim.quantize_input(qg, x).astype(intsim.act_dtype(qg)), runtime)
         y = intsim.dequantize_output(qg, yq)
     else:
         y, _ = run_native(art, x.astype(np.float32), runtime)
@@ -406,7 +419,7 @@ def check(art, x) -> dict:
         qg = _qgraph(art)
         xq = intsim.quantize_input(qg, x)
         y_ref = intsim.run_int(qg, xq)
-        y_c, stats = run_native(art, xq.astype(np.int8), "host")
+        y_c, stats = run_native(art, xq.astype(intsim.act_dtype(qg)), "host")
         out["bit_exact_host"] = bool(np.array_equal(y_c.astype(np.int64), y_ref))
         out["state_bytes_reported_by_c"] = stats.get("state_bytes")
         if not out["bit_exact_host"]:
@@ -415,7 +428,7 @@ def check(art, x) -> dict:
         probe = x[:1, : min(x.shape[1], 200)]
         for rt in ("cortex-m4", "cortex-m0") if man.get("quantized") else ("cortex-m4",):
             data = (
-                intsim.quantize_input(_qgraph(art), probe).astype(np.int8)
+                intsim.quantize_input(_qgraph(art), probe).astype(intsim.act_dtype(_qgraph(art)))
                 if man.get("quantized")
                 else probe.astype(np.float32)
             )
@@ -436,10 +449,12 @@ class CStream:
         self.lib = ctypes.CDLL(str(lib_path))
         p = art.manifest["c"]["prefix"]
         self.quantized = _is_quantized(art)
+        self.int_dtype = intsim.act_dtype(_qgraph(art)) if self.quantized else np.int8
+        api = "int16" if self.int_dtype == np.int16 else "int8"
         self._size = getattr(self.lib, f"{p}_state_size")
         self._size.restype = ctypes.c_size_t
         self._reset = getattr(self.lib, f"{p}_reset")
-        self._step = getattr(self.lib, f"{p}_step_int8" if self.quantized else f"{p}_step")
+        self._step = getattr(self.lib, f"{p}_step_{api}" if self.quantized else f"{p}_step")
         self.n_in, self.n_out = art.graph.input_features, art.graph.output_features
         self.reset()
 
@@ -462,8 +477,8 @@ class CStream:
         for b, s in enumerate(self.states):
             if self.quantized:
                 qg = _qgraph(self.art)
-                xq = intsim.quantize_input(qg, x[b][None, None])[0, 0].astype(np.int8)
-                yq = np.zeros(self.n_out, np.int8)
+                xq = intsim.quantize_input(qg, x[b][None, None])[0, 0].astype(self.int_dtype)
+                yq = np.zeros(self.n_out, self.int_dtype)
                 self._step(s, xq.ctypes.data_as(ctypes.c_void_p), yq.ctypes.data_as(ctypes.c_void_p))
                 out[b] = intsim.dequantize_output(qg, yq)
             else:
@@ -474,12 +489,14 @@ class CStream:
         return out[0] if single else out
 
     def step_int8(self, xq):
-        """One step of the int8 API on int8 inputs ``(batch, F)``; returns int8 outputs."""
-        xq = np.ascontiguousarray(np.asarray(xq, np.int8).reshape(self.batch, self.n_in))
-        out = np.zeros((self.batch, self.n_out), np.int8)
+        """One step of the integer API on int8 inputs ``(batch, F)`` (int16 for an int16x8 artifact);
+        returns the integer outputs."""
+        dt = self.int_dtype
+        xq = np.ascontiguousarray(np.asarray(xq, dt).reshape(self.batch, self.n_in))
+        out = np.zeros((self.batch, self.n_out), dt)
         for b, s in enumerate(self.states):
             row = np.ascontiguousarray(xq[b])
-            y = np.zeros(self.n_out, np.int8)
+            y = np.zeros(self.n_out, dt)
             self._step(s, row.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p))
             out[b] = y
         return out

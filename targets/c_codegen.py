@@ -2,8 +2,9 @@
 
 The generated code holds constant arrays, parameter structs and the sequence of
 runtime calls for one step; the algorithms live in ``lmu_runtime.h``. Integer
-graphs (from :func:`lmu_edge.quantize`) produce ``<prefix>_step_int8`` plus a
-float32 wrapper; float graphs produce a float32 ``<prefix>_step``.
+graphs (from :func:`lmu_edge.quantize`) produce ``<prefix>_step_int8`` (``<prefix>_step_int16``
+for an int16x8 graph, whose activations are int16) plus a float32 wrapper; float graphs produce a
+float32 ``<prefix>_step``.
 """
 
 from __future__ import annotations
@@ -177,27 +178,39 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         parts.append(f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .mult = {m}, .shift = {s}}}")
         code.macs += int(p.kernel.size)
     bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
-    lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table") if q.lut is not None else "NULL"
+    lut, lut16 = "NULL", "NULL"
+    if q.lut is not None and q.in_bits == 16:
+        lut16 = code.array(f"{name}_lut", "int16_t", q.lut, f"{name}: activation table (513, interpolated)")
+    elif q.lut is not None:
+        lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table")
     sym = f"{code.prefix}_{name}"
     code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{\n    " + ",\n    ".join(parts) + "};")
     code.objects.append(
         f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
         f".n_out = {q.units}, .bias = {bias},\n    .out_zp = {q.out_zp}, .clamp_min = {q.clamp_min}, "
-        f".clamp_max = {q.clamp_max}, .lut = {lut}}};"
+        f".clamp_max = {q.clamp_max}, .lut = {lut}" + (f", .lut16 = {lut16}" if lut16 != "NULL" else "") + "};"
     )
     return sym
 
 
+def act_ctype(graph: ir.Graph) -> str:
+    """The C type of a quantized graph's activations: ``int8_t``, or ``int16_t`` for int16x8."""
+    first = graph.layers[0]
+    return "int16_t" if getattr(first, "bits", 8) == 16 else "int8_t"
+
+
 def generate_int(graph: ir.Graph, prefix: str) -> Code:
-    """The integer C (data, state fields, reset and step lines) for a quantized graph."""
+    """The integer C (data, state fields, reset and step lines) for a quantized graph (int8 or int16x8)."""
     code = Code(prefix)
+    at = act_ctype(graph)
+    w16 = at == "int16_t"
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
     units = [lay.linear.units for lay in graph.layers if isinstance(lay, qir.QDense)]
     for lay in graph.layers:
         if isinstance(lay, qir.QLMU):
             units += [lay.encoder.units] + ([lay.hidden.units] if lay.hidden is not None else [])
-    bufs = _Bufs(code, "int8_t", max(widths))
+    bufs = _Bufs(code, at, max(widths))
     acc = code.state("int32_t", "acc", max(units + [1]))
     cur = "x"
     for i, (layer, n_in, _n_out, _) in enumerate(shapes):
@@ -208,23 +221,25 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
         if isinstance(layer, qir.QDense):
             lin = _qlinear(code, f"{tag}_dense", layer.linear)
             code.step_lines.append(
-                f"{{ const int8_t *in_[1]; in_[0] = {cur}; lmu_qlinear_i8(&{lin}, in_, {acc}, "
+                f"{{ const {at} *in_[1]; in_[0] = {cur}; lmu_qlinear_i{16 if w16 else 8}(&{lin}, in_, {acc}, "
                 f"{nxt}); }}  /* {c_comment(layer.name)} */"
             )
             cur = nxt
         elif isinstance(layer, qir.QLut):
-            lut = code.array(f"{tag}_lut", "int8_t", layer.lut, f"{c_comment(layer.name)}: activation table")
-            code.step_lines.append(f"lmu_qlut({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
+            lut = code.array(f"{tag}_lut", at, layer.lut, f"{c_comment(layer.name)}: activation table")
+            fn = "lmu_qlut16" if w16 else "lmu_qlut"
+            code.step_lines.append(f"{fn}({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QSoftmax):
             lut = code.array(f"{tag}_exp", "int32_t", layer.exp_lut, f"{c_comment(layer.name)}: exp table (Q16)")
-            code.step_lines.append(f"lmu_qsoftmax({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
+            fn = "lmu_qsoftmax16" if w16 else "lmu_qsoftmax"
+            code.step_lines.append(f"{fn}({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
             cur = nxt
         elif isinstance(layer, qir.QPool):
             sm = code.state("int64_t", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
             code.step_lines.append(
-                f"lmu_qpool({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
+                f"lmu_qpool{16 if w16 else ''}({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
                 f"{layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */"
             )
             cur = nxt
@@ -233,7 +248,7 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
         else:  # pragma: no cover - quantize() makes only these
             raise TypeError(f"no C generator for {type(layer).__name__}")
     n_out = graph.output_features
-    code.step_lines.append(f"memcpy(y, {cur}, {n_out});")
+    code.step_lines.append(f"memcpy(y, {cur}, {n_out * (2 if w16 else 1)});")
     return code
 
 
@@ -241,14 +256,20 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     d, q = L.memory_d, L.order
     st = _ctype_bits(L.state_type.width)
     bits = L.state_type.width
+    w16 = L.act_bits == 16
+    at = "int16_t" if w16 else "int8_t"
+    rq = "lmu_requant16" if w16 else "lmu_requant8"
     m = code.state(st, f"{tag}_m", d * q)
     u = code.state("int32_t", f"{tag}_u", d)
     h: str | None = None
     if L.hidden is not None:
-        h = code.state("int8_t", f"{tag}_h", L.hidden.units)
-        code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
+        h = code.state(at, f"{tag}_h", L.hidden.units)
+        if w16:  # zero point 0: the struct's memset already zeroed it
+            assert L.hidden.out_zp == 0, f"{L.name}: an int16 activation has zero point 0"
+        else:
+            code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
     zlen = d * q + (n_in if L.input_to_hidden else 0)
-    z = code.state("int8_t", f"{tag}_z", zlen)
+    z = code.state(at, f"{tag}_z", zlen)
     mz_m, mz_s = L.m_to_z
     ins = [cur]
     lines = [f"/* {c_comment(L.name)}: LMU, memory_d={d}, order={q}, theta={L.theta:g}, state {L.state_type} */"]
@@ -256,17 +277,16 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         assert h is not None, f"{L.name}: hidden_to_memory without a hidden layer"
         ins.append(h)
     if L.memory_to_memory:
-        mzp = code.state("int8_t", f"{tag}_mzp", d * q)
+        mzp = code.state(at, f"{tag}_mzp", d * q)
         lines.append(
-            f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = lmu_requant8({m}[k_], {mz_m}, "
-            f"{mz_s}, {L.z_zp}); }}"
+            f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = {rq}({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
         )
         ins.append(mzp)
     enc = _qlinear(code, f"{tag}_enc", L.encoder)
     lines.append(
-        f"{{ const int8_t *in_[{len(ins)}]; "
+        f"{{ const {at} *in_[{len(ins)}]; "
         + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(ins))
-        + f" lmu_qlinear(&{enc}, in_, {u}); }}"
+        + f" lmu_qlinear{'16' if w16 else ''}(&{enc}, in_, {u}); }}"
     )
     mem = L.memory
     if isinstance(mem, qir.QDenseMemory):
@@ -318,14 +338,14 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         )
         code.macs += d * q * Lk
     lines.append(
-        f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = lmu_requant8({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
+        f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = {rq}({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
     )
     if L.input_to_hidden:
         assert L.x_to_z is not None, f"{L.name}: input_to_hidden without x_to_z"
         xm, xs, xzp = L.x_to_z
         lines.append(
             f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {z}[{d * q} + k_] = "
-            f"lmu_requant8((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}"
+            f"{rq}((int32_t){cur}[k_] - ({xzp}), {xm}, {xs}, {L.z_zp}); }}"
         )
     out = z
     if L.hidden is not None:
@@ -333,9 +353,9 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         hid = _qlinear(code, f"{tag}_hidden", L.hidden)
         hins = [z, h] if L.hidden_recurrent else [z]
         lines.append(
-            f"{{ const int8_t *in_[{len(hins)}]; "
+            f"{{ const {at} *in_[{len(hins)}]; "
             + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
-            + f" lmu_qlinear_i8(&{hid}, in_, {acc}, {h}); }}"
+            + f" lmu_qlinear_i{16 if w16 else 8}(&{hid}, in_, {acc}, {h}); }}"
         )
         out = h
     code.step_lines.extend(lines)

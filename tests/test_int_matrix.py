@@ -9,6 +9,11 @@ the persistent state (each LMU layer's memory ``m`` and hidden ``h`` arrays, byt
 is named. The input holds long runs at the int8 extremes: 8-bit states whose bound cannot be proven
 are driven into saturation (asserted), so the saturation bounds are checked too.
 
+The same check runs for ``--quantize int16x8`` (int16 activations, int8 weights) on a smaller set of
+cases: dense ZOH (both coefficient widths, 16- and 32-bit states), RK4, Pade, FIR, and the RNN path
+(SimpleRNN hidden cell, hidden_to_memory, memory_to_memory), fed an int16 stream with runs at the
+int16 extremes.
+
 The runtimes come from ``lmu_edge.targets.c.RUNTIMES``: a runtime added there joins this test.
 """
 
@@ -48,16 +53,27 @@ def _cases():
 
 
 CASES = _cases()
+#: int16x8 cases: (realization, state bits, coeff bits, order, theta, graph options)
+CASES16 = [
+    ("zoh", 16, 16, 6, 16.0, {}),
+    ("zoh", 16, 32, 6, 16.0, {}),
+    ("zoh", 32, None, 6, 16.0, {}),
+    ("rk4", 16, None, 6, 16.0, {}),
+    ("pade", 16, None, 6, 16.0, {}),
+    ("fir", 16, None, 6, 16.0, {}),
+    ("zoh", 16, None, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True}),
+]
 
 
-def _stimulus():
-    """int8 stream: random, then long runs at the extremes (drives states to their bound)."""
+def _stimulus(bits=8):
+    """int8 (int16) stream: random, then long runs at the extremes (drives states to their bound)."""
     rng = np.random.default_rng(1313)
-    x = rng.integers(-128, 128, (T, N_IN))
-    x[60:120] = 127
-    x[120:150] = -128
-    x[150:170, 0], x[150:170, 1] = 127, -128
-    return x.astype(np.int8)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    x = rng.integers(lo, hi + 1, (T, N_IN))
+    x[60:120] = hi
+    x[120:150] = lo
+    x[150:170, 0], x[150:170, 1] = hi, lo
+    return x.astype(np.int8 if bits == 8 else np.int16)
 
 
 def _fnv(h, data: bytes) -> int:
@@ -73,14 +89,14 @@ def _state_fields(header: str, prefix: str):
     return sorted(found, key=lambda f: (f[0], f[1] != "m"))
 
 
-def _python_hashes(qg, fields, x) -> np.ndarray:
+def _python_hashes(qg, fields, x, out_ctype="<i1") -> np.ndarray:
     s = intsim.IntStream(qg)
     s.reset(1)
     h, out = FNV_OFFSET, []
     peak = 0
     for t in range(T):
         y = s.step(x[None, t].astype(np.int64))
-        h = _fnv(h, y.astype("<i1").tobytes())
+        h = _fnv(h, y.astype(out_ctype).tobytes())
         for i, kind, bits in fields:
             r = s.runners[i]
             v = r.m.reshape(-1) if kind == "m" else r.h.reshape(-1)
@@ -116,7 +132,7 @@ static __attribute__((noinline)) void put64(unsigned char *o, uint64_t h) {
 int main(int argc, char **argv) {
     const char *in_path = argc > 2 ? argv[1] : "lmu_in.bin";
     const char *out_path = argc > 2 ? argv[2] : "lmu_out.bin";
-    static int8_t x[%(T)d][%(N_IN)d];
+    static %(ctype)s x[%(T)d][%(N_IN)d];
     uint64_t h[%(n)d];
     unsigned char o[%(n)d * 8];
     char magic[4];
@@ -151,9 +167,9 @@ int main(int argc, char **argv) {
 """
 
 
-def _c_case(k, prefix, fields):
+def _c_case(k, prefix, fields, api="int8"):
     n_out = f"{prefix.upper()}_N_OUTPUTS"
-    lines = [f"        {{ int8_t y[{n_out}]; {prefix}_step_int8(&s{k}, x[t], y); h[{k}] = fnv(h[{k}], y, sizeof(y));"]
+    lines = [f"        {{ {api}_t y[{n_out}]; {prefix}_step_{api}(&s{k}, x[t], y); h[{k}] = fnv(h[{k}], y, sizeof(y));"]
     for i, kind, _ in fields:
         lines.append(f"          h[{k}] = fnv(h[{k}], s{k}.l{i}_{kind}, sizeof(s{k}.l{i}_{kind}));")
     lines.append(f"          put64(o + {8 * k}, h[{k}]); }}")
@@ -162,17 +178,28 @@ def _c_case(k, prefix, fields):
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
+    return _build(tmp_path_factory, [c + ({},) for c in CASES], "int8")
+
+
+@pytest.fixture(scope="module")
+def matrix16(tmp_path_factory):
+    return _build(tmp_path_factory, CASES16, "int16x8")
+
+
+def _build(tmp_path_factory, case_list, mode):
     if shutil.which("gcc") is None or shutil.which("make") is None:
         if CI:
             pytest.fail("gcc / make missing under CI")
         pytest.skip("gcc / make not installed")
-    root = tmp_path_factory.mktemp("matrix")
-    x8 = _stimulus()
+    bits = 16 if mode == "int16x8" else 8
+    api, out_ctype = ("int16", "<i2") if bits == 16 else ("int8", "<i1")
+    root = tmp_path_factory.mktemp("matrix" + mode)
+    x8 = _stimulus(bits)
     cases, wrapper, headers, states, resets, steps = [], [], [], [], [], []
-    for k, (real, sb, cb, q, theta) in enumerate(CASES):
+    for k, (real, sb, cb, q, theta, kw) in enumerate(case_list):
         rng = np.random.default_rng(4000 + k)
         g = lmu_edge.fold(
-            chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh"),
+            chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", **kw),
             real,
             error_budget=2.0,
             substeps=2 if real.startswith(("rk", "pade")) else None,
@@ -185,7 +212,7 @@ def matrix(tmp_path_factory):
                 g,
                 "c",
                 root / prefix,
-                quantize="int8",
+                quantize=mode,
                 calibration=calib,
                 state_bits=sb,
                 coeff_bits=cb,
@@ -196,11 +223,11 @@ def matrix(tmp_path_factory):
         header = (art.path / "model.h").read_text()
         fields = _state_fields(header, prefix)
         assert any(kind == "m" for _, kind, _ in fields), f"{prefix}: no LMU state array found in model.h"
-        py, peak = _python_hashes(qg, fields, x8)
+        py, peak = _python_hashes(qg, fields, x8, out_ctype)
         lmu = next(lay for lay in qg.layers if isinstance(lay, qir.QLMU))
         cases.append(
             {
-                "case": (real, sb, cb, q, theta),
+                "case": (real, sb, cb, q, theta) + ((kw,) if kw else ()),
                 "hashes": py,
                 "peak": peak,
                 "layer": lmu,
@@ -211,7 +238,7 @@ def matrix(tmp_path_factory):
         headers.append(f'#include "{prefix}/model.h"')
         states.append(f"static {prefix}_state_t s{k};")
         resets.append(f"    {prefix}_reset(&s{k}); h[{k}] = 0xCBF29CE484222325ull;")
-        steps.append(_c_case(k, prefix, fields))
+        steps.append(_c_case(k, prefix, fields, api))
         if k == 0:
             first = art
     d = root / "all"
@@ -225,7 +252,7 @@ def matrix(tmp_path_factory):
         *toolchain.LINKER_SCRIPTS,
     ):
         shutil.copyfile(first.path / name, d / name)
-    for k in range(len(CASES)):
+    for k in range(len(case_list)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")
     (d / "model.h").write_text(
         "#ifndef MATRIX_H\n#define MATRIX_H\n#include <stdint.h>\n" + "\n".join(headers) + "\n#endif\n"
@@ -237,13 +264,14 @@ def matrix(tmp_path_factory):
             "states": "\n".join(states),
             "T": T,
             "N_IN": N_IN,
-            "n": len(CASES),
+            "n": len(case_list),
+            "ctype": f"{api}_t",
             "resets": "\n".join(resets),
             "steps": "\n".join(steps),
         }
     )
     image = types.SimpleNamespace(
-        path=d, graph=types.SimpleNamespace(output_features=8 * len(CASES)), manifest={"c": {"quantized": True}}
+        path=d, graph=types.SimpleNamespace(output_features=8 * len(case_list)), manifest={"c": {"quantized": True}}
     )
     return image, x8, cases
 
@@ -279,9 +307,7 @@ def test_eight_bit_states_are_driven_into_saturation(matrix):
             assert c["peak"] <= c["layer"].state_bound * 2.0 ** c["layer"].state_type.frac, c["case"]
 
 
-@pytest.mark.parametrize("runtime", c_target.RUNTIMES)
-def test_every_case_matches_the_integer_reference_state_after_every_step(matrix, runtime):
-    image, x8, cases = matrix
+def _compare(image, x8, cases, runtime):
     if runtime != "host" and not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
         if CI:
             pytest.fail("arm-none-eabi-gcc / qemu-system-arm missing under CI")
@@ -295,3 +321,25 @@ def test_every_case_matches_the_integer_reference_state_after_every_step(matrix,
         if diff.size:
             bad.append(f"{c['case']} first differs at step {diff[0]}")
     assert not bad, f"{runtime}: C state/outputs differ from lmu_edge.intsim: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("runtime", c_target.RUNTIMES)
+def test_every_case_matches_the_integer_reference_state_after_every_step(matrix, runtime):
+    _compare(*matrix, runtime)
+
+
+def test_the_int16x8_matrix_is_int16_throughout(matrix16):
+    _, x16, cases = matrix16
+    assert x16.dtype == np.int16 and x16.min() == -32768 and x16.max() == 32767
+    assert {_kind(c["layer"].memory) for c in cases} >= {"dense-delta", "rk", "pade", "fir"}
+    for c in cases:
+        L = c["layer"]
+        assert L.act_bits == 16 and L.encoder.in_bits == 16 and L.z_zp == 0
+        assert c["info"]["activation_bits"] == 16
+    rnn = [c["layer"] for c in cases if c["layer"].hidden_recurrent]
+    assert rnn and rnn[0].hidden_to_memory and rnn[0].memory_to_memory
+
+
+@pytest.mark.parametrize("runtime", c_target.RUNTIMES)
+def test_every_int16x8_case_matches_the_integer_reference_state_after_every_step(matrix16, runtime):
+    _compare(*matrix16, runtime)

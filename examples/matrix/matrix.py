@@ -36,6 +36,7 @@ CELLS = {
     ("nengo", "float"): None,
     ("c", "float"): None,
     ("c", "int8"): 30.0,
+    ("c", "int16x8"): 45.0,
     ("tflite", "float"): None,
     ("tflite", "int8"): 30.0,
     ("tflite", "int16x8"): 35.0,
@@ -119,6 +120,49 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
     }
 
 
+def weight_ceiling(model: str) -> float:
+    """SQNR (dB) of the float64 model with only its weights quantized as the integer targets do (int8,
+    per output channel, symmetric): the most any mode with int8 weights can reach, whatever its activation
+    and state widths. The diagnosis of the C int16x8 column in docs/matrix.md compares against it."""
+    import dataclasses
+
+    import lmu_edge
+    from lmu_edge import folding, ir
+    from lmu_edge.metrics import sqnr_db
+
+    def q8(w):
+        w = np.asarray(w, np.float64)
+        s = np.max(np.abs(w), axis=0) / 127
+        s = np.where(s > 0, s, 1e-12)
+        return np.round(w / s) * s
+
+    def node(n):
+        if not dataclasses.is_dataclass(n) or isinstance(n, ir.Graph):
+            return n
+        ch = {}
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            if v is None:
+                continue
+            if f.name in ("kernel", "input_encoders", "hidden_encoders", "memory_encoders", "recurrent_kernel"):
+                if isinstance(n, (ir.Dense, ir.LMU, ir.HiddenDense, ir.HiddenSimpleRNN)):
+                    ch[f.name] = q8(v)
+            elif f.name == "hidden":
+                ch[f.name] = node(v)
+        return dataclasses.replace(n, **ch) if ch else n
+
+    data = np.load(HERE / f"{model}.npz")
+    path = HERE / f"{model}.keras"
+    if not path.exists():
+        path = HERE / f"{model}.safetensors"
+    src = lmu_edge.load(path)
+    g = lmu_edge.fold(src, "auto", folding.default_budget(16)[0])
+    x = data["x_test"].astype(np.float64)
+    return sqnr_db(
+        lmu_edge.simulate(g.replace(layers=tuple(node(lay) for lay in g.layers)), x), lmu_edge.simulate(src, x)
+    )
+
+
 def table(results: dict) -> str:
     """Markdown: one row per model, one column per (target, mode); SQNR in dB or the refusal."""
     cells = list(CELLS)
@@ -154,7 +198,12 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="every (model, target, mode), not the pairwise subset")
     ap.add_argument("--docs", type=Path, help="write the markdown table into this file (between markers)")
     ap.add_argument("--json", type=Path, help="also write every cell's result to this JSON file")
+    ap.add_argument("--weight-ceiling", action="store_true", help="print each model's int8-weights-only SQNR")
     args = ap.parse_args(argv)
+    if args.weight_ceiling:
+        for model in OPTIONS:
+            print(f"{model:32s} int8 weights alone: {weight_ceiling(model):.1f} dB", flush=True)
+        return 0
     cells = full() if args.full else pairwise()
     results = {}
     with tempfile.TemporaryDirectory() as work:
