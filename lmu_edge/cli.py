@@ -288,7 +288,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     "--quantize",
     default="float",
     show_default=True,
-    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (tflite).",
+    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (c, tflite).",
 )
 @click.option(
     "--calibration",

@@ -84,18 +84,20 @@ def _q_name(layer, qg) -> Optional[str]:
     return layer.name if layer.name in names else None
 
 
-def _type_range(qlayer, key) -> list:
+def _type_range(qlayer, key, bits=8) -> list:
     if key == "state":
         return [qlayer.state_type.min, qlayer.state_type.max]
     if key == "u":
         return [qlayer.u_type.min, qlayer.u_type.max]
-    return [(-128 - qlayer.out_zp) * qlayer.out_scale, (127 - qlayer.out_zp) * qlayer.out_scale]
+    lo, hi = qir.act_range(bits)
+    return [(lo - qlayer.out_zp) * qlayer.out_scale, (hi - qlayer.out_zp) * qlayer.out_scale]
 
 
 def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
     tf, ti = trace_float(graph, x), trace_int(qg, x)
     qlayers = {q.name: q for q in qg.layers}
+    bits = intsim.act_bits(qg)
     rows = []
     for layer in graph.layers:
         qn = _q_name(layer, qg)
@@ -106,7 +108,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
             a, b = ti[qn][key], tf[layer.name][key]
             src = ti[layer.name][key] if key != "out" else a
             ql = qlayers[layer.name if key != "out" else qn]
-            rng = _type_range(ql, key)
+            rng = _type_range(ql, key, bits)
             hi = max(abs(float(b.min())), abs(float(b.max())), 1e-30)
             row = {
                 "layer": layer.name,
@@ -118,7 +120,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
                 "float_range": [float(b.min()), float(b.max())],
                 "type_range": [float(v) for v in rng],
                 "range_used": hi / max(abs(rng[0]), abs(rng[1]), 1e-30),
-                "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else "int8"),
+                "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else f"int{bits}"),
                 "hist": np.histogram(b, bins=40)[0].tolist(),
                 "hist_edges": np.histogram(b, bins=40)[1].tolist(),
             }
@@ -135,7 +137,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     return rows
 
 
-def diagnose(rows: list) -> dict:
+def diagnose(rows: list, act_bits: int = 8) -> dict:
     """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it."""
     if not rows:
         return {}
@@ -151,11 +153,17 @@ def diagnose(rows: list) -> dict:
         )
     elif worst["tensor"] == "u":
         text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
+    elif act_bits == 8:
+        text += (
+            ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); use --quantize int16x8 "
+            "(16-bit activations, int8 weights: c and tflite), check that the calibration data covers the "
+            "inputs' range, or use float for this model"
+        )
     else:
         text += (
-            ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); check that the "
-            "calibration data covers the inputs' range, lower --weight-bits costs more, or use int16x8 "
-            "(TFLite) or float for this model"
+            ": a 16-bit activation tensor, so the int8 weights feeding it are the likely limit (int16x8 "
+            "keeps weights at 8 bits); check that the calibration data covers the inputs' range, or use "
+            "float for this model"
         )
     return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
 
@@ -345,7 +353,7 @@ def analyze(
         say("tracing every tensor (float and integer)")
         rows = tensor_table(folded, qg, x)
         rep["tensors"] = rows
-        rep["diagnosis"] = diagnose(rows)
+        rep["diagnosis"] = diagnose(rows, intsim.act_bits(qg))
         rep["lmu"] = lmu_memories(folded, qg)
         rep["quantization"] = qg.metadata.get("quantization", {})
         if not source.output_is_sequence:

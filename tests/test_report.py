@@ -89,6 +89,14 @@ def test_too_narrow_state_is_named_as_the_source_of_error(rng):
     qg32 = lmu_edge.quantize(g, x, state_bits=32)
     rep32 = report.analyze(g, g, qg32, x[:4])
     assert rep32["diagnosis"]["kind"] != "state"  # with a wide enough state the blame moves elsewhere
+    # the blame moves to an 8-bit activation, and the report points at 16-bit activations
+    assert rep32["diagnosis"]["kind"] == "out" and "--quantize int16x8" in rep32["diagnosis"]["text"]
+    qg16 = lmu_edge.quantize(g, x, state_bits=32, activation_bits=16)
+    rep16 = report.analyze(g, g, qg16, x[:4])
+    assert next(r for r in rep16["tensors"] if r["tensor"] == "out")["type"] == "int16"
+    # with 16-bit activations it blames the int8 weights instead
+    assert rep16["diagnosis"]["kind"] == "out" and "int8 weights" in rep16["diagnosis"]["text"]
+    assert "--quantize int16x8" not in rep16["diagnosis"]["text"]
     st8 = next(r for r in rep["tensors"] if r["tensor"] == "state")
     st32 = next(r for r in rep32["tensors"] if r["tensor"] == "state")
     assert st8["sqnr_db"] < st32["sqnr_db"] - 20
