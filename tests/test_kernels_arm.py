@@ -77,3 +77,48 @@ def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
     assert c_codegen.dense_chunk(np.array([[65535, 1]]), 16) == 1
     assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25535]]), 16) == 2  # aligned pairs
     assert c_codegen.dense_chunk(np.array([[40000, 25535, 40000, 25536]]), 16) == 1
+
+
+_MBQM_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+int main(void) {
+    static const int32_t v[] = {INT32_MIN, INT32_MIN + 1, -1073741825, -1073741824, -1073741823, -32768, -257,
+                                -2, -1, 0, 1, 2, 255, 32767, 1073741823, 1073741824, INT32_MAX - 1, INT32_MAX};
+    uint64_t st = 88172645463325252u;
+    long bad = 0;
+    int e, i, j, k;
+    for (e = 0; e <= 31; ++e) {
+        for (i = 0; i < 18; ++i)
+            for (j = 1; j < 18; ++j) bad += lmu_mbqm32_r(v[i], v[j], e) != lmu_mbqm32(v[i], v[j], -e);
+        for (k = 0; k < 200000; ++k) {
+            int32_t x, m;
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            x = (int32_t)(uint32_t)st >> (k % 32);
+            m = k % 3 == 0 ? (int32_t)(1u << (k % 31)) : (int32_t)((uint32_t)(st >> 32) | 0x40000000u);
+            if (k % 2) m = (int32_t)(uint32_t)(st >> 32);
+            if (m == INT32_MIN) continue;
+            bad += lmu_mbqm32_r(x, m, e) != lmu_mbqm32(x, m, -e);
+            if (e == 2 && k < 64) printf("%d %d %d\n", x, m, lmu_mbqm32_r(x, m, e));
+        }
+    }
+    printf("bad %ld\n", bad);
+    return 0;
+}
+"""
+
+
+def test_one_rounding_requantization_equals_mbqm(tmp_path):
+    """lmu_mbqm32_r (the DSP path's requantization) gives lmu_mbqm32's integers for every shift 0..31 on edge
+    values (INT32_MIN, ties, negative products) and random ones, and both agree with lmu_edge.fixedpoint."""
+    from lmu_edge import fixedpoint
+
+    (tmp_path / "t.c").write_text(_MBQM_C)
+    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    subprocess.run(["cc", "-O2", "-std=c99", f"-I{tpl}", "t.c", "-o", "t"], cwd=tmp_path, check=True)
+    out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[-2] == "bad 0"
+    rows = np.array([[int(w) for w in ln.split()] for ln in out[:-2]], dtype=np.int64)
+    assert len(rows) == 64
+    want = fixedpoint.multiply_by_quantized_multiplier(rows[:, 0], rows[:, 1], -2)
+    np.testing.assert_array_equal(np.asarray(want, dtype=np.int64), rows[:, 2])
