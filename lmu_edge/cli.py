@@ -451,9 +451,9 @@ def _load_input(path):
 @click.option(
     "--runtime",
     "-r",
-    help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0; "
-    "tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
-    "nengo: nengo, loihi-emulator; ir: reference, reference-float32.",
+    help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0, cortex-m7, cortex-m33, "
+    "cortex-m55, microbit; tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
+    "nengo: nengo, loihi-emulator; nir: rockpool, sinabs; ir: reference, reference-float32.",
 )
 def run(out_dir, input_path, output_path, runtime):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""

@@ -1,6 +1,7 @@
 """The command line, run as a user runs it: the installed console script in a subprocess."""
 
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -31,6 +32,17 @@ def test_help_and_version():
     assert r.returncode == 0 and lmu_edge.__version__ in r.stdout
     r = cli("convert", "--help")
     assert r.returncode == 0 and "--error-budget" in r.stdout and "--realization" in r.stdout
+
+
+def test_run_help_names_every_runtime_of_every_target():
+    from lmu_edge import registry
+
+    r = cli("run", "--help")
+    text = re.sub(r"-\s+", "-", " ".join(r.stdout.split()))  # click wraps the help, also after a hyphen
+    for name in registry.TARGETS:
+        for runtime in registry.target(name).RUNTIMES:
+            assert f"{runtime}" in text, (name, runtime)
+        assert f"{name}: " in text, name
 
 
 def test_inspect_shows_layers_and_measured_candidates():
