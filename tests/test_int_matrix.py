@@ -22,6 +22,7 @@ import re
 import shutil
 import types
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,7 +187,80 @@ def matrix16(tmp_path_factory):
     return _build(tmp_path_factory, CASES16, "int16x8")
 
 
+def _cache_key(mode: str) -> str:
+    """Hash of everything the matrix's Python side depends on: every ``.py`` and ``.j2`` file of the
+    package (C headers, startup code and linker scripts are not part of it: they are re-copied from the
+    package on every use of the cache), this test, its graphs and numpy's version."""
+    import hashlib
+
+    top = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{mode} {np.__version__}".encode())
+    files = [Path(__file__).resolve(), top / "tests" / "graphs.py"]
+    for sub in ("lmu_edge", "targets", "converters", "firmware_templates"):
+        files += sorted(f for f in (top / sub).rglob("*") if f.suffix in (".py", ".j2"))
+    for f in files:
+        h.update(f.relative_to(top).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _refresh_templates(root: Path) -> None:
+    """Overwrite every copy of a verbatim firmware template under ``root`` with the package's current one
+    (a cached tree then builds with the C runtime as it is now: the mutation harness mutates it)."""
+    names = {"lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c", *toolchain.LINKER_SCRIPTS}
+    for f in root.rglob("*"):
+        if f.name in names and f.is_file():
+            shutil.copyfile(c_target.TEMPLATES / f.name, f)
+
+
 def _build(tmp_path_factory, case_list, mode):
+    """The matrix image's source tree and the reference hashes. With ``LMU_EDGE_TEST_CACHE`` set (the
+    mutation harness sets it), the converted cases and their Python hashes are kept there, keyed by
+    :func:`_cache_key`: a mutant of the C runtime then rebuilds only the C, not 30 conversions."""
+    cache_dir = os.environ.get("LMU_EDGE_TEST_CACHE")
+    cached = Path(cache_dir) / f"int_matrix-{mode}-{_cache_key(mode)}" if cache_dir else None
+    if cached is not None and (cached / "done").exists():
+        root = tmp_path_factory.mktemp("matrix" + mode)
+        shutil.copytree(cached / "tree", root, dirs_exist_ok=True)
+        _refresh_templates(root)
+        ref = np.load(cached / "ref.npz")
+        x8 = ref["x"]
+        cases = []
+        for k, case in enumerate(case_list):
+            qg = lmu_edge.load(root / f"mx{k}" / "quantized.lmu.npz")
+            cases.append(
+                {
+                    "case": tuple(case[:5]) + ((case[5],) if case[5] else ()),
+                    "hashes": ref["hashes"][k],
+                    "peak": int(ref["peaks"][k]),
+                    "layer": next(lay for lay in qg.layers if isinstance(lay, qir.QLMU)),
+                    "info": qg.metadata["quantization"],
+                }
+            )
+        return _image(root / "all", len(case_list)), x8, cases
+    image, x8, cases = _convert_all(tmp_path_factory, case_list, mode)
+    if cached is not None:
+        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(image.path.parent, tmp / "tree")
+        np.savez(
+            tmp / "ref.npz",
+            x=x8,
+            hashes=np.stack([c["hashes"] for c in cases]),
+            peaks=np.array([c["peak"] for c in cases], dtype=np.int64),
+        )
+        (tmp / "done").write_text("")
+        shutil.rmtree(cached, ignore_errors=True)
+        os.replace(tmp, cached)
+    return image, x8, cases
+
+
+def _image(d: Path, n: int):
+    return types.SimpleNamespace(
+        path=d, graph=types.SimpleNamespace(output_features=8 * n), manifest={"c": {"quantized": True}}
+    )
+
+
+def _convert_all(tmp_path_factory, case_list, mode):
     if shutil.which("gcc") is None or shutil.which("make") is None:
         if CI:
             pytest.fail("gcc / make missing under CI")
@@ -270,10 +344,7 @@ def _build(tmp_path_factory, case_list, mode):
             "steps": "\n".join(steps),
         }
     )
-    image = types.SimpleNamespace(
-        path=d, graph=types.SimpleNamespace(output_features=8 * len(case_list)), manifest={"c": {"quantized": True}}
-    )
-    return image, x8, cases
+    return _image(d, len(case_list)), x8, cases
 
 
 def _kind(mem):
