@@ -29,7 +29,7 @@ import pytest
 from graphs import chain
 
 import lmu_edge
-from lmu_edge import intsim, qir, toolchain
+from lmu_edge import intsim, ir, qir, toolchain
 from lmu_edge.targets import c as c_target
 
 T = 240  # steps per case: 15 windows of the short cases
@@ -67,6 +67,25 @@ CASES16 = [
     ("fir", 16, None, 6, 16.0, {}),
     ("zoh", 16, None, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True}),
 ]
+
+
+#: the layers around the memory (not the memory itself): a standalone activation (its lookup table), a
+#: running mean over time and a softmax with an odd number of outputs (the row tail of the int8 Dense)
+HEADS_CASE = ("zoh", 16, 16, 6, 16.0, {"heads": True})
+
+
+def _heads_graph(rng, q, theta):
+    base = chain(rng, q=q, theta=theta)
+    pre, mid, _ = base.layers
+    n_mid = mid.out_features(3)
+    layers = (
+        pre,
+        mid,
+        ir.Activation("act", "sigmoid"),
+        ir.TimePooling("pool"),
+        ir.Dense("head", rng.standard_normal((n_mid, 5)) * 2.0, rng.standard_normal(5) * 0.1, "softmax"),
+    )
+    return ir.Graph("heads", input_features=N_IN, seq_len=None, layers=layers)
 
 
 def _stimulus(bits=8):
@@ -182,12 +201,12 @@ def _c_case(k, prefix, fields, api="int8"):
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
-    return _build(tmp_path_factory, [c + ({},) for c in CASES], "int8")
+    return _build(tmp_path_factory, [c + ({},) for c in CASES] + [HEADS_CASE], "int8")
 
 
 @pytest.fixture(scope="module")
 def matrix16(tmp_path_factory):
-    return _build(tmp_path_factory, CASES16, "int16x8")
+    return _build(tmp_path_factory, CASES16 + [HEADS_CASE], "int16x8")
 
 
 def _cache_key(mode: str) -> str:
@@ -275,8 +294,12 @@ def _convert_all(tmp_path_factory, case_list, mode):
     cases, wrapper, headers, states, resets, steps = [], [], [], [], [], []
     for k, (real, sb, cb, q, theta, kw) in enumerate(case_list):
         rng = np.random.default_rng(4000 + k)
+        kw = dict(kw)
+        heads = kw.pop("heads", False)
         g = lmu_edge.fold(
-            chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", **kw),
+            _heads_graph(rng, q, theta)
+            if heads
+            else chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", **kw),
             real,
             error_budget=2.0,
             substeps=2 if real.startswith(("rk", "pade")) else None,
@@ -304,7 +327,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
         lmu = next(lay for lay in qg.layers if isinstance(lay, qir.QLMU))
         cases.append(
             {
-                "case": (real, sb, cb, q, theta) + ((kw,) if kw else ()),
+                "case": (real, sb, cb, q, theta) + ((case_list[k][5],) if case_list[k][5] else ()),
                 "hashes": py,
                 "peak": peak,
                 "layer": lmu,
