@@ -66,7 +66,7 @@ RULES = [
     ("sat-bound", r"\(bits - 1\)", "(bits)"),
     ("loop-bound", r"(\w) < (q|L|d|r|substeps);", r"\1 < \2 - 1;"),
     ("cmp-strict", r" >= 0 \?", " > 0 ?"),
-    ("cmp-off-by-one", r" > hi \?", " > hi - 1 ?"),
+    ("cmp-off-by-one", r" > hi \?", " >= hi - 1 ?"),
     ("ternary-one", r"\? 1 : 0", "? 0 : 0"),
 ]
 

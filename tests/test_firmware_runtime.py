@@ -73,15 +73,21 @@ def test_c_and_python_integer_helpers_agree(helper):
     e = rng.integers(0, 31, n)
     den = rng.integers(1, 100000, n)
     bits = rng.integers(8, 33, n)
+    # and every width's saturation edges: hi - 1, hi, hi + 1, lo - 1, lo, lo + 1 (random values never hit them)
+    edge_bits = np.repeat(np.arange(8, 33), 6)
+    hi = (np.int64(1) << (edge_bits - 1)) - 1
+    base = np.where(np.tile([1, 1, 1, 0, 0, 0], 25) == 1, hi, -hi - 1)
+    edges = base + np.tile([-1, 0, 1, -1, 0, 1], 25)
+    wide, bits = np.concatenate([wide, edges]), np.concatenate([bits, edge_bits])
     i32[:4] = [fp.INT32_MIN, fp.INT32_MAX, 0, -1]
     i32[4:8], mult[4:8], shift[4:8] = [-3, 3, -5, 5], 1 << 30, 0  # exact ties of the doubling high mul
     i32b[:4] = [fp.INT32_MIN, 1, 0, fp.INT32_MIN]
     rows = (
         [("M", a, m, sh) for a, m, sh in zip(i32, mult, shift, strict=True)]
-        + [("S", a, k, 0) for a, k in zip(wide, s, strict=True)]
+        + [("S", a, k, 0) for a, k in zip(wide[:n], s, strict=True)]
         + [("H", a, b, 0) for a, b in zip(i32, i32b, strict=True)]
         + [("R", a, k, 0) for a, k in zip(i32, e, strict=True)]
-        + [("D", a, d, 0) for a, d in zip(wide >> 8, den, strict=True)]
+        + [("D", a, d, 0) for a, d in zip(wide[:n] >> 8, den, strict=True)]
         + [("T", a, b, 0) for a, b in zip(wide, bits, strict=True)]
     )
     text = "\n".join(f"{r[0]} {int(r[1])} {int(r[2])} {int(r[3])}" for r in rows) + "\n"
@@ -90,11 +96,10 @@ def test_c_and_python_integer_helpers_agree(helper):
     expect = np.concatenate(
         [
             fp.multiply_by_quantized_multiplier(i32, mult, shift),
-            fp.shift_round(wide, 0, "half_up") * 0
-            + np.array([int(fp.shift_round(a, int(k), "half_up")) for a, k in zip(wide, s, strict=True)]),
+            np.array([int(fp.shift_round(a, int(k), "half_up")) for a, k in zip(wide[:n], s, strict=True)]),
             fp.saturating_rounding_doubling_high_mul(i32, i32b),
             np.array([int(fp.rounding_divide_by_pot(a, int(k))) for a, k in zip(i32, e, strict=True)]),
-            fp.div_round(wide >> 8, den),
+            fp.div_round(wide[:n] >> 8, den),
             np.array([int(fp.FixedType(int(b), 0).saturate(a)) for a, b in zip(wide, bits, strict=True)]),
         ]
     )

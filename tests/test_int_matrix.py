@@ -20,6 +20,7 @@ The runtimes come from ``lmu_edge.targets.c.RUNTIMES``: a runtime added there jo
 import os
 import re
 import shutil
+import subprocess
 import types
 import warnings
 from pathlib import Path
@@ -442,3 +443,29 @@ def test_the_int16x8_matrix_is_int16_throughout(matrix16):
 @pytest.mark.parametrize("runtime", c_target.RUNTIMES)
 def test_every_int16x8_case_matches_the_integer_reference_state_after_every_step(matrix16, runtime):
     _compare(*matrix16, runtime)
+
+
+def _sanitized(image, x, cases, tmp_path):
+    """Build the host image with AddressSanitizer and UndefinedBehaviorSanitizer (any finding aborts the
+    run) and compare every case's hashes: an out-of-bounds read or a signed overflow in a kernel fails
+    even where it does not change a result."""
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc missing") if CI else pytest.skip("gcc not installed")
+    d = tmp_path / "asan"
+    shutil.copytree(image.path, d, ignore=shutil.ignore_patterns("build"))
+    flags = "CFLAGS=-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+    r = subprocess.run(["make", "-s", "-B", "build/harness_host", flags], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    c_target._write_input(d / "lmu_in.bin", x[None], c_target._DTYPE_CODES[x.dtype.type])
+    r = subprocess.run(
+        [str(d / "build" / "harness_host"), "lmu_in.bin", "lmu_out.bin"], cwd=d, capture_output=True, text=True
+    )
+    assert r.returncode == 0, f"sanitizer finding: {(r.stdout + r.stderr).strip()[-2000:]}"
+    got = np.ascontiguousarray(c_target._read_output(d / "lmu_out.bin", 8 * len(cases))[0]).view("<u8")
+    for k, c in enumerate(cases):
+        assert np.array_equal(got[:, k], c["hashes"]), c["case"]
+
+
+def test_host_build_is_clean_under_the_address_and_undefined_sanitizers(matrix, matrix16, tmp_path):
+    _sanitized(*matrix, tmp_path / "int8")
+    _sanitized(*matrix16, tmp_path / "int16x8")
