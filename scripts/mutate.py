@@ -117,10 +117,14 @@ def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_onl
         for name, pat, rep in RULES:
             for k, m in enumerate(re.finditer(pat, line)):
                 new = line[: m.start()] + m.expand(rep) + line[m.end() :]
+                if name == "shift+1" and m.group(1) in ("31", "63"):  # the compiler refuses a full-width shift
+                    name_k, new = "shift-1", line[: m.start()] + f">> {int(m.group(1)) - 1}" + line[m.end() :]
+                else:
+                    name_k = name
                 if new != line and m.start() < comment:
                     muts.append(
                         {
-                            "id": f"{prefix}-L{i + 1}-{name}-{k}",
+                            "id": f"{prefix}-L{i + 1}-{name_k}-{k}",
                             "file": file,
                             "line": i,
                             "original": line,
