@@ -46,6 +46,7 @@ C_TESTS = [
     "-k",
     "not cortex",
 ]
+C_TESTS_M4 = [*C_TESTS[:-1], "not cortex or cortex-m4"]
 ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
 #: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path)
 ARM_PATHS = {
@@ -140,8 +141,18 @@ def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_onl
 def generated():
     """The rule mutants: lmu_runtime.h's integer kernels on the host, lmu_kernels_arm.h's on their cores."""
     lines, idx = kernel_lines((ROOT / RUNTIME).read_text())
+    # the generic dense memory's row loop starts past the rows the DSP kernels did (i0 > 0) only on a DSP
+    # core: its mutants also run the Cortex-M4 matrix
+    start = next(i for i, line in enumerate(lines) if line.startswith("#define LMU_DEFINE_DENSE_MEMORY"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
     muts = _rule_mutants(
-        lines, [(i, None) for i in idx], RUNTIME, "rt", lambda _: C_TESTS, lambda _: {}, code_only=True
+        lines,
+        [(i, "m4" if start <= i <= end else None) for i in idx],
+        RUNTIME,
+        "rt",
+        lambda p: C_TESTS_M4 if p == "m4" else C_TESTS,
+        lambda _: {},
+        code_only=True,
     )
     lines, arm_idx = arm_kernel_lines((ROOT / ARM_KERNELS).read_text())
     muts += _rule_mutants(

@@ -57,6 +57,18 @@ def _cases():
     return out
 
 
+#: memory_d > 1 (each channel's state block) and an odd order (the odd last row of the two-row loops)
+SHAPE_CASES = [
+    ("zoh", 8, 16, 6, 16.0, {"d": 2}),
+    ("zoh", 16, 16, 6, 16.0, {"d": 2}),
+    ("zoh", 32, 32, 6, 16.0, {"d": 2}),
+    ("rk4", 16, None, 6, 16.0, {"d": 2}),
+    ("fir", 16, None, 6, 16.0, {"d": 2}),
+    ("zoh", 16, 16, 7, 16.0, {}),
+    ("zoh", 32, 16, 7, 16.0, {}),
+]
+
+
 CASES = _cases()
 #: int16x8 cases: (realization, state bits, coeff bits, order, theta, graph options)
 CASES16 = [
@@ -202,7 +214,7 @@ def _c_case(k, prefix, fields, api="int8"):
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
-    return _build(tmp_path_factory, [c + ({},) for c in CASES] + [HEADS_CASE], "int8")
+    return _build(tmp_path_factory, [c + ({},) for c in CASES] + SHAPE_CASES + [HEADS_CASE], "int8")
 
 
 @pytest.fixture(scope="module")
