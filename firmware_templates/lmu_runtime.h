@@ -436,70 +436,39 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
  * sum_j |C_ij| * 2^(bits-1) <= 2^31 - 1 (|m_j| <= 2^(bits-1)), a bound on every partial sum. chunk >= q:
  * the whole row sums in 32 bits; otherwise the generic kernels sum in 64 bits and the 16 x 16 kernel adds
  * 32-bit partial sums of chunk columns into 64 bits. Either way the sum is exact. Scratch: tmp holds q int64
- * (the new state is written after every row has read the old one). */
+ * (the new state is written after every row has read the old one). This generic kernel serves 8- and
+ * 32-bit states and 32-bit coefficients on every core: the Cortex-M kernels cover only int16 x int16. */
 #define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                                    \
-    static inline void NAME##_rows(ST *mc, int32_t uc, int32_t i0, int32_t q, const CT *C, const int32_t *B,           \
-                                   int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp, int32_t acc32) {     \
-        int32_t n, j;                                                                                                  \
-        const CT *row = C + i0 * q;                                                                                    \
-        const ST *mi = mc + i0;                                                                                        \
-        B += i0;                                                                                                       \
-        tmp += i0;                                                                                                     \
-        for (n = q - i0; n > 0; --n, row += q, ++B, ++tmp, ++mi) {                                                     \
-            int64_t acc = (int64_t)*B * (int64_t)uc;                                                                   \
-            int64_t step;                                                                                              \
-            if (acc32) {                                                                                               \
-                int32_t a32 = 0;                                                                                       \
-                for (j = 0; j < q; ++j) {                                                                              \
-                    a32 += (int32_t)row[j] * (int32_t)mc[j];                                                           \
-                }                                                                                                      \
-                acc += a32;                                                                                            \
-            } else {                                                                                                   \
-                for (j = 0; j < q; ++j) {                                                                              \
-                    acc += PROD(row[j], mc[j]);                                                                        \
-                }                                                                                                      \
-            }                                                                                                          \
-            step = lmu_shift_round(acc, coeff_frac);                                                                   \
-            *tmp = lmu_sat(delta ? (int64_t)*mi + step : step, bits);                                                  \
-        }                                                                                                              \
-    }                                                                                                                  \
     static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C, const int32_t *B,              \
                             int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp, int32_t chunk) {            \
         const int32_t acc32 = chunk >= q;                                                                              \
-        int32_t c, i;                                                                                                  \
+        int32_t c, i, j;                                                                                               \
         for (c = 0; c < d; ++c) {                                                                                      \
             ST *mc = m + c * q;                                                                                        \
-            NAME##_rows(mc, u[c],                                                                                      \
-                        lmu_dense_dsp_rows_##ST##_##CT(mc, u[c], q, C, B, coeff_frac, delta, bits, tmp, acc32), q, C,  \
-                        B, coeff_frac, delta, bits, tmp, acc32);                                                       \
+            const int32_t uc = u[c];                                                                                   \
+            for (i = 0; i < q; ++i) {                                                                                  \
+                const CT *row = C + i * q;                                                                             \
+                int64_t acc = (int64_t)B[i] * (int64_t)uc;                                                             \
+                int64_t step;                                                                                          \
+                if (acc32) {                                                                                           \
+                    int32_t a32 = 0;                                                                                   \
+                    for (j = 0; j < q; ++j) {                                                                          \
+                        a32 += (int32_t)row[j] * (int32_t)mc[j];                                                       \
+                    }                                                                                                  \
+                    acc += a32;                                                                                        \
+                } else {                                                                                               \
+                    for (j = 0; j < q; ++j) {                                                                          \
+                        acc += PROD(row[j], mc[j]);                                                                    \
+                    }                                                                                                  \
+                }                                                                                                      \
+                step = lmu_shift_round(acc, coeff_frac);                                                               \
+                tmp[i] = lmu_sat(delta ? (int64_t)mc[i] + step : step, bits);                                          \
+            }                                                                                                          \
             for (i = 0; i < q; ++i) {                                                                                  \
                 mc[i] = (ST)tmp[i];                                                                                    \
             }                                                                                                          \
         }                                                                                                              \
     }
-
-/* the other storage / coefficient types take the portable loop for every row */
-#define LMU_NO_DSP_ROWS(ST, CT)                                                                                        \
-    static inline int32_t lmu_dense_dsp_rows_##ST##_##CT(ST *mc, int32_t uc, int32_t q, const CT *C, const int32_t *B, \
-                                                         int32_t coeff_frac, int32_t delta, int32_t bits,              \
-                                                         int64_t *tmp, int32_t acc32) {                                \
-        (void)mc;                                                                                                      \
-        (void)uc;                                                                                                      \
-        (void)q;                                                                                                       \
-        (void)C;                                                                                                       \
-        (void)B;                                                                                                       \
-        (void)coeff_frac;                                                                                              \
-        (void)delta;                                                                                                   \
-        (void)bits;                                                                                                    \
-        (void)tmp;                                                                                                     \
-        (void)acc32;                                                                                                   \
-        return 0;                                                                                                      \
-    }
-LMU_NO_DSP_ROWS(int8_t, int16_t)
-LMU_NO_DSP_ROWS(int8_t, int32_t)
-LMU_NO_DSP_ROWS(int16_t, int32_t)
-LMU_NO_DSP_ROWS(int32_t, int16_t)
-LMU_NO_DSP_ROWS(int32_t, int32_t)
 
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)

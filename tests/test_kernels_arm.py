@@ -35,7 +35,7 @@ def _run(art_dir, xq, runtime, extra=""):
         cwd=art_dir,
         check=True,
         capture_output=True,
-        timeout=600,
+        timeout=120,  # seconds; a run takes a few: a kernel mutant that loops forever fails here
     )
     return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 
