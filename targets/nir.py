@@ -44,10 +44,26 @@ from . import _nir_sinabs
 QUANTIZE = ("float",)
 RUNTIMES = ("rockpool", "sinabs")
 DEFAULT_RUNTIME = "rockpool"
+VARIANTS = ("exact", "spiking")
 OPTIONS = {
-    "steps_per_sample": 2500,  # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample)
+    "variant": "exact",  # exact: linear memory and readout; spiking: the memory held by integrate-and-fire neurons
+    # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample); default per variant
+    "steps_per_sample": None,
+    "neurons_per_dim": 100,  # spiking: neurons per memory dimension (half with encoder +1, half -1)
+    "tau": 5,  # spiking: the memory's synaptic time constant, in samples (an integer: Rockpool reads it as one)
+    "max_rate": 4.0,  # spiking: the highest firing rate, in spikes per sample, at the edge of a dimension's radius
+    "seed": 0,  # spiking: the neurons' gains
     "sinabs_python": "",  # Python with sinabs 3.1.3 (default: $LMU_EDGE_SINABS_PYTHON)
 }
+DEFAULT_STEPS = {"exact": 2500, "spiking": 10}
+#: the spiking variant's neurons: LIF with this time constant and input resistance (in samples), i.e.
+#: integrate-and-fire (dv/dt = I - v / IF_TAU) with a leak that moves v by under 1% over 64 samples
+IF_TAU = 1e4
+#: the spiking neurons' synapse is this many times faster than a simulator step: Rockpool's step passes
+#: beta / (1 - beta) of a held input through it (inputs are scaled back), and a synapse as slow as the step
+#: delays the recurrence by half a step on average, which made the order-32 digits memory unstable
+SYNAPSE_STEPS = 10
+RADIUS_MARGIN = 1.1  # spiking: a dimension's radius is 10% above its largest |state| in calibration
 SINABS_PYTHON_ENV = "LMU_EDGE_SINABS_PYTHON"
 NIR_FILE = "model.nir"
 # Relative error of Rockpool's first-order step against the ZOH model, times its time step in samples:
@@ -67,6 +83,22 @@ def tolerance(runtime: str, steps_per_sample: int) -> float:
 def _options(options: dict) -> dict:
     o = dict(OPTIONS)
     o.update({k: v for k, v in options.items() if k in OPTIONS})
+    if o["variant"] not in VARIANTS:
+        raise ArtifactError(f"nir target: variant must be one of {', '.join(VARIANTS)}, got {o['variant']!r}")
+    if o["steps_per_sample"] is None:
+        o["steps_per_sample"] = DEFAULT_STEPS[o["variant"]]
+    for name, lo in (("neurons_per_dim", 2), ("tau", 1)):
+        v = o[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < lo:
+            raise ArtifactError(f"nir target: {name} must be an integer >= {lo}, got {v!r}")
+        o[name] = int(v)
+    if o["neurons_per_dim"] % 2:
+        raise ArtifactError(
+            f"nir target: neurons_per_dim must be even (pairs of +1 / -1 encoders), got {o['neurons_per_dim']}"
+        )
+    mr = o["max_rate"]
+    if isinstance(mr, bool) or not isinstance(mr, (int, float)) or not 0 < mr <= 1e6:
+        raise ArtifactError(f"nir target: max_rate must be a positive number of spikes per sample, got {mr!r}")
     k: Any = o["steps_per_sample"]
     if isinstance(k, bool) or not isinstance(k, (int, float)) or int(k) != k or k < 2:
         raise ArtifactError(f"nir target: steps_per_sample must be an integer >= 2, got {k!r}")
@@ -161,26 +193,256 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
 
 
+def _check_spiking_layer(graph: ir.Graph, i: int, layer) -> None:
+    """What the spiking variant expresses: linear Dense layers, a softmax Dense as the last layer (applied
+    on the host: NIR has no softmax node), and LMUs with a ZOH memory and no (or a linear Dense) hidden cell."""
+    if isinstance(layer, ir.Dense):
+        last = i == len(graph.layers) - 1
+        if layer.activation == "linear" or (layer.activation == "softmax" and last):
+            return
+        _refuse(layer, f"activation {layer.activation!r} has no NIR node (a softmax only as the last layer)")
+    if not isinstance(layer, ir.LMU):
+        _refuse(layer, "this layer kind has no NIR form")
+    if layer.hidden_encoders is not None or layer.memory_encoders is not None:
+        _refuse(layer, "the RNN path (hidden_to_memory, memory_to_memory) has no NIR form here")
+    if layer.input_to_hidden:
+        _refuse(layer, "input_to_hidden has no NIR form here")
+    hid = layer.hidden
+    if hid is not None and not (isinstance(hid, ir.HiddenDense) and hid.activation == "linear"):
+        _refuse(layer, f"hidden cell {type(hid).__name__} with activation {hid.activation!r} has no NIR node")
+    _memory_ab(layer)
+
+
+def _float_memories(graph: ir.Graph, x: np.ndarray) -> dict:
+    """The exact float memory ``m`` (N, T, d, q) of every LMU layer on ``x``, layer by layer (the layers
+    the spiking variant accepts)."""
+    out = {}
+    h = np.asarray(x, np.float64)
+    for i, layer in enumerate(graph.layers):
+        if isinstance(layer, ir.Dense):
+            b = 0.0 if layer.bias is None else np.asarray(layer.bias)
+            h = h @ np.asarray(layer.kernel, np.float64) + b
+            continue
+        A, B = _memory_ab(layer)
+        Abar, Bbar = lti.discretize(A, B, "zoh")
+        bias = 0.0 if layer.encoder_bias is None else np.asarray(layer.encoder_bias, np.float64)
+        u = h @ np.asarray(layer.input_encoders, np.float64) + bias  # (N, T, d)
+        m = np.zeros((u.shape[0], u.shape[2], layer.order))
+        ms = np.empty((u.shape[0], u.shape[1], u.shape[2], layer.order))
+        for t in range(u.shape[1]):
+            m = m @ Abar.T + u[:, t, :, None] * Bbar[None, None, :]
+            ms[:, t] = m
+        out[i] = ms
+        h = ms.reshape(u.shape[0], u.shape[1], -1)
+        if layer.hidden is not None:
+            hb = 0.0 if layer.hidden.bias is None else np.asarray(layer.hidden.bias)
+            h = h @ np.asarray(layer.hidden.kernel, np.float64) + hb
+    return out
+
+
+def build_spiking(graph: ir.Graph, o: dict, calibration) -> Any:
+    """The spiking variant's :class:`nir.NIRGraph` (see docs/neuromorphic.md).
+
+    Each memory dimension ``j`` of channel ``c`` is held as ``v = m / r`` (``r``: its radius from the
+    calibration data) by an ``LI`` node (the synapse, ``tau`` samples) and ``neurons_per_dim`` LIF neurons
+    that act as integrate-and-fire neurons: half with encoder +1, half -1, each with input current
+    ``g (1 + e v)`` (``g`` up to ``max_rate / 2`` spikes per sample), which stays >= 0 inside the radius, so
+    no neuron's voltage runs away below zero (NIR neurons have no voltage floor) and the firing rate is
+    linear in ``v``. The decoders ``D`` (least squares over ``v`` in [-1, 1]) turn the spikes back into
+    ``v``, and the LI's recurrent weights carry the memory's dynamics. Those weights are written for a
+    simulator step of ``h = 1 / steps_per_sample`` samples with the input held over it: with ``beta =
+    exp(-h / tau)``, ``v <- beta v + (1 - beta) (W_rec v_hat + W_in u)`` equals the exact ZOH step
+    ``v <- F_h v + G_h u`` when ``W_rec = (F_h - beta I) / (1 - beta)`` and ``W_in = G_h / (1 - beta)``
+    (the digital-lowpass mapping the Nengo spiking network uses), so the simulator's scheme adds no
+    integration error beyond the spikes' own."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    for i, layer in enumerate(graph.layers):
+        _check_spiking_layer(graph, i, layer)
+    k, tau, npd = o["steps_per_sample"], float(o["tau"]), o["neurons_per_dim"]
+    h = 1.0 / k
+    beta = float(np.exp(-h / tau))
+    if calibration is None:
+        T = graph.seq_len or int(min(max(10 * max([lay.theta for lay in graph.lmu_layers] or [10.0]), 16), 1000))
+        calibration = np.random.default_rng(0).standard_normal((4, T, graph.input_features))
+    mems = _float_memories(graph, np.asarray(calibration, np.float64))
+    rng = np.random.default_rng(int(o["seed"]))
+    nodes = {"input": nir.Input(input_type=np.array([graph.input_features]))}
+    edges, prev, layers_meta = [], "input", []
+    radii: dict = {}  # memory node -> its radius per state dimension
+    host_softmax = False
+    for i, layer in enumerate(graph.layers):
+        layers_meta.append({"name": layer.name, "type": layer.TYPE})
+        if isinstance(layer, ir.Dense):
+            b = np.zeros(layer.units) if layer.bias is None else np.asarray(layer.bias)
+            W = np.asarray(layer.kernel, np.float64).T.copy()
+            if prev.endswith(".mem"):  # the memory is held as m / r: the readout takes r back
+                W = W * radii[prev][None, :]
+            nodes[f"{i}.dense"] = nir.Affine(weight=W, bias=b.astype(np.float64))
+            edges.append((prev, f"{i}.dense"))
+            prev = f"{i}.dense"
+            host_softmax = layer.activation == "softmax"
+            continue
+        A, B = _memory_ab(layer)
+        q, d = layer.order, layer.memory_d
+        r = RADIUS_MARGIN * np.abs(mems[i]).max(axis=(0, 1))  # (d, q)
+        r = np.maximum(r, max(1e-3 * float(r.max()), 1e-12))
+        n = d * q
+        W_rec = np.zeros((n, n))
+        G_in = np.zeros((n, d))
+        for c in range(d):
+            Ar = A * r[c][None, :] / r[c][:, None]
+            Br = B / r[c]
+            Fh, Gh = lti.discretize(Ar * h, Br * h, "zoh")
+            sl = slice(c * q, (c + 1) * q)
+            W_rec[sl, sl] = (Fh - beta * np.eye(q)) / (1 - beta)
+            G_in[sl, c] = Gh / (1 - beta)
+        enc = np.asarray(layer.input_encoders, np.float64)  # (n_in, d)
+        bias = np.zeros(d) if layer.encoder_bias is None else np.asarray(layer.encoder_bias, np.float64)
+        # neurons: dimension-major, npd per dimension, encoders alternating +1 / -1
+        e = np.tile(np.array([1.0, -1.0]), n * npd // 2)
+        g = rng.uniform(o["max_rate"] / 4, o["max_rate"] / 2, n * npd)
+        dim = np.repeat(np.arange(n), npd)
+        W_ens = np.zeros((n * npd, n))
+        W_ens[np.arange(n * npd), dim] = g * e
+        xs = np.linspace(-1.0, 1.0, 41)
+        D = np.zeros((n, n * npd))
+        for j in range(n):
+            sel = slice(j * npd, (j + 1) * npd)
+            rates = g[sel][None, :] * (1 + e[sel][None, :] * xs[:, None])
+            D[j, sel] = np.linalg.lstsq(rates, xs, rcond=None)[0]
+        nodes[f"{i}.enc"] = nir.Affine(weight=G_in @ enc.T, bias=G_in @ bias)
+        nodes[f"{i}.mem"] = nir.LI(tau=np.full(n, tau), r=np.ones(n), v_leak=np.zeros(n))
+        nodes[f"{i}.ens"] = nir.Affine(weight=W_ens, bias=g.copy())
+        # CubaLIF (Rockpool 3.1 cannot import nir.LIF: its importer reads a tau_mem field LIF does not have):
+        # a synapse much faster than the simulator step, then integrate-and-fire
+        nn = n * npd
+        nodes[f"{i}.neurons"] = nir.CubaLIF(
+            tau_syn=np.full(nn, h / SYNAPSE_STEPS),
+            tau_mem=np.full(nn, IF_TAU),
+            r=np.full(nn, IF_TAU),
+            v_leak=np.zeros(nn),
+            v_threshold=np.ones(nn),
+        )
+        nodes[f"{i}.dec"] = nir.Affine(weight=W_rec @ D, bias=np.zeros(n))
+        edges += [
+            (prev, f"{i}.enc"),
+            (f"{i}.enc", f"{i}.mem"),
+            (f"{i}.mem", f"{i}.ens"),
+            (f"{i}.ens", f"{i}.neurons"),
+            (f"{i}.neurons", f"{i}.dec"),
+            (f"{i}.dec", f"{i}.mem"),
+        ]
+        prev = f"{i}.mem"
+        radii[prev] = r.reshape(-1)
+        layers_meta[-1].update(order=q, theta=float(layer.theta), memory_d=d, neurons=n * npd)
+        if layer.hidden is not None:
+            hid = layer.hidden
+            hb = np.zeros(hid.units) if hid.bias is None else np.asarray(hid.bias, np.float64)
+            W = np.asarray(hid.kernel, np.float64).T * r.reshape(1, -1)
+            nodes[f"{i}.hidden"] = nir.Affine(weight=W, bias=hb)
+            edges.append((prev, f"{i}.hidden"))
+            prev = f"{i}.hidden"
+    if prev.endswith(".mem"):  # the memory itself is the output: scale it back
+        rr = radii[prev]
+        key = f"{len(graph.layers) - 1}.readout"
+        nodes[key] = nir.Affine(weight=np.diag(rr), bias=np.zeros(rr.size))
+        edges.append((prev, key))
+        prev = key
+    n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
+    nodes["output"] = nir.Output(output_type=np.array([n_out]))
+    edges.append((prev, "output"))
+    meta = {
+        "format": "lmu-edge-nir",
+        "version": 1,
+        "variant": "spiking",
+        "time_unit": "one input sample",
+        "steps_per_sample": k,
+        "dt": h,
+        "weights_for": "a simulator step of dt with the input held over it (LI: exponential step)",
+        "tau": tau,
+        "neurons_per_dim": npd,
+        "max_rate": float(o["max_rate"]),
+        "host_softmax": host_softmax,
+        "model_name": graph.name,
+        "layers": layers_meta,
+    }
+    return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
+
+
 def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
-    """Write ``model.nir``; the tolerance follows the measured error of the chosen Rockpool step."""
+    """Write ``model.nir``. Exact variant: the tolerance follows the measured error of the Rockpool step;
+    spiking variant: measured against the float model, not enforced (as the Nengo spiking network)."""
     nir = registry.require("nir", "nir", "the NIR target")
     o = _options(options)
-    g = build_graph(graph)
+    spiking = o["variant"] == "spiking"
+    g = build_spiking(graph, o, options.get("calibration")) if spiking else build_graph(graph)
     nir.write(str(Path(out_dir) / NIR_FILE), g)
-    tol = ERROR_PER_STEP / o["steps_per_sample"]
-    return {
-        "files": [NIR_FILE],
+    tol = None if spiking else ERROR_PER_STEP / o["steps_per_sample"]
+    rep: dict[str, Any] = {
+        "variant": o["variant"],
+        "nodes": len(g.nodes),
+        "edges": len(g.edges),
+        "steps_per_sample": o["steps_per_sample"],
+        "rockpool_dt": 1.0 / o["steps_per_sample"],
         "tolerance": tol,
-        "report": {
-            "nir": {
-                "nodes": len(g.nodes),
-                "edges": len(g.edges),
-                "steps_per_sample": o["steps_per_sample"],
-                "rockpool_dt": 1.0 / o["steps_per_sample"],
-                "tolerance": tol,
-            }
-        },
     }
+    if spiking:
+        rep.update(
+            tau=o["tau"],
+            neurons_per_dim=o["neurons_per_dim"],
+            max_rate=o["max_rate"],
+            neurons=int(sum(int(n.tau_mem.size) for n in g.nodes.values() if isinstance(n, nir.CubaLIF))),
+        )
+    return {"files": [NIR_FILE], "tolerance": tol, "report": {"nir": rep}}
+
+
+def _meta(g) -> dict:
+    try:
+        return json.loads(g.metadata.get("lmu_edge", "{}"))
+    except (TypeError, ValueError):
+        return {}
+
+
+def adapt_spiking_for_rockpool(g, k: int):
+    """The spiking file as Rockpool 3.1 steps it: ``ExpSynTorch`` (``isyn <- beta (isyn + I)``, its ``dt``
+    from ``tau / (1 + r)``) and ``LIFNeuronTorch`` (``v <- alpha v + I + bias``, subtractive reset, several
+    spikes per step). Each LI gets ``r = tau k - 1`` (so dt = 1 / k) and its inputs are scaled so that one
+    step is the file's ``v <- beta v + (1 - beta) I`` (spike counts divided by dt: the file's spikes are
+    impulses of unit area); each LIF gets ``r = tau k - 1`` and inputs times ``(1 - alpha) R``, the
+    exponential step of ``tau dv/dt = -v + R I``."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    nodes = dict(g.nodes)
+    h = 1.0 / k
+    for key, node in g.nodes.items():
+        if isinstance(node, nir.LI):
+            tau = float(np.unique(node.tau)[0])
+            beta = np.exp(-h / tau)
+            nodes[key] = nir.LI(tau=node.tau, r=np.full_like(node.r, tau * k - 1.0), v_leak=node.v_leak)
+            for src, dst in g.edges:
+                if dst == key:
+                    spikes = any(isinstance(g.nodes[s0], nir.CubaLIF) for s0, d0 in g.edges if d0 == src)
+                    c = (1 - beta) / beta * np.asarray(node.r)[:, None] / (h if spikes else 1.0)
+                    w = g.nodes[src]
+                    nodes[src] = nir.Affine(weight=w.weight * c, bias=np.asarray(w.bias) * c[:, 0])
+        elif isinstance(node, nir.CubaLIF):
+            tau_mem = float(np.unique(node.tau_mem)[0])
+            alpha = np.exp(-h / tau_mem)
+            beta_syn = np.exp(-h / float(np.unique(node.tau_syn)[0]))
+            nodes[key] = nir.CubaLIF(
+                tau_syn=node.tau_syn,
+                tau_mem=node.tau_mem,
+                r=np.full_like(node.r, tau_mem * k - 1.0),
+                v_leak=node.v_leak,
+                v_threshold=node.v_threshold,
+            )
+            for src, dst in g.edges:
+                if dst == key:
+                    # the synapse passes beta / (1 - beta) of a held input per step; the membrane's exponential
+                    # step adds (1 - alpha) R of its current
+                    c = (1 - alpha) * np.asarray(node.r)[:, None] * (1 - beta_syn) / beta_syn
+                    w = g.nodes[src]
+                    nodes[src] = nir.Affine(weight=w.weight * c, bias=np.asarray(w.bias) * c[:, 0])
+    return nir.NIRGraph(nodes=nodes, edges=list(g.edges), metadata=dict(g.metadata))
 
 
 def read(artifact):
@@ -212,8 +474,20 @@ class _Stream:
 
     def __init__(self, artifact, runtime, substeps=None):
         registry.require("rockpool.nn.modules.torch.nir", "nir", "the rockpool runtime")  # needs nirtorch too
-        self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
-        self.graph = rescale(read(artifact), float(self.k - 1))  # Rockpool: dt = tau / (1 + r)
+        opts = artifact.manifest["options"]
+        variant = opts.get("variant", "exact")
+        self.k = int(substeps or opts.get("steps_per_sample") or DEFAULT_STEPS[variant])
+        g = read(artifact)
+        self.softmax = bool(_meta(g).get("host_softmax"))
+        if variant == "spiking":
+            if int(self.k) != int(_meta(g).get("steps_per_sample", self.k)):
+                raise ArtifactError(
+                    f"the spiking NIR file is written for {_meta(g)['steps_per_sample']} steps per sample "
+                    f"(its weights are for that time step); convert again with steps_per_sample={self.k}"
+                )
+            self.graph = adapt_spiking_for_rockpool(g, self.k)
+        else:
+            self.graph = rescale(g, float(self.k - 1))  # Rockpool: dt = tau / (1 + r)
         self.F = artifact.graph.input_features
         self.reset()
 
@@ -246,6 +520,9 @@ class _Stream:
             for _ in range(self.k):
                 y, self.state = _call(self.net, xt, self.state)
         y = y.detach().numpy().astype(np.float64).reshape(self.batch, -1)
+        if self.softmax:  # NIR has no softmax node: the spiking file's last Dense gives logits
+            y = np.exp(y - y.max(axis=-1, keepdims=True))
+            y /= y.sum(axis=-1, keepdims=True)
         return y[0] if single else y
 
 
@@ -258,6 +535,10 @@ class _SinabsWorker:
     """The ``sinabs`` runtime: :mod:`._nir_sinabs` run by the Python that has Sinabs, over pipes."""
 
     def __init__(self, artifact, substeps=None):
+        if artifact.manifest["options"].get("variant", "exact") != "exact":
+            raise ArtifactError(
+                "the sinabs runtime runs the exact variant only; run the spiking variant with runtime 'rockpool'"
+            )
         py = artifact.manifest.get("options", {}).get("sinabs_python") or os.environ.get(SINABS_PYTHON_ENV)
         if not py:
             raise ArtifactError(
@@ -265,7 +546,7 @@ class _SinabsWorker:
                 f"nir <= 1.0.4); make one with scripts/sinabs_venv.sh and set "
                 f"{SINABS_PYTHON_ENV}=/path/to/python (or the option sinabs_python)"
             )
-        self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample", OPTIONS["steps_per_sample"]))
+        self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample") or DEFAULT_STEPS["exact"])
         path = Path(artifact.path) / NIR_FILE
         if not path.is_file():
             raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
