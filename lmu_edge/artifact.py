@@ -328,7 +328,8 @@ def _convert(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         art = Artifact(tmp, manifest)
         x = cal if cal is not None else _probe_input(source)
-        err = relative_error(art.run(x), reference.simulate(source, x))
+        y_art = art.run(x)
+        err = relative_error(y_art, reference.simulate(source, x))
         verification = {
             "input": "calibration data" if cal is not None else "seeded random probe",
             "input_shape": list(x.shape),
@@ -361,7 +362,10 @@ def _convert(
         qg = irfile.load_ir(qpath) if qpath.exists() else None
         if progress:
             progress("writing the accuracy report")
-        analysis = _report.analyze(source, graph, qg, x[:16, :2000], artifacts=(art,))
+        same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
+        analysis = _report.analyze(
+            source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
+        )
         report.update({k: v for k, v in analysis.items() if k not in report})
         _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:
