@@ -288,7 +288,8 @@ class _SinabsWorker:
     def __init__(self, artifact, substeps=None):
         if artifact.manifest["options"].get("variant", "exact") != "exact":
             raise ArtifactError(
-                "the sinabs runtime runs the exact variant only; run the spiking variant with runtime 'rockpool'"
+                "the sinabs runtime runs the exact variant only (Sinabs 3.1.3's nir 1.0.4 cannot read CubaLIF's "
+                "v_reset, and its importer drops CubaLIF nodes); run the spiking variant with runtime 'rockpool'"
             )
         py = artifact.manifest.get("options", {}).get("sinabs_python") or os.environ.get(SINABS_PYTHON_ENV)
         if not py:
