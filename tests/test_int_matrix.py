@@ -32,6 +32,7 @@ from graphs import chain
 import lmu_edge
 from lmu_edge import intsim, ir, qir, toolchain
 from lmu_edge.targets import c as c_target
+from lmu_edge.targets import c_codegen
 
 T = 240  # steps per case: 15 windows of the short cases
 N_IN = 2
@@ -66,6 +67,8 @@ SHAPE_CASES = [
     ("fir", 16, None, 6, 16.0, {"d": 2}),
     ("zoh", 16, 16, 7, 16.0, {}),
     ("zoh", 32, 16, 7, 16.0, {}),
+    # rows summed in 32-bit chunks of 5 columns on ARMv6-M (its last chunk is the one column q - 1)
+    ("zoh", 16, 16, 16, 8.0, {}),
 ]
 
 
@@ -402,6 +405,14 @@ def test_the_matrix_covers_every_realization_form_and_width(matrix):
     for kind in ("dense", "fir"):
         assert {m.coeff_bits for m in mems if _kind(m).startswith(kind)} >= set(COEFF_BITS)
     assert {m.rk_order for m in mems if _kind(m) == "rk"} == {1, 2, 4}
+    # some int16 x int16 dense memory sums its rows in 32-bit chunks shorter than a row (ARMv6-M's loop),
+    # with a last chunk of one column
+    chunks = [
+        (m.coeffs.shape[1], c_codegen.dense_chunk(m.coeffs, 16))
+        for m, c in zip(mems, cases, strict=True)
+        if isinstance(m, qir.QDenseMemory) and c["case"][1] == 16 and m.coeff_bits == 16
+    ]
+    assert any(k < q and (q - 1) % k == 0 for q, k in chunks), chunks
 
 
 def test_eight_bit_states_are_driven_into_saturation(matrix):
