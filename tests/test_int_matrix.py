@@ -30,7 +30,7 @@ import pytest
 from graphs import chain
 
 import lmu_edge
-from lmu_edge import intsim, ir, qir, toolchain
+from lmu_edge import intsim, ir, lti, qir, toolchain
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
 
@@ -69,6 +69,9 @@ SHAPE_CASES = [
     ("zoh", 32, 16, 7, 16.0, {}),
     # rows summed in 32-bit chunks of 5 columns on ARMv6-M (its last chunk is the one column q - 1)
     ("zoh", 16, 16, 16, 8.0, {}),
+    # a FIR whose kernel is the source's own 12 taps (a trained fixed-length convolution): its last tap is
+    # not zero, unlike the folded 5-theta kernels, whose tails quantize to 0
+    ("fir", 16, 16, 6, 16.0, {"fir_taps": 12}),
 ]
 
 
@@ -312,6 +315,10 @@ def _convert_all(tmp_path_factory, case_list, mode):
         rng = np.random.default_rng(4000 + k)
         kw = dict(kw)
         heads = kw.pop("heads", False)
+        taps = kw.pop("fir_taps", None)
+        if taps:
+            H = lti.legendre_impulse_response(q, theta, taps)
+            kw["memory"] = ir.ImpulseResponse(kernel=H, provenance="learned")
         g = lmu_edge.fold(
             _heads_graph(rng, q, theta)
             if heads
@@ -413,6 +420,8 @@ def test_the_matrix_covers_every_realization_form_and_width(matrix):
         if isinstance(m, qir.QDenseMemory) and c["case"][1] == 16 and m.coeff_bits == 16
     ]
     assert any(k < q and (q - 1) % k == 0 for q, k in chunks), chunks
+    # some FIR kernel's oldest tap is not zero (the folded ones end in zeros: their tails round away)
+    assert any(np.any(m.kernel[:, -1]) for m in mems if _kind(m) == "fir")
 
 
 def test_eight_bit_states_are_driven_into_saturation(matrix):
