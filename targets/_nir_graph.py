@@ -58,6 +58,13 @@ def check_spiking_layer(graph: ir.Graph, i: int, layer) -> None:
         if layer.activation == "linear" or (layer.activation == "softmax" and last):
             return
         refuse(layer, f"activation {layer.activation!r} has no NIR node (a softmax only as the last layer)")
+    check_lmu(layer)
+    memory_ab(layer)
+
+
+def check_lmu(layer) -> None:
+    """Refuse, in one line, a layer that is not an LMU both variants can write: an LMU with the RNN path,
+    input_to_hidden, or a hidden cell other than a linear Dense."""
     if not isinstance(layer, ir.LMU):
         refuse(layer, "this layer kind has no NIR form")
     if layer.hidden_encoders is not None or layer.memory_encoders is not None:
@@ -67,7 +74,6 @@ def check_spiking_layer(graph: ir.Graph, i: int, layer) -> None:
     hid = layer.hidden
     if hid is not None and not (isinstance(hid, ir.HiddenDense) and hid.activation == "linear"):
         refuse(layer, f"hidden cell {type(hid).__name__} with activation {hid.activation!r} has no NIR node")
-    memory_ab(layer)
 
 
 def float_memories(graph: ir.Graph, x: np.ndarray) -> dict:
@@ -205,14 +211,8 @@ def build_spiking(graph: ir.Graph, o: dict, calibration) -> Any:
         nodes[key] = nir.Affine(weight=np.diag(rr), bias=np.zeros(rr.size))
         edges.append((prev, key))
         prev = key
-    n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
-    nodes["output"] = nir.Output(output_type=np.array([n_out]))
-    edges.append((prev, "output"))
     meta = {
-        "format": "lmu-edge-nir",
-        "version": 1,
         "variant": "spiking",
-        "time_unit": "one input sample",
         "steps_per_sample": k,
         "dt": h,
         "weights_for": "a simulator step of dt with the input held over it (LI: exponential step)",
@@ -220,10 +220,20 @@ def build_spiking(graph: ir.Graph, o: dict, calibration) -> Any:
         "neurons_per_dim": npd,
         "max_rate": float(o["max_rate"]),
         "host_softmax": host_softmax,
-        "model_name": graph.name,
-        "layers": layers_meta,
     }
-    return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
+    return finish_graph(graph, nodes, edges, prev, layers_meta, meta)
+
+
+def finish_graph(graph: ir.Graph, nodes: dict, edges: list, prev: str, layers_meta: list, meta: dict) -> Any:
+    """Add the output node after ``prev`` and return the :class:`nir.NIRGraph` with lmu-edge's metadata:
+    one JSON string (names from the model are data there, never node names or code)."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
+    nodes["output"] = nir.Output(output_type=np.array([n_out]))
+    edges.append((prev, "output"))
+    full = {"format": "lmu-edge-nir", "version": 1, "time_unit": "one input sample", **meta}
+    full.update(model_name=graph.name, layers=layers_meta)
+    return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(full)})
 
 
 def adapt_spiking_for_rockpool(g, k: int):

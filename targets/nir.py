@@ -40,7 +40,7 @@ import numpy as np
 from .. import ir, registry
 from ..errors import ArtifactError
 from . import _nir_sinabs
-from ._nir_graph import adapt_spiking_for_rockpool, build_spiking, memory_ab, refuse
+from ._nir_graph import adapt_spiking_for_rockpool, build_spiking, check_lmu, finish_graph, memory_ab, refuse
 
 QUANTIZE = ("float",)
 RUNTIMES = ("rockpool", "sinabs")
@@ -116,15 +116,8 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
             edges.append((prev, f"{i}.dense"))
             prev = f"{i}.dense"
             continue
-        if not isinstance(layer, ir.LMU):
-            refuse(layer, "this layer kind has no NIR form")
-        if layer.hidden_encoders is not None or layer.memory_encoders is not None:
-            refuse(layer, "the RNN path (hidden_to_memory, memory_to_memory) has no NIR form here")
-        if layer.input_to_hidden:
-            refuse(layer, "input_to_hidden has no NIR form here")
+        check_lmu(layer)
         hid = layer.hidden
-        if hid is not None and not (isinstance(hid, ir.HiddenDense) and hid.activation == "linear"):
-            refuse(layer, f"hidden cell {type(hid).__name__} with activation {hid.activation!r} has no NIR node")
         if not layer.return_sequences:
             refuse(layer, "return_sequences=False (NIR graphs stream one output per time step)")
         A, B = memory_ab(layer)
@@ -147,19 +140,7 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
             nodes[f"{i}.hidden"] = nir.Affine(weight=np.asarray(hid.kernel, np.float64).T.copy(), bias=hb)
             edges.append((prev, f"{i}.hidden"))
             prev = f"{i}.hidden"
-    n_out = graph.shapes()[-1][2] if graph.layers else graph.input_features
-    nodes["output"] = nir.Output(output_type=np.array([n_out]))
-    edges.append((prev, "output"))
-    meta = {
-        "format": "lmu-edge-nir",
-        "version": 1,
-        "time_unit": "one input sample",
-        "dt": 1.0,
-        "model_name": graph.name,
-        "layers": layers_meta,
-    }
-    # names from the model are data: one JSON string, never node names or code
-    return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(meta)})
+    return finish_graph(graph, nodes, edges, prev, layers_meta, {"dt": 1.0})
 
 
 def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
