@@ -411,7 +411,8 @@ def convert(
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(
-            f"warning: the quantized model differs from the source by {v['error_vs_source']:.2g} "
+            f"warning: the {'quantized model' if quantize != 'float' else 'artifact'} differs from the source by "
+            f"{v['error_vs_source']:.2g} "
             f"(relative to the output scale); {hint}",
             err=True,
         )
