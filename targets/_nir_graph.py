@@ -236,27 +236,39 @@ def finish_graph(graph: ir.Graph, nodes: dict, edges: list, prev: str, layers_me
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata={"lmu_edge": json.dumps(full)})
 
 
+def scale_inputs(g, nodes: dict, key: str, factor) -> None:
+    """In ``nodes`` (a copy of ``g.nodes``), multiply the weight and bias of every ``Affine`` feeding node
+    ``key`` by ``factor(src)``: a number, or one per row."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    for src, dst in g.edges:
+        if dst == key and isinstance(nodes.get(src), nir.Affine):
+            w = nodes[src]
+            c = np.broadcast_to(np.asarray(factor(src), np.float64), (np.shape(w.weight)[0],))
+            nodes[src] = nir.Affine(weight=w.weight * c[:, None], bias=np.asarray(w.bias) * c)
+
+
 def adapt_spiking_for_rockpool(g, k: int):
     """The spiking file as Rockpool 3.1 steps it: ``ExpSynTorch`` (``isyn <- beta (isyn + I)``, its ``dt``
-    from ``tau / (1 + r)``) and ``LIFNeuronTorch`` (``v <- alpha v + I + bias``, subtractive reset, several
-    spikes per step). Each LI gets ``r = tau k - 1`` (so dt = 1 / k) and its inputs are scaled so that one
-    step is the file's ``v <- beta v + (1 - beta) I`` (spike counts divided by dt: the file's spikes are
-    impulses of unit area); each LIF gets ``r = tau k - 1`` and inputs times ``(1 - alpha) R``, the
-    exponential step of ``tau dv/dt = -v + R I``."""
+    from ``tau / (1 + r)``) and ``LIFTorch`` for CubaLIF (``isyn <- beta_syn (isyn + I)``, then ``v <- alpha v
+    + isyn + bias``, subtractive reset, several spikes per step). Each LI and CubaLIF gets ``r = tau k - 1``
+    (so dt = 1 / k). Inputs into an LI are scaled so that one step is the file's ``v <- beta v + (1 - beta)
+    I`` (spike counts divided by dt: the file's spikes are impulses of unit area); inputs into a CubaLIF by
+    ``(1 - beta_syn) / beta_syn`` (what its synapse passes of a held input) times ``(1 - alpha) R`` (the
+    exponential step of ``tau dv/dt = -v + R I``)."""
     nir = registry.require("nir", "nir", "the NIR target")
     nodes = dict(g.nodes)
     h = 1.0 / k
+
+    def fed_by_neurons(src: str) -> bool:
+        return any(isinstance(g.nodes[s0], nir.CubaLIF) for s0, d0 in g.edges if d0 == src)
+
     for key, node in g.nodes.items():
         if isinstance(node, nir.LI):
             tau = float(np.unique(node.tau)[0])
             beta = np.exp(-h / tau)
             nodes[key] = nir.LI(tau=node.tau, r=np.full_like(node.r, tau * k - 1.0), v_leak=node.v_leak)
-            for src, dst in g.edges:
-                if dst == key:
-                    spikes = any(isinstance(g.nodes[s0], nir.CubaLIF) for s0, d0 in g.edges if d0 == src)
-                    c = (1 - beta) / beta * np.asarray(node.r)[:, None] / (h if spikes else 1.0)
-                    w = g.nodes[src]
-                    nodes[src] = nir.Affine(weight=w.weight * c, bias=np.asarray(w.bias) * c[:, 0])
+            c = (1 - beta) / beta * np.asarray(node.r, np.float64)
+            scale_inputs(g, nodes, key, lambda src, c=c: c / (h if fed_by_neurons(src) else 1.0))
         elif isinstance(node, nir.CubaLIF):
             tau_mem = float(np.unique(node.tau_mem)[0])
             alpha = np.exp(-h / tau_mem)
@@ -268,11 +280,6 @@ def adapt_spiking_for_rockpool(g, k: int):
                 v_leak=node.v_leak,
                 v_threshold=node.v_threshold,
             )
-            for src, dst in g.edges:
-                if dst == key:
-                    # the synapse passes beta / (1 - beta) of a held input per step; the membrane's exponential
-                    # step adds (1 - alpha) R of its current
-                    c = (1 - alpha) * np.asarray(node.r)[:, None] * (1 - beta_syn) / beta_syn
-                    w = g.nodes[src]
-                    nodes[src] = nir.Affine(weight=w.weight * c, bias=np.asarray(w.bias) * c[:, 0])
+            c = (1 - alpha) * np.asarray(node.r, np.float64) * (1 - beta_syn) / beta_syn
+            scale_inputs(g, nodes, key, lambda src, c=c: c)
     return nir.NIRGraph(nodes=nodes, edges=list(g.edges), metadata=dict(g.metadata))

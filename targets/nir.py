@@ -40,7 +40,15 @@ import numpy as np
 from .. import ir, registry
 from ..errors import ArtifactError
 from . import _nir_sinabs
-from ._nir_graph import adapt_spiking_for_rockpool, build_spiking, check_lmu, finish_graph, memory_ab, refuse
+from ._nir_graph import (
+    adapt_spiking_for_rockpool,
+    build_spiking,
+    check_lmu,
+    finish_graph,
+    memory_ab,
+    refuse,
+    scale_inputs,
+)
 
 QUANTIZE = ("float",)
 RUNTIMES = ("rockpool", "sinabs")
@@ -80,9 +88,9 @@ def _options(options: dict) -> dict:
         raise ArtifactError(f"nir target: variant must be one of {', '.join(VARIANTS)}, got {o['variant']!r}")
     if o["steps_per_sample"] is None:
         o["steps_per_sample"] = DEFAULT_STEPS[o["variant"]]
-    for name, lo in (("neurons_per_dim", 2), ("tau", 1)):
+    for name, lo in (("steps_per_sample", 2), ("neurons_per_dim", 2), ("tau", 1)):
         v = o[name]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < lo:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or int(v) != v or v < lo:
             raise ArtifactError(f"nir target: {name} must be an integer >= {lo}, got {v!r}")
         o[name] = int(v)
     if o["neurons_per_dim"] % 2:
@@ -92,10 +100,6 @@ def _options(options: dict) -> dict:
     mr = o["max_rate"]
     if isinstance(mr, bool) or not isinstance(mr, (int, float)) or not 0 < mr <= 1e6:
         raise ArtifactError(f"nir target: max_rate must be a positive number of spikes per sample, got {mr!r}")
-    k: Any = o["steps_per_sample"]
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or int(k) != k or k < 2:
-        raise ArtifactError(f"nir target: steps_per_sample must be an integer >= 2, got {k!r}")
-    o["steps_per_sample"] = int(k)
     return o
 
 
@@ -194,10 +198,7 @@ def rescale(g, r: float):
         if isinstance(node, nir.LI):
             old = float(np.unique(node.r)[0])
             nodes[key] = nir.LI(tau=node.tau, r=np.full_like(node.r, r), v_leak=node.v_leak)
-            for src, dst in g.edges:
-                if dst == key and src != "input":
-                    w = nodes[src]
-                    nodes[src] = nir.Affine(weight=w.weight * old / r, bias=getattr(w, "bias", 0) * old / r)
+            scale_inputs(g, nodes, key, lambda src, c=old / r: c)
     return nir.NIRGraph(nodes=nodes, edges=list(g.edges), metadata=dict(g.metadata))
 
 
