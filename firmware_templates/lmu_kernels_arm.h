@@ -34,6 +34,12 @@ static inline uint32_t lmu_ld32(const void *p) {
     return v;
 }
 
+/* acc + a b in one SMLAL (gcc 12 sometimes forms the 64-bit product with three multiplies) */
+static inline int64_t lmu_smlal(int64_t acc, int32_t a, int32_t b) {
+    __asm__("smlal %Q0, %R0, %1, %2" : "+r"(acc) : "r"(a), "r"(b));
+    return acc;
+}
+
 /* bytes 1 and 3 of w, sign-extended to two halfwords (SXTB16 with ROR #8; gcc 12 has no __ror) */
 static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
     uint32_t r;
@@ -82,6 +88,37 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w
     *a1 = s1;
     return i;
 }
+
+#if LMU_PATH_DSP && !LMU_PATH_MVE
+/* Four rows of the int8 dot product (ranges and proof of lmu_qdot2 in lmu_runtime.h): adds the first i
+ * products of rows w, w + n, w + 2n, w + 3n to a[0..3] and returns i. Per 4 inputs: 1 LDR + 2 SXTB16 + 2
+ * SSUB16 for x, shared by the four rows, then per row 1 LDR + 2 SXTB16 + 2 SMLAD: 25 instructions for 16
+ * MACs (the two-row loop takes 15 for 8). n is a constant in the generated step, so the row offsets fold. */
+LMU_SPECIALIZE int32_t lmu_qdot4_arm(const int8_t *x, int32_t zp, const int8_t *w, int32_t n, int32_t *a) {
+    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
+    int32_t i, s0 = a[0], s1 = a[1], s2 = a[2], s3 = a[3];
+    for (i = 0; i + 4 <= n; i += 4) {
+        const uint32_t xw = lmu_ld32(x + i);
+        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);      /* x0 - zp, x2 - zp */
+        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
+        const uint32_t u0 = lmu_ld32(w + i), u1 = lmu_ld32(w + n + i);
+        const uint32_t u2 = lmu_ld32(w + 2 * n + i), u3 = lmu_ld32(w + 3 * n + i);
+        s0 = __smlad(__sxtb16(u0), xe, s0);
+        s0 = __smlad(lmu_sxtb16_hi(u0), xo, s0);
+        s1 = __smlad(__sxtb16(u1), xe, s1);
+        s1 = __smlad(lmu_sxtb16_hi(u1), xo, s1);
+        s2 = __smlad(__sxtb16(u2), xe, s2);
+        s2 = __smlad(lmu_sxtb16_hi(u2), xo, s2);
+        s3 = __smlad(__sxtb16(u3), xe, s3);
+        s3 = __smlad(lmu_sxtb16_hi(u3), xo, s3);
+    }
+    a[0] = s0;
+    a[1] = s1;
+    a[2] = s2;
+    a[3] = s3;
+    return i;
+}
+#endif
 
 #if LMU_PATH_DSP
 /* Four rows of C times the state at a time, with accumulators of type ACC and the ACLE dual-MAC
@@ -196,6 +233,252 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
     (void)tmp;
 #endif
     return i;
+}
+
+/* The cheap row finish of the whole-channel kernels below. acc = B_i u + 2^(cf-1) + sum_j C_ij m_j (exact,
+ * 64 bits); the code generator's proof step32 says |acc / 2^cf| < 2^30 on every row, so the step
+ * floor(acc / 2^cf) = round_half_up((B_i u + sum) / 2^cf) is the low word of acc >> cf and m_i + step
+ * cannot overflow int32: two shifts and an ORR, an add, then SSAT (16-bit states) or a 32-bit clamp.
+ * Writes the new m_i as a halfword at position i of the scratch (read back by lmu_copy16). */
+static inline void lmu_row_finish16(int64_t *tmp, int32_t i, int64_t acc, int32_t mi, int32_t cf, int32_t delta,
+                                    int32_t bits) {
+    const int32_t v = (delta ? mi : 0) + (int32_t)(acc >> cf);
+    int16_t r;
+    if (bits == 16) {
+        r = (int16_t)__ssat(v, 16);
+    } else {
+        const int32_t hi = (int32_t)((1u << (bits - 1)) - 1u);
+        r = (int16_t)(v > hi ? hi : (v < -hi - 1 ? -hi - 1 : v));
+    }
+    memcpy((char *)tmp + 2 * i, &r, sizeof(r));
+}
+
+/* the new state, q halfwords from the scratch, once every row has read the old one */
+static inline void lmu_copy16(int16_t *mc, const int64_t *tmp, int32_t q) {
+    memcpy(mc, tmp, (size_t)q * sizeof(int16_t));
+}
+
+#if LMU_PATH_DSP && !LMU_PATH_MVE
+/* Two rows of C times the state, 16 columns per pass, in 64-bit sums: per pass 4 LDRD of state, 8 LDRD of
+ * coefficients and 16 SMLALD (32 MACs), then CMP and BNE: 30 instructions for 32 MACs. LDRD needs
+ * word-aligned addresses (the caller checks); n16 is a positive multiple of 16. Adds the exact products
+ * to *a0 and *a1 and advances *s, *r0 and *r1 past the columns it read. Written in assembly because gcc 12
+ * neither pairs these loads into LDRD nor keeps the twelve live values in registers. Builds without
+ * optimization (-O0) run the same sums in C. */
+static inline void lmu_dsp_rows2_s16(const int16_t **s, const int16_t **r0, const int16_t **r1, int32_t n16,
+                                     int64_t *a0, int64_t *a1) {
+#ifdef __OPTIMIZE__
+    uint32_t l0 = (uint32_t)*a0, h0 = (uint32_t)((uint64_t)*a0 >> 32);
+    uint32_t l1 = (uint32_t)*a1, h1 = (uint32_t)((uint64_t)*a1 >> 32);
+    const int16_t *ps = *s, *p0 = *r0, *p1 = *r1;
+    const int16_t *const end = ps + n16;
+    uint32_t x0, x1, c0, c1;
+    __asm__("1:\n\t"
+            ".rept 4\n\t"
+            "ldrd %[x0], %[x1], [%[ps]], #8\n\t"
+            "ldrd %[c0], %[c1], [%[p0]], #8\n\t"
+            "smlald %[l0], %[h0], %[c0], %[x0]\n\t"
+            "smlald %[l0], %[h0], %[c1], %[x1]\n\t"
+            "ldrd %[c0], %[c1], [%[p1]], #8\n\t"
+            "smlald %[l1], %[h1], %[c0], %[x0]\n\t"
+            "smlald %[l1], %[h1], %[c1], %[x1]\n\t"
+            ".endr\n\t"
+            "cmp %[ps], %[end]\n\t"
+            "bne 1b"
+            : [l0] "+r"(l0), [h0] "+r"(h0), [l1] "+r"(l1), [h1] "+r"(h1), [ps] "+r"(ps), [p0] "+r"(p0), [p1] "+r"(p1),
+              [x0] "=&r"(x0), [x1] "=&r"(x1), [c0] "=&r"(c0), [c1] "=&r"(c1)
+            : [end] "r"(end)
+            : "cc", "memory");
+    *a0 = (int64_t)(((uint64_t)h0 << 32) | l0);
+    *a1 = (int64_t)(((uint64_t)h1 << 32) | l1);
+    *s = ps;
+    *r0 = p0;
+    *r1 = p1;
+#else /* without optimization gcc keeps a frame pointer and has no twelve registers left: the same sums */
+    const int16_t *ps = *s, *p0 = *r0, *p1 = *r1;
+    int32_t j;
+    for (j = 0; j < n16; j += 2) {
+        const uint32_t sv = lmu_ld32(ps + j);
+        *a0 = __smlald(lmu_ld32(p0 + j), sv, *a0);
+        *a1 = __smlald(lmu_ld32(p1 + j), sv, *a1);
+    }
+    *s = ps + n16;
+    *r0 = p0 + n16;
+    *r1 = p1 + n16;
+#endif
+}
+#endif
+
+#if LMU_PATH_MVE
+/* Three rows of C times the state, eight columns per pass (n8 passes, n8 >= 0), adding the exact products to
+ * a[0..2] (64-bit, VMLALDAVA: 8 MACs each): per pass 4 VLDRH (post-increment), 3 VMLALDAVA and one LE,
+ * 8 instructions for 24 MACs. In assembly because gcc 12 recomputes the row addresses in the loop. Three
+ * rows, not four: VMLALDAVA's sums need even-odd register pairs, and four pairs, five pointers and LR
+ * leave gcc no register for anything else. Advances the pointers past what it read. */
+static inline void lmu_mve_rows3_s16(const int16_t **ps, const int16_t **pr, int32_t q, int32_t n8, int64_t *r0,
+                                     int64_t *r1, int64_t *r2) {
+    int64_t a0 = *r0, a1 = *r1, a2 = *r2;
+    const int16_t *s = *ps, *p0 = *pr, *p1 = p0 + q, *p2 = p1 + q;
+    __asm__("wls lr, %[n], 2f\n"
+            "1:\n\t"
+            "vldrh.s16 q0, [%[s]], #16\n\t"
+            "vldrh.s16 q1, [%[p0]], #16\n\t"
+            "vmlaldava.s16 %Q[a0], %R[a0], q1, q0\n\t"
+            "vldrh.s16 q2, [%[p1]], #16\n\t"
+            "vmlaldava.s16 %Q[a1], %R[a1], q2, q0\n\t"
+            "vldrh.s16 q1, [%[p2]], #16\n\t"
+            "vmlaldava.s16 %Q[a2], %R[a2], q1, q0\n\t"
+            "le lr, 1b\n"
+            "2:"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2)
+            : [n] "r"(n8)
+            : "lr", "q0", "q1", "q2", "cc", "memory");
+    *r0 = a0;
+    *r1 = a1;
+    *r2 = a2;
+    *ps = s;
+    *pr = p0;
+}
+#endif
+
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* Three rows of C times the state over all q columns, unrolled: per four columns one LDRD of state and, per
+ * row, one LDRD of coefficients and two SMLALD, so 10 instructions for 12 MACs and no loop. Rows i + 1 and
+ * i + 2 are read at the constant offsets 2q and 4q bytes from row i (LDRD reaches 1020 bytes: q <= 255),
+ * so q must be a compile-time constant and a multiple of 4: the generated step passes it as one and the
+ * caller checks. Adds the exact products to *a0, *a1, *a2. */
+LMU_SPECIALIZE void lmu_dsp_rows3_s16(const int16_t *s, const int16_t *r, int32_t q, int64_t *a0, int64_t *a1,
+                                      int64_t *a2) {
+    int64_t b0 = *a0, b1 = *a1, b2 = *a2;
+    uint32_t x0, x1, c0, c1;
+    __asm__(".rept %c[n]\n\t"
+            "ldrd %[x0], %[x1], [%[s]], #8\n\t"
+            "ldrd %[c0], %[c1], [%[r], %[o1]]\n\t"
+            "smlald %Q[b1], %R[b1], %[c0], %[x0]\n\t"
+            "smlald %Q[b1], %R[b1], %[c1], %[x1]\n\t"
+            "ldrd %[c0], %[c1], [%[r], %[o2]]\n\t"
+            "smlald %Q[b2], %R[b2], %[c0], %[x0]\n\t"
+            "smlald %Q[b2], %R[b2], %[c1], %[x1]\n\t"
+            "ldrd %[c0], %[c1], [%[r]], #8\n\t"
+            "smlald %Q[b0], %R[b0], %[c0], %[x0]\n\t"
+            "smlald %Q[b0], %R[b0], %[c1], %[x1]\n\t"
+            ".endr"
+            : [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [s] "+r"(s), [r] "+r"(r), [x0] "=&r"(x0), [x1] "=&r"(x1),
+              [c0] "=&r"(c0), [c1] "=&r"(c1)
+            : [n] "i"(q / 4), [o1] "i"(2 * q), [o2] "i"(4 * q)
+            : "memory");
+    *a0 = b0;
+    *a1 = b1;
+    *a2 = b2;
+}
+#endif
+
+/* Dense memory with a 16-bit state and 16-bit coefficients, one whole channel on the DSP path (equation
+ * and ranges of LMU_DEFINE_DENSE_MEMORY in lmu_runtime.h). Applies when q is even, C and the state are
+ * word-aligned, 1 <= cf <= 31 and step32 holds (see lmu_row_finish16); returns 0 otherwise and does
+ * nothing. Two rows at a time: the first q - q % 16 columns in lmu_dsp_rows2_s16, the rest with one LDR of
+ * state, two LDR of coefficients and two SMLALD per two columns. acc starts at B_i u + 2^(cf-1) (one SMLAL).
+ * 64-bit sums are exact (|C_ij m_j| <= 2^30, q < 2^31 terms), so the state equals the portable path's.
+ * Scratch: tmp, as halfwords. */
+LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                             int32_t cf, int32_t delta, int32_t bits, int64_t *tmp, int32_t step32) {
+#if LMU_PATH_DSP && !LMU_PATH_MVE
+    const int64_t half = (int64_t)1 << (cf - 1);
+    const int32_t n16 = q - q % 16;
+    const int16_t *row = C;
+    int32_t i;
+    if (!step32 || (q & 1) || cf < 1 || cf > 31 || (((uintptr_t)C | (uintptr_t)mc) & 3u)) {
+        return 0;
+    }
+#ifdef __OPTIMIZE__
+    if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows unrolled, then one row at a time */
+        for (i = 0; i + 3 <= q; i += 3, row += 3 * q) {
+            int64_t a0 = lmu_smlal(half, B[i], uc), a1 = lmu_smlal(half, B[i + 1], uc);
+            int64_t a2 = lmu_smlal(half, B[i + 2], uc);
+            lmu_dsp_rows3_s16(mc, row, q, &a0, &a1, &a2);
+            lmu_row_finish16(tmp, i, a0, mc[i], cf, delta, bits);
+            lmu_row_finish16(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
+            lmu_row_finish16(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
+        }
+        for (; i < q; ++i, row += q) {
+            int64_t a0 = lmu_smlal(half, B[i], uc);
+            int32_t j;
+            for (j = 0; j < q; j += 2) {
+                a0 = __smlald(lmu_ld32(row + j), lmu_ld32(mc + j), a0);
+            }
+            lmu_row_finish16(tmp, i, a0, mc[i], cf, delta, bits);
+        }
+        lmu_copy16(mc, tmp, q);
+        return 1;
+    }
+#endif
+    for (i = 0; i < q; i += 2, row += 2 * q) {
+        const int16_t *ps = mc, *p0 = row, *p1 = row + q;
+        int64_t a0 = lmu_smlal(half, B[i], uc), a1 = lmu_smlal(half, B[i + 1], uc);
+        int32_t j;
+        if (n16) {
+            lmu_dsp_rows2_s16(&ps, &p0, &p1, n16, &a0, &a1);
+        }
+        for (j = n16; j < q; j += 2) {
+            const uint32_t sv = lmu_ld32(mc + j);
+            a0 = __smlald(lmu_ld32(row + j), sv, a0);
+            a1 = __smlald(lmu_ld32(row + q + j), sv, a1);
+        }
+        lmu_row_finish16(tmp, i, a0, mc[i], cf, delta, bits);
+        lmu_row_finish16(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
+    }
+    lmu_copy16(mc, tmp, q);
+    return 1;
+#elif LMU_PATH_MVE
+    /* Helium: three rows at a time in lmu_mve_rows3_s16, the last q % 8 columns predicated (VCTP), the rows
+     * the blocks of three leave one at a time; the same sums and finish as above. No alignment needed. */
+    const int64_t half = (int64_t)1 << (cf - 1);
+    const int32_t n8 = q / 8, tail = q % 8, rows3 = q - q % 3;
+    int32_t i;
+    if (!step32 || cf < 1 || cf > 31) {
+        return 0;
+    }
+    for (i = 0; i < rows3; i += 3) {
+        const int16_t *ps = mc, *pr = C + i * q;
+        int64_t a0 = (int64_t)B[i] * uc + half, a1 = (int64_t)B[i + 1] * uc + half;
+        int64_t a2 = (int64_t)B[i + 2] * uc + half;
+        lmu_mve_rows3_s16(&ps, &pr, q, n8, &a0, &a1, &a2);
+        if (tail) {
+            const mve_pred16_t p = vctp16q((uint32_t)tail);
+            const int16x8_t sv = vldrhq_z_s16(ps, p);
+            a0 = vmlaldavaq_p_s16(a0, vldrhq_z_s16(pr, p), sv, p);
+            a1 = vmlaldavaq_p_s16(a1, vldrhq_z_s16(pr + q, p), sv, p);
+            a2 = vmlaldavaq_p_s16(a2, vldrhq_z_s16(pr + 2 * q, p), sv, p);
+        }
+        lmu_row_finish16(tmp, i, a0, mc[i], cf, delta, bits);
+        lmu_row_finish16(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
+        lmu_row_finish16(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
+    }
+    for (i = rows3; i < q; ++i) {
+        const int16_t *r = C + i * q;
+        int64_t acc = (int64_t)B[i] * uc + half;
+        int32_t j;
+        for (j = 0; j < q; j += 8) {
+            const mve_pred16_t p = vctp16q((uint32_t)(q - j));
+            acc = vmlaldavaq_p_s16(acc, vldrhq_z_s16(r + j, p), vldrhq_z_s16(mc + j, p), p);
+        }
+        lmu_row_finish16(tmp, i, acc, mc[i], cf, delta, bits);
+    }
+    lmu_copy16(mc, tmp, q);
+    return 1;
+#else
+    (void)mc;
+    (void)uc;
+    (void)q;
+    (void)C;
+    (void)B;
+    (void)cf;
+    (void)delta;
+    (void)bits;
+    (void)tmp;
+    (void)step32;
+    return 0;
+#endif
 }
 
 #endif /* LMU_KERNELS_ARM_H */

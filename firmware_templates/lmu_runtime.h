@@ -57,6 +57,23 @@
 
 /* ------------------------------------------------------------------------------------------ */
 /* integer helpers                                                                            */
+/* Word alignment for the generated int16 arrays: the DSP kernels read them with LDRD, which needs it (they
+ * check the address and take the portable loops when a compiler without the attribute left it unaligned). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LMU_ALIGN4 __attribute__((aligned(4)))
+#else
+#define LMU_ALIGN4
+#endif
+/* Layer kernels the generated step calls with constant parameter structs: on the DSP and Helium paths they
+ * are inlined at every call, so the compiler folds the sizes, zero points and branches of that layer and the
+ * unrolled assembly gets its constants (optimized builds only). The portable ARMv6-M loops come out shorter
+ * when gcc chooses (forced inlining measured 12% more instructions per step on the Cortex-M0). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE__) && (LMU_PATH_DSP || LMU_PATH_MVE)
+#define LMU_SPECIALIZE static inline __attribute__((always_inline))
+#else
+#define LMU_SPECIALIZE static inline
+#endif
+
 /* ------------------------------------------------------------------------------------------ */
 
 static inline int64_t lmu_clamp64(int64_t v, int64_t lo, int64_t hi) {
@@ -107,6 +124,40 @@ static inline int32_t lmu_mbqm(int64_t x, int32_t m, int32_t s) {
 static inline int32_t lmu_mbqm32(int32_t x, int32_t m, int32_t s) {
     return s > 0 ? lmu_mbqm(x, m, s) : lmu_rdbpot(lmu_srdhm(x, m), -s);
 }
+
+/* lmu_mbqm32 for 0 <= e = -s <= 31 and m != INT32_MIN, in 32-bit steps after one SMULL. lmu_srdhm is
+ * y = floor((p + 2^30) / 2^31) for p = x m (its INT32_MIN case needs m = INT32_MIN; |p| < 2^62 so y fits
+ * int32): the high word of t = p + 2^30 shifted left once with the top bit of the low word. lmu_rdbpot
+ * rounds y / 2^e half away from zero: with y = k 2^e + r (0 <= r < 2^e), k + 1 when r > 2^(e-1) - 1 for
+ * y >= 0 and r > 2^(e-1) for y < 0, which is k + ((r + 2^(e-1) - [y < 0]) >> e); that sum is below 2^32,
+ * so it is formed unsigned. The same integers as lmu_mbqm32 (tests/test_kernels_arm.py checks edge and
+ * random values of every e against it on the host; the int matrix checks the step on the Cortex-M4). */
+static inline int32_t lmu_mbqm32_r(int32_t x, int32_t m, int32_t e) {
+    const int64_t t = (int64_t)x * (int64_t)m + ((int64_t)1 << 30);
+    const uint32_t lo = (uint32_t)t;
+    const uint32_t hi = (uint32_t)((uint64_t)t >> 32);
+    const int32_t y = (int32_t)((hi << 1) | (lo >> 31));
+    uint32_t r;
+    if (e == 0) {
+        return y;
+    }
+    r = ((uint32_t)y & (((uint32_t)1 << e) - 1u)) + ((uint32_t)1 << (e - 1)) - (uint32_t)(y < 0 ? 1 : 0);
+    return (y >> e) + (int32_t)(r >> e);
+}
+
+#if LMU_PATH_DSP
+/* lmu_mbqm32 for |x| < 2^30, 0 <= e <= 31 (a 16-bit state, say): lmu_srdhm(x, m) = floor((x m + 2^30) / 2^31)
+ * = floor((2x m + 2^31) / 2^32), which is SMMULR of 2x and m (2x fits int32); then lmu_rdbpot as
+ * (y + 2^(e-1) - [y < 0]) >> e (see lmu_mbqm32_r; |y| < 2^30, so the sum cannot overflow). 5 instructions. */
+static inline int32_t lmu_mbqm32_s(int32_t x, int32_t m, int32_t e) {
+    int32_t y;
+    __asm__("smmulr %0, %1, %2" : "=r"(y) : "r"(x * 2), "r"(m));
+    if (e == 0) {
+        return y;
+    }
+    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+}
+#endif
 
 /* a / n rounded half away from zero, n > 0 */
 static inline int64_t lmu_div_round(int64_t a, int64_t n) {
@@ -220,9 +271,37 @@ static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, cons
 
 /* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))),
  * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i]; two output rows at a time. */
-static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
-    int32_t j, k, r;
-    for (j = 0; j < L->n_out; j += 2) {
+LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
+    int32_t j = 0, k, r;
+#if LMU_PATH_DSP && !LMU_PATH_MVE
+    for (; j + 4 <= L->n_out; j += 4) { /* DSP: four rows share each unpacked input word (lmu_qdot4_arm) */
+        int64_t total[4];
+        for (r = 0; r < 4; ++r) {
+            total[r] = L->out_zp;
+        }
+        for (k = 0; k < L->n_parts; ++k) {
+            const lmu_qpart_t *p = &L->parts[k];
+            const int8_t *x = in[k], *w = p->w + (int32_t)j * p->n_in;
+            int32_t a[4], i;
+            for (r = 0; r < 4; ++r) {
+                a[r] = (k == 0 && L->bias) ? L->bias[j + r] : 0;
+            }
+            for (i = lmu_qdot4_arm(x, p->in_zp, w, p->n_in, a); i < p->n_in; ++i) {
+                for (r = 0; r < 4; ++r) {
+                    a[r] += ((int32_t)x[i] - p->in_zp) * (int32_t)w[r * p->n_in + i];
+                }
+            }
+            for (r = 0; r < 4; ++r) {
+                total[r] += lmu_mbqm32(a[r], p->mult[j + r], p->shift[j + r]);
+            }
+        }
+        for (r = 0; r < 4; ++r) {
+            const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
+            out[j + r] = L->lut ? (int32_t)L->lut[t + 128] : (int32_t)t;
+        }
+    }
+#endif
+    for (; j < L->n_out; j += 2) {
         const int32_t j1 = j + 1 < L->n_out ? j + 1 : j;
         int64_t total[2];
         total[0] = L->out_zp;
@@ -242,7 +321,7 @@ static inline void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, 
     }
 }
 
-static inline void lmu_qlinear_i8(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *acc, int8_t *y) {
+LMU_SPECIALIZE void lmu_qlinear_i8(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *acc, int8_t *y) {
     int32_t j;
     lmu_qlinear(L, in, acc);
     for (j = 0; j < L->n_out; ++j) {
@@ -285,30 +364,14 @@ static inline void lmu_qpool(int64_t *sum, int32_t *count, const int8_t *x, int8
     }
 }
 
-/* lmu_mbqm32 for 0 <= e = -s <= 31 and m != INT32_MIN, in 32-bit steps after one SMULL. lmu_srdhm is
- * y = floor((p + 2^30) / 2^31) for p = x m (its INT32_MIN case needs m = INT32_MIN; |p| < 2^62 so y fits
- * int32): the high word of t = p + 2^30 shifted left once with the top bit of the low word. lmu_rdbpot
- * rounds y / 2^e half away from zero: with y = k 2^e + r (0 <= r < 2^e), k + 1 when r > 2^(e-1) - 1 for
- * y >= 0 and r > 2^(e-1) for y < 0, which is k + ((r + 2^(e-1) - [y < 0]) >> e); that sum is below 2^32,
- * so it is formed unsigned. The same integers as lmu_mbqm32 (tests/test_kernels_arm.py checks edge and
- * random values of every e against it on the host; the int matrix checks the step on the Cortex-M4). */
-static inline int32_t lmu_mbqm32_r(int32_t x, int32_t m, int32_t e) {
-    const int64_t t = (int64_t)x * (int64_t)m + ((int64_t)1 << 30);
-    const uint32_t lo = (uint32_t)t;
-    const uint32_t hi = (uint32_t)((uint64_t)t >> 32);
-    const int32_t y = (int32_t)((hi << 1) | (lo >> 31));
-    uint32_t r;
-    if (e == 0) {
-        return y;
-    }
-    r = ((uint32_t)y & (((uint32_t)1 << e) - 1u)) + ((uint32_t)1 << (e - 1)) - (uint32_t)(y < 0 ? 1 : 0);
-    return (y >> e) + (int32_t)(r >> e);
-}
-
 /* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values). The DSP path
- * takes lmu_mbqm32_r where it applies (m, s are constants in the generated step, so the test folds away). */
+ * takes lmu_mbqm32_s for a 16-bit state and lmu_mbqm32_r otherwise where they apply (m, s are constants in
+ * the generated step and v comes from the state's type, so the tests fold away). */
 static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
 #if LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767) {
+        return (int8_t)__ssat(zp + lmu_mbqm32_s(v, m, -s), 8);
+    }
     if (s <= 0 && s >= -31 && m != INT32_MIN) {
         return (int8_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 8);
     }
@@ -475,13 +538,20 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
  * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
  * (|partial| <= 2^31 - 1, proven by the code generator) and adds the partial sums in int64, so ARMv6-M
  * runs one MULS and one ADDS per MAC and no 64-bit multiply helper. Scratch: tmp, q int64. */
-static inline void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
-                                            const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
-                                            int64_t *tmp, int32_t chunk) {
+LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
+                                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
+                                             int64_t *tmp, int32_t chunk, int32_t step32) {
     int32_t c, i, j0;
     for (c = 0; c < d; ++c) {
         int16_t *mc = m + c * q;
         const int32_t uc = u[c];
+#if LMU_PATH_DSP || LMU_PATH_MVE
+        if (lmu_dense_channel_s16(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, step32)) {
+            continue;
+        }
+#else
+        (void)step32;
+#endif
         i = LMU_PATH_MVE
                 ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
                 : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);

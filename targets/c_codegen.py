@@ -120,6 +120,7 @@ class Code:
     step_lines: List[str] = field(default_factory=list)
     const_bytes: int = 0
     macs: int = 0
+    accumulators: List[dict] = field(default_factory=list)  # the sum-width proof of each dense memory
 
     def array(self, name, ctype, values, comment="") -> str:
         """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol."""
@@ -301,9 +302,26 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         tmp = code.state("int64_t", f"{tag}_tmp", q)
         chunk = dense_chunk(mem.coeffs, bits)
         sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
+        kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}"
+        extra = ""
+        if kernel == "lmu_dense_memory_s16_c16":
+            u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
+            if L.encoder.lut is not None:
+                u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
+            ok = dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
+            extra = f", {int(ok)}"
+            sums += "; the rounded step provably fits 31 bits" if ok else ""
         lines.append(
-            f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {C}, {B}, "
-            f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk});  /* {sums} */"
+            f"{kernel}({m}, {u}, {d}, {q}, {C}, {B}, "
+            f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk}{extra});  /* {sums} */"
+        )
+        code.accumulators.append(
+            {
+                "layer": L.name,
+                "sum_bits": 32 if chunk >= q else 64,
+                "int32_partial_columns": min(chunk, q),
+                "step_fits_int32": extra == ", 1",
+            }
         )
         code.macs += d * (q * q + q)
     elif isinstance(mem, qir.QRKMemory):
@@ -444,6 +462,23 @@ def dense_chunk(coeffs, state_bits: int) -> int:
         if int(sums.max()) <= limit:
             return k
     return 1
+
+
+def dense_step32(coeffs, B, u_bound: int, coeff_frac: int, state_bits: int) -> bool:
+    """Whether every row's rounded step of the dense memory fits well inside int32.
+
+    With ``S_i = sum_j |C_ij| 2^(state_bits - 1) + |B_i| u_bound`` (|m_j| <= 2^(state_bits - 1),
+    |u| <= u_bound), the exact sum plus the rounding half lies in ``[-S_i, S_i + 2^(coeff_frac - 1)]``,
+    so its floor over ``2^coeff_frac`` has magnitude below 2^30 when ``S_i + 2^coeff_frac <= 2^(30 +
+    coeff_frac)``. Then the Cortex-M kernels take the step from the low word of the shifted 64-bit sum
+    and add m_i (|m_i| <= 2^15 for a state of at most 16 bits) without overflow. Needs 1 <= coeff_frac
+    <= 31 and a state of at most 16 bits."""
+    if not 1 <= int(coeff_frac) <= 31 or int(state_bits) > 16:
+        return False
+    c = np.abs(np.asarray(coeffs, dtype=object)).reshape(len(B), -1)
+    b = np.abs(np.asarray(B, dtype=object))
+    s = c.sum(axis=1) * (1 << (int(state_bits) - 1)) + b * int(u_bound)
+    return bool(max(s, default=0) + (1 << int(coeff_frac)) <= 1 << (30 + int(coeff_frac)))
 
 
 def bits_tag(ctype: str) -> int:
