@@ -90,16 +90,26 @@ def arm_kernel_lines(text: str):
     preprocessor lines are left out."""
     lines = text.splitlines()
     stack: list = []  # per open #if: the path it selects, or None (guards, #else branches)
+    keep: list = []  # per open #if: whether its #else runs on the same path (#ifdef __OPTIMIZE__)
     out = []
     for i, line in enumerate(lines):
         s = line.strip()
-        if s.startswith("#if"):
-            m = re.match(r"#if LMU_PATH_(DSP|MVE)$", s)
+        if s.startswith("#ifdef __OPTIMIZE__"):  # both branches run on the enclosing path (-O2 and -O0 tests)
+            stack.append(stack[-1] if len(stack) > 1 else None)
+            keep.append(True)
+        elif s.startswith("#if"):
+            m = re.match(r"#if LMU_PATH_(DSP|MVE)( && !LMU_PATH_MVE)?$", s)
             stack.append(m.group(1).lower() if m else None)
+            keep.append(False)
+        elif s.startswith("#elif"):
+            m = re.match(r"#elif LMU_PATH_(DSP|MVE)$", s)
+            stack[-1] = m.group(1).lower() if m else None
         elif s.startswith("#else"):
-            stack[-1] = None
+            if not keep[-1]:
+                stack[-1] = None
         elif s.startswith("#endif"):
             stack.pop()
+            keep.pop()
         elif s and not s.startswith(("#", "/*", "*", "//")):
             inner = stack[1:]  # stack[0] is the include guard
             if None in inner:

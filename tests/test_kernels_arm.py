@@ -22,13 +22,15 @@ needs_arm = pytest.mark.skipif(
 )
 
 
-def _run(art_dir, xq, runtime, extra=""):
-    """Build ``runtime``'s image (with extra compiler flags) in art_dir and run it on QEMU: int8 outputs."""
+def _run(art_dir, xq, runtime, extra="", opt=None):
+    """Build ``runtime``'s image (with extra compiler flags, and -O<opt> instead of -O2 when given) in art_dir
+    and run it on QEMU: int8 outputs."""
     rt = toolchain.ARM_RUNTIMES[runtime]
     flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"
-    subprocess.run(
-        ["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags], cwd=art_dir, check=True, capture_output=True
-    )
+    make = ["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags]
+    if opt is not None:
+        make.append(f"ARMOPT=-O{opt} -mthumb")
+    subprocess.run(make, cwd=art_dir, check=True, capture_output=True)
     c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
@@ -42,24 +44,43 @@ def _run(art_dir, xq, runtime, extra=""):
 
 #: kernel path -> (the runtime whose core compiles it, extra compiler flags); the ids select one path
 #: (``-k dsp``, ``-k helium``: scripts/mutate.py runs each Cortex-M kernel mutant on its own path)
-PATHS = {"dsp": ("cortex-m4", ""), "portable": ("cortex-m4", "-DLMU_PORTABLE"), "helium": ("cortex-m55", "")}
+#: (-O0 builds: the assembly loops need registers an unoptimized build keeps for its frame pointer, so
+#: those builds run the same sums in C)
+PATHS = {
+    "dsp": ("cortex-m4", "", None),
+    "portable": ("cortex-m4", "-DLMU_PORTABLE", None),
+    "helium": ("cortex-m55", "", None),
+    "dsp-O0": ("cortex-m4", "", "0"),
+    "helium-O0": ("cortex-m55", "", "0"),
+}
+
+
+#: (q, coeff_bits, the accumulator comment); -O0 builds differ from -O2 only in the whole-channel kernels
+_SIZES = [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32"), (36, None, "64")]
+_CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] is None or size[0] in (36, 64)]
 
 
 @needs_arm
-@pytest.mark.parametrize("path", list(PATHS))
-@pytest.mark.parametrize("q,coeff_bits,sums", [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32")])
+@pytest.mark.parametrize("path,q,coeff_bits,sums", _CASES)
 def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
+    """q = 64 and 36 take the whole-channel kernels (DSP: the 16-column assembly passes, 36 with a 4-column
+    C tail; Helium: blocks of three rows, 64 with one row left, 36 with a predicated 4-column tail); 7, 9 and 13
+    are odd (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full
+    Helium vector (the loop runs zero passes)."""
     rng = np.random.default_rng(100 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False)
+    src = (art.path / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
-        assert f"/* {sums}-bit sums over C m" in (art.path / "model.c").read_text()
+        assert f"/* {sums}-bit sums over C m" in src
+    if q in (36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
+        assert "the rounded step provably fits 31 bits" in src
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
     ref = intsim.run_int(qg, xq)
-    runtime, extra = PATHS[path]
-    assert np.array_equal(_run(art.path, xq, runtime, extra), ref)
+    runtime, extra, opt = PATHS[path]
+    assert np.array_equal(_run(art.path, xq, runtime, extra, opt), ref)
 
 
 def test_acc32_is_chosen_only_when_the_bound_proves_it():
@@ -67,6 +88,20 @@ def test_acc32_is_chosen_only_when_the_bound_proves_it():
     assert c_codegen.dense_acc32(np.array([[2**15, 2**15 - 1]]), 16) == 1
     assert c_codegen.dense_acc32(np.array([[2**15, 2**15]]), 16) == 0
     assert c_codegen.dense_acc32(np.array([[1, -(2**16)], [0, 0]]), 16) == 0
+
+
+def test_step32_holds_exactly_up_to_its_bound():
+    # S = sum |C| 2^15 + |B| u_bound; the proof needs S + 2^cf <= 2^(30 + cf)
+    cf = 15
+    limit = (1 << (30 + cf)) - (1 << cf)
+    c = np.array([[limit >> 15, 0], [1, 1]])
+    assert c_codegen.dense_step32(c, [0, 0], 0, cf, 16)
+    assert not c_codegen.dense_step32(c, [1, 0], 1, cf, 16)  # one more unit of B u crosses it
+    assert not c_codegen.dense_step32(c + [[1, 0], [0, 0]], [0, 0], 0, cf, 16)
+    assert c_codegen.dense_step32(np.zeros((2, 2)), [3, -(2**29)], 2**15, cf, 16)  # |B| u: 2^44
+    assert not c_codegen.dense_step32(np.zeros((2, 2)), [3, -(2**29)], 2**16, cf, 16)  # 2^45 + 2^15
+    assert not c_codegen.dense_step32(np.zeros((2, 2)), [0, 0], 0, 0, 16)  # cf must be 1..31
+    assert not c_codegen.dense_step32(np.zeros((2, 2)), [0, 0], 0, cf, 24)  # states of at most 16 bits
 
 
 def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
@@ -122,3 +157,58 @@ def test_one_rounding_requantization_equals_mbqm(tmp_path):
     assert len(rows) == 64
     want = fixedpoint.multiply_by_quantized_multiplier(rows[:, 0], rows[:, 1], -2)
     np.testing.assert_array_equal(np.asarray(want, dtype=np.int64), rows[:, 2])
+
+
+_MBQM_S_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+int main(void) {
+    static const int32_t ms[] = {INT32_MIN, INT32_MIN + 1, -1073741824, -3, 1, 2, 1073741823, 1073741824,
+                                 1128624491, 1518500250, 2147483646, INT32_MAX};
+    uint32_t st = 2463534242u;
+    long bad = 0, n = 0;
+    int e, i, k;
+    int32_t x;
+    for (e = 0; e <= 31; ++e) {
+        for (i = 0; i < 12; ++i) {
+            for (x = -32768; x <= 32767; x += (e % 4 == 0 ? 1 : 7)) {
+                bad += lmu_mbqm32_s(x, ms[i], e) != lmu_mbqm32(x, ms[i], -e);
+                ++n;
+            }
+        }
+        for (k = 0; k < 4000; ++k) {
+            int32_t m;
+            st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+            m = (int32_t)st;
+            x = (int32_t)(st % 65536u) - 32768;
+            bad += lmu_mbqm32_s(x, m, e) != lmu_mbqm32(x, m, -e);
+            ++n;
+        }
+    }
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+@needs_arm
+def test_smmulr_requantization_equals_mbqm_on_the_cortex_m4(tmp_path):
+    """lmu_mbqm32_s (the DSP path's requantization of a 16-bit state: SMMULR, an add and a shift) gives
+    lmu_mbqm32's integers for every shift 0..31, every 16-bit input (every seventh for most shifts) and edge
+    and random multipliers, INT32_MIN included: run on the Cortex-M4 under QEMU (SMMULR is an ARM
+    instruction)."""
+    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", "mps2.ld"):
+        shutil.copy(os.path.join(tpl, f), tmp_path / f)
+    (tmp_path / "t.c").write_text(_MBQM_S_C)
+    rt = toolchain.ARM_RUNTIMES["cortex-m4"]
+    subprocess.run(
+        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, "-nostartfiles",
+         "--specs=rdimon.specs", "-T", "mps2.ld", "t.c", "startup.c", "-o", "t.elf"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    out = subprocess.run(
+        toolchain.qemu_command("cortex-m4", "t.elf"), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    ).stdout
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n > 5_000_000 and bad == 0, out
