@@ -7,8 +7,9 @@ int8 weights, a 16-bit state and a Dense(8) hidden layer.
 
 MACs are the report's ``macs_per_step`` (every dense layer and the q x q + q memory update, counted by
 the code generator outside the kernels). "optimized" is each core's default kernel path (DSP on M4 / M7 /
-M33, Helium on M55, portable C on M0); "portable" is the same model.c built with -DLMU_PORTABLE. Every
-build's int8 outputs are compared with the integer reference (bit-exact column).
+M33, Helium on M55, the ARMv6-M assembly partial sums on M0 and micro:bit); "portable" is the same model.c
+built with -DLMU_PORTABLE. Every build's int8 outputs are compared with the integer reference (bit-exact
+column).
 
 Per layer: the bench copies the artifact, puts a SysTick read after every statement of
 ``<prefix>_step_int8`` and charges each statement the instructions since the previous read, less the
@@ -275,7 +276,7 @@ def main(argv=None):
                     dense = per["dense"][0] / max(per["dense"][1], 1)
                     mem = per["memory"][0] / max(per["memory"][1], 1)
                     print(
-                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.2f} "
+                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.3f} "
                         f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
                         f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x"
                     )

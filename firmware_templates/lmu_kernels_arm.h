@@ -49,34 +49,26 @@ static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
 #endif
 
 /* int8 dot products of lmu_qdot2 (see its comment in lmu_runtime.h for the ranges and the proof): adds
- * the first i products to *a0 and *a1 and returns i. DSP path: per 4 inputs and 2 rows, 1 LDR + 2 SXTB16
- * + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. */
-static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
-                                    int32_t *a0, int32_t *a1) {
+ * the first i products to *a0 and *a1 (modulo 2^32) and returns i. Helium: per 16 inputs and 2 rows,
+ * 3 VLDRB and 2 VMLADAVA. DSP: per 4 inputs and 2 rows, 1 LDR + 2 SXTB16 for x, then 1 LDR + 2 SXTB16 +
+ * 2 SMLAD per row (the zero point is folded into the accumulator's start, so x needs no SSUB16). */
+static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
+                                    int32_t *a1) {
     int32_t i = 0, s0 = *a0, s1 = *a1;
 #if LMU_PATH_MVE
-    /* Helium: per 16 inputs and 2 rows, 3 VLDRB, 2 VMLADAVA (x . w) and 2 VADDVA (sum w); the zero point
-     * enters once per row as zp * sum w. Every partial value is within the bound above. */
     {
-        int32_t sw0 = 0, sw1 = 0;
-        for (; i + 16 <= n; i += 16) {
-            const int8x16_t xv = vldrbq_s8(x + i);
-            const int8x16_t u0 = vldrbq_s8(w0 + i), u1 = vldrbq_s8(w1 + i);
-            s0 = vmladavaq_s8(s0, xv, u0);
-            s1 = vmladavaq_s8(s1, xv, u1);
-            sw0 = vaddvaq_s8(sw0, u0);
-            sw1 = vaddvaq_s8(sw1, u1);
+        const int8_t *px = x, *p0 = w0, *p1 = w1; /* pointers, not indices: gcc then post-increments */
+        for (; i + 16 <= n; i += 16, px += 16, p0 += 16, p1 += 16) {
+            const int8x16_t xv = vldrbq_s8(px);
+            s0 = vmladavaq_s8(s0, xv, vldrbq_s8(p0));
+            s1 = vmladavaq_s8(s1, xv, vldrbq_s8(p1));
         }
-        s0 -= zp * sw0;
-        s1 -= zp * sw1;
     }
 #endif
 #if LMU_PATH_DSP
-    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
     for (; i + 4 <= n; i += 4) {
         const uint32_t xw = lmu_ld32(x + i);
-        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);      /* x0 - zp, x2 - zp */
-        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
+        const uint32_t xe = __sxtb16(xw), xo = lmu_sxtb16_hi(xw); /* (x0, x2), (x1, x3) */
         const uint32_t u0 = lmu_ld32(w0 + i), u1 = lmu_ld32(w1 + i);
         s0 = __smlad(__sxtb16(u0), xe, s0);
         s0 = __smlad(lmu_sxtb16_hi(u0), xo, s0);
@@ -91,16 +83,14 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w
 
 #if LMU_PATH_DSP && !LMU_PATH_MVE
 /* Four rows of the int8 dot product (ranges and proof of lmu_qdot2 in lmu_runtime.h): adds the first i
- * products of rows w, w + n, w + 2n, w + 3n to a[0..3] and returns i. Per 4 inputs: 1 LDR + 2 SXTB16 + 2
- * SSUB16 for x, shared by the four rows, then per row 1 LDR + 2 SXTB16 + 2 SMLAD: 25 instructions for 16
- * MACs (the two-row loop takes 15 for 8). n is a constant in the generated step, so the row offsets fold. */
-LMU_SPECIALIZE int32_t lmu_qdot4_arm(const int8_t *x, int32_t zp, const int8_t *w, int32_t n, int32_t *a) {
-    const uint32_t zp2 = ((uint32_t)zp & 0xFFFFu) * 0x00010001u;
+ * products of rows w, w + n, w + 2n, w + 3n to a[0..3] (modulo 2^32) and returns i. Per 4 inputs: 1 LDR +
+ * 2 SXTB16 for x, shared by the four rows, then per row 1 LDR + 2 SXTB16 + 2 SMLAD: 23 instructions for 16
+ * MACs (the two-row loop takes 13 for 8). n is a constant in the generated step, so the row offsets fold. */
+LMU_SPECIALIZE int32_t lmu_qdot4_arm(const int8_t *x, const int8_t *w, int32_t n, int32_t *a) {
     int32_t i, s0 = a[0], s1 = a[1], s2 = a[2], s3 = a[3];
     for (i = 0; i + 4 <= n; i += 4) {
         const uint32_t xw = lmu_ld32(x + i);
-        const uint32_t xe = __ssub16(__sxtb16(xw), zp2);      /* x0 - zp, x2 - zp */
-        const uint32_t xo = __ssub16(lmu_sxtb16_hi(xw), zp2); /* x1 - zp, x3 - zp */
+        const uint32_t xe = __sxtb16(xw), xo = lmu_sxtb16_hi(xw); /* (x0, x2), (x1, x3) */
         const uint32_t u0 = lmu_ld32(w + i), u1 = lmu_ld32(w + n + i);
         const uint32_t u2 = lmu_ld32(w + 2 * n + i), u3 = lmu_ld32(w + 3 * n + i);
         s0 = __smlad(__sxtb16(u0), xe, s0);
@@ -265,6 +255,17 @@ static inline void lmu_copy16(int16_t *mc, const int64_t *tmp, int32_t q) {
  * to *a0 and *a1 and advances *s, *r0 and *r1 past the columns it read. Written in assembly because gcc 12
  * neither pairs these loads into LDRD nor keeps the twelve live values in registers. Builds without
  * optimization (-O0) run the same sums in C. */
+/* Four columns of two rows: the body of lmu_dsp_rows2_s16, written out four times (not .rept: gcc sizes an asm
+ * statement by its lines when it places literal pools, and a .rept it counts once) */
+#define LMU_DSP_ROWS2_4COLS                                                                                            \
+    "ldrd %[x0], %[x1], [%[ps]], #8\n\t"                                                                               \
+    "ldrd %[c0], %[c1], [%[p0]], #8\n\t"                                                                               \
+    "smlald %[l0], %[h0], %[c0], %[x0]\n\t"                                                                            \
+    "smlald %[l0], %[h0], %[c1], %[x1]\n\t"                                                                            \
+    "ldrd %[c0], %[c1], [%[p1]], #8\n\t"                                                                               \
+    "smlald %[l1], %[h1], %[c0], %[x0]\n\t"                                                                            \
+    "smlald %[l1], %[h1], %[c1], %[x1]\n\t"
+
 static inline void lmu_dsp_rows2_s16(const int16_t **s, const int16_t **r0, const int16_t **r1, int32_t n16,
                                      int64_t *a0, int64_t *a1) {
 #ifdef __OPTIMIZE__
@@ -273,16 +274,7 @@ static inline void lmu_dsp_rows2_s16(const int16_t **s, const int16_t **r0, cons
     const int16_t *ps = *s, *p0 = *r0, *p1 = *r1;
     const int16_t *const end = ps + n16;
     uint32_t x0, x1, c0, c1;
-    __asm__("1:\n\t"
-            ".rept 4\n\t"
-            "ldrd %[x0], %[x1], [%[ps]], #8\n\t"
-            "ldrd %[c0], %[c1], [%[p0]], #8\n\t"
-            "smlald %[l0], %[h0], %[c0], %[x0]\n\t"
-            "smlald %[l0], %[h0], %[c1], %[x1]\n\t"
-            "ldrd %[c0], %[c1], [%[p1]], #8\n\t"
-            "smlald %[l1], %[h1], %[c0], %[x0]\n\t"
-            "smlald %[l1], %[h1], %[c1], %[x1]\n\t"
-            ".endr\n\t"
+    __asm__("1:\n\t" LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS
             "cmp %[ps], %[end]\n\t"
             "bne 1b"
             : [l0] "+r"(l0), [h0] "+r"(h0), [l1] "+r"(l1), [h1] "+r"(h1), [ps] "+r"(ps), [p0] "+r"(p0), [p1] "+r"(p1),
@@ -310,29 +302,65 @@ static inline void lmu_dsp_rows2_s16(const int16_t **s, const int16_t **r0, cons
 #endif
 
 #if LMU_PATH_MVE
-/* Three rows of C times the state, eight columns per pass (n8 passes, n8 >= 0), adding the exact products to
- * a[0..2] (64-bit, VMLALDAVA: 8 MACs each): per pass 4 VLDRH (post-increment), 3 VMLALDAVA and one LE,
- * 8 instructions for 24 MACs. In assembly because gcc 12 recomputes the row addresses in the loop. Three
- * rows, not four: VMLALDAVA's sums need even-odd register pairs, and four pairs, five pointers and LR
- * leave gcc no register for anything else. Advances the pointers past what it read. */
-static inline void lmu_mve_rows3_s16(const int16_t **ps, const int16_t **pr, int32_t q, int32_t n8, int64_t *r0,
-                                     int64_t *r1, int64_t *r2) {
-    int64_t a0 = *r0, a1 = *r1, a2 = *r2;
-    const int16_t *s = *ps, *p0 = *pr, *p1 = p0 + q, *p2 = p1 + q;
+/* One row of C times the state over 8 n8 columns (the rows the blocks of three leave): per 8 columns 2 VLDRH,
+ * one VMLALDAVA and one LE. Advances the pointers past what it read. */
+static inline void lmu_mve_row1_s16(const int16_t **ps, const int16_t **pr, int32_t n8, int64_t *r0) {
+    int64_t a0 = *r0;
+    const int16_t *s = *ps, *p0 = *pr;
     __asm__("wls lr, %[n], 2f\n"
             "1:\n\t"
             "vldrh.s16 q0, [%[s]], #16\n\t"
             "vldrh.s16 q1, [%[p0]], #16\n\t"
             "vmlaldava.s16 %Q[a0], %R[a0], q1, q0\n\t"
-            "vldrh.s16 q2, [%[p1]], #16\n\t"
-            "vmlaldava.s16 %Q[a1], %R[a1], q2, q0\n\t"
-            "vldrh.s16 q1, [%[p2]], #16\n\t"
-            "vmlaldava.s16 %Q[a2], %R[a2], q1, q0\n\t"
             "le lr, 1b\n"
             "2:"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2)
+            : [a0] "+r"(a0), [s] "+r"(s), [p0] "+r"(p0)
             : [n] "r"(n8)
+            : "lr", "q0", "q1", "cc", "memory");
+    *r0 = a0;
+    *ps = s;
+    *pr = p0;
+}
+
+/* Three rows of C times the state over 8 n8 columns (n8 >= 0), adding the exact products to *r0..*r2
+ * (64-bit, VMLALDAVA: 8 MACs each): per 32 columns 16 VLDRH (post-increment), 12 VMLALDAVA and one LE,
+ * 29 instructions for 96 MACs, then passes of 8 columns for the n8 % 4 left. In assembly because gcc 12 recomputes the row addresses in the loop. Three
+ * rows, not four: VMLALDAVA's sums need even-odd register pairs, and four pairs, five pointers and LR
+ * leave gcc no register for anything else. Advances the pointers past what it read. */
+/* eight columns of three rows: the body of lmu_mve_rows3_s16 (written out, not .rept: see LMU_DSP_ROWS2_4COLS) */
+#define LMU_MVE_ROWS3_8COLS                                                                                            \
+    "vldrh.s16 q0, [%[s]], #16\n\t"                                                                                    \
+    "vldrh.s16 q1, [%[p0]], #16\n\t"                                                                                   \
+    "vmlaldava.s16 %Q[a0], %R[a0], q1, q0\n\t"                                                                         \
+    "vldrh.s16 q2, [%[p1]], #16\n\t"                                                                                   \
+    "vmlaldava.s16 %Q[a1], %R[a1], q2, q0\n\t"                                                                         \
+    "vldrh.s16 q1, [%[p2]], #16\n\t"                                                                                   \
+    "vmlaldava.s16 %Q[a2], %R[a2], q1, q0\n\t"
+
+static inline void lmu_mve_rows3_s16(const int16_t **ps, const int16_t **pr, int32_t q, int32_t n8, int64_t *r0,
+                                     int64_t *r1, int64_t *r2) {
+    int64_t a0 = *r0, a1 = *r1, a2 = *r2;
+    const int16_t *s = *ps, *p0 = *pr, *p1 = p0 + q, *p2 = p1 + q;
+#ifdef __OPTIMIZE__
+    const int32_t n32 = n8 / 4, rest = n8 % 4;
+    __asm__("wls lr, %[n32], 2f\n"
+            "1:\n\t" LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS "le lr, 1b\n"
+            "2:\n\t"
+            "wls lr, %[rest], 4f\n"
+            "3:\n\t" LMU_MVE_ROWS3_8COLS "le lr, 3b\n"
+            "4:"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2)
+            : [n32] "r"(n32), [rest] "r"(rest)
             : "lr", "q0", "q1", "q2", "cc", "memory");
+#else /* without optimization the frame pointer leaves too few registers: the same sums in intrinsics */
+    int32_t k;
+    for (k = 0; k < n8; ++k, s += 8, p0 += 8, p1 += 8, p2 += 8) {
+        const int16x8_t sv = vldrhq_s16(s);
+        a0 = vmlaldavaq_s16(a0, vldrhq_s16(p0), sv);
+        a1 = vmlaldavaq_s16(a1, vldrhq_s16(p1), sv);
+        a2 = vmlaldavaq_s16(a2, vldrhq_s16(p2), sv);
+    }
+#endif
     *r0 = a0;
     *r1 = a1;
     *r2 = a2;
@@ -342,34 +370,79 @@ static inline void lmu_mve_rows3_s16(const int16_t **ps, const int16_t **pr, int
 #endif
 
 #if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__OPTIMIZE__)
-/* Three rows of C times the state over all q columns, unrolled: per four columns one LDRD of state and, per
- * row, one LDRD of coefficients and two SMLALD, so 10 instructions for 12 MACs and no loop. Rows i + 1 and
- * i + 2 are read at the constant offsets 2q and 4q bytes from row i (LDRD reaches 1020 bytes: q <= 255),
- * so q must be a compile-time constant and a multiple of 4: the generated step passes it as one and the
- * caller checks. Adds the exact products to *a0, *a1, *a2. */
+/* Three rows of C times the state over all q columns: per four columns one LDRD of state and, per row, one
+ * LDRD of coefficients and two SMLALD (10 instructions for 12 MACs); 16 columns per loop pass (42
+ * instructions for 48 MACs), then passes of four. Rows i + 1 and i + 2 are read at the constant offsets 2q
+ * and 4q bytes from row i (LDRD reaches 1020 bytes: q <= 255), so q must be a compile-time constant and a
+ * multiple of 4: the generated step passes it as one and the caller checks. Adds the exact products to *a0,
+ * *a1, *a2. */
+#define LMU_DSP_ROWS3_4COLS                                                                                            \
+    "ldrd %[x0], %[x1], [%[s]], #8\n\t"                                                                                \
+    "ldrd %[c0], %[c1], [%[r], %[o1]]\n\t"                                                                             \
+    "smlald %Q[b1], %R[b1], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %Q[b1], %R[b1], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], %[o2]]\n\t"                                                                             \
+    "smlald %Q[b2], %R[b2], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %Q[b2], %R[b2], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r]], #8\n\t"                                                                                \
+    "smlald %Q[b0], %R[b0], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %Q[b0], %R[b0], %[c1], %[x1]\n\t"
+
 LMU_SPECIALIZE void lmu_dsp_rows3_s16(const int16_t *s, const int16_t *r, int32_t q, int64_t *a0, int64_t *a1,
                                       int64_t *a2) {
     int64_t b0 = *a0, b1 = *a1, b2 = *a2;
     uint32_t x0, x1, c0, c1;
-    __asm__(".rept %c[n]\n\t"
-            "ldrd %[x0], %[x1], [%[s]], #8\n\t"
-            "ldrd %[c0], %[c1], [%[r], %[o1]]\n\t"
-            "smlald %Q[b1], %R[b1], %[c0], %[x0]\n\t"
-            "smlald %Q[b1], %R[b1], %[c1], %[x1]\n\t"
-            "ldrd %[c0], %[c1], [%[r], %[o2]]\n\t"
-            "smlald %Q[b2], %R[b2], %[c0], %[x0]\n\t"
-            "smlald %Q[b2], %R[b2], %[c1], %[x1]\n\t"
-            "ldrd %[c0], %[c1], [%[r]], #8\n\t"
-            "smlald %Q[b0], %R[b0], %[c0], %[x0]\n\t"
-            "smlald %Q[b0], %R[b0], %[c1], %[x1]\n\t"
-            ".endr"
-            : [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [s] "+r"(s), [r] "+r"(r), [x0] "=&r"(x0), [x1] "=&r"(x1),
-              [c0] "=&r"(c0), [c1] "=&r"(c1)
-            : [n] "i"(q / 4), [o1] "i"(2 * q), [o2] "i"(4 * q)
-            : "memory");
+    const int16_t *end = s + (q - q % 16);
+    __asm__("cmp %[s], %[e]\n\t"
+            "beq 2f\n"
+            "1:\n\t" LMU_DSP_ROWS3_4COLS LMU_DSP_ROWS3_4COLS LMU_DSP_ROWS3_4COLS LMU_DSP_ROWS3_4COLS
+            "cmp %[s], %[e]\n\t"
+            "bne 1b\n"
+            "2:\n\t"
+            "add %[e], %[e], %[rest]\n\t"
+            "cmp %[s], %[e]\n\t"
+            "beq 4f\n"
+            "3:\n\t" LMU_DSP_ROWS3_4COLS "cmp %[s], %[e]\n\t"
+            "bne 3b\n"
+            "4:"
+            : [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [s] "+r"(s), [r] "+r"(r), [e] "+r"(end), [x0] "=&r"(x0),
+              [x1] "=&r"(x1), [c0] "=&r"(c0), [c1] "=&r"(c1)
+            : [o1] "i"(2 * q), [o2] "i"(4 * q), [rest] "i"(2 * (q % 16))
+            : "cc", "memory");
     *a0 = b0;
     *a1 = b1;
     *a2 = b2;
+}
+#endif
+
+#if LMU_PATH_MVE
+/* lmu_requant8 of a 16-bit state, four values per vector: VLDRH.S32, VQRDMULH (exactly lmu_srdhm: it
+ * saturates only for two INT32_MIN operands), then (y + 2^(e-1) - [y < 0]) >> e as in lmu_mbqm32_s
+ * (VSHR #31 gives -[y < 0], VSHL by -e shifts right arithmetically), clamp, VSTRB.32: 10 instructions per
+ * 4 values with the loop; the last n % 4 values predicated (VCTP). Returns 0 and does nothing when s > 0 or
+ * s < -22 (the scalar loop does them). */
+LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
+    int32_t i;
+    const int32_t e = -s;
+    /* the zero point rides on the rounding term: (y + 2^(e-1) + zp 2^e - [y < 0]) >> e is the rounded value
+     * plus zp exactly; |y| <= 2^15 and e <= 22 keep the sum below 2^30 */
+    const int32_t k = e == 0 ? zp : (int32_t)(1u << (e - 1)) + zp * (int32_t)(1u << e);
+    const int32x4_t right = vdupq_n_s32(s), lo = vdupq_n_s32(-128), hi = vdupq_n_s32(127);
+    if (s > 0 || s < -22) {
+        return 0;
+    }
+    for (i = 0; i + 4 <= n; i += 4) {
+        int32x4_t y = vqrdmulhq_n_s32(vldrhq_s32(v + i), m);
+        y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
+        vstrbq_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo));
+    }
+    if (i < n) {
+        const mve_pred16_t p = vctp32q((uint32_t)(n - i));
+        int32x4_t y = vqrdmulhq_n_s32(vldrhq_z_s32(v + i, p), m);
+        y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
+        vstrbq_p_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo), p);
+    }
+    return 1;
 }
 #endif
 
@@ -391,8 +464,9 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
         return 0;
     }
 #ifdef __OPTIMIZE__
-    if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows unrolled, then one row at a time */
-        for (i = 0; i + 3 <= q; i += 3, row += 3 * q) {
+    if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows at a time, then one at a time */
+        const int32_t rows3 = q - q % 3;
+        for (i = 0; i < rows3; i += 3, row += 3 * q) {
             int64_t a0 = lmu_smlal(half, B[i], uc), a1 = lmu_smlal(half, B[i + 1], uc);
             int64_t a2 = lmu_smlal(half, B[i + 2], uc);
             lmu_dsp_rows3_s16(mc, row, q, &a0, &a1, &a2);
@@ -400,11 +474,12 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
             lmu_row_finish16(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
             lmu_row_finish16(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
         }
-        for (; i < q; ++i, row += q) {
+        for (i = rows3; i < q; ++i) {
+            const int16_t *r1 = C + i * q;
             int64_t a0 = lmu_smlal(half, B[i], uc);
             int32_t j;
             for (j = 0; j < q; j += 2) {
-                a0 = __smlald(lmu_ld32(row + j), lmu_ld32(mc + j), a0);
+                a0 = __smlald(lmu_ld32(r1 + j), lmu_ld32(mc + j), a0);
             }
             lmu_row_finish16(tmp, i, a0, mc[i], cf, delta, bits);
         }
@@ -440,8 +515,8 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
     }
     for (i = 0; i < rows3; i += 3) {
         const int16_t *ps = mc, *pr = C + i * q;
-        int64_t a0 = (int64_t)B[i] * uc + half, a1 = (int64_t)B[i + 1] * uc + half;
-        int64_t a2 = (int64_t)B[i + 2] * uc + half;
+        int64_t a0 = lmu_smlal(half, B[i], uc), a1 = lmu_smlal(half, B[i + 1], uc);
+        int64_t a2 = lmu_smlal(half, B[i + 2], uc);
         lmu_mve_rows3_s16(&ps, &pr, q, n8, &a0, &a1, &a2);
         if (tail) {
             const mve_pred16_t p = vctp16q((uint32_t)tail);
@@ -455,12 +530,12 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
         lmu_row_finish16(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
     }
     for (i = rows3; i < q; ++i) {
-        const int16_t *r = C + i * q;
-        int64_t acc = (int64_t)B[i] * uc + half;
-        int32_t j;
-        for (j = 0; j < q; j += 8) {
-            const mve_pred16_t p = vctp16q((uint32_t)(q - j));
-            acc = vmlaldavaq_p_s16(acc, vldrhq_z_s16(r + j, p), vldrhq_z_s16(mc + j, p), p);
+        const int16_t *ps = mc, *pr = C + i * q;
+        int64_t acc = lmu_smlal(half, B[i], uc);
+        lmu_mve_row1_s16(&ps, &pr, n8, &acc);
+        if (tail) {
+            const mve_pred16_t p = vctp16q((uint32_t)tail);
+            acc = vmlaldavaq_p_s16(acc, vldrhq_z_s16(pr, p), vldrhq_z_s16(ps, p), p);
         }
         lmu_row_finish16(tmp, i, acc, mc[i], cf, delta, bits);
     }

@@ -47,6 +47,14 @@
 #else
 #define LMU_SUM32_CHUNKS 0
 #endif
+/* ARMv6-M (Cortex-M0 / M0+) in an optimized gcc or clang build: the 16 x 16 dense memory's 32-bit partial
+ * sums run in a Thumb-1 assembly loop (lmu_v6m_dot2) instead of the compiler's, which spilled an
+ * accumulator to the stack when the step grew. -DLMU_PORTABLE turns it off. */
+#if !defined(LMU_PORTABLE) && LMU_SUM32_CHUNKS && defined(__OPTIMIZE__) && (defined(__GNUC__) || defined(__clang__))
+#define LMU_PATH_V6M 1
+#else
+#define LMU_PATH_V6M 0
+#endif
 /* Helium (M-profile Vector Extension, integer part) on ARMv8.1-M cores such as the Cortex-M55: the int8
  * dense layers and the 16 x 16 dense memory use it first, the DSP path takes what it leaves. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
@@ -67,9 +75,16 @@
 /* Layer kernels the generated step calls with constant parameter structs: on the DSP and Helium paths they
  * are inlined at every call, so the compiler folds the sizes, zero points and branches of that layer and the
  * unrolled assembly gets its constants (optimized builds only). The portable ARMv6-M loops come out shorter
- * when gcc chooses (forced inlining measured 12% more instructions per step on the Cortex-M0). */
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE__) && (LMU_PATH_DSP || LMU_PATH_MVE)
-#define LMU_SPECIALIZE static inline __attribute__((always_inline))
+ * when gcc chooses (forced inlining measured 12% more instructions per step on the Cortex-M0), except for
+ * the one-loop wrapper lmu_requant8_s16, which is always inlined: the step then compiles exactly as with
+ * the loop written out (with gcc choosing, its ARMv6-M dense memory took 27% more instructions). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE__)
+#define LMU_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define LMU_ALWAYS_INLINE static inline
+#endif
+#if LMU_PATH_DSP || LMU_PATH_MVE
+#define LMU_SPECIALIZE LMU_ALWAYS_INLINE
 #else
 #define LMU_SPECIALIZE static inline
 #endif
@@ -159,6 +174,20 @@ static inline int32_t lmu_mbqm32_s(int32_t x, int32_t m, int32_t e) {
 }
 #endif
 
+/* lmu_mbqm32 for |x| <= 2^15 (a 16-bit state) and 0 <= e <= 31 in 32-bit multiplies only (no 64-bit
+ * multiply helper on ARMv6-M): with m = m_hi 2^16 + m_lo (m_hi = m >> 16, 0 <= m_lo < 2^16),
+ * lmu_srdhm(x, m) = floor((x m + 2^30) / 2^31) = floor((x m_hi + 2^14 + floor(x m_lo / 2^16)) / 2^15),
+ * since floor((N 2^16 + P) / 2^31) = floor((N + floor(P / 2^16)) / 2^15); |x m_hi| <= 2^30 and
+ * |x m_lo| < 2^31, so every term fits int32. Then lmu_rdbpot as in lmu_mbqm32_r. */
+static inline int32_t lmu_mbqm32_16(int32_t x, int32_t m, int32_t e) {
+    const int32_t lo = (int32_t)((uint32_t)m & 0xFFFFu), hi = (m - lo) / 65536;
+    const int32_t y = (x * hi + (1 << 14) + ((x * lo) >> 16)) >> 15;
+    if (e == 0) {
+        return y;
+    }
+    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+}
+
 /* a / n rounded half away from zero, n > 0 */
 static inline int64_t lmu_div_round(int64_t a, int64_t n) {
     return (2 * a + (a >= 0 ? n : -n)) / (2 * n);
@@ -184,10 +213,9 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
 #if LMU_PATH_DSP || LMU_PATH_MVE
 #include "lmu_kernels_arm.h"
 #else
-static inline int32_t lmu_qdot2_arm(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n,
-                                    int32_t *a0, int32_t *a1) {
+static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
+                                    int32_t *a1) {
     (void)x;
-    (void)zp;
     (void)w0;
     (void)w1;
     (void)n;
@@ -232,7 +260,8 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
 typedef struct {
     const int8_t *w; /* (n_out, n_in), row-major: one row per output */
     int32_t n_in;
-    int32_t in_zp;
+    int32_t in_zp;        /* the input's zero point (int8 kernels read it through zsum) */
+    const int32_t *zsum;  /* (n_out): -in_zp * sum_i w[j, i], folded in by the code generator, or NULL */
     const int32_t *mult;  /* (n_out) */
     const int32_t *shift; /* (n_out) */
 } lmu_qpart_t;
@@ -247,30 +276,52 @@ typedef struct {
     int32_t clamp_max;
     const int8_t *lut;    /* 256 entries indexed by y + 128, or NULL (int8 layers) */
     const int16_t *lut16; /* 513 entries read by lmu_interp16, or NULL (int16x8 layers) */
+    int32_t right_shifts; /* 1: every part's shifts are in [-31, 0] and multipliers above INT32_MIN */
 } lmu_qlinear_t;
 
-/* Two rows of an int8 dot product with an input zero point:
- *   a0 += sum_i (x_i - zp) w0_i,  a1 += sum_i (x_i - zp) w1_i   (w1 may equal w0: one row).
- * Ranges: x, w in [-128, 127], zp in [-128, 127], so x - zp in [-255, 255] fits a halfword and every
- * product fits 17 bits. Accumulator: int32. The quantizer keeps n * 255 * 128 + |bias| below 2^31
- * (n < 65000 inputs per part), so the exact sum fits; SMLAD wraps modulo 2^32, so any intermediate
- * wrap cancels and the final value is the exact sum on every path. lmu_qdot2_arm (lmu_kernels_arm.h) does
- * the first inputs on a DSP or Helium core. DSP path: per 4 inputs and 2 rows,
- * 1 LDR + 2 SXTB16 + 2 SSUB16 for x, then 1 LDR + 2 SXTB16 + 2 SMLAD per row. No scratch. */
-static inline void lmu_qdot2(const int8_t *x, int32_t zp, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
-                             int32_t *a1) {
-    int32_t i = lmu_qdot2_arm(x, zp, w0, w1, n, a0, a1), s0 = *a0, s1 = *a1;
-    for (; i < n; ++i) {
-        const int32_t xv = (int32_t)x[i] - zp;
-        s0 += xv * (int32_t)w0[i];
-        s1 += xv * (int32_t)w1[i];
+/* Two rows of an int8 dot product, the input zero point folded out:
+ *   a0 += sum_i x_i w0_i,  a1 += sum_i x_i w1_i   (w1 may equal w0: one row).
+ * The layer's accumulator is bias_j + zsum_j + sum_i x_i w_ji with zsum_j = -zp sum_i w_ji (computed at
+ * conversion), which is the exact integer bias_j + sum_i (x_i - zp) w_ji. Ranges: x, w in [-128, 127], so
+ * every product fits 16 bits and a pair of them a halfword lane's SMLAD. The quantizer keeps
+ * n * 255 * 128 + |bias| below 2^31 (n < 65000 inputs per part), so that exact value fits int32; the
+ * partial sums may not, so they are formed modulo 2^32 (unsigned in C, as SMLAD and VMLADAVA wrap) and the
+ * wraps cancel: the final value is the exact one on every path. lmu_qdot2_arm (lmu_kernels_arm.h) does
+ * the first inputs on a DSP or Helium core. No scratch. */
+static inline void lmu_qdot2(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0, int32_t *a1) {
+    const int32_t i0 = lmu_qdot2_arm(x, w0, w1, n, a0, a1);
+    uint32_t s0 = (uint32_t)*a0, s1 = (uint32_t)*a1;
+    int32_t i;
+    for (i = i0; i < n; ++i) {
+        s0 += (uint32_t)((int32_t)x[i] * (int32_t)w0[i]);
+        s1 += (uint32_t)((int32_t)x[i] * (int32_t)w1[i]);
     }
-    *a0 = s0;
-    *a1 = s1;
+    *a0 = (int32_t)s0;
+    *a1 = (int32_t)s1;
+}
+
+/* lmu_mbqm32(a, m, s) of a layer's output row: one rounding after one SMULL (lmu_mbqm32_r) on the DSP and
+ * Helium paths when the code generator marked every shift of the layer as a right shift */
+static inline int32_t lmu_qrequant(const lmu_qlinear_t *L, int32_t a, int32_t m, int32_t s) {
+#if LMU_PATH_DSP || LMU_PATH_MVE
+    if (L->right_shifts) {
+        return lmu_mbqm32_r(a, m, -s);
+    }
+#else
+    (void)L;
+#endif
+    return lmu_mbqm32(a, m, s);
+}
+
+/* the accumulator's start for row j of part k: bias_j (first part) + zsum_j (the folded zero point) */
+static inline int32_t lmu_qstart(const lmu_qlinear_t *L, const lmu_qpart_t *p, int32_t k, int32_t j) {
+    const uint32_t b = (k == 0 && L->bias) ? (uint32_t)L->bias[j] : 0u;
+    return (int32_t)(b + (p->zsum ? (uint32_t)p->zsum[j] : 0u));
 }
 
 /* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))),
- * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i]; two output rows at a time. */
+ * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i] (formed as lmu_qstart + sum_i x_p[i] W_p[j, i]);
+ * two output rows at a time (four on the DSP path). */
 LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
     int32_t j = 0, k, r;
 #if LMU_PATH_DSP && !LMU_PATH_MVE
@@ -284,15 +335,15 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
             const int8_t *x = in[k], *w = p->w + (int32_t)j * p->n_in;
             int32_t a[4], i;
             for (r = 0; r < 4; ++r) {
-                a[r] = (k == 0 && L->bias) ? L->bias[j + r] : 0;
+                a[r] = lmu_qstart(L, p, k, j + r);
             }
-            for (i = lmu_qdot4_arm(x, p->in_zp, w, p->n_in, a); i < p->n_in; ++i) {
+            for (i = lmu_qdot4_arm(x, w, p->n_in, a); i < p->n_in; ++i) {
                 for (r = 0; r < 4; ++r) {
-                    a[r] += ((int32_t)x[i] - p->in_zp) * (int32_t)w[r * p->n_in + i];
+                    a[r] = (int32_t)((uint32_t)a[r] + (uint32_t)((int32_t)x[i] * (int32_t)w[r * p->n_in + i]));
                 }
             }
             for (r = 0; r < 4; ++r) {
-                total[r] += lmu_mbqm32(a[r], p->mult[j + r], p->shift[j + r]);
+                total[r] += lmu_qrequant(L, a[r], p->mult[j + r], p->shift[j + r]);
             }
         }
         for (r = 0; r < 4; ++r) {
@@ -308,11 +359,10 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
         total[1] = L->out_zp;
         for (k = 0; k < L->n_parts; ++k) {
             const lmu_qpart_t *p = &L->parts[k];
-            int32_t a0 = (k == 0 && L->bias) ? L->bias[j] : 0;
-            int32_t a1 = (k == 0 && L->bias) ? L->bias[j1] : 0;
-            lmu_qdot2(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->w + (int32_t)j1 * p->n_in, p->n_in, &a0, &a1);
-            total[0] += lmu_mbqm32(a0, p->mult[j], p->shift[j]);
-            total[1] += lmu_mbqm32(a1, p->mult[j1], p->shift[j1]);
+            int32_t a0 = lmu_qstart(L, p, k, j), a1 = lmu_qstart(L, p, k, j1);
+            lmu_qdot2(in[k], p->w + (int32_t)j * p->n_in, p->w + (int32_t)j1 * p->n_in, p->n_in, &a0, &a1);
+            total[0] += lmu_qrequant(L, a0, p->mult[j], p->shift[j]);
+            total[1] += lmu_qrequant(L, a1, p->mult[j1], p->shift[j1]);
         }
         for (r = 0; r < 2 && j + r < L->n_out; ++r) {
             const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
@@ -376,7 +426,27 @@ static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
         return (int8_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 8);
     }
 #endif
+#if !LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767) {
+        return lmu_clamp8(zp + (int64_t)lmu_mbqm32_16(v, m, -s));
+    }
+#endif
     return lmu_clamp8(zp + (int64_t)lmu_mbqm32(v, m, s));
+}
+
+/* z_i = lmu_requant8(v_i, m, s, zp) for the n values of a 16-bit state (the LMU's memory into its int8
+ * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMMULR each
+ * (lmu_mbqm32_s). */
+LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
+    int32_t i;
+#if LMU_PATH_MVE
+    if (lmu_requant8_s16_mve(v, z, n, m, s, zp)) {
+        return;
+    }
+#endif
+    for (i = 0; i < n; ++i) {
+        z[i] = lmu_requant8(v[i], m, s, zp);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -533,6 +603,36 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
         }                                                                                                              \
     }
 
+#if LMU_PATH_V6M
+/* ARMv6-M: *a0 = sum_j p0[j] pm[j], *a1 = sum_j p1[j] pm[j] over n >= 1 columns, each 32-bit sum proven to
+ * fit by the caller's chunk. Per column 3 LDRSH (register offset, one shared index), 2 MULS, 2 ADD, then
+ * ADDS / CMP / BNE: 10 instructions for 2 MACs, no stack traffic. The sums take ADD (no flags), which
+ * reaches any register, so gcc may keep them high and the loop needs only six of the eight low registers:
+ * it builds inside any step, at every optimization level that defines __OPTIMIZE__. */
+static inline void lmu_v6m_dot2(const int16_t *pm, const int16_t *p0, const int16_t *p1, int32_t n, int32_t *a0,
+                                int32_t *a1) {
+    int32_t s0 = 0, s1 = 0, i = 0, x, c;
+    const int32_t end = 2 * n;
+    __asm__(".syntax unified\n" /* gcc hands Thumb-1 inline assembly over in divided syntax */
+            "1:\n\t"
+            "ldrsh %[x], [%[pm], %[i]]\n\t"
+            "ldrsh %[c], [%[p0], %[i]]\n\t"
+            "muls %[c], %[x], %[c]\n\t"
+            "add %[s0], %[c]\n\t"
+            "ldrsh %[c], [%[p1], %[i]]\n\t"
+            "muls %[c], %[x], %[c]\n\t"
+            "add %[s1], %[c]\n\t"
+            "adds %[i], %[i], #2\n\t"
+            "cmp %[i], %[end]\n\t"
+            "bne 1b"
+            : [s0] "+r"(s0), [s1] "+r"(s1), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
+            : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [end] "r"(end)
+            : "cc", "memory");
+    *a0 = s0;
+    *a1 = s1;
+}
+#endif
+
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
  * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
@@ -569,12 +669,17 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32
                 for (j0 = 0; j0 < q; j0 += chunk) {
                     const int32_t n = q - j0 > chunk ? chunk : q - j0;
                     const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
-                    int32_t a0 = 0, a1 = 0, j;
+                    int32_t a0 = 0, a1 = 0;
+#if LMU_PATH_V6M
+                    lmu_v6m_dot2(pm, p0, p1, n, &a0, &a1);
+#else
+                    int32_t j;
                     for (j = 0; j < n; ++j) { /* one shared index: ARMv6-M LDRSH takes a register offset */
                         const int32_t mj = pm[j];
                         a0 += (int32_t)p0[j] * mj;
                         a1 += (int32_t)p1[j] * mj;
                     }
+#endif
                     s0 += a0;
                     s1 += a1;
                 }

@@ -13,9 +13,9 @@ instructions the call executed (``ticks * tick_ns / 32``), the same on every run
 runtime     QEMU machine   kernel path      what it proves
 =========== ============== ================ ======================================================
 host        (native gcc)   portable         the C99 reference path
-cortex-m0   mps2-an386     portable (v6-M)  ARMv6-M code of any size (the board is an M4 running
+cortex-m0   mps2-an386     ARMv6-M          ARMv6-M code of any size (the board is an M4 running
                                             only ARMv6-M instructions; unaligned loads do not fault)
-microbit    microbit       portable (v6-M)  a genuine Cortex-M0 (nRF51): 16 KB RAM, 256 KB flash,
+microbit    microbit       ARMv6-M          a genuine Cortex-M0 (nRF51): 16 KB RAM, 256 KB flash,
                                             unaligned loads fault
 cortex-m4   mps2-an386     DSP (ARMv7E-M)   SMLAD / SMLALD kernels
 cortex-m7   mps2-an500     DSP (ARMv7E-M)   the same kernels on the M7 board
@@ -98,7 +98,7 @@ ARM_RUNTIMES: Dict[str, Runtime] = {
             4 << 20,
             4 << 20,
         ),
-        Runtime("cortex-m0", "m0", _M0, "mps2-an386", "mps2.ld", 40.0, True, "portable", "cortex-m0", 4 << 20, 4 << 20),
+        Runtime("cortex-m0", "m0", _M0, "mps2-an386", "mps2.ld", 40.0, True, "v6m", "cortex-m0", 4 << 20, 4 << 20),
         Runtime(
             "cortex-m7",
             "m7",
@@ -146,7 +146,7 @@ ARM_RUNTIMES: Dict[str, Runtime] = {
             "microbit.ld",
             62.5,
             True,
-            "portable",
+            "v6m",
             "cortex-m0",
             16 << 10,
             256 << 10,

@@ -13,7 +13,8 @@ covering tests) and from rules applied to every integer kernel of firmware_templ
 (arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds) and to the
 Cortex-M kernels of firmware_templates/lmu_kernels_arm.h. A Cortex-M kernel mutant is checked to compile
 for, and run by the tests on, a core that compiles its path: DSP lines on the Cortex-M4, Helium lines on
-the Cortex-M55 (QEMU; the host build never includes that header).
+the Cortex-M55 (QEMU; the host build never includes that header); the same holds for the sections of
+lmu_runtime.h under #if LMU_PATH_DSP / LMU_PATH_MVE / LMU_PATH_V6M (ARMv6-M lines on the Cortex-M0).
 
 Each mutant is applied IN PLACE in the working tree (the package is installed editable from it, and
 converters/, targets/, firmware_templates/ are remapped into lmu_edge from there, so the mutated file
@@ -42,6 +43,7 @@ RUNTIME = "firmware_templates/lmu_runtime.h"
 C_TESTS = [
     "tests/test_firmware_runtime.py",
     "tests/test_kernels_arm.py::test_one_rounding_requantization_equals_mbqm",
+    "tests/test_kernels_arm.py::test_32_bit_multiply_requantization_equals_mbqm",
     "tests/test_int_matrix.py",
     "-k",
     "not cortex",
@@ -52,6 +54,13 @@ ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
 ARM_PATHS = {
     "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "-k", "dsp"]),
     "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "-k", "helium"]),
+}
+#: the Cortex-M-only sections of lmu_runtime.h (#if LMU_PATH_DSP / MVE / V6M) -> (the runtime whose core
+#: compiles them, the kernel-path tests and that core's matrix image)
+RUNTIME_PATHS = {
+    "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "dsp or cortex-m4"]),
+    "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "helium or cortex-m55"]),
+    "v6m": ("cortex-m0", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "v6m or cortex-m0"]),
 }
 
 # (name, regex, replacement): applied to each line of each integer kernel, one match at a time
@@ -81,6 +90,32 @@ def kernel_lines(text: str):
     end = next((i for i, line in enumerate(lines) if i > start and line.startswith("/* float")), len(lines))
     out = [i for i in range(start, end) if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
     return lines, out
+
+
+def runtime_line_paths(lines, idx) -> dict:
+    """For each listed line of lmu_runtime.h, the Cortex-M path whose sections hold it ("dsp", "mve",
+    "v6m"), or None for code the host compiles: ``#if LMU_PATH_DSP`` (also ``&& !LMU_PATH_MVE`` and
+    ``|| LMU_PATH_MVE``), ``#if LMU_PATH_MVE``, ``#if LMU_PATH_V6M``; their ``#else`` and ``#if
+    !LMU_PATH_DSP`` are host code. A mutant there only changes what that core runs."""
+    stack: list = []  # per open #if: "dsp" / "mve" / "v6m" / "host" / None (neutral)
+    want = set(idx)
+    out = {}
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("#if"):
+            m = re.match(r"#if (!?)LMU_PATH_(DSP|MVE|V6M)\b", s)
+            stack.append(None if not m else ("host" if m.group(1) else m.group(2).lower()))
+        elif s.startswith("#elif"):
+            m = re.match(r"#elif LMU_PATH_(DSP|MVE|V6M)\b", s)
+            stack[-1] = m.group(1).lower() if m else None
+        elif s.startswith("#else"):
+            stack[-1] = {"dsp": "host", "mve": "host", "v6m": "host", "host": "dsp"}.get(stack[-1])
+        elif s.startswith("#endif"):
+            stack.pop()
+        elif i in want:
+            inner = [p for p in stack if p is not None]
+            out[i] = None if not inner or inner[-1] == "host" else inner[-1]
+    return out
 
 
 def arm_kernel_lines(text: str):
@@ -155,13 +190,14 @@ def generated():
     # core: its mutants also run the Cortex-M4 matrix
     start = next(i for i, line in enumerate(lines) if line.startswith("#define LMU_DEFINE_DENSE_MEMORY"))
     end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
+    paths = runtime_line_paths(lines, idx)
     muts = _rule_mutants(
         lines,
-        [(i, "m4" if start <= i <= end else None) for i in idx],
+        [(i, paths.get(i) or ("m4" if start <= i <= end else None)) for i in idx],
         RUNTIME,
         "rt",
-        lambda p: C_TESTS_M4 if p == "m4" else C_TESTS,
-        lambda _: {},
+        lambda p: RUNTIME_PATHS[p][1] if p in RUNTIME_PATHS else C_TESTS_M4 if p == "m4" else C_TESTS,
+        lambda p: {"core": RUNTIME_PATHS[p][0], "path": p} if p in RUNTIME_PATHS else {},
         code_only=True,
     )
     lines, arm_idx = arm_kernel_lines((ROOT / ARM_KERNELS).read_text())

@@ -187,7 +187,11 @@ def emit(graph, out_dir, options) -> dict:
         *toolchain.LINKER_SCRIPTS,
         "Makefile",
     ]
-    sizes = {"ram_bytes": code.state_bytes, "const_data_bytes": code.const_bytes, "macs_per_step": code.macs}
+    sizes: dict[str, Any] = {
+        "ram_bytes": code.state_bytes,
+        "const_data_bytes": code.const_bytes,
+        "macs_per_step": code.macs,
+    }
     if code.accumulators:  # the bound behind each dense memory's accumulator width (docs/firmware.md)
         sizes["accumulators"] = code.accumulators
     flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))

@@ -176,7 +176,14 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         w = code.array(f"{name}_p{k}_w", "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)")
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
-        parts.append(f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .mult = {m}, .shift = {s}}}")
+        zsum = "NULL"
+        if q.in_bits == 8 and int(p.in_zp) != 0:  # the zero point folded out of the dot product (lmu_qdot2)
+            z = -int(p.in_zp) * np.asarray(p.kernel, dtype=np.int64).sum(axis=0)
+            z = (z + 2**31) % 2**32 - 2**31  # the kernels add it modulo 2^32
+            zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} -zero point x row sums of w")
+        parts.append(
+            f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, .mult = {m}, .shift = {s}}}"
+        )
         code.macs += int(p.kernel.size)
     bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
     lut, lut16 = "NULL", "NULL"
@@ -189,9 +196,22 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
     code.objects.append(
         f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
         f".n_out = {q.units}, .bias = {bias},\n    .out_zp = {q.out_zp}, .clamp_min = {q.clamp_min}, "
-        f".clamp_max = {q.clamp_max}, .lut = {lut}" + (f", .lut16 = {lut16}" if lut16 != "NULL" else "") + "};"
+        f".clamp_max = {q.clamp_max}, .lut = {lut}"
+        + (f", .lut16 = {lut16}" if lut16 != "NULL" else "")
+        + (", .right_shifts = 1" if _right_shifts(q) else "")
+        + "};"
     )
     return sym
+
+
+def _right_shifts(q: qir.QLinear) -> bool:
+    """Whether every requantization of an int8 layer is a right shift with a multiplier lmu_mbqm32_r takes."""
+    return q.in_bits == 8 and all(
+        int(np.min(p.shift, initial=0)) >= -31
+        and int(np.max(p.shift, initial=0)) <= 0
+        and int(np.min(p.multiplier, initial=0)) > -(2**31)
+        for p in q.parts
+    )
 
 
 def act_ctype(graph: ir.Graph) -> str:
@@ -279,9 +299,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         ins.append(h)
     if L.memory_to_memory:
         mzp = code.state(at, f"{tag}_mzp", d * q)
-        lines.append(
-            f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {mzp}[k_] = {rq}({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
-        )
+        lines.append(_requant_state(rq, st, m, mzp, d * q, mz_m, mz_s, L.z_zp))
         ins.append(mzp)
     enc = _qlinear(code, f"{tag}_enc", L.encoder)
     lines.append(
@@ -355,9 +373,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             f"{shift}, {bits}, {buf}, {head});"
         )
         code.macs += d * q * Lk
-    lines.append(
-        f"{{ int32_t k_; for (k_ = 0; k_ < {d * q}; ++k_) {z}[k_] = {rq}({m}[k_], {mz_m}, {mz_s}, {L.z_zp}); }}"
-    )
+    lines.append(_requant_state(rq, st, m, z, d * q, mz_m, mz_s, L.z_zp))
     if L.input_to_hidden:
         assert L.x_to_z is not None, f"{L.name}: input_to_hidden without x_to_z"
         xm, xs, xzp = L.x_to_z
@@ -462,6 +478,14 @@ def dense_chunk(coeffs, state_bits: int) -> int:
         if int(sums.max()) <= limit:
             return k
     return 1
+
+
+def _requant_state(rq: str, st: str, m: str, dst: str, n: int, mult: int, shift: int, zp: int) -> str:
+    """The step line that requantizes the n state values m into activations dst: one call for an int16
+    state into int8 (lmu_requant8_s16: vector kernels on Helium), a loop of ``rq`` otherwise."""
+    if rq == "lmu_requant8" and st == "int16_t":
+        return f"lmu_requant8_s16({m}, {dst}, {n}, {mult}, {shift}, {zp});"
+    return f"{{ int32_t k_; for (k_ = 0; k_ < {n}; ++k_) {dst}[k_] = {rq}({m}[k_], {mult}, {shift}, {zp}); }}"
 
 
 def dense_step32(coeffs, B, u_bound: int, coeff_frac: int, state_bits: int) -> bool:

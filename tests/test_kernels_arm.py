@@ -52,21 +52,23 @@ PATHS = {
     "helium": ("cortex-m55", "", None),
     "dsp-O0": ("cortex-m4", "", "0"),
     "helium-O0": ("cortex-m55", "", "0"),
+    "v6m": ("cortex-m0", "", None),  # the ARMv6-M assembly partial sums (lmu_v6m_dot2)
 }
 
 
 #: (q, coeff_bits, the accumulator comment); -O0 builds differ from -O2 only in the whole-channel kernels
-_SIZES = [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32"), (36, None, "64")]
+_SIZES = [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32"), (36, None, "64"), (20, None, "64")]
 _CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] is None or size[0] in (36, 64)]
 
 
 @needs_arm
 @pytest.mark.parametrize("path,q,coeff_bits,sums", _CASES)
 def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
-    """q = 64 and 36 take the whole-channel kernels (DSP: the 16-column assembly passes, 36 with a 4-column
-    C tail; Helium: blocks of three rows, 64 with one row left, 36 with a predicated 4-column tail); 7, 9 and 13
-    are odd (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full
-    Helium vector (the loop runs zero passes)."""
+    """q = 64, 36 and 20 take the whole-channel kernels. DSP: three rows at a time in 16-column passes, then
+    4-column passes (36, 20), then single rows (64: one, 20: two). Helium: blocks of three rows in 32-column
+    passes and 8-column passes (36: four), a predicated tail (36, 20) and single rows. 7, 9 and 13 are odd
+    (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full Helium
+    vector (the loop runs zero passes)."""
     rng = np.random.default_rng(100 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
@@ -74,7 +76,7 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     src = (art.path / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in src
-    if q in (36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
+    if q in (20, 36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
         assert "the rounded step provably fits 31 bits" in src
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, x)
@@ -192,7 +194,7 @@ int main(void) {
 
 
 @needs_arm
-def test_smmulr_requantization_equals_mbqm_on_the_cortex_m4(tmp_path):
+def test_dsp_smmulr_requantization_equals_mbqm_on_the_cortex_m4(tmp_path):
     """lmu_mbqm32_s (the DSP path's requantization of a 16-bit state: SMMULR, an add and a shift) gives
     lmu_mbqm32's integers for every shift 0..31, every 16-bit input (every seventh for most shifts) and edge
     and random multipliers, INT32_MIN included: run on the Cortex-M4 under QEMU (SMMULR is an ARM
@@ -212,3 +214,91 @@ def test_smmulr_requantization_equals_mbqm_on_the_cortex_m4(tmp_path):
     ).stdout
     n, bad = (int(w) for w in out.split()[1::2])
     assert n > 5_000_000 and bad == 0, out
+
+
+_REQUANT16_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+int main(void) {
+    static const int32_t ms[] = {INT32_MIN, -1073741824, -3, 1, 1073741823, 1073741824, 1128624491, 1518500250,
+                                 2147483646, INT32_MAX};
+    static const int32_t es[] = {0, 1, 2, 7, 15, 22, 23, 31};
+    static const int32_t zps[] = {-128, -5, 0, 127};
+    static int16_t v[65536 + 3];
+    static int8_t z[65536 + 3];
+    long bad = 0, n = 0;
+    int32_t i, a, b, c;
+    for (i = 0; i < 65536 + 3; ++i) v[i] = (int16_t)(i - 32768 + (i >= 65536 ? -3 : 0));
+    for (a = 0; a < 10; ++a)
+        for (b = 0; b < 8; ++b)
+            for (c = 0; c < 4; ++c) {
+                lmu_requant8_s16(v, z, 65536 + 3, ms[a], -es[b], zps[c]); /* + 3: a predicated tail */
+                for (i = 0; i < 65536 + 3; ++i, ++n)
+                    bad += z[i] != lmu_clamp8(zps[c] + (int64_t)lmu_mbqm32(v[i], ms[a], -es[b]));
+            }
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+@needs_arm
+@pytest.mark.parametrize("path", ["dsp", "helium", "portable-v6m"])
+def test_state_requantization_equals_mbqm_on_every_path(tmp_path, path):
+    """lmu_requant8_s16 (the 16-bit state into int8: Helium four values per vector with the zero point riding on
+    the rounding term, the DSP path's SMMULR, the 32-bit-multiply form on ARMv6-M) gives lmu_mbqm32's
+    integers for every 16-bit input, shifts 0..31 (the vector kernel takes 0..22), zero points at both ends
+    and edge multipliers, with a predicated tail: run under QEMU on the core that compiles each path."""
+    runtime = {"dsp": "cortex-m4", "helium": "cortex-m55", "portable-v6m": "cortex-m0"}[path]
+    rt = toolchain.ARM_RUNTIMES[runtime]
+    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", rt.linker_script):
+        shutil.copy(os.path.join(tpl, f), tmp_path / f)
+    (tmp_path / "t.c").write_text(_REQUANT16_C)
+    subprocess.run(
+        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, "-nostartfiles",
+         "--specs=rdimon.specs", "-T", rt.linker_script, "t.c", "startup.c", "-o", "t.elf"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    out = subprocess.run(
+        toolchain.qemu_command(runtime, "t.elf"), cwd=tmp_path, capture_output=True, text=True, timeout=600
+    ).stdout
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n == 320 * 65539 and bad == 0, out
+
+
+_MBQM16_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+int main(void) {
+    static const int32_t ms[] = {INT32_MIN, INT32_MIN + 1, -1073741824, -65536, -65535, -3, 0, 1, 65535, 65536,
+                                 1073741823, 1073741824, 1128624491, 1518500250, 2147483646, INT32_MAX};
+    uint32_t st = 2463534242u;
+    long bad = 0, n = 0;
+    int e, i, k;
+    int32_t x;
+    for (e = 0; e <= 31; ++e) {
+        for (i = 0; i < 16; ++i)
+            for (x = -32768; x <= 32768; ++x, ++n) bad += lmu_mbqm32_16(x, ms[i], e) != lmu_mbqm32(x, ms[i], -e);
+        for (k = 0; k < 100000; ++k, ++n) {
+            st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+            x = (int32_t)(st % 65537u) - 32768;
+            bad += lmu_mbqm32_16(x, (int32_t)(st * 2654435761u), e) != lmu_mbqm32(x, (int32_t)(st * 2654435761u), -e);
+        }
+    }
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+def test_32_bit_multiply_requantization_equals_mbqm(tmp_path):
+    """lmu_mbqm32_16 (the portable and ARMv6-M requantization of a 16-bit state, 32-bit multiplies only) gives
+    lmu_mbqm32's integers for every input in [-2^15, 2^15], every shift 0..31, edge multipliers (INT32_MIN,
+    the 2^16 boundaries of the split) and random ones."""
+    (tmp_path / "t.c").write_text(_MBQM16_C)
+    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    subprocess.run(["cc", "-O2", "-std=c99", f"-I{tpl}", "t.c", "-o", "t"], cwd=tmp_path, check=True)
+    out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n == 32 * (16 * 65537 + 100000) and bad == 0, out
