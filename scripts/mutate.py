@@ -50,10 +50,11 @@ C_TESTS = [
 ]
 C_TESTS_M4 = [*C_TESTS[:-1], "not cortex or cortex-m4"]
 ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
-#: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path)
+#: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path:
+#: the kernel-path tests and that core's matrix image, which holds the cases they lack, such as a 10-bit state)
 ARM_PATHS = {
-    "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "-k", "dsp"]),
-    "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "-k", "helium"]),
+    "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "dsp or cortex-m4"]),
+    "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "helium or cortex-m55"]),
 }
 #: the Cortex-M-only sections of lmu_runtime.h (#if LMU_PATH_DSP / MVE / V6M) -> (the runtime whose core
 #: compiles them, the kernel-path tests and that core's matrix image)

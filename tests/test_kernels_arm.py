@@ -3,6 +3,7 @@ and the portable path forced with -DLMU_PORTABLE give the integer reference's ou
 that exercise the four-row blocks, the row tail, the odd-column (DSP) and predicated (Helium) tails, the
 16-input int8 vectors and both accumulator widths of the dense memory."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -57,17 +58,26 @@ PATHS = {
 
 
 #: (q, coeff_bits, the accumulator comment); -O0 builds differ from -O2 only in the whole-channel kernels
-_SIZES = [(7, None, None), (13, 16, "64"), (64, None, "64"), (9, 10, "32"), (36, None, "64"), (20, None, "64")]
-_CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] is None or size[0] in (36, 64)]
+_SIZES = [
+    (7, None, None),
+    (13, 16, "64"),
+    (64, None, "64"),
+    (9, 10, "32"),
+    (36, None, "64"),
+    (20, None, "64"),
+    (18, None, "64"),
+]
+_CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] is None or size[0] in (18, 36, 64)]
 
 
 @needs_arm
 @pytest.mark.parametrize("path,q,coeff_bits,sums", _CASES)
 def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
-    """q = 64, 36 and 20 take the whole-channel kernels. DSP: three rows at a time in 16-column passes, then
-    4-column passes (36, 20), then single rows (64: one, 20: two). Helium: blocks of three rows in 32-column
-    passes and 8-column passes (36: four), a predicated tail (36, 20) and single rows. 7, 9 and 13 are odd
-    (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full Helium
+    """q = 64, 36, 20 and 18 take the whole-channel kernels. DSP: three rows at a time in 16-column passes,
+    then 4-column passes (36, 20), then single rows (64: one, 20: two); 18 (even, not a multiple of 4) takes
+    the two-row loop of 16-column passes and a 2-column C tail. Helium: blocks of three rows in 32-column
+    passes and 8-column passes (36: four), a predicated tail (36, 20, 18) and single rows. 7, 9 and 13 are
+    odd (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full Helium
     vector (the loop runs zero passes)."""
     rng = np.random.default_rng(100 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
@@ -76,9 +86,15 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     src = (art.path / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in src
-    if q in (20, 36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
+    if q in (18, 20, 36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
         assert "the rounded step provably fits 31 bits" in src
     qg = c_target._qgraph(art)
+    if sums:  # report.json writes the same proofs as the comment in model.c
+        (acc,) = json.loads((art.path / "report.json").read_text())["c"]["accumulators"]
+        (mem,) = [lay.memory for lay in qg.layers if hasattr(lay, "memory")]
+        assert acc["sum_bits"] == int(sums)
+        assert acc["step_fits_int32"] == ("the rounded step provably fits 31 bits" in src)
+        assert acc["int32_partial_columns"] == min(c_codegen.dense_chunk(mem.coeffs, 16), q)
     xq = intsim.quantize_input(qg, x)
     ref = intsim.run_int(qg, xq)
     runtime, extra, opt = PATHS[path]
@@ -224,17 +240,19 @@ int main(void) {
                                  2147483646, INT32_MAX};
     static const int32_t es[] = {0, 1, 2, 7, 15, 22, 23, 31};
     static const int32_t zps[] = {-128, -5, 0, 127};
-    static int16_t v[65536 + 3];
-    static int8_t z[65536 + 3];
+    static int16_t v[65536 + 3 + 16];
+    static int8_t z[65536 + 3 + 16]; /* 16 canary bytes past the end: nothing may write there */
     long bad = 0, n = 0;
     int32_t i, a, b, c;
-    for (i = 0; i < 65536 + 3; ++i) v[i] = (int16_t)(i - 32768 + (i >= 65536 ? -3 : 0));
+    for (i = 0; i < 65536 + 3 + 16; ++i) v[i] = (int16_t)(i - 32768 + (i >= 65536 ? -3 : 0));
     for (a = 0; a < 10; ++a)
         for (b = 0; b < 8; ++b)
             for (c = 0; c < 4; ++c) {
+                for (i = 65536 + 3; i < 65536 + 3 + 16; ++i) z[i] = 0x5A;
                 lmu_requant8_s16(v, z, 65536 + 3, ms[a], -es[b], zps[c]); /* + 3: a predicated tail */
                 for (i = 0; i < 65536 + 3; ++i, ++n)
                     bad += z[i] != lmu_clamp8(zps[c] + (int64_t)lmu_mbqm32(v[i], ms[a], -es[b]));
+                for (; i < 65536 + 3 + 16; ++i) bad += z[i] != 0x5A;
             }
     printf("n %ld bad %ld\n", n, bad);
     return 0;
@@ -248,7 +266,8 @@ def test_state_requantization_equals_mbqm_on_every_path(tmp_path, path):
     """lmu_requant8_s16 (the 16-bit state into int8: Helium four values per vector with the zero point riding on
     the rounding term, the DSP path's SMMULR, the 32-bit-multiply form on ARMv6-M) gives lmu_mbqm32's
     integers for every 16-bit input, shifts 0..31 (the vector kernel takes 0..22), zero points at both ends
-    and edge multipliers, with a predicated tail: run under QEMU on the core that compiles each path."""
+    and edge multipliers, with a predicated tail and nothing written past the end: run under QEMU on the
+    core that compiles each path."""
     runtime = {"dsp": "cortex-m4", "helium": "cortex-m55", "portable-v6m": "cortex-m0"}[path]
     rt = toolchain.ARM_RUNTIMES[runtime]
     tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
