@@ -260,29 +260,28 @@ static inline void lmu_copy16(int16_t *mc, const int64_t *tmp, int32_t q) {
 #define LMU_DSP_ROWS2_4COLS                                                                                            \
     "ldrd %[x0], %[x1], [%[ps]], #8\n\t"                                                                               \
     "ldrd %[c0], %[c1], [%[p0]], #8\n\t"                                                                               \
-    "smlald %[l0], %[h0], %[c0], %[x0]\n\t"                                                                            \
-    "smlald %[l0], %[h0], %[c1], %[x1]\n\t"                                                                            \
+    "smlald %Q[b0], %R[b0], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %Q[b0], %R[b0], %[c1], %[x1]\n\t"                                                                          \
     "ldrd %[c0], %[c1], [%[p1]], #8\n\t"                                                                               \
-    "smlald %[l1], %[h1], %[c0], %[x0]\n\t"                                                                            \
-    "smlald %[l1], %[h1], %[c1], %[x1]\n\t"
+    "smlald %Q[b1], %R[b1], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %Q[b1], %R[b1], %[c1], %[x1]\n\t"
 
 static inline void lmu_dsp_rows2_s16(const int16_t **s, const int16_t **r0, const int16_t **r1, int32_t n16,
                                      int64_t *a0, int64_t *a1) {
 #ifdef __OPTIMIZE__
-    uint32_t l0 = (uint32_t)*a0, h0 = (uint32_t)((uint64_t)*a0 >> 32);
-    uint32_t l1 = (uint32_t)*a1, h1 = (uint32_t)((uint64_t)*a1 >> 32);
+    int64_t b0 = *a0, b1 = *a1;
     const int16_t *ps = *s, *p0 = *r0, *p1 = *r1;
     const int16_t *const end = ps + n16;
     uint32_t x0, x1, c0, c1;
     __asm__("1:\n\t" LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS LMU_DSP_ROWS2_4COLS
             "cmp %[ps], %[end]\n\t"
             "bne 1b"
-            : [l0] "+r"(l0), [h0] "+r"(h0), [l1] "+r"(l1), [h1] "+r"(h1), [ps] "+r"(ps), [p0] "+r"(p0), [p1] "+r"(p1),
-              [x0] "=&r"(x0), [x1] "=&r"(x1), [c0] "=&r"(c0), [c1] "=&r"(c1)
+            : [b0] "+r"(b0), [b1] "+r"(b1), [ps] "+r"(ps), [p0] "+r"(p0), [p1] "+r"(p1), [x0] "=&r"(x0), [x1] "=&r"(x1),
+              [c0] "=&r"(c0), [c1] "=&r"(c1)
             : [end] "r"(end)
             : "cc", "memory");
-    *a0 = (int64_t)(((uint64_t)h0 << 32) | l0);
-    *a1 = (int64_t)(((uint64_t)h1 << 32) | l1);
+    *a0 = b0;
+    *a1 = b1;
     *s = ps;
     *r0 = p0;
     *r1 = p1;
