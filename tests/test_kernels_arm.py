@@ -321,3 +321,74 @@ def test_32_bit_multiply_requantization_equals_mbqm(tmp_path):
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
     n, bad = (int(w) for w in out.split()[1::2])
     assert n == 32 * (16 * 65537 + 100000) and bad == 0, out
+
+
+_SATURATE_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+/* the dense memory on crafted values that drive a 16-bit (and a 10-bit) state into saturation every step:
+ * |C| < 2^10, |B u| < 2^22, cf = 10, so the rounded step reaches 2^19 and the step32 proof holds
+ * (sum |C| 2^15 + |B u| + 2^cf < 2^40 = 2^(30 + cf)); chunk = q: every 32-bit partial sum fits */
+static uint32_t st = 2463534242u;
+static int32_t rnd(int32_t lo, int32_t hi) {
+    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+    return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
+}
+#define RUN(Q)                                                                                                    \
+    {                                                                                                             \
+        static int16_t C[Q * Q] LMU_ALIGN4, m[Q] LMU_ALIGN4;                                                      \
+        static int32_t B[Q], u[1];                                                                                \
+        static int64_t tmp[Q];                                                                                    \
+        for (bits = 10; bits <= 16; bits += 6)                                                                    \
+            for (delta = 0; delta <= 1; ++delta) {                                                                \
+                const int32_t lim = (1 << (bits - 1)) - 1;                                                        \
+                for (i = 0; i < Q * Q; ++i) C[i] = (int16_t)rnd(-1023, 1023);                                    \
+                for (i = 0; i < Q; ++i) B[i] = rnd(-4095, 4095), m[i] = (int16_t)rnd(-lim - 1, lim);             \
+                for (t = 0; t < 6; ++t) {                                                                         \
+                    u[0] = rnd(-1023, 1023);                                                                      \
+                    lmu_dense_memory_s16_c16(m, u, 1, Q, C, B, 10, delta, bits, tmp, Q, 1);                       \
+                    for (i = 0; i < Q; ++i) {                                                                     \
+                        h = (h ^ (uint32_t)(uint16_t)m[i]) * 16777619u;                                           \
+                        sat += m[i] == lim || m[i] == -lim - 1;                                                   \
+                    }                                                                                             \
+                }                                                                                                 \
+            }                                                                                                     \
+    }
+int main(void) {
+    uint32_t h = 2166136261u;
+    long sat = 0;
+    int32_t i, t, bits, delta;
+    RUN(16) RUN(18) RUN(20) RUN(7)
+    printf("hash %lu saturated %ld\n", (unsigned long)h, sat);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m55", "cortex-m0"])
+def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
+    """The dense memory on values that drive 16- and 10-bit states into saturation (both forms, q = 16 and 20
+    for the three-row DSP loop, 18 for the two-row one, 7 for the odd fallback): the DSP (Cortex-M4), Helium
+    (Cortex-M55) and ARMv6-M kernels give the host's portable states bit for bit. The test models' states
+    keep far from their bounds, so only crafted values reach the saturating finish of a 16-bit state."""
+    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    (tmp_path / "t.c").write_text(_SATURATE_C)
+    host = tmp_path / "host"
+    host.mkdir()
+    subprocess.run(["cc", "-O2", "-std=c99", f"-I{tpl}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
+    want = subprocess.run([str(host / "t")], capture_output=True, text=True, check=True).stdout
+    assert int(want.split()[3]) > 1000, want  # the states saturate, at both widths
+    if runtime == "host":
+        return
+    rt = toolchain.ARM_RUNTIMES[runtime]
+    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", rt.linker_script):
+        shutil.copy(os.path.join(tpl, f), tmp_path / f)
+    subprocess.run(
+        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, "-nostartfiles",
+         "--specs=rdimon.specs", "-T", rt.linker_script, "t.c", "startup.c", "-o", "t.elf"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    got = subprocess.run(
+        toolchain.qemu_command(runtime, "t.elf"), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    ).stdout
+    assert got == want
