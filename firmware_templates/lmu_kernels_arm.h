@@ -540,19 +540,7 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
     }
     lmu_copy16(mc, tmp, q);
     return 1;
-#else
-    (void)mc;
-    (void)uc;
-    (void)q;
-    (void)C;
-    (void)B;
-    (void)cf;
-    (void)delta;
-    (void)bits;
-    (void)tmp;
-    (void)step32;
-    return 0;
-#endif
+#endif /* no third case: this header is included only when one of the two paths is on */
 }
 
 #endif /* LMU_KERNELS_ARM_H */

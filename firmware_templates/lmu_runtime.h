@@ -313,6 +313,12 @@ static inline int32_t lmu_qrequant(const lmu_qlinear_t *L, int32_t a, int32_t m,
     return lmu_mbqm32(a, m, s);
 }
 
+/* an output row's value from its requantized total: clamp, then the layer's table when it has one */
+static inline int32_t lmu_qout(const lmu_qlinear_t *L, int64_t total) {
+    const int64_t t = lmu_clamp64(total, L->clamp_min, L->clamp_max);
+    return L->lut ? (int32_t)L->lut[t + 128] : (int32_t)t;
+}
+
 /* the accumulator's start for row j of part k: bias_j (first part) + zsum_j (the folded zero point) */
 static inline int32_t lmu_qstart(const lmu_qlinear_t *L, const lmu_qpart_t *p, int32_t k, int32_t j) {
     const uint32_t b = (k == 0 && L->bias) ? (uint32_t)L->bias[j] : 0u;
@@ -347,8 +353,7 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
             }
         }
         for (r = 0; r < 4; ++r) {
-            const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
-            out[j + r] = L->lut ? (int32_t)L->lut[t + 128] : (int32_t)t;
+            out[j + r] = lmu_qout(L, total[r]);
         }
     }
 #endif
@@ -365,8 +370,7 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
             total[1] += lmu_qrequant(L, a1, p->mult[j1], p->shift[j1]);
         }
         for (r = 0; r < 2 && j + r < L->n_out; ++r) {
-            const int64_t t = lmu_clamp64(total[r], L->clamp_min, L->clamp_max);
-            out[j + r] = L->lut ? (int32_t)L->lut[t + 128] : (int32_t)t;
+            out[j + r] = lmu_qout(L, total[r]);
         }
     }
 }
