@@ -26,6 +26,7 @@ kill. Exit status: 0 when the score (killed / (killed + survived)) reaches --min
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import signal
@@ -154,10 +155,33 @@ def arm_kernel_lines(text: str):
     return lines, out
 
 
+DEFINITION = re.compile(r"^(?:#define\s+(\w+)|[A-Za-z_][^;(=]*?\b(\w+)\s*\()")
+
+
+def line_keys(lines, idx) -> dict:
+    """A name for each listed line that survives edits elsewhere in the file: the function or macro
+    whose definition holds it (the last definition starting in column 0 above it), a hash of the
+    line's text, and, for a line repeated within that definition, which repeat it is. Mutation ids
+    built from it stay put when lines are added above, so [equivalent] entries do not go stale."""
+    out, seen, owner = {}, {}, "top"
+    want = set(idx)
+    for i, line in enumerate(lines):
+        m = DEFINITION.match(line)
+        if m:
+            owner = m.group(1) or m.group(2)
+        if i in want:
+            h = hashlib.sha1(line.strip().encode()).hexdigest()[:6]
+            n = seen[(owner, h)] = seen.get((owner, h), -1) + 1
+            out[i] = f"{owner}-{h}" + (f".{n}" if n else "")
+    return out
+
+
 def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_only: bool = False):
     """One mutant per rule match on each listed line; ``code_only``: not in a trailing comment (such a
-    mutant changes nothing the compiler sees)."""
+    mutant changes nothing the compiler sees). Ids: ``prefix-<function>-<line hash>-<rule>-<k>``
+    (:func:`line_keys`), the line number is only in the record."""
     muts = []
+    keys = line_keys(lines, [i for i, _ in idx])
     for i, path in idx:
         line = lines[i]
         comment = line.find("/*") if code_only and "/*" in line else len(line)
@@ -171,7 +195,7 @@ def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_onl
                 if new != line and m.start() < comment:
                     muts.append(
                         {
-                            "id": f"{prefix}-L{i + 1}-{name_k}-{k}",
+                            "id": f"{prefix}-{keys[i]}-{name_k}-{k}",
                             "file": file,
                             "line": i,
                             "original": line,
