@@ -565,6 +565,25 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
 #define LMU_PROD_NARROW(c, s) ((int64_t)((int32_t)(c) * (int32_t)(s)))
 #define LMU_PROD_WIDE(c, s) ((int64_t)(c) * (int64_t)(s))
 
+/* The constants of one dense LMU memory, written by the code generator as a const struct per layer with
+ * designated initializers (the kernels below read it; inlined, gcc folds every field to a constant). */
+#define LMU_DENSE_MEMORY_FIELDS(CT)                                                                                    \
+    int32_t d;          /* channels (memory_d), each its own q-vector of the state */                                  \
+    int32_t q;          /* order: C is q x q (row-major), B has q entries */                                           \
+    const CT *C;        /* Abar (direct form) or Abar - I (delta form), coeff_frac fractional bits */                  \
+    const int32_t *B;   /* Bbar, scaled so that B_i u_c has coeff_frac fractional bits of the state */                 \
+    int32_t coeff_frac; /* the step is acc / 2^coeff_frac, rounded half up */                                          \
+    int32_t delta;      /* 1: delta form, m_i += step; 0: direct form, m_i = step */                                   \
+    int32_t bits;       /* the state saturates to a signed `bits`-bit range */                                         \
+    int32_t chunk;      /* proven: any `chunk` consecutive columns of C m (aligned) sum within int32 */                \
+    int32_t step32;     /* proven: every row's rounded step fits int32 (read by the Cortex-M kernels) */
+typedef struct {
+    LMU_DENSE_MEMORY_FIELDS(int16_t)
+} lmu_dense_memory_c16_t;
+typedef struct {
+    LMU_DENSE_MEMORY_FIELDS(int32_t)
+} lmu_dense_memory_c32_t;
+
 /* Dense memory, per channel c:  acc_i = B_i u_c + sum_j C_ij m_j  (exact),
  *   delta form:  m_i <- sat_bits(m_i + round_half_up(acc_i / 2^coeff_frac)),
  *   direct form: m_i <- sat_bits(round_half_up(acc_i / 2^coeff_frac)).
@@ -575,10 +594,12 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
  * 32-bit partial sums of chunk columns into 64 bits. Either way the sum is exact. Scratch: tmp holds q int64
  * (the new state is written after every row has read the old one). This generic kernel serves 8- and
  * 32-bit states and 32-bit coefficients on every core: the Cortex-M kernels cover only int16 x int16. */
-#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PROD)                                                                    \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *C, const int32_t *B,              \
-                            int32_t coeff_frac, int32_t delta, int32_t bits, int64_t *tmp, int32_t chunk) {            \
-        const int32_t acc32 = chunk >= q;                                                                              \
+#define LMU_DEFINE_DENSE_MEMORY(NAME, ST, CT, PT, PROD)                                                                \
+    static inline void NAME(const PT *cfg, ST *m, const int32_t *u, int64_t *tmp) {                                    \
+        const int32_t d = cfg->d, q = cfg->q, coeff_frac = cfg->coeff_frac, delta = cfg->delta, bits = cfg->bits;      \
+        const CT *C = cfg->C;                                                                                          \
+        const int32_t *B = cfg->B;                                                                                     \
+        const int32_t acc32 = cfg->chunk >= q;                                                                         \
         int32_t c, i, j;                                                                                               \
         for (c = 0; c < d; ++c) {                                                                                      \
             ST *mc = m + c * q;                                                                                        \
@@ -642,9 +663,12 @@ static inline void lmu_v6m_dot2(const int16_t *pm, const int16_t *p0, const int1
  * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
  * (|partial| <= 2^31 - 1, proven by the code generator) and adds the partial sums in int64, so ARMv6-M
  * runs one MULS and one ADDS per MAC and no 64-bit multiply helper. Scratch: tmp, q int64. */
-LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32_t d, int32_t q, const int16_t *C,
-                                             const int32_t *B, int32_t coeff_frac, int32_t delta, int32_t bits,
-                                             int64_t *tmp, int32_t chunk, int32_t step32) {
+LMU_SPECIALIZE void lmu_dense_memory_s16_c16(const lmu_dense_memory_c16_t *cfg, int16_t *m, const int32_t *u,
+                                             int64_t *tmp) {
+    const int32_t d = cfg->d, q = cfg->q, coeff_frac = cfg->coeff_frac, delta = cfg->delta, bits = cfg->bits;
+    const int32_t chunk = cfg->chunk, step32 = cfg->step32;
+    const int16_t *C = cfg->C;
+    const int32_t *B = cfg->B;
     int32_t c, i, j0;
     for (c = 0; c < d; ++c) {
         int16_t *mc = m + c * q;
@@ -699,11 +723,30 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32
     }
 }
 
-/* structured RK in integers (see lmu_edge/qir.py QRKMemory); w is scratch of r*q int64 */
+/* The constants of one Runge-Kutta-stepped memory (a const struct per layer, as for the dense memory). */
+typedef struct {
+    int32_t d;         /* channels (memory_d) */
+    int32_t q;         /* order */
+    const int32_t *hc; /* h (2i+1) / theta per row, hc_frac fractional bits */
+    int32_t hc_frac;
+    int32_t r;        /* Runge-Kutta order, 1..4 (the stages' Taylor weights 1/k! by Horner) */
+    int32_t substeps; /* RK steps per input sample */
+    int32_t u_shift;  /* u's fractional bits over the state's: u is brought to the state's scale first */
+    int32_t bits;     /* the state saturates to a signed `bits`-bit range */
+} lmu_rk_memory_t;
+
+/* Structured Runge-Kutta memory in integers (lmu_edge/qir.py QRKMemory): per channel and substep,
+ *   w_1 = h A m + h B u, w_k = h A w_(k-1) (k = 2..r), m <- sat_bits(m + w_1 + w_2/2 + ... + w_r/r!),
+ * with the LMU's A and B in O(q) from prefix sums (P: sum_(j<=i) m_j, T: sum_j m_j, S: sum_(j<=i) (-1)^j m_j):
+ *   h (A m + B u)_i = hc_i (P - T + (-1)^i (u - S)),
+ * so a step costs O(r q), not O(q^2). Every product and sum is int64 (states of up to 32 bits, hc below 2^31);
+ * each h A product is rounded half up once. Scratch: w, r * q int64. */
 #define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                                                 \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const int32_t *hc, int32_t hc_frac,         \
-                            int32_t r, int32_t substeps, int32_t u_shift, int32_t bits, int64_t *w) {                  \
+    static inline void NAME(const lmu_rk_memory_t *cfg, ST *m, const int32_t *u, int64_t *w) {                         \
         static const int64_t inv16[5] = {0, 0, 32768, 21845, 16384};                                                   \
+        const int32_t d = cfg->d, q = cfg->q, hc_frac = cfg->hc_frac, r = cfg->r, substeps = cfg->substeps;            \
+        const int32_t u_shift = cfg->u_shift, bits = cfg->bits;                                                        \
+        const int32_t *hc = cfg->hc;                                                                                   \
         int32_t c, s, i, k;                                                                                            \
         for (c = 0; c < d; ++c) {                                                                                      \
             ST *mc = m + c * q;                                                                                        \
@@ -746,10 +789,28 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32
         }                                                                                                              \
     }
 
-/* FIR ring buffer: buf holds the last L inputs of each channel, *head the newest */
-#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT, PROD)                                                                      \
-    static inline void NAME(ST *m, const int32_t *u, int32_t d, int32_t q, const CT *K, int32_t L, int32_t shift,      \
-                            int32_t bits, ST *buf, int32_t *head) {                                                    \
+/* The constants of one FIR memory (a const struct per layer). */
+#define LMU_FIR_MEMORY_FIELDS(CT)                                                                                      \
+    int32_t d;     /* channels (memory_d) */                                                                           \
+    int32_t q;     /* order: K has q rows */                                                                           \
+    const CT *K;   /* the truncated impulse response, q x L (row-major), newest tap first */                           \
+    int32_t L;     /* taps, the ring buffer's length per channel */                                                    \
+    int32_t shift; /* fractional bits of K and u over the state's: m_i = round(acc / 2^shift) */                       \
+    int32_t bits;  /* the state saturates to a signed `bits`-bit range */
+typedef struct {
+    LMU_FIR_MEMORY_FIELDS(int16_t)
+} lmu_fir_memory_c16_t;
+typedef struct {
+    LMU_FIR_MEMORY_FIELDS(int32_t)
+} lmu_fir_memory_c32_t;
+
+/* FIR memory (the impulse response itself, no recurrence): per channel c, u_c enters a ring buffer of the
+ * last L inputs (buf, L per channel; *head the newest), and m_i = sat_bits(round_half_up(
+ * sum_k K_ik u_(t-k) / 2^shift)), summed exactly in int64. No scratch beyond buf and head (the state). */
+#define LMU_DEFINE_FIR_MEMORY(NAME, ST, CT, PT, PROD)                                                                  \
+    static inline void NAME(const PT *cfg, ST *m, const int32_t *u, ST *buf, int32_t *head) {                          \
+        const int32_t d = cfg->d, q = cfg->q, L = cfg->L, shift = cfg->shift, bits = cfg->bits;                        \
+        const CT *K = cfg->K;                                                                                          \
         int32_t c, i, k;                                                                                               \
         *head = (*head + 1) % L;                                                                                       \
         for (c = 0; c < d; ++c) {                                                                                      \
@@ -768,20 +829,20 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(int16_t *m, const int32_t *u, int32
         }                                                                                                              \
     }
 
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
-LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c16, int8_t, int16_t, lmu_dense_memory_c16_t, LMU_PROD_NARROW)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s8_c32, int8_t, int32_t, lmu_dense_memory_c32_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s16_c32, int16_t, int32_t, lmu_dense_memory_c32_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c16, int32_t, int16_t, lmu_dense_memory_c16_t, LMU_PROD_WIDE)
+LMU_DEFINE_DENSE_MEMORY(lmu_dense_memory_s32_c32, int32_t, int32_t, lmu_dense_memory_c32_t, LMU_PROD_WIDE)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s8, int8_t)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s16, int16_t)
 LMU_DEFINE_RK_MEMORY(lmu_rk_memory_s32, int32_t)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c16, int8_t, int16_t, LMU_PROD_NARROW)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c32, int8_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c16, int16_t, int16_t, LMU_PROD_NARROW)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c32, int16_t, int32_t, LMU_PROD_WIDE)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c16, int32_t, int16_t, LMU_PROD_WIDE)
-LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c32, int32_t, int32_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c16, int8_t, int16_t, lmu_fir_memory_c16_t, LMU_PROD_NARROW)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s8_c32, int8_t, int32_t, lmu_fir_memory_c32_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c16, int16_t, int16_t, lmu_fir_memory_c16_t, LMU_PROD_NARROW)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s16_c32, int16_t, int32_t, lmu_fir_memory_c32_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c16, int32_t, int16_t, lmu_fir_memory_c16_t, LMU_PROD_WIDE)
+LMU_DEFINE_FIR_MEMORY(lmu_fir_memory_s32_c32, int32_t, int32_t, lmu_fir_memory_c32_t, LMU_PROD_WIDE)
 
 /* ------------------------------------------------------------------------------------------ */
 /* float32 path                                                                               */

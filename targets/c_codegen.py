@@ -138,6 +138,17 @@ class Code:
         self.const_bytes += SIZES[ctype] * max(vals.size, 1)
         return sym
 
+    def params(self, ctype, name, fields) -> str:
+        """Add ``static const <ctype> <prefix>_<name>`` with designated initializers, one field per line,
+        from ``fields``: ``(field, value)`` or ``(field, value, comment)``; returns a pointer to it."""
+        sym = f"{self.prefix}_{name}"
+        body = []
+        for f in fields:
+            line = f"    .{f[0]} = {f[1]},"
+            body.append(line + (f" /* {c_comment(f[2])} */" if len(f) > 2 and f[2] else ""))
+        self.objects.append(f"static const {ctype} {sym} = {{\n" + "\n".join(body) + "\n};")
+        return f"&{sym}"
+
     def state(self, ctype, name, count=1) -> str:
         """Add a field ``ctype name[count]`` to the state struct; returns the C expression ``s->name``."""
         self.fields.append((ctype, name, int(count)))
@@ -320,25 +331,34 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         tmp = code.state("int64_t", f"{tag}_tmp", q)
         chunk = dense_chunk(mem.coeffs, bits)
         sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
-        kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}"
-        extra = ""
-        if kernel == "lmu_dense_memory_s16_c16":
-            u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
-            if L.encoder.lut is not None:
-                u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
-            ok = dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
-            extra = f", {int(ok)}"
-            sums += "; the rounded step provably fits 31 bits" if ok else ""
-        lines.append(
-            f"{kernel}({m}, {u}, {d}, {q}, {C}, {B}, "
-            f"{mem.coeff_frac}, {1 if mem.form == 'delta' else 0}, {bits}, {tmp}, {chunk}{extra});  /* {sums} */"
+        c16 = 16 if ct == "int16_t" else 32
+        kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{c16}"
+        u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
+        if L.encoder.lut is not None:
+            u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
+        step32 = kernel == "lmu_dense_memory_s16_c16" and dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
+        cfg = code.params(
+            f"lmu_dense_memory_c{c16}_t",
+            f"{tag}_memory",
+            [
+                ("d", d),
+                ("q", q),
+                ("C", C),
+                ("B", B),
+                ("coeff_frac", mem.coeff_frac),
+                ("delta", 1 if mem.form == "delta" else 0, f"{mem.form} form"),
+                ("bits", bits),
+                ("chunk", chunk, sums),
+                ("step32", int(step32), "the rounded step provably fits 31 bits" if step32 else "not proven"),
+            ],
         )
+        lines.append(f"{kernel}({cfg}, {m}, {u}, {tmp});")
         code.accumulators.append(
             {
                 "layer": L.name,
                 "sum_bits": 32 if chunk >= q else 64,
                 "int32_partial_columns": min(chunk, q),
-                "step_fits_int32": extra == ", 1",
+                "step_fits_int32": bool(step32),
             }
         )
         code.macs += d * (q * q + q)
@@ -347,10 +367,21 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits"
         )
         w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
-        lines.append(
-            f"lmu_rk_memory_s{bits_tag(st)}({m}, {u}, {d}, {q}, {hc}, {mem.hc_frac}, {mem.rk_order}, "
-            f"{mem.substeps}, {L.u_type.frac - L.state_type.frac}, {bits}, {w});"
+        cfg = code.params(
+            "lmu_rk_memory_t",
+            f"{tag}_memory",
+            [
+                ("d", d),
+                ("q", q),
+                ("hc", hc),
+                ("hc_frac", mem.hc_frac),
+                ("r", mem.rk_order, f"RK{mem.rk_order}"),
+                ("substeps", mem.substeps),
+                ("u_shift", L.u_type.frac - L.state_type.frac),
+                ("bits", bits),
+            ],
         )
+        lines.append(f"lmu_rk_memory_s{bits_tag(st)}({cfg}, {m}, {u}, {w});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
     elif getattr(mem, "TYPE", None) == "q_pade_memory":
         lines.append(pade_memory_call(code, tag, L, m, u, bits))
@@ -368,10 +399,13 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         buf = code.state(st, f"{tag}_buf", d * Lk)
         head = code.state("int32_t", f"{tag}_head", 1)
         shift = mem.kernel_frac + L.u_type.frac - L.state_type.frac
-        lines.append(
-            f"lmu_fir_memory_s{bits_tag(st)}_c{16 if ct == 'int16_t' else 32}({m}, {u}, {d}, {q}, {K}, {Lk}, "
-            f"{shift}, {bits}, {buf}, {head});"
+        c16 = 16 if ct == "int16_t" else 32
+        cfg = code.params(
+            f"lmu_fir_memory_c{c16}_t",
+            f"{tag}_memory",
+            [("d", d), ("q", q), ("K", K), ("L", Lk), ("shift", shift), ("bits", bits)],
         )
+        lines.append(f"lmu_fir_memory_s{bits_tag(st)}_c{c16}({cfg}, {m}, {u}, {buf}, {head});")
         code.macs += d * q * Lk
     lines.append(_requant_state(rq, st, m, z, d * q, mz_m, mz_s, L.z_zp))
     if L.input_to_hidden:
@@ -417,10 +451,9 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
             n: code.array(f"{tag}_pade_{n}", "float", pairs(k[n]), f"{name}: Pade {n} (re, im)")
             for n in ("gc", "w", "inv", "coef")
         }
-        code.objects.append(
-            f"static const lmu_f_pade_t {sym} = {{{len(k['gc'])}, {mem.substeps}, {arr['gc']}, "
-            f"{arr['w']}, {arr['inv']}, {arr['coef']}, {c_float(k['k'])}}};"
-        )
+        fields = [("poles", len(k["gc"])), ("substeps", mem.substeps)]
+        fields += [(n, arr[n]) for n in ("gc", "w", "inv", "coef")] + [("k", c_float(k["k"]))]
+        code.params("lmu_f_pade_t", f"{tag}_pade", fields)
         work = code.state("float", f"{tag}_pade_work", 3 * q)
         code.macs += d * mem.substeps * len(k["gc"]) * 12 * q
         return (
@@ -432,11 +465,10 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
     )
     inv = code.array(f"{tag}_pade_inv", "int32_t", mem.inv, f"{name}: 1/(1 + sum w) per pole, {mem.inv_frac} bits")
     coef = code.array(f"{tag}_pade_coef", "int32_t", mem.coef, f"{name}: output weights per pole, {mem.coef_frac} bits")
-    code.objects.append(
-        f"static const lmu_pade_t {sym} = {{{mem.gc.shape[0]}, {mem.substeps}, {mem.guard}, "
-        f"{mem.u_shift}, {gc}, {mem.gc_frac}, {w}, {mem.w_frac}, {inv}, {mem.inv_frac}, {coef}, "
-        f"{mem.coef_frac}, {mem.k}, {mem.k_frac}}};"
-    )
+    fields = [("poles", mem.gc.shape[0]), ("substeps", mem.substeps), ("guard", mem.guard)]
+    fields += [("u_shift", mem.u_shift), ("gc", gc), ("gc_frac", mem.gc_frac), ("w", w), ("w_frac", mem.w_frac)]
+    fields += [("inv", inv), ("inv_frac", mem.inv_frac), ("coef", coef), ("coef_frac", mem.coef_frac)]
+    code.params("lmu_pade_t", f"{tag}_pade", fields + [("k", mem.k), ("k_frac", mem.k_frac)])
     work = code.state("int64_t", f"{tag}_pade_work", 4 * q)
     code.macs += d * mem.substeps * mem.gc.shape[0] * 12 * q
     return (
@@ -484,8 +516,10 @@ def _requant_state(rq: str, st: str, m: str, dst: str, n: int, mult: int, shift:
     """The step line that requantizes the n state values m into activations dst: one call for an int16
     state into int8 (lmu_requant8_s16: vector kernels on Helium), a loop of ``rq`` otherwise."""
     if rq == "lmu_requant8" and st == "int16_t":
-        return f"lmu_requant8_s16({m}, {dst}, {n}, {mult}, {shift}, {zp});"
-    return f"{{ int32_t k_; for (k_ = 0; k_ < {n}; ++k_) {dst}[k_] = {rq}({m}[k_], {mult}, {shift}, {zp}); }}"
+        call = f"lmu_requant8_s16({m}, {dst}, {n}, {mult}, {shift}, {zp});"
+    else:
+        call = f"{{ int32_t k_; for (k_ = 0; k_ < {n}; ++k_) {dst}[k_] = {rq}({m}[k_], {mult}, {shift}, {zp}); }}"
+    return call + "  /* state -> activations: multiplier, shift, zero point */"
 
 
 def dense_step32(coeffs, B, u_bound: int, coeff_frac: int, state_bits: int) -> bool:

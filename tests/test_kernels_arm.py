@@ -344,7 +344,9 @@ static int32_t rnd(int32_t lo, int32_t hi) {
                 for (t = 0; t < 6; ++t) {                                                                         \
                     u[0] = rnd(-1023, 1023);                                                                      \
                     memset((char *)tmp + 2 * Q, 0x5A, 6 * Q); /* the whole-channel kernels use 2q bytes */        \
-                    lmu_dense_memory_s16_c16(m, u, 1, Q, C, B, 10, delta, bits, tmp, Q, 1);                       \
+                    const lmu_dense_memory_c16_t cfg = {.d = 1, .q = Q, .C = C, .B = B, .coeff_frac = 10,         \
+                                                        .delta = delta, .bits = bits, .chunk = Q, .step32 = 1};   \
+                    lmu_dense_memory_s16_c16(&cfg, m, u, tmp);                                                    \
                     for (i = 2 * Q; fast && i < 8 * Q; ++i) canary += ((unsigned char *)tmp)[i] != 0x5A;          \
                     for (i = 0; i < Q; ++i) {                                                                     \
                         h = (h ^ (uint32_t)(uint16_t)m[i]) * 16777619u;                                           \

@@ -1,6 +1,7 @@
 """The C target, run for real: host gcc, and Cortex-M4 / M0 images under qemu-system-arm."""
 
 import json
+import re
 import shutil
 import subprocess
 import zlib
@@ -221,6 +222,22 @@ def test_generated_code_is_data_and_calls(built):
     body = src.split("_step_int8(", 1)[1]
     assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")  # only copy loops
     assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "Makefile").read_text()
+
+
+def test_memory_calls_take_a_const_struct_not_positional_integers(built):
+    # docs/firmware.md: each memory's constants are a static const struct with designated initializers
+    seen = set()
+    for name in CONFIGS:
+        src = (built[name][2].path / "model.c").read_text()
+        for kind, args in re.findall(r"lmu_(dense|rk|fir)_memory_s\w+\(([^;]*)\);", src):
+            args = [a.strip() for a in args.split(",")]
+            assert re.fullmatch(r"&\w+_memory", args[0]), args
+            assert not any(re.fullmatch(r"-?\d+", a) for a in args), args
+            body = re.search(r"static const lmu_\w+_t " + args[0][1:] + r" = \{\n((?:    \.\w+ = [^\n]+\n)+)\};", src)
+            assert body, args[0]
+            assert {"d", "q", "bits"} <= set(re.findall(r"^    \.(\w+) =", body.group(1), re.M))
+            seen.add(kind)
+    assert seen == {"dense", "rk", "fir"}
 
 
 @needs_arm
