@@ -333,10 +333,13 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
         c16 = 16 if ct == "int16_t" else 32
         kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{c16}"
-        u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
-        if L.encoder.lut is not None:
-            u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
-        step32 = kernel == "lmu_dense_memory_s16_c16" and dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
+        step32, why = False, "not read by this kernel (only the 16 x 16 one)"
+        if kernel == "lmu_dense_memory_s16_c16":
+            u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
+            if L.encoder.lut is not None:
+                u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
+            step32 = dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
+            why = "the rounded step provably fits 31 bits" if step32 else "not proven"
         cfg = code.params(
             f"lmu_dense_memory_c{c16}_t",
             f"{tag}_memory",
@@ -349,7 +352,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
                 ("delta", 1 if mem.form == "delta" else 0, f"{mem.form} form"),
                 ("bits", bits),
                 ("chunk", chunk, sums),
-                ("step32", int(step32), "the rounded step provably fits 31 bits" if step32 else "not proven"),
+                ("step32", int(step32), why),
             ],
         )
         lines.append(f"{kernel}({cfg}, {m}, {u}, {tmp});")
