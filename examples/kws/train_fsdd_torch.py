@@ -1,0 +1,232 @@
+"""Leave-one-speaker-out FSDD training on a GPU: the ``train_fsdd.py`` models in PyTorch, exported to keras-lmu.
+
+``train_fsdd.py --recipe v2`` takes about 2.6 hours for the six folds on two CPU cores. This script trains
+the same models with the same data and recipe in PyTorch - the LMU as :class:`lmu_edge.torch.LMU` in
+parallel form (the FFT convolution with its impulse response, as keras-lmu's ``LMUFeedforward`` runs it),
+the GRU baseline as ``torch.nn.GRU`` - in a few minutes on a GPU, then moves each fold's LMU weights into
+the keras-lmu model of ``train_fsdd.lmu_model`` (same shapes, same names; the layers compute the same
+function) so ``evaluate_fsdd.py`` and the converter read a ``.keras`` file as usual::
+
+    python examples/kws/train_fsdd_torch.py train FSDD_FOLDER [--device cuda] [--speakers george,...]
+    python examples/kws/train_fsdd_torch.py to-keras out/kws_fsdd_torch    # needs keras-lmu
+
+``train`` writes ``lmu_<speaker>.npz`` (the weights under their keras names and the held-out clips'
+probabilities), ``calib_<speaker>.npy`` and ``results.json``; it needs torch and numpy only (not
+TensorFlow). ``to-keras`` writes ``lmu_<speaker>.keras`` and checks that keras-lmu's predictions on the
+held-out clips give the same digit as the torch model's for at least 99% of them (float32 FFT
+convolutions in two frameworks, and keras-lmu's impulse response is truncated at 1e-4, so a clip whose
+two best digits are nearly tied may flip). ``--features`` caches the features (``.npz``) so a GPU
+machine needs neither the WAV files nor the front end's time.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fsdd
+import train_fsdd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_features(folder, cache, rec, seed=0):
+    """``train_fsdd.features`` for the recipe, read from / written to the ``cache`` .npz when given."""
+    if cache and Path(cache).exists():
+        z = np.load(cache)
+        if z["aug"].shape[1] < rec["copies"]:
+            raise SystemExit(f"{cache}: {z['aug'].shape[1]} augmented copies, the recipe needs {rec['copies']}")
+        return z["clean"], z["aug"], z["digits"], z["speakers"]
+    if folder is None:
+        raise SystemExit("give the FSDD folder (or --features of a cached .npz)")
+    out = train_fsdd.features(folder, copies=rec["copies"], seed=seed, speed=rec["speed"])
+    if cache:
+        np.savez_compressed(cache, clean=out[0], aug=out[1], digits=out[2], speakers=out[3])
+    return out
+
+
+def torch_lmu(memory_d, order, units, pool, dropout=0.3):
+    """``train_fsdd.lmu_model`` in PyTorch: LMU(parallel) -> [mean over frames] -> dropout -> Linear(10)."""
+    from torch import nn
+
+    from lmu_edge.torch import LMU
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lmu = LMU(
+                fsdd.CFG.n_mels,
+                memory_d,
+                order,
+                train_fsdd.THETA,
+                hidden_units=units,
+                hidden_activation="relu",
+                input_to_hidden=True,
+                return_sequences=pool,
+            )
+            self.drop = nn.Dropout(dropout)
+            self.classifier = nn.Linear(units, 10)
+            nn.init.xavier_uniform_(self.classifier.weight)
+            nn.init.zeros_(self.classifier.bias)
+
+        def forward(self, x):
+            h = self.lmu(x)
+            return self.classifier(self.drop(h.mean(1) if pool else h))
+
+        def keras_weights(self):
+            """The weights under the names of ``train_fsdd.lmu_model``'s keras weights, in its order."""
+            t = lambda p: p.detach().cpu().numpy().astype(np.float32)  # noqa: E731
+            return {
+                "lmu/kernel": t(self.lmu.input_encoders),
+                "lmu/hidden/kernel": t(self.lmu.hidden_kernel),
+                "lmu/hidden/bias": t(self.lmu.hidden_bias),
+                "classifier/kernel": t(self.classifier.weight).T.copy(),
+                "classifier/bias": t(self.classifier.bias),
+            }
+
+    return Net()
+
+
+def torch_gru(units=train_fsdd.GRU_UNITS):
+    """The GRU(64) baseline: last state -> dropout -> Linear(10)."""
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(fsdd.CFG.n_mels, units, batch_first=True)
+            for k in range(3):  # keras' GRU initializers: glorot-uniform input, orthogonal recurrent, zero bias
+                nn.init.xavier_uniform_(self.gru.weight_ih_l0[k * units : (k + 1) * units])
+                nn.init.orthogonal_(self.gru.weight_hh_l0[k * units : (k + 1) * units])
+            nn.init.zeros_(self.gru.bias_ih_l0)
+            nn.init.zeros_(self.gru.bias_hh_l0)
+            self.drop = nn.Dropout(0.3)
+            self.classifier = nn.Linear(units, 10)
+
+        def forward(self, x):
+            return self.classifier(self.drop(self.gru(x)[0][:, -1]))
+
+    return Net()
+
+
+def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
+    """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask``; the held-out probabilities."""
+    import torch
+
+    torch.manual_seed(seed)
+    net.to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=lr, eps=1e-7)  # keras' Adam defaults
+    rng, order_rng = np.random.default_rng(1), np.random.default_rng(seed)
+    yt = torch.as_tensor(ytr, device=device)
+    for _ in range(epochs):
+        xe = train_fsdd.masked(xtr, rng) if mask else xtr
+        xe = torch.as_tensor(xe, dtype=torch.float32, device=device)
+        net.train()
+        for idx in np.array_split(order_rng.permutation(len(xe)), max(1, len(xe) // batch)):
+            i = torch.as_tensor(idx, device=device)
+            loss = torch.nn.functional.cross_entropy(net(xe[i]), yt[i])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    net.eval()
+    with torch.no_grad():
+        xt = torch.as_tensor(xte, dtype=torch.float32, device=device)
+        return torch.softmax(net(xt), -1).cpu().numpy()
+
+
+def cmd_train(a):
+    import torch
+
+    rec = dict(train_fsdd.RECIPES[a.recipe])
+    epochs = a.epochs or rec["epochs"]
+    md, q, units, pool = rec["lmu"]
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    clean, aug, y, spk = load_features(a.folder, a.features, rec)
+    aug = aug[:, : rec["copies"]]
+    print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
+    drop = set(a.drop.split(",")) if a.drop else set()
+    res_path = out / "results.json"
+    results = json.loads(res_path.read_text()) if res_path.exists() else {}
+    for held in a.speakers.split(","):
+        tr = (spk != held) & ~np.isin(spk, list(drop))
+        xtr = np.concatenate([clean[tr]] + [aug[tr][:, k] for k in range(rec["copies"])]) * fsdd.FEATURE_SCALE
+        ytr = np.concatenate([y[tr]] * (1 + rec["copies"]))
+        xte, yte = clean[spk == held] * fsdd.FEATURE_SCALE, y[spk == held]
+        row = {}
+        for name in ("lmu", "gru"):
+            torch.manual_seed(a.seed)
+            net = torch_lmu(md, q, units, pool) if name == "lmu" else torch_gru()
+            t1 = time.time()
+            prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, seed=a.seed)
+            acc = float(np.mean(np.argmax(prob, -1) == yte))
+            n = int(sum(p.numel() for p in net.parameters()))
+            row[name] = {"accuracy": acc, "params": n, "train_s": round(time.time() - t1), "recipe": a.recipe}
+            row[name].update(epochs=epochs, seed=a.seed, framework="torch", device=str(a.device))
+            print(f"{held}: {name} accuracy {acc:.3f} ({n} params, {time.time() - t1:.0f} s)", flush=True)
+            if name == "lmu":
+                np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
+                pick = np.random.default_rng(2).permutation(int(tr.sum()))[:32]
+                np.save(out / f"calib_{held}.npy", clean[tr][pick].astype(np.int8))
+        results[held] = row
+        res_path.write_text(json.dumps({**results, "_recipe": {"recipe": a.recipe, "dropped": sorted(drop)}}, indent=1))
+        results.pop("_recipe", None)
+    done = [results[s] for s in fsdd.SPEAKERS if s in results]
+    for name in ("lmu", "gru"):
+        accs = [r[name]["accuracy"] for r in done]
+        print(f"{name}: mean {np.mean(accs):.3f} over {len(accs)} folds, worst {min(accs):.3f}")
+
+
+def cmd_to_keras(a):
+    folder = Path(a.dir)
+    recipe = json.loads((folder / "results.json").read_text()).get("_recipe", {}).get("recipe", "v2")
+    md, q, units, pool = train_fsdd.RECIPES[recipe]["lmu"]
+    feats = None
+    for npz in sorted(folder.glob("lmu_*.npz")):
+        z = np.load(npz)
+        m = train_fsdd.lmu_model(md, q, units, pool)
+        by_name = {w.path.split("/", 1)[1]: w for w in m.weights}
+        for k in ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias"):
+            by_name[k].assign(z[k])
+        held = npz.stem.split("_", 1)[1]
+        if a.folder:
+            if feats is None:
+                feats = {s: None for s in fsdd.SPEAKERS}
+            items = [p for p, d, s, k in fsdd.index(a.folder) if s == held]
+            x = np.asarray([fsdd.clip_features(fsdd.read_wav(p)) for p in items]) * fsdd.FEATURE_SCALE
+            agree = float(np.mean(np.argmax(m.predict(x, verbose=0), -1) == np.argmax(z["probabilities"], -1)))
+            print(f"{held}: keras-lmu and torch give the same digit for {agree:.3f} of {len(x)} clips")
+            if agree < 0.99:
+                raise SystemExit(f"{npz}: keras-lmu disagrees with torch on {1 - agree:.3f} of the clips")
+        m.save(folder / f"lmu_{held}.keras")
+        print(f"wrote {folder / f'lmu_{held}.keras'}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="train both models on each held-out speaker's fold (torch)")
+    t.add_argument("folder", nargs="?", help="FSDD folder (with recordings/); not needed with a cached --features")
+    t.add_argument("--recipe", choices=sorted(train_fsdd.RECIPES), default="v2")
+    t.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
+    t.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
+    t.add_argument("--drop", default="", help="speakers left out of training too (development splits)")
+    t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
+    t.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batch order")
+    t.add_argument("--device", default="cpu", help="torch device (cuda, cpu)")
+    t.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd_torch"))
+    k = sub.add_parser("to-keras", help="write each fold's LMU as a keras-lmu .keras file")
+    k.add_argument("dir", help="the train command's --out folder")
+    k.add_argument("--folder", help="FSDD folder: check keras-lmu's decisions against torch's on the held-out clips")
+    a = ap.parse_args()
+    (cmd_train if a.cmd == "train" else cmd_to_keras)(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""examples/kws/train_fsdd_torch.py: the FSDD models trained in PyTorch move into keras-lmu unchanged.
+
+The shipped FSDD fold was trained by this script (on a GPU) and exported to a keras-lmu ``.keras`` file; the
+evaluation, the converter and the docs' numbers all read that file. So the export must give keras-lmu the
+function torch trained: same weights in the same places (input encoders, the hidden kernel over
+``concat(m, x)`` with ``m`` flattened channel-major, the classifier transposed)."""
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if os.environ.get("CI") == "true":
+    import keras_lmu  # noqa: F401  (under CI a missing keras-lmu or torch is a failure, not a skip)
+    import torch  # noqa: F401
+torch = pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
+pytest.importorskip("keras_lmu", reason="keras-lmu not installed: pip install 'lmu-edge[keras]'")
+
+KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
+sys.path.insert(0, str(KWS_DIR))
+import fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
+import train_fsdd  # noqa: E402
+import train_fsdd_torch  # noqa: E402
+
+
+def _keras_twin(net, pool):
+    m = train_fsdd.lmu_model(net.lmu.memory_d, net.lmu.order, net.lmu.hidden_units, pool)
+    by_name = {w.path.split("/", 1)[1]: w for w in m.weights}
+    for k, v in net.keras_weights().items():
+        by_name[k].assign(v)
+    return m
+
+
+@pytest.mark.parametrize("pool", [True, False], ids=["pooled", "last-frame"])
+def test_torch_weights_give_keras_lmu_the_same_function(pool):
+    torch.manual_seed(3)
+    net = train_fsdd_torch.torch_lmu(4, 8, 16, pool).eval()
+    with torch.no_grad():  # non-zero biases, so a dropped or misplaced bias shows
+        net.lmu.hidden_bias.uniform_(-0.5, 0.5)
+        net.classifier.bias.uniform_(-0.5, 0.5)
+    x = np.random.default_rng(5).uniform(-1, 1, (6, fsdd.T, fsdd.CFG.n_mels)).astype(np.float32)
+    with torch.no_grad():
+        want = torch.softmax(net(torch.as_tensor(x)), -1).numpy()
+    got = _keras_twin(net, pool).predict(x, verbose=0)
+    # float32 in both (1e-7 apart here); keras-lmu's impulse response is truncated at 1e-4 of its
+    # total, which at theta 80 over 80 frames cuts nothing
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
+
+
+def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    n = 12 * len(fsdd.SPEAKERS)  # 12 clips per speaker, noise features: this checks plumbing, not learning
+    feats = tmp_path / "feat.npz"
+    np.savez(
+        feats,
+        clean=rng.integers(-128, 128, (n, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        aug=rng.integers(-128, 128, (n, 4, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        digits=np.arange(n) % 10,
+        speakers=np.repeat(fsdd.SPEAKERS, 12),
+    )
+    out = tmp_path / "out"
+    argv = ["train_fsdd_torch.py", "train", "--features", str(feats), "--epochs", "1", "--speakers", "theo"]
+    monkeypatch.setattr(sys, "argv", argv + ["--out", str(out)])
+    train_fsdd_torch.main()
+    assert np.load(out / "calib_theo.npy").dtype == np.int8
+    monkeypatch.setattr(sys, "argv", ["train_fsdd_torch.py", "to-keras", str(out)])
+    train_fsdd_torch.main()
+    import keras
+
+    m = keras.models.load_model(out / "lmu_theo.keras")
+    z = np.load(out / "lmu_theo.npz")
+    x = np.load(feats)["clean"][np.repeat(fsdd.SPEAKERS, 12) == "theo"] * fsdd.FEATURE_SCALE
+    assert m.get_layer("lmu").get_config()["return_sequences"]  # recipe v2: the pooled head
+    np.testing.assert_allclose(m.predict(x, verbose=0), z["probabilities"], atol=1e-5)
