@@ -43,8 +43,8 @@ def measure(work):
         prefix="kws",
         device="cortex-m4-64k",
         # with a device the realization choice prefers flash by default; this model fits the profile
-        # with room to spare, and the flash-smallest realization would save ~1 KB of its 35 KB for about
-        # 6.8x the instructions per frame (not real time at 64 MHz), so operations decide here
+        # with room to spare, and a flash-smaller realization of the memory saves little of the dense
+        # layers' flash for several times the memory's instructions, so operations decide here
         prefer="ops",
         overwrite=True,
     )
