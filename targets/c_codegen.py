@@ -188,15 +188,22 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
         zsum = "NULL"
-        if q.in_bits == 8 and int(p.in_zp) != 0:  # the zero point folded out of the dot product (lmu_qdot2)
+        fold = q.in_bits == 8 and k == 0 and q.bias is not None  # the bias rides in part 0's zsum
+        if q.in_bits == 8 and (int(p.in_zp) != 0 or fold):  # the zero point folded out of the dot product
             z = -int(p.in_zp) * np.asarray(p.kernel, dtype=np.int64).sum(axis=0)
+            what = "-zero point x row sums of w"
+            if fold:  # bias_j + zsum_j: one load per row instead of two, the same sum modulo 2^32
+                z = z + np.asarray(q.bias, dtype=np.int64)
+                what = "bias - zero point x row sums of w"
             z = (z + 2**31) % 2**32 - 2**31  # the kernels add it modulo 2^32
-            zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} -zero point x row sums of w")
+            zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} {what}")
         parts.append(
             f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, .mult = {m}, .shift = {s}}}"
         )
         code.macs += int(p.kernel.size)
-    bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
+    bias = "NULL"  # int8 layers: folded into part 0's zsum above
+    if q.bias is not None and q.in_bits != 8:
+        bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias")
     lut, lut16 = "NULL", "NULL"
     if q.lut is not None and q.in_bits == 16:
         lut16 = code.array(f"{name}_lut", "int16_t", q.lut, f"{name}: activation table (513, interpolated)")
