@@ -525,12 +525,17 @@ static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
 }
 
 /* z_i = lmu_requant8(v_i, m, s, zp) for the n values of a 16-bit state (the LMU's memory into its int8
- * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMMULR each
- * (lmu_mbqm32_s). */
+ * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMLAWB or
+ * SMLAWT and one SSAT each (lmu_requant8_s16_dsp; one SMMULR each where that does not apply). */
 LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
     int32_t i;
 #if LMU_PATH_MVE
     if (lmu_requant8_s16_mve(v, z, n, m, s, zp)) {
+        return;
+    }
+#endif
+#if LMU_PATH_DSP
+    if (lmu_requant8_s16_dsp(v, z, n, m, s, zp)) {
         return;
     }
 #endif
