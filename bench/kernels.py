@@ -156,9 +156,10 @@ def _macs_of(line: str, src: str) -> tuple:
     if mt:
         sizes = re.findall(rf"static const int8_t {mt.group(1)}_p\d+_w\[(\d+)\]", src)
         return "dense", sum(int(s) for s in sizes)
-    mt = re.search(r"lmu_(?:dense|rk|fir)_memory\w*\([^,]+, [^,]+, (\d+), (\d+),", line)
-    if mt:
-        d, q = int(mt.group(1)), int(mt.group(2))
+    mt = re.search(r"lmu_(?:dense|rk|fir)_memory\w*\(&(\w+),", line)
+    if mt:  # the memory's sizes are fields of its const parameter struct
+        struct = re.search(rf"{mt.group(1)} = \{{(.*?)\}};", src, re.S).group(1)
+        d, q = (int(re.search(rf"\.{f} = (\d+)", struct).group(1)) for f in ("d", "q"))
         return "memory", d * (q * q + q)
     return "other", 0
 

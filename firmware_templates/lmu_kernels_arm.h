@@ -445,6 +445,68 @@ LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t
 }
 #endif
 
+#if LMU_PATH_DSP
+/* the low / high halfword x of w requantized: SSAT(floor((x m + 2^16 A_x) / 2^k), 8), a = A_x for x >= 0
+ * (see lmu_requant8_s16_dsp) */
+static inline int8_t lmu_requant8_lo(uint32_t w, int32_t m, int32_t a, int32_t k) {
+    return (int8_t)__ssat(__smlawb(m, (int32_t)w, a - (int32_t)(w & 0x8000u)) >> k, 8);
+}
+
+static inline int8_t lmu_requant8_hi(uint32_t w, int32_t m, int32_t a, int32_t k) {
+    return (int8_t)__ssat(__smlawt(m, (int32_t)w, a - (int32_t)((w >> 31) << 15)) >> k, 8);
+}
+
+/* lmu_requant8 of a 16-bit state on the DSP path, four values per pass: two LDR, then per value an AND (low
+ * halfword) or LSR (high), a SUB, one SMLAWB / SMLAWT, one SSAT with its shift and one STRB (26 instructions
+ * per 4 values with the loop; the scalar form took 11 per value). Returns 0 and does nothing unless m > 0,
+ * 1 <= e = -s <= 16 and |A| + 2^15 <= 2^30 for A below (lmu_requant8's loop does the rest; m, s and zp
+ * are constants in the generated step, so the test folds).
+ *
+ * Proof. For |x| <= 2^15, lmu_srdhm(x, m) = y = floor((x m + 2^30) / 2^31), and lmu_rdbpot(y, e) =
+ * floor((y + 2^(e-1) - [y < 0]) / 2^e) (see lmu_mbqm32_r). With m > 0 and e >= 1, [y < 0] may be replaced
+ * by [x < 0]: y < 0 needs x m < -2^30, so x < 0; and for x < 0 with -2^30 <= x m < 0, y = 0 and both
+ * forms give 0. Folding the floors (floor((floor(N / a) + c) / b) = floor((N + c a) / (a b)) for integer c)
+ * and the zero point:
+ *   zp + lmu_mbqm32(x, m, s) = floor((x m + 2^16 A_x) / 2^(31+e)),
+ *   A_x = A - [x < 0] 2^15,  A = 2^(14+e) + 2^14 + zp 2^(15+e).
+ * SMLAWB / SMLAWT give floor((x m + 2^16 A_x) / 2^16) = floor(x m / 2^16) + A_x exactly; |x m| < 2^46, so
+ * |floor(x m / 2^16)| < 2^30, and |A_x| <= |A| + 2^15 <= 2^30 keeps the result inside int32 (no Q flag);
+ * an arithmetic shift by 15 + e <= 31 finishes the floor, and SSAT clamps to int8 as lmu_requant8 does.
+ * [x < 0] 2^15 is bit 15 of x's halfword: w & 0x8000 for the low value of the word w, (w >> 31) << 15
+ * for the high one. */
+LMU_ALWAYS_INLINE int32_t lmu_requant8_s16_dsp(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s,
+                                               int32_t zp) {
+    const int32_t e = -s;
+    int64_t a;
+    int32_t i;
+    if (m <= 0 || e < 1 || e > 16) {
+        return 0;
+    }
+    a = ((int64_t)1 << (14 + e)) + ((int64_t)1 << 14) + (int64_t)zp * ((int64_t)1 << (15 + e));
+    if ((a < 0 ? -a : a) + ((int64_t)1 << 15) > ((int64_t)1 << 30)) {
+        return 0;
+    }
+    for (i = 0; i + 4 <= n; i += 4) { /* two words per pass: half the loop overhead */
+        const uint32_t w = lmu_ld32(v + i), u = lmu_ld32(v + i + 2);
+        z[i] = lmu_requant8_lo(w, m, (int32_t)a, 15 + e);
+        z[i + 1] = lmu_requant8_hi(w, m, (int32_t)a, 15 + e);
+        z[i + 2] = lmu_requant8_lo(u, m, (int32_t)a, 15 + e);
+        z[i + 3] = lmu_requant8_hi(u, m, (int32_t)a, 15 + e);
+    }
+    if (i + 2 <= n) {
+        const uint32_t w = lmu_ld32(v + i);
+        z[i] = lmu_requant8_lo(w, m, (int32_t)a, 15 + e);
+        z[i + 1] = lmu_requant8_hi(w, m, (int32_t)a, 15 + e);
+        i += 2;
+    }
+    if (i < n) {
+        const int32_t a0 = (int32_t)a - (v[i] < 0 ? 0x8000 : 0);
+        z[i] = (int8_t)__ssat(__smlawb(m, v[i], a0) >> (15 + e), 8);
+    }
+    return 1;
+}
+#endif
+
 /* Dense memory with a 16-bit state and 16-bit coefficients, one whole channel on the DSP path (equation
  * and ranges of LMU_DEFINE_DENSE_MEMORY in lmu_runtime.h). Applies when q is even, C and the state are
  * word-aligned, 1 <= cf <= 31 and step32 holds (see lmu_row_finish16); returns 0 otherwise and does

@@ -277,6 +277,8 @@ typedef struct {
     const int8_t *lut;    /* 256 entries indexed by y + 128, or NULL (int8 layers) */
     const int16_t *lut16; /* 513 entries read by lmu_interp16, or NULL (int16x8 layers) */
     int32_t right_shifts; /* 1: every part's shifts are in [-31, 0] and multipliers above INT32_MIN */
+    int32_t acc30;        /* 1: one part, right_shifts, |out_zp| < 2^30 and every row's exact accumulator
+                           * below 2^30 in magnitude, proven by the code generator (lmu_qlinear30) */
 } lmu_qlinear_t;
 
 /* Two rows of an int8 dot product, the input zero point folded out:
@@ -301,8 +303,14 @@ static inline void lmu_qdot2(const int8_t *x, const int8_t *w0, const int8_t *w1
 }
 
 /* lmu_mbqm32(a, m, s) of a layer's output row: one rounding after one SMULL (lmu_mbqm32_r) on the DSP and
- * Helium paths when the code generator marked every shift of the layer as a right shift */
-static inline int32_t lmu_qrequant(const lmu_qlinear_t *L, int32_t a, int32_t m, int32_t s) {
+ * Helium paths when the code generator marked every shift of the layer as a right shift; one SMMULR
+ * (lmu_mbqm32_s) on the DSP path when it also proved |a| < 2^30 (acc30) */
+LMU_SPECIALIZE int32_t lmu_qrequant(const lmu_qlinear_t *L, int32_t a, int32_t m, int32_t s) {
+#if LMU_PATH_DSP
+    if (L->acc30) { /* |a| < 2^30 (the code generator's proof): one SMMULR, an add and a shift */
+        return lmu_mbqm32_s(a, m, -s);
+    }
+#endif
 #if LMU_PATH_DSP || LMU_PATH_MVE
     if (L->right_shifts) {
         return lmu_mbqm32_r(a, m, -s);
@@ -325,11 +333,85 @@ static inline int32_t lmu_qstart(const lmu_qlinear_t *L, const lmu_qpart_t *p, i
     return (int32_t)(b + (p->zsum ? (uint32_t)p->zsum[j] : 0u));
 }
 
+/* v clamped to [lo, hi]: one SSAT on the DSP path for the int8 and int16 ranges (lo and hi are constants
+ * where the layer kernels are inlined, so the tests fold) */
+static inline int32_t lmu_clamp32(int32_t v, int32_t lo, int32_t hi) {
+#if LMU_PATH_DSP
+    if (lo == -128 && hi == 127) {
+        return __ssat(v, 8);
+    }
+    if (lo == -32768 && hi == 32767) {
+        return __ssat(v, 16);
+    }
+#endif
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* Row j of an acc30 layer from its accumulator a (the exact bias_j + sum_i (x_i - zp) w_ji): stored as int32
+ * in out or as int8 in y (the other NULL). With |a| < 2^30 and a right shift, |MBQM(a, m, s)| <= 2^30, and
+ * |out_zp| < 2^30, so out_zp + MBQM fits int32: the same value lmu_qlinear forms in 64 bits, clamped the
+ * same way, with no 64-bit add or compare. */
+LMU_SPECIALIZE void lmu_qrow30(const lmu_qlinear_t *L, int32_t a, int32_t j, int32_t *out, int8_t *y) {
+    const int32_t v = L->out_zp + lmu_qrequant(L, a, L->parts->mult[j], L->parts->shift[j]);
+    const int32_t c = lmu_clamp32(v, L->clamp_min, L->clamp_max);
+    const int32_t o = L->lut ? (int32_t)L->lut[c + 128] : c;
+    if (y) {
+        y[j] = (int8_t)o;
+    } else {
+        out[j] = o;
+    }
+}
+
+/* lmu_qlinear for a layer the code generator marked acc30: no parts loop, no 64-bit totals, int8 outputs
+ * written straight to y (or int32 ones to out). What it assumes, all checked at conversion
+ * (c_codegen._acc30, the comment above the layer's struct in model.c gives the bound): one part; every
+ * shift in [-31, 0]; |out_zp| < 2^30; and |bias_j + sum_i (x_i - zp) w_ji| <= max_j |bias_j| +
+ * max(127 - zp, zp + 128) sum_i |w_ji| < 2^30 for every int8 input, so lmu_mbqm32_s may take the exact
+ * accumulator (2a fits int32) and lmu_qrow30's sum fits int32. The dot products are lmu_qlinear's. */
+LMU_SPECIALIZE void lmu_qlinear30(const lmu_qlinear_t *L, const int8_t *x, int32_t *out, int8_t *y) {
+    const lmu_qpart_t *p = L->parts;
+    const int32_t n = p->n_in;
+    int32_t j = 0;
+#if LMU_PATH_DSP && !LMU_PATH_MVE
+    for (; j + 4 <= L->n_out; j += 4) { /* four rows share each unpacked input word (lmu_qdot4_arm) */
+        const int8_t *w = p->w + j * n;
+        int32_t a[4], i; /* constant indices only: gcc keeps the four sums in registers */
+        a[0] = lmu_qstart(L, p, 0, j);
+        a[1] = lmu_qstart(L, p, 0, j + 1);
+        a[2] = lmu_qstart(L, p, 0, j + 2);
+        a[3] = lmu_qstart(L, p, 0, j + 3);
+        for (i = lmu_qdot4_arm(x, w, n, a); i < n; ++i) {
+            a[0] = (int32_t)((uint32_t)a[0] + (uint32_t)((int32_t)x[i] * (int32_t)w[i]));
+            a[1] = (int32_t)((uint32_t)a[1] + (uint32_t)((int32_t)x[i] * (int32_t)w[n + i]));
+            a[2] = (int32_t)((uint32_t)a[2] + (uint32_t)((int32_t)x[i] * (int32_t)w[2 * n + i]));
+            a[3] = (int32_t)((uint32_t)a[3] + (uint32_t)((int32_t)x[i] * (int32_t)w[3 * n + i]));
+        }
+        lmu_qrow30(L, a[0], j, out, y);
+        lmu_qrow30(L, a[1], j + 1, out, y);
+        lmu_qrow30(L, a[2], j + 2, out, y);
+        lmu_qrow30(L, a[3], j + 3, out, y);
+    }
+#endif
+    for (; j < L->n_out; j += 2) {
+        const int32_t j1 = j + 1 < L->n_out ? j + 1 : j;
+        int32_t a0 = lmu_qstart(L, p, 0, j), a1 = lmu_qstart(L, p, 0, j1);
+        lmu_qdot2(x, p->w + j * n, p->w + j1 * n, n, &a0, &a1);
+        lmu_qrow30(L, a0, j, out, y);
+        if (j1 != j) {
+            lmu_qrow30(L, a1, j1, out, y);
+        }
+    }
+}
+
 /* out[j] = lut?(clamp(out_zp + sum_p MBQM(acc_p[j], mult_p[j], shift_p[j]))),
  * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i] (formed as lmu_qstart + sum_i x_p[i] W_p[j, i]);
  * two output rows at a time (four on the DSP path). */
 LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *out) {
     int32_t j = 0, k, r;
+    if (L->acc30) {
+        lmu_qlinear30(L, in[0], out, NULL);
+        return;
+    }
 #if LMU_PATH_DSP && !LMU_PATH_MVE
     for (; j + 4 <= L->n_out; j += 4) { /* DSP: four rows share each unpacked input word (lmu_qdot4_arm) */
         int64_t total[4];
@@ -377,6 +459,10 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
 
 LMU_SPECIALIZE void lmu_qlinear_i8(const lmu_qlinear_t *L, const int8_t *const *in, int32_t *acc, int8_t *y) {
     int32_t j;
+    if (L->acc30) { /* straight into y: no int32 pass through acc */
+        lmu_qlinear30(L, in[0], NULL, y);
+        return;
+    }
     lmu_qlinear(L, in, acc);
     for (j = 0; j < L->n_out; ++j) {
         y[j] = (int8_t)acc[j];
@@ -439,12 +525,17 @@ static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
 }
 
 /* z_i = lmu_requant8(v_i, m, s, zp) for the n values of a 16-bit state (the LMU's memory into its int8
- * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMMULR each
- * (lmu_mbqm32_s). */
+ * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMLAWB or
+ * SMLAWT and one SSAT each (lmu_requant8_s16_dsp; one SMMULR each where that does not apply). */
 LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
     int32_t i;
 #if LMU_PATH_MVE
     if (lmu_requant8_s16_mve(v, z, n, m, s, zp)) {
+        return;
+    }
+#endif
+#if LMU_PATH_DSP
+    if (lmu_requant8_s16_dsp(v, z, n, m, s, zp)) {
         return;
     }
 #endif

@@ -188,21 +188,34 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
         zsum = "NULL"
-        if q.in_bits == 8 and int(p.in_zp) != 0:  # the zero point folded out of the dot product (lmu_qdot2)
+        fold = q.in_bits == 8 and k == 0 and q.bias is not None  # the bias rides in part 0's zsum
+        if q.in_bits == 8 and (int(p.in_zp) != 0 or fold):  # the zero point folded out of the dot product
             z = -int(p.in_zp) * np.asarray(p.kernel, dtype=np.int64).sum(axis=0)
+            what = "-zero point x row sums of w"
+            if fold:  # bias_j + zsum_j: one load per row instead of two, the same sum modulo 2^32
+                z = z + np.asarray(q.bias, dtype=np.int64)
+                what = "bias - zero point x row sums of w"
             z = (z + 2**31) % 2**32 - 2**31  # the kernels add it modulo 2^32
-            zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} -zero point x row sums of w")
+            zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} {what}")
         parts.append(
             f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, .mult = {m}, .shift = {s}}}"
         )
         code.macs += int(p.kernel.size)
-    bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias") if q.bias is not None else "NULL"
+    bias = "NULL"  # int8 layers: folded into part 0's zsum above
+    if q.bias is not None and q.in_bits != 8:
+        bias = code.array(f"{name}_bias", "int32_t", q.bias, f"{name}: int32 bias")
     lut, lut16 = "NULL", "NULL"
     if q.lut is not None and q.in_bits == 16:
         lut16 = code.array(f"{name}_lut", "int16_t", q.lut, f"{name}: activation table (513, interpolated)")
     elif q.lut is not None:
         lut = code.array(f"{name}_lut", "int8_t", q.lut, f"{name}: activation table")
     sym = f"{code.prefix}_{name}"
+    acc30, bound = _acc30(q)
+    if acc30:
+        code.objects.append(
+            f"/* {c_comment(name)}: one part, right shifts only, every row's |bias + sum (x - zp) w|\n"
+            f" * <= {bound} < 2^30 (|bias| + max |x - zp| sum |w|): the 32-bit fast path lmu_qlinear30 */"
+        )
     code.objects.append(f"static const lmu_qpart_t {sym}_parts[{len(parts)}] = {{\n    " + ",\n    ".join(parts) + "};")
     code.objects.append(
         f"static const lmu_qlinear_t {sym} = {{\n    .parts = {sym}_parts, .n_parts = {len(parts)}, "
@@ -210,6 +223,7 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         f".clamp_max = {q.clamp_max}, .lut = {lut}"
         + (f", .lut16 = {lut16}" if lut16 != "NULL" else "")
         + (", .right_shifts = 1" if _right_shifts(q) else "")
+        + (", .acc30 = 1" if acc30 else "")
         + "};"
     )
     return sym
@@ -223,6 +237,30 @@ def _right_shifts(q: qir.QLinear) -> bool:
         and int(np.min(p.multiplier, initial=0)) > -(2**31)
         for p in q.parts
     )
+
+
+def qlinear_acc_bound(q: qir.QLinear) -> int:
+    """A bound on |acc_j| = |bias_j + sum_i (x_i - zp) w_ji| over every row j and every int8 input x of the
+    first part of an int8 layer: ``max_j |bias_j| + max |x - zp| sum_i |w_ji|`` with x in [-128, 127], so
+    ``max |x - zp| = max(127 - zp, zp + 128)``."""
+    p = q.parts[0]
+    zp = int(p.in_zp)
+    w = np.abs(np.asarray(p.kernel, dtype=np.int64)).sum(axis=0)  # (n_out,): sum_i |w_ji|
+    b = np.abs(np.asarray(q.bias, dtype=np.int64)) if q.bias is not None else np.zeros_like(w)
+    return int((b + max(127 - zp, zp + 128) * w).max(initial=0))
+
+
+def _acc30(q: qir.QLinear) -> tuple:
+    """(whether the int8 layer takes the 32-bit fast path lmu_qlinear30, the accumulator bound).
+
+    The fast path needs one part, every shift a right shift (``_right_shifts``), |out_zp| < 2^30 and every
+    row's exact accumulator below 2^30 in magnitude (``qlinear_acc_bound``): then the DSP path requantizes
+    with lmu_mbqm32_s (SMMULR of 2a, which needs |a| < 2^30), |MBQM| <= 2^30 and out_zp + MBQM fits int32, so
+    the row needs no 64-bit total and no 64-bit clamp."""
+    if q.in_bits != 8 or len(q.parts) != 1 or not _right_shifts(q):
+        return False, None
+    bound = qlinear_acc_bound(q)
+    return bound < 2**30 and abs(int(q.out_zp)) < 2**30, bound
 
 
 def act_ctype(graph: ir.Graph) -> str:

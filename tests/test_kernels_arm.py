@@ -3,6 +3,7 @@ and the portable path forced with -DLMU_PORTABLE give the integer reference's ou
 that exercise the four-row blocks, the row tail, the odd-column (DSP) and predicated (Helium) tails, the
 16-input int8 vectors and both accumulator widths of the dense memory."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import pytest
 from graphs import chain
 
 import lmu_edge
-from lmu_edge import intsim, toolchain
+from lmu_edge import intsim, qir, toolchain
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
 
@@ -106,6 +107,61 @@ def test_acc32_is_chosen_only_when_the_bound_proves_it():
     assert c_codegen.dense_acc32(np.array([[2**15, 2**15 - 1]]), 16) == 1
     assert c_codegen.dense_acc32(np.array([[2**15, 2**15]]), 16) == 0
     assert c_codegen.dense_acc32(np.array([[1, -(2**16)], [0, 0]]), 16) == 0
+
+
+def _qlinear(bias, kernel=((127,), (-128,)), in_zp=-128, shift=-3, parts=1, out_zp=0):
+    part = qir.QPart(np.array(kernel), in_zp, np.full(len(kernel[0]), 1 << 30), np.full(len(kernel[0]), shift))
+    return qir.QLinear((part,) * parts, out_zp, -128, 127, bias=np.array(bias))
+
+
+def test_acc30_is_chosen_only_when_the_bound_proves_it():
+    # |bias| + max|x - zp| sum|w|: zp = -128 gives max|x - zp| = 255, sum|w| = 255, so 65025 on top of |bias|
+    edge = 2**30 - 1 - 255 * 255
+    assert c_codegen._acc30(_qlinear([edge])) == (True, 2**30 - 1)
+    assert c_codegen._acc30(_qlinear([-edge]))[0]
+    assert not c_codegen._acc30(_qlinear([edge + 1]))[0]  # 2^30: SMMULR of 2a could overflow
+    assert not c_codegen._acc30(_qlinear([-edge - 1]))[0]
+    assert c_codegen.qlinear_acc_bound(_qlinear([0], in_zp=127)) == 255 * 255  # max|x - 127| = 255 too
+    assert c_codegen.qlinear_acc_bound(_qlinear([0], in_zp=0)) == 128 * 255
+    assert not c_codegen._acc30(_qlinear([0], shift=1))[0]  # a left shift: not lmu_mbqm32_s
+    assert not c_codegen._acc30(_qlinear([0], parts=2))[0]  # two parts: the general loop
+    assert not c_codegen._acc30(_qlinear([0], out_zp=2**30))[0]
+
+
+@needs_arm
+@pytest.mark.parametrize("path", ["dsp", "portable", "helium", "v6m"])
+def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(tmp_path, monkeypatch, path):
+    """The first dense layer's bias is raised so that one row's exact accumulator lies in [2^30, 2^31) (it
+    still fits int32, the quantizer's bound): the code generator must not mark that layer acc30, and every
+    path stays bit-exact. Were the fast path taken, SMMULR of 2a would wrap and that row's output flip from
+    127 to -128 (the other layers keep the fast path: their comment is in model.c)."""
+    from lmu_edge import quantization
+
+    real = quantization.quantize
+
+    def raised(*a, **k):
+        qg = real(*a, **k)
+        d = qg.layers[1]
+        lin = d.linear
+        bias = np.array(lin.bias, dtype=np.int64)
+        bias[0] = 2**30 + 40000  # + sum (x - zp) w >= 2^30 + 40000 - 255 * 127 > 2^30 for every input
+        new = dataclasses.replace(d, linear=dataclasses.replace(lin, bias=bias))
+        return dataclasses.replace(qg, layers=[qg.layers[0], new, *qg.layers[2:]])
+
+    monkeypatch.setattr(quantization, "quantize", raised)
+    rng = np.random.default_rng(7)
+    g = lmu_edge.fold(chain(rng, n_in=1, q=12, theta=20.0, units=8), "zoh")
+    x = rng.standard_normal((2, 30, 1))
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
+    src = (art.path / "model.c").read_text()
+    first = src.split("static const lmu_qlinear_t model_l1_dense = {", 1)[1].split("};", 1)[0]
+    assert ".acc30" not in first and "l2_hidden: one part" in src
+    qg = c_target._qgraph(art)
+    assert int(qg.layers[1].linear.bias[0]) == 2**30 + 40000
+    xq = intsim.quantize_input(qg, x)
+    ref = intsim.run_int(qg, xq)
+    runtime, extra, opt = PATHS[path]
+    assert np.array_equal(_run(art.path, xq, runtime, extra, opt), ref)
 
 
 def test_step32_holds_exactly_up_to_its_bound():
