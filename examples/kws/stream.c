@@ -70,12 +70,26 @@ static int det_step(kws_det_state_t *d, const int8_t *y, int32_t frame, int32_t 
     return -1;
 }
 
+/* v in decimal into buf (at least 21 bytes): the tick sums are 64-bit (32 bits overflow after about 7
+   minutes of audio on a Cortex-M4) and printf's %llu is not in every C library */
+static const char *u64_text(uint64_t v, char *buf) {
+    char *p = buf + 20;
+    *p = '\0';
+    do {
+        *--p = (char)('0' + (int)(v % 10u));
+        v /= 10u;
+    } while (v);
+    return p;
+}
+
 int main(int argc, char **argv) {
     FILE *fi = fopen(argc > 1 ? argv[1] : "stream.raw", "rb");
     FILE *fo = fopen(argc > 2 ? argv[2] : "stream_out.bin", "wb");
     int16_t buf[256];
     int8_t feat[KWS_FE_N_MELS], y[KWS_N_OUTPUTS];
-    unsigned long samples = 0, frames = 0, fe_ticks = 0, net_ticks = 0, detections = 0;
+    unsigned long samples = 0, frames = 0, detections = 0;
+    uint64_t fe_ticks = 0, net_ticks = 0;
+    char fe_text[21], net_text[21];
     size_t n, i;
     if (!fi || !fo) {
         printf("stream: cannot open the input or output file\n");
@@ -115,8 +129,8 @@ int main(int argc, char **argv) {
     }
     fclose(fi);
     fclose(fo);
-    printf("kws-stats: samples=%lu frames=%lu fe_ticks=%lu net_ticks=%lu detections=%lu fe_bytes=%lu net_bytes=%lu "
-           "det_bytes=%lu\n", samples, frames, fe_ticks, net_ticks, detections, (unsigned long)sizeof(fe),
-           (unsigned long)sizeof(net), (unsigned long)sizeof(det));
+    printf("kws-stats: samples=%lu frames=%lu fe_ticks=%s net_ticks=%s detections=%lu fe_bytes=%lu net_bytes=%lu "
+           "det_bytes=%lu\n", samples, frames, u64_text(fe_ticks, fe_text), u64_text(net_ticks, net_text),
+           detections, (unsigned long)sizeof(fe), (unsigned long)sizeof(net), (unsigned long)sizeof(det));
     return 0;
 }
