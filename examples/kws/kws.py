@@ -360,8 +360,9 @@ class Detector:
     confidence is ``S / (256 window)``.
     """
 
-    def __init__(self, window=8, threshold=None, refractory=80, n_classes=12):
+    def __init__(self, window=8, threshold=None, refractory=80, n_classes=12, names=None):
         self.window, self.refractory, self.n = int(window), int(refractory), n_classes
+        self.names = list(names or CLASSES)  # the C prints these; examples/kws/fsdd_stream.py has its own
         self.threshold = int(threshold if threshold is not None else 0.5 * 256 * window)
 
     def run(self, y) -> list:
@@ -379,7 +380,7 @@ class Detector:
         return out
 
     def header(self, prefix="kws") -> str:
-        names = ", ".join(f'"{c}"' for c in CLASSES)
+        names = ", ".join(f'"{c}"' for c in self.names)
         P = prefix.upper()
         return (
             f"/* detection rule of examples/kws/kws.py (Detector); generated, do not edit */\n"
@@ -417,7 +418,7 @@ def score(detections, events, tol_before=0.3, tol_after=0.7):
 # --- the streaming C: build and run -----------------------------------------------------------
 
 
-def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0")) -> dict:
+def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0"), cfg=CFG) -> dict:
     """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
     (``frontend.emit_c``), the detection header and ``stream.c`` into ``build_dir`` and compile
     them for each runtime. Returns ``{runtime: executable}``."""
@@ -425,7 +426,7 @@ def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "c
     d.mkdir(parents=True, exist_ok=True)
     for f in ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h"):
         shutil.copyfile(art_dir / f, d / f)
-    frontend.emit_c(d, CFG, "kws")
+    frontend.emit_c(d, cfg, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
     shutil.copyfile(HERE / "stream.c", d / "stream.c")
     return {

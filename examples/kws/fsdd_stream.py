@@ -1,0 +1,476 @@
+"""Streaming spoken-digit detection on real speech (FSDD): a held-out speaker's digits and non-digit audio,
+streamed sample by sample through the 8 kHz C front end, the int8 LMU and the detection rule, on the host
+and on Cortex-M4 under QEMU.
+
+The model answers at every 10 ms frame: silence, "not a digit", or one of the ten digits, for the audio
+of the last 0.8 s (theta 80 frames). The detection rule is the synthetic example's (``kws.Detector``:
+posteriors summed over 8 frames, threshold, 0.8 s refractory period), in integers, in C and Python.
+
+Test recordings, all from the held-out speaker or from synthesizers the model never heard:
+
+* **digits**: every clip of the speaker, in seeded background noise, 0.9 to 2 s apart;
+* **real-voice negatives**: the speaker's clips reversed, or cut and spliced (the second half of one clip
+  followed by the first half of another), 0.9 to 2 s apart: real voice, no digit;
+* **synthetic negatives**: flite words that are no digit (the synthetic example's 24 words, 5 voices,
+  3 speeds; resampled to 8 kHz), 0.9 to 2 s apart.
+
+A detection counts as correct when its frame ends within -0.3..+0.7 s of the end of a not yet matched
+digit of the same class; every detection in a negative recording is a false alarm. Commands::
+
+    python examples/kws/fsdd_stream.py data FSDD_FOLDER --speaker george --out DATA.npz   # training set
+    python examples/kws/fsdd_stream.py train DATA.npz --device cuda --out DIR             # torch, weights
+    python examples/kws/fsdd_stream.py to-keras DIR                                       # keras-lmu file
+    python examples/kws/fsdd_stream.py evaluate FSDD_FOLDER [--speaker george] [--minutes 30]
+                                       [--runtime host cortex-m4]
+
+``data`` builds the fold's training sequences from the other five speakers' clips (digits, their reversed
+and spliced versions) and espeak-ng words (needs espeak-ng); ``train`` needs torch only, so it runs on a
+GPU machine; ``evaluate`` converts the model to int8 C, builds the streaming C (``stream.c``) and prints
+precision, recall and false alarms per hour, with real-voice and synthetic negatives apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fsdd
+import kws
+
+from lmu_edge.audio import frontend
+
+HERE = Path(__file__).resolve().parent
+SR, CFG = fsdd.SR, fsdd.CFG
+DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+CLASSES = ["_silence_", "_not_a_digit_"] + DIGITS
+T = 150  # frames per training sequence (1.5 s)
+UNITS, MEMORY_D, ORDER, THETA = 128, 32, 16, 80
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # mean posterior over the window that fires
+MODEL = HERE / "fsdd_model" / "stream_george.keras"
+CALIB = HERE / "fsdd_model" / "stream_calib_george.npy"
+
+
+def ms(v) -> int:
+    """Milliseconds as a number of 8 kHz samples."""
+    return int(v * SR // 1000)
+
+
+def frame_end(i):
+    """Sample index just after frame ``i``."""
+    return np.asarray(i) * CFG.hop + CFG.frame_len
+
+
+def frame_labels(n_frames, cls, start, end, warmup=30):
+    """Per-frame targets and weights for a word in samples [start, end): the class from 50 ms before the
+    word's end to 250 ms after it, "don't care" from 100 ms into the word up to that point and for 150 ms
+    after it, silence (class 0) elsewhere; the first ``warmup`` frames (memory filling) are "don't care"."""
+    ends = frame_end(np.arange(n_frames))
+    y = np.zeros(n_frames, np.int64)
+    w = np.ones(n_frames, np.float32)
+    if cls is not None:
+        y[(ends >= end - ms(50)) & (ends <= end + ms(250))] = cls
+        w[(ends > start + ms(100)) & (ends < end - ms(50))] = 0.0
+        w[(ends > end + ms(250)) & (ends <= end + ms(400))] = 0.0
+    w[:warmup] = 0.0
+    return y, w
+
+
+def to8k(x) -> np.ndarray:
+    """16 kHz synthesizer output at 8 kHz (polyphase, anti-aliased)."""
+    from scipy.signal import resample_poly
+
+    return resample_poly(np.asarray(x, np.float64), 1, 2)
+
+
+def not_digits(clips, rng) -> list:
+    """Real voice, no digit: each clip reversed, and as many splices (second half of one clip, first
+    half of another of a different digit)."""
+    out = [np.asarray(c)[::-1] for c, _ in clips]
+    for _ in range(len(clips)):
+        (a, da), (b, db) = clips[rng.integers(len(clips))], clips[rng.integers(len(clips))]
+        if da != db:
+            out.append(np.concatenate([np.asarray(a)[len(a) // 2 :], np.asarray(b)[: len(b) // 2]]))
+    return out
+
+
+def noisy(rng, n) -> np.ndarray:
+    """Background: white noise at -60..-25 dBFS (the clip models' augmentation) or coloured noise."""
+    if rng.random() < 0.5:
+        return rng.normal(0, 10 ** (rng.uniform(-60, -25) / 20) * 32767, n)
+    return kws.background(rng, n)
+
+
+def sequence(rng, word, cls, speed=False):
+    """One training sequence: ``word`` (or silence) at a random position and gain in noise; features,
+    targets, weights."""
+    n = int(frame_end(T - 1))
+    x = noisy(rng, n)
+    start = end = 0
+    if word is not None:
+        w = np.asarray(word, np.float64)
+        if speed:
+            w = kws_resample(w, rng.uniform(0.85, 1.15))
+        w = w[: n - ms(300) - ms(400)] * 10 ** (rng.uniform(-12, 6) / 20)
+        start = int(rng.integers(ms(300), n - len(w) - ms(400) + 1))
+        end = start + len(w)
+        x[start:end] += w
+    q = frontend.features(np.clip(np.round(x), -32768, 32767).astype(np.int64), CFG)[:T]
+    y, wt = frame_labels(T, None if word is None else cls, start, end)
+    return q, y, wt
+
+
+def kws_resample(x, factor):
+    n = int(round(len(x) / factor))
+    return np.interp(np.arange(n) * factor, np.arange(len(x)), x)
+
+
+def build_data(folder, speaker, seed=0):
+    """The fold's training set: every other speaker's clip twice (once speed-perturbed) as its digit,
+    their reversed / spliced versions and espeak-ng's words as "not a digit", and silence."""
+    rng = np.random.default_rng(seed)
+    clips = [(fsdd.read_wav(p), d) for p, d, s, _ in fsdd.index(folder) if s != speaker]
+    items = [(c, 2 + d, False) for c, d in clips] + [(c, 2 + d, True) for c, d in clips]
+    items += [(c, 1, False) for c in not_digits(clips, rng)]
+    words, _ = kws.train_words()
+    items += [(to8k(w), 1, False) for w in words]
+    items += [(None, 0, False)] * (len(clips) // 5)
+    qs, ys, ws = zip(*(sequence(rng, w, c, sp) for w, c, sp in items), strict=True)
+    return np.stack(qs), np.stack(ys), np.stack(ws)
+
+
+# --- training (torch) and export --------------------------------------------------------------------
+
+
+def torch_net():
+    """LMU (parallel, every frame) -> dropout -> Linear(12) at every frame."""
+    from torch import nn
+
+    from lmu_edge.torch import LMU
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lmu = LMU(
+                CFG.n_mels, MEMORY_D, ORDER, THETA, hidden_units=UNITS, hidden_activation="relu", input_to_hidden=True
+            )
+            self.drop = nn.Dropout(0.3)
+            self.classifier = nn.Linear(UNITS, len(CLASSES))
+            nn.init.xavier_uniform_(self.classifier.weight)
+            nn.init.zeros_(self.classifier.bias)
+
+        def forward(self, x):
+            return self.classifier(self.drop(self.lmu(x)))
+
+        def keras_weights(self):
+            t = lambda p: p.detach().cpu().numpy().astype(np.float32)  # noqa: E731
+            return {
+                "lmu/kernel": t(self.lmu.input_encoders),
+                "lmu/hidden/kernel": t(self.lmu.hidden_kernel),
+                "lmu/hidden/bias": t(self.lmu.hidden_bias),
+                "classifier/kernel": t(self.classifier.weight).T.copy(),
+                "classifier/bias": t(self.classifier.bias),
+            }
+
+    return Net()
+
+
+def keras_model():
+    """The keras-lmu twin of :func:`torch_net` (what the converter reads)."""
+    import keras
+    import keras_lmu
+
+    return keras.Sequential(
+        [
+            keras.Input((T, CFG.n_mels)),
+            keras_lmu.LMUFeedforward(
+                memory_d=MEMORY_D,
+                order=ORDER,
+                theta=THETA,
+                input_to_hidden=True,
+                hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
+                return_sequences=True,
+                name="lmu",
+            ),
+            keras.layers.Dropout(0.3, name="dropout"),
+            keras.layers.Dense(len(CLASSES), activation="softmax", name="classifier"),
+        ],
+        name="kws_fsdd_stream",
+    )
+
+
+def cmd_train(a):
+    import torch
+
+    z = np.load(a.data)
+    q, y, w = z["q"], z["y"], z["w"]
+    dev = a.device
+    torch.manual_seed(a.seed)
+    net = torch_net().to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=2e-3, eps=1e-7)
+    rng, order = np.random.default_rng(1), np.random.default_rng(a.seed)
+    X = torch.as_tensor(q.astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
+    Y, W = torch.as_tensor(y, device=dev), torch.as_tensor(w, device=dev)
+    t0 = time.time()
+    for ep in range(a.epochs):
+        xe = torch.as_tensor(kws_masked(q, rng).astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
+        net.train()
+        total = 0.0
+        for idx in np.array_split(order.permutation(len(q)), max(1, len(q) // 64)):
+            i = torch.as_tensor(idx, device=dev)
+            out = net(xe[i])
+            loss = (torch.nn.functional.cross_entropy(out.transpose(1, 2), Y[i], reduction="none") * W[i]).sum()
+            loss = loss / W[i].sum().clamp(min=1)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += float(loss)
+        print(f"epoch {ep + 1}: loss {total / max(1, len(q) // 64):.4f} ({time.time() - t0:.0f} s)", flush=True)
+    net.eval()
+    with torch.no_grad():
+        prob = torch.softmax(net(X[:64]), -1).cpu().numpy()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez(out / "stream_weights.npz", probabilities=prob, x=q[:64], **net.keras_weights())
+    pick = np.random.default_rng(2).permutation(len(q))[:32]
+    np.save(out / "stream_calib.npy", q[pick].astype(np.int8))
+    print(f"wrote {out / 'stream_weights.npz'}")
+
+
+def kws_masked(q, rng):
+    """SpecAugment-style masks (up to 6 mel bands and 10 frames), redrawn every epoch."""
+    import train_fsdd
+
+    return train_fsdd.masked(q, rng)
+
+
+def cmd_to_keras(a):
+    folder = Path(a.dir)
+    z = np.load(folder / "stream_weights.npz")
+    m = keras_model()
+    by_name = {v.path.split("/", 1)[1]: v for v in m.weights}
+    for k in ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias"):
+        by_name[k].assign(z[k])
+    got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
+    err = float(np.abs(got - z["probabilities"]).max())
+    if err > 1e-3:
+        raise SystemExit(f"keras-lmu and torch differ by {err:.2g} on the training sequences")
+    m.save(folder / "stream.keras")
+    print(f"wrote {folder / 'stream.keras'} (keras-lmu within {err:.1e} of torch)")
+
+
+# --- the test recordings and scoring ----------------------------------------------------------------
+
+
+def recording(parts, rng, seconds=None, gap=(0.9, 2.0)):
+    """int16 audio with ``parts`` (audio, class) at random gaps in seeded noise, repeated until
+    ``seconds`` when given; events (start, end, class)."""
+    level = 10 ** rng.uniform(np.log10(5), np.log10(60))
+    total = int(seconds * SR) if seconds else sum(len(p) + int(gap[1] * SR) for p, _ in parts) + SR
+    x = rng.normal(0, level, total)
+    events, t, k = [], int(rng.uniform(*gap) * SR), 0
+    while k < len(parts) * (1000 if seconds else 1):
+        w, cls = parts[k % len(parts)]
+        k += 1
+        if t + len(w) + SR // 2 > total:
+            break
+        x[t : t + len(w)] += np.asarray(w, np.float64) * 10 ** (rng.uniform(-6, 6) / 20)
+        events.append((t, t + len(w), cls))
+        t += len(w) + int(rng.uniform(*gap) * SR)
+    n = t if not seconds else total
+    return np.clip(np.round(x[:n]), -32768, 32767).astype(np.int16), events
+
+
+def test_recordings(folder, speaker, minutes=30.0, seed=7, limit=None):
+    """``{"digits": (audio, events), "real_negatives": ..., "synthetic_negatives": ...}``."""
+    rng = np.random.default_rng(seed)
+    clips = [
+        (fsdd.read_wav(p), d) for p, d, s, k in fsdd.index(folder) if s == speaker and (limit is None or k < limit)
+    ]
+    if not clips:
+        raise fsdd.AudioFormatError(f"{folder}: no recordings of speaker {speaker!r}")
+    digits = [clips[i] for i in rng.permutation(len(clips))]
+    real = not_digits(clips, rng)
+    real = [real[i] for i in rng.permutation(len(real))]
+    words, _ = kws.test_words()
+    synth = [to8k(words[i]) * (8000 / max(1, np.abs(words[i]).max())) for i in rng.permutation(len(words))]
+    return {
+        "digits": recording([(c, 2 + d) for c, d in digits], rng),
+        "real_negatives": recording([(c, 1) for c in real], rng, minutes * 60),
+        "synthetic_negatives": recording([(c, 1) for c in synth], rng, minutes * 60),
+    }
+
+
+def score(detections, events, n_samples, tol_before=0.3, tol_after=0.7) -> dict:
+    """Precision / recall against the digit events (classes >= 2) and false alarms per hour of audio."""
+    kw = [(s, e, c) for s, e, c in events if c >= 2]
+    used, correct = set(), 0
+    for f, c, _ in detections:
+        t = int(frame_end(f))
+        for j, (_, e, ce) in enumerate(kw):
+            if j not in used and ce == c and e - tol_before * SR <= t <= e + tol_after * SR:
+                used.add(j)
+                correct += 1
+                break
+    hours = n_samples / SR / 3600
+    return {
+        "detections": len(detections),
+        "correct": correct,
+        "digits": len(kw),
+        "precision": correct / len(detections) if detections else 0.0,
+        "recall": len(used) / len(kw) if kw else 0.0,
+        "false_alarms": len(detections) - correct,
+        "false_alarms_per_hour": (len(detections) - correct) / hours,
+        "minutes": n_samples / SR / 60,
+    }
+
+
+def detector():
+    return kws.Detector(names=CLASSES)
+
+
+def convert(out_dir, model=MODEL, calib=CALIB):
+    """int8 C of the streaming model (its int8 input is the front end's int8 output, scale 1/128)."""
+    import shutil
+
+    import lmu_edge
+
+    c = np.load(calib).astype(np.float64)
+    c[0, 0, 0], c[0, 0, 1] = -128, 127
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    lmu_edge.convert(
+        str(model),
+        target="c",
+        out_dir=out_dir,
+        quantize="int8",
+        calibration=c * fsdd.FEATURE_SCALE,
+        prefix="kws",
+        measure=False,
+    )
+    return lmu_edge.load(out_dir / "quantized.lmu.npz")
+
+
+def format_detection(frame, cls, S, window=8) -> str:
+    """The line stream.c prints for a detection (time of the frame's end in ms, confidence in %)."""
+    end = int(frame_end(frame))
+    t = end // SR * 1000 + end % SR * 1000 // SR
+    return f"{t // 1000}.{(t % 1000) // 10:02d} s: {CLASSES[cls]} (0.{S * 100 // (256 * window):02d})"
+
+
+def python_stream(qg, audio) -> tuple:
+    """The integer pipeline in Python (front end, ``intsim.run_int``, detector): what stream.c must print
+    and write. Returns ``(detection lines, int8 outputs)``."""
+    from lmu_edge import intsim
+
+    q = frontend.features(np.asarray(audio, np.int64), CFG).astype(np.int64)
+    y = intsim.run_int(qg, q[None])[0]
+    det = detector()
+    return [format_detection(f, c, S, det.window) for f, c, S in det.run(y)], y
+
+
+def evaluate(
+    folder, speaker="george", minutes=30.0, runtimes=("host",), work=None, limit=None, model=MODEL, calib=CALIB
+):
+    """Run the three recordings through the C on each runtime; results per recording and runtime."""
+    import tempfile
+
+    recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
+    work = Path(work or tempfile.mkdtemp(prefix="fsdd_stream_"))
+    convert(work / "c", model, calib)
+    det = detector()
+    exes = kws.build_stream(work / "c", work / "build", det, runtimes, cfg=CFG)
+    res, sweep = {}, {}
+    for name, (audio, events) in recs.items():
+        res[name] = {}
+        for rt in runtimes:
+            lines, y, stats = kws.run_stream(exes[rt], rt, audio, len(CLASSES))
+            r = score(det.run(y), events, len(audio))
+            r["lines"] = lines
+            r["outputs_sha256"] = hashlib.sha256(y.tobytes()).hexdigest()
+            r["stats"] = {k: v for k, v in stats.items() if k != "wall_s"}
+            res[name][rt] = r
+            if rt == runtimes[0]:  # the same int8 outputs through other thresholds (operating points)
+                for th in THRESHOLDS:
+                    d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)
+                    sweep.setdefault(f"{th:.2f}", {})[name] = score(d.run(y), events, len(audio))
+    res["threshold_sweep"] = sweep
+    return res
+
+
+def cmd_evaluate(a):
+    try:
+        res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit)
+    except fsdd.AudioFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for name, per in res.items():
+        if name == "threshold_sweep":
+            continue
+        for rt, r in per.items():
+            print(
+                f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  detections "
+                f"{r['detections']:4d}  precision {r['precision']:.3f}  recall {r['recall']:.3f}  "
+                f"false alarms {r['false_alarms']} ({r['false_alarms_per_hour']:.1f} per hour)"
+            )
+        lines = [r["lines"] for r in per.values()]
+        print(f"{name:20s} detections identical on {', '.join(per)}: {all(x == lines[0] for x in lines)}")
+    print("threshold  precision  recall  false alarms per hour (real-voice / synthetic negatives), host")
+    for th, r in res["threshold_sweep"].items():
+        d, rn, sn = r["digits"], r["real_negatives"], r["synthetic_negatives"]
+        print(
+            f"{th:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  "
+            f"{rn['false_alarms_per_hour']:.1f} / {sn['false_alarms_per_hour']:.1f}"
+        )
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("data", help="the fold's training sequences (features, targets, weights) as .npz")
+    d.add_argument("folder")
+    d.add_argument("--speaker", default="george", help="held-out speaker (left out of training)")
+    d.add_argument("--out", required=True)
+    t = sub.add_parser("train", help="train the per-frame LMU in torch")
+    t.add_argument("data")
+    t.add_argument("--epochs", type=int, default=20)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="cpu")
+    t.add_argument("--out", default=str(kws.ROOT / "out" / "kws_fsdd_stream"))
+    k = sub.add_parser("to-keras", help="write the trained weights as a keras-lmu model (stream.keras)")
+    k.add_argument("dir")
+    e = sub.add_parser("evaluate", help="stream the held-out speaker's recordings through the int8 C")
+    e.add_argument("folder", help="FSDD folder (or the shipped subset examples/kws/fsdd_george)")
+    e.add_argument("--speaker", default="george")
+    e.add_argument("--minutes", type=float, default=30.0, help="length of each negative recording")
+    e.add_argument("--limit", type=int, default=None, help="only takes 0..LIMIT-1 of each digit")
+    e.add_argument("--runtime", nargs="+", default=["host", "cortex-m4"], choices=["host", "cortex-m4", "cortex-m0"])
+    e.add_argument("--work", default=None, help="keep the C build here")
+    e.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    if a.cmd == "data":
+        t0 = time.time()
+        q, y, w = build_data(a.folder, a.speaker)
+        np.savez_compressed(a.out, q=q, y=y, w=w)
+        print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
+        return 0
+    if a.cmd == "train":
+        return cmd_train(a) or 0
+    if a.cmd == "to-keras":
+        return cmd_to_keras(a) or 0
+    return cmd_evaluate(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

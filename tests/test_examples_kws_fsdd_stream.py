@@ -1,0 +1,128 @@
+"""Streaming spoken digits on real speech (examples/kws/fsdd_stream.py): the shipped held-out speaker's clips,
+their reversed and spliced versions and flite's non-digit words, streamed sample by sample through the 8 kHz
+C front end, the int8 LMU and the detection rule, give the Python integer pipeline's int8 outputs at every
+frame and its detection lines, on the host and on Cortex-M4 under QEMU, with fixed, measured counts.
+
+No TensorFlow and no training: the committed model (``fsdd_model/stream_george.keras``, trained on the other
+five speakers) is read by lmu-edge. Tests that need gcc, QEMU or flite fail under CI=true when the tool is
+missing."""
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lmu_edge
+
+KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
+sys.path.insert(0, str(KWS_DIR))
+import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path line)
+
+SUBSET = KWS_DIR / "fsdd_george"
+MINUTES = 1.0
+# measured with the committed model on the 100 shipped clips and 1-minute negative recordings (seed 7):
+# (detections, correct) per recording; every detection in a negative recording is a false alarm
+EXPECTED = {"digits": (92, 57), "real_negatives": (10, 0), "synthetic_negatives": (21, 0)}
+
+
+def need(*tools):
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        msg = f"{', '.join(missing)} not installed (Debian: gcc gcc-arm-none-eabi qemu-system-arm flite)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory):
+    need("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "flite")
+    work = tmp_path_factory.mktemp("fsdd_stream")
+    res = fsdd_stream.evaluate(SUBSET, "george", MINUTES, ("host", "cortex-m4"), work=work)
+    return work, res, fsdd_stream.test_recordings(SUBSET, "george", MINUTES)
+
+
+def test_the_recordings_hold_the_speakers_digits_and_negatives_of_the_asked_length():
+    need("flite")
+    recs = fsdd_stream.test_recordings(SUBSET, "george", MINUTES)
+    audio, events = recs["digits"]
+    assert sorted(c for _, _, c in events) == sorted(list(range(2, 12)) * 10)  # 100 clips, each digit 10x
+    assert all(0 <= s < e <= len(audio) for s, e, _ in events)
+    for name in ("real_negatives", "synthetic_negatives"):
+        audio, events = recs[name]
+        assert len(audio) == MINUTES * 60 * fsdd_stream.SR and events and {c for _, _, c in events} == {1}
+    gaps = [b[0] - a[1] for a, b in zip(events, events[1:])]  # 0.9 to 2 s of noise between words
+    assert min(gaps) >= 0.9 * fsdd_stream.SR and max(gaps) <= 2.0 * fsdd_stream.SR
+
+
+def test_host_c_gives_the_python_integer_pipelines_outputs_and_detections(streamed):
+    work, res, recs = streamed
+    qg = lmu_edge.load(work / "c" / "quantized.lmu.npz")
+    for name, (audio, _) in recs.items():
+        lines, y = fsdd_stream.python_stream(qg, audio)
+        r = res[name]["host"]
+        assert hashlib.sha256(np.asarray(y, np.int8).tobytes()).hexdigest() == r["outputs_sha256"], name
+        assert lines == r["lines"], name
+
+
+def test_cortex_m4_streams_exactly_as_the_host(streamed):
+    _, res, _ = streamed
+    for name in EXPECTED:
+        host, m4 = res[name]["host"], res[name]["cortex-m4"]
+        assert m4["outputs_sha256"] == host["outputs_sha256"] and m4["lines"] == host["lines"], name
+        assert m4["stats"]["frames"] == host["stats"]["frames"] > 0
+        # per frame on the M4 (QEMU -icount): the 8 kHz front end about 66k instructions, the model about
+        # 150k (docs/kws.md); the sums are 64-bit in stream.c (32 bits wrapped after minutes of audio)
+        assert 50_000 < m4["stats"]["fe_insn"] < 90_000 and 100_000 < m4["stats"]["net_insn"] < 200_000, name
+
+
+def test_fixed_detection_counts_on_the_shipped_subset(streamed):
+    _, res, _ = streamed
+    for name, (n, correct) in EXPECTED.items():
+        r = res[name]["host"]
+        assert (r["detections"], r["correct"]) == (n, correct), name
+    assert res["digits"]["host"]["digits"] == 100
+
+
+def test_score_matches_a_detection_to_one_digit_of_its_class_near_its_end():
+    sr = fsdd_stream.SR
+    end = 20040  # a frame ends here, and 0.3 s before and 0.7 s after
+    events = [(end - 4000, end, 5), (40000, 44000, 1)]  # a digit and a non-digit word
+
+    def frame(sample_end):  # the frame whose end is sample_end
+        f, r = divmod(sample_end - fsdd_stream.CFG.frame_len, fsdd_stream.CFG.hop)
+        assert r == 0
+        return f
+
+    early, late = end - int(0.3 * sr), end + int(0.7 * sr)
+    assert fsdd_stream.score([(frame(early), 5, 0)], events, 10 * sr)["correct"] == 1
+    assert fsdd_stream.score([(frame(late), 5, 0)], events, 10 * sr)["correct"] == 1
+    assert fsdd_stream.score([(frame(early - 80), 5, 0)], events, 10 * sr)["correct"] == 0  # 10 ms too early
+    assert fsdd_stream.score([(frame(late + 80), 5, 0)], events, 10 * sr)["correct"] == 0  # 10 ms too late
+    assert fsdd_stream.score([(frame(end), 6, 0)], events, 10 * sr)["correct"] == 0  # wrong digit
+    r = fsdd_stream.score([(frame(end), 5, 0), (frame(end) + 5, 5, 0)], events, 3600 * sr)
+    assert (r["correct"], r["false_alarms"], r["false_alarms_per_hour"]) == (1, 1, 1.0)  # one match per digit
+    assert (r["digits"], r["precision"], r["recall"]) == (1, 0.5, 1.0)  # the non-digit word is no target
+
+
+def test_frame_targets_mark_the_digit_around_its_end():
+    start, end = 4000, 8000
+    y, w = fsdd_stream.frame_labels(150, 7, start, end)
+    ends = fsdd_stream.frame_end(np.arange(150))
+    on = (ends >= end - 400) & (ends <= end + 2000)  # 50 ms before the end to 250 ms after
+    assert np.all(y[on] == 7) and np.all(y[~on] == 0)
+    assert np.all(w[:30] == 0) and np.all(w[(ends > start + 800) & (ends < end - 400) & (np.arange(150) >= 30)] == 0)
+    assert np.all(w[on & (np.arange(150) >= 30)] == 1)
+
+
+def test_evaluate_exits_non_zero_with_one_line_on_a_folder_without_the_speaker(tmp_path, capsys):
+    (tmp_path / "recordings").mkdir()
+    fsdd_wav = KWS_DIR / "fsdd_george" / "recordings" / "0_george_0.wav"
+    shutil.copyfile(fsdd_wav, tmp_path / "recordings" / "0_theo_0.wav")
+    assert fsdd_stream.main(["evaluate", str(tmp_path), "--runtime", "host"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no recordings of speaker 'george'" in err[0]
