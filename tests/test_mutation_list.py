@@ -1,5 +1,6 @@
-"""The mutation list itself: ids unique, every [equivalent] entry names a mutant that exists, and
-generated ids that do not move when code is added above their line (scripts/mutate.py)."""
+"""The mutation list itself: ids unique, every [equivalent] entry names a mutant that exists, every
+hand-written snippet still occurs once in its file, and generated ids that do not move when code is added
+above their line (scripts/mutate.py)."""
 
 import sys
 from pathlib import Path
@@ -28,3 +29,15 @@ def test_generated_ids_survive_lines_added_above():
     assert [before[i] for i in idx] == [after[i + len(shifted)] for i in idx]
     assert len(set(before.values())) == len(before)  # a repeated line gets its own name
     assert all(k.startswith("lmu_") or k.startswith("LMU_") for k in before.values())
+
+
+def test_every_hand_written_snippet_occurs_once_in_its_file():
+    # a snippet that no longer matches (the code around it was rewritten) would be reported as an ERROR
+    # only when the full list runs; here it fails at once
+    data = tomllib.loads((ROOT / "tests" / "mutations.toml").read_text())
+    stale = {}
+    for m in data["mutation"]:
+        n = (ROOT / m["file"]).read_text().count(m["original"])
+        if n != 1:
+            stale[m["id"]] = n
+    assert not stale, f"snippets that do not occur exactly once (id: count): {stale}"
