@@ -50,7 +50,7 @@ def test_torch_weights_give_keras_lmu_the_same_function(pool):
     assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
 
 
-def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, monkeypatch):
+def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path):
     rng = np.random.default_rng(0)
     n = 12 * len(fsdd.SPEAKERS)  # 12 clips per speaker, noise features: this checks plumbing, not learning
     feats = tmp_path / "feat.npz"
@@ -63,11 +63,9 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
     )
     out = tmp_path / "out"
     argv = ["train_fsdd_torch.py", "train", "--features", str(feats), "--epochs", "1", "--speakers", "theo"]
-    monkeypatch.setattr(sys, "argv", argv + ["--out", str(out)])
-    train_fsdd_torch.main()
+    assert train_fsdd_torch.main(argv[1:] + ["--out", str(out)]) == 0
     assert np.load(out / "calib_theo.npy").dtype == np.int8
-    monkeypatch.setattr(sys, "argv", ["train_fsdd_torch.py", "to-keras", str(out)])
-    train_fsdd_torch.main()
+    assert train_fsdd_torch.main(["to-keras", str(out)]) == 0
     import keras
 
     m = keras.models.load_model(out / "lmu_theo.keras")
@@ -75,3 +73,10 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
     x = np.load(feats)["clean"][np.repeat(fsdd.SPEAKERS, 12) == "theo"] * fsdd.FEATURE_SCALE
     assert m.get_layer("lmu").get_config()["return_sequences"]  # recipe v2: the pooled head
     np.testing.assert_allclose(m.predict(x, verbose=0), z["probabilities"], atol=1e-5)
+
+
+def test_a_bad_folder_or_missing_output_gets_one_line_and_a_non_zero_exit(tmp_path, capsys):
+    assert train_fsdd_torch.main(["train", str(tmp_path / "nowhere")]) == 2
+    assert train_fsdd_torch.main(["to-keras", str(tmp_path)]) == 2  # no results.json: train was not run
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "not a folder" in err[0] and "results.json: no such file" in err[1]

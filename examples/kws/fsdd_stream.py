@@ -1,6 +1,7 @@
-"""Streaming spoken-digit detection on real speech (FSDD): a held-out speaker's digits and non-digit audio,
-streamed sample by sample through the 8 kHz C front end, the int8 LMU and the detection rule, on the host
-and on Cortex-M4 under QEMU.
+"""Streaming spoken-digit detection on real speech (FSDD) through the C front end and int8 LMU, host and M4.
+
+A held-out speaker's digits and non-digit audio are streamed sample by sample through the 8 kHz C front
+end, the int8 LMU and the detection rule, on the host and on Cortex-M4 under QEMU.
 
 The model answers at every 10 ms frame: silence, "not a digit", or one of the ten digits, for the audio
 of the last 0.8 s (theta 80 frames). The detection rule is the synthetic example's (``kws.Detector``:
@@ -459,17 +460,25 @@ def main(argv=None):
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    if a.cmd == "data":
-        t0 = time.time()
-        q, y, w = build_data(a.folder, a.speaker)
-        np.savez_compressed(a.out, q=q, y=y, w=w)
-        print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
-        return 0
-    if a.cmd == "train":
-        return cmd_train(a) or 0
-    if a.cmd == "to-keras":
-        return cmd_to_keras(a) or 0
-    return cmd_evaluate(a)
+    try:
+        if a.cmd == "data":
+            t0 = time.time()
+            q, y, w = build_data(a.folder, a.speaker)
+            np.savez_compressed(a.out, q=q, y=y, w=w)
+            print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
+            return 0
+        if a.cmd == "train":
+            return cmd_train(a) or 0
+        if a.cmd == "to-keras":
+            return cmd_to_keras(a) or 0
+        return cmd_evaluate(a)
+    except fsdd.AudioFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+    except FileNotFoundError as e:
+        print(f"error: {e.filename}: no such file; give the output of the previous step", file=sys.stderr)
+    except ImportError as e:
+        print(f"error: {a.cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

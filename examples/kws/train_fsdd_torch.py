@@ -208,7 +208,7 @@ def cmd_to_keras(a):
         print(f"wrote {folder / f'lmu_{held}.keras'}")
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train both models on each held-out speaker's fold (torch)")
@@ -224,9 +224,18 @@ def main():
     k = sub.add_parser("to-keras", help="write each fold's LMU as a keras-lmu .keras file")
     k.add_argument("dir", help="the train command's --out folder")
     k.add_argument("--folder", help="FSDD folder: check keras-lmu's decisions against torch's on the held-out clips")
-    a = ap.parse_args()
-    (cmd_train if a.cmd == "train" else cmd_to_keras)(a)
+    a = ap.parse_args(argv)
+    try:
+        (cmd_train if a.cmd == "train" else cmd_to_keras)(a)
+        return 0
+    except fsdd.AudioFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+    except FileNotFoundError as e:
+        print(f"error: {e.filename}: no such file; give the train command's --out folder", file=sys.stderr)
+    except ImportError as e:
+        print(f"error: {a.cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
