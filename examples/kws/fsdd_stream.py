@@ -133,13 +133,17 @@ def kws_resample(x, factor):
     return np.interp(np.arange(n) * factor, np.arange(len(x)), x)
 
 
-def build_data(folder, speaker, seed=0):
+def build_data(folder, speaker, seed=0, drop=(), cuts=False):
     """The fold's training set: every other speaker's clip twice (once speed-perturbed) as its digit,
-    their reversed / spliced versions and espeak-ng's words as "not a digit", and silence."""
+    their reversed / spliced versions and espeak-ng's words as "not a digit", and silence. ``drop``:
+    speakers also left out (development splits); ``cuts``: also each clip's first or last 40% as "not a
+    digit" (a partial word must not fire)."""
     rng = np.random.default_rng(seed)
-    clips = [(fsdd.read_wav(p), d) for p, d, s, _ in fsdd.index(folder) if s != speaker]
+    clips = [(fsdd.read_wav(p), d) for p, d, s, _ in fsdd.index(folder) if s != speaker and s not in drop]
     items = [(c, 2 + d, False) for c, d in clips] + [(c, 2 + d, True) for c, d in clips]
     items += [(c, 1, False) for c in not_digits(clips, rng)]
+    if cuts:
+        items += [(c[: len(c) * 2 // 5] if rng.random() < 0.5 else c[-(len(c) * 2 // 5) :], 1, False) for c, _ in clips]
     words, _ = kws.train_words()
     items += [(to8k(w), 1, False) for w in words]
     items += [(None, 0, False)] * (len(clips) // 5)
@@ -218,7 +222,8 @@ def cmd_train(a):
     opt = torch.optim.Adam(net.parameters(), lr=2e-3, eps=1e-7)
     rng, order = np.random.default_rng(1), np.random.default_rng(a.seed)
     X = torch.as_tensor(q.astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
-    Y, W = torch.as_tensor(y, device=dev), torch.as_tensor(w, device=dev)
+    Y = torch.as_tensor(y.astype(np.int64), device=dev)
+    W = torch.as_tensor(w.astype(np.float32), device=dev)
     t0 = time.time()
     for ep in range(a.epochs):
         xe = torch.as_tensor(kws_masked(q, rng).astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
@@ -409,7 +414,7 @@ def evaluate(
 
 def cmd_evaluate(a):
     try:
-        res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit)
+        res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib)
     except fsdd.AudioFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -443,6 +448,8 @@ def main(argv=None):
     d.add_argument("folder")
     d.add_argument("--speaker", default="george", help="held-out speaker (left out of training)")
     d.add_argument("--out", required=True)
+    d.add_argument("--drop", default="", help="speakers also left out of training (development splits)")
+    d.add_argument("--cuts", action="store_true", help="add each clip's first or last 40%% as 'not a digit'")
     t = sub.add_parser("train", help="train the per-frame LMU in torch")
     t.add_argument("data")
     t.add_argument("--epochs", type=int, default=20)
@@ -457,14 +464,16 @@ def main(argv=None):
     e.add_argument("--minutes", type=float, default=30.0, help="length of each negative recording")
     e.add_argument("--limit", type=int, default=None, help="only takes 0..LIMIT-1 of each digit")
     e.add_argument("--runtime", nargs="+", default=["host", "cortex-m4"], choices=["host", "cortex-m4", "cortex-m0"])
+    e.add_argument("--model", default=str(MODEL), help="the streaming model (.keras; default: the shipped one)")
+    e.add_argument("--calib", default=str(CALIB), help="its int8 calibration sequences (.npy)")
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     try:
         if a.cmd == "data":
             t0 = time.time()
-            q, y, w = build_data(a.folder, a.speaker)
-            np.savez_compressed(a.out, q=q, y=y, w=w)
+            q, y, w = build_data(a.folder, a.speaker, drop=[d for d in a.drop.split(",") if d], cuts=a.cuts)
+            np.savez_compressed(a.out, q=q, y=y.astype(np.int8), w=w.astype(np.uint8))  # weights are 0 / 1
             print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
             return 0
         if a.cmd == "train":
