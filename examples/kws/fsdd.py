@@ -101,3 +101,19 @@ def clip_features(x, rng=None, noise_db=None) -> np.ndarray:
         y = y + np.round(rng.normal(0, lvl, n)).astype(np.int64)
     y = np.clip(y, -32768, 32767)
     return frontend.features(y, CFG)[:T]
+
+
+def one_line_errors(run, cmd: str, missing_file_hint: str) -> int:
+    """``run()``'s exit status; a bad WAV or folder, a missing file (``missing_file_hint`` says which step
+    makes it) or a missing package becomes one line on stderr and exit status 2, with no traceback."""
+    import sys
+
+    try:
+        return run() or 0
+    except AudioFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+    except FileNotFoundError as e:
+        print(f"error: {e.filename}: no such file; {missing_file_hint}", file=sys.stderr)
+    except ImportError as e:
+        print(f"error: {cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
+    return 2

@@ -43,8 +43,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import evaluate_fsdd
 import fsdd
 import kws
+import train_fsdd
+import train_fsdd_torch
 
 from lmu_edge.audio import frontend
 
@@ -118,7 +121,7 @@ def sequence(rng, word, cls, speed=False):
     if word is not None:
         w = np.asarray(word, np.float64)
         if speed:
-            w = kws_resample(w, rng.uniform(0.85, 1.15))
+            w = train_fsdd.resample(w, rng.uniform(0.85, 1.15))
         w = w[: n - ms(300) - ms(400)] * 10 ** (rng.uniform(-12, 6) / 20)
         start = int(rng.integers(ms(300), n - len(w) - ms(400) + 1))
         end = start + len(w)
@@ -126,11 +129,6 @@ def sequence(rng, word, cls, speed=False):
     q = frontend.features(np.clip(np.round(x), -32768, 32767).astype(np.int64), CFG)[:T]
     y, wt = frame_labels(T, None if word is None else cls, start, end)
     return q, y, wt
-
-
-def kws_resample(x, factor):
-    n = int(round(len(x) / factor))
-    return np.interp(np.arange(n) * factor, np.arange(len(x)), x)
 
 
 def build_data(folder, speaker, seed=0, drop=(), cuts=False):
@@ -156,59 +154,12 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False):
 
 def torch_net():
     """LMU (parallel, every frame) -> dropout -> Linear(12) at every frame."""
-    from torch import nn
-
-    from lmu_edge.torch import LMU
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lmu = LMU(
-                CFG.n_mels, MEMORY_D, ORDER, THETA, hidden_units=UNITS, hidden_activation="relu", input_to_hidden=True
-            )
-            self.drop = nn.Dropout(0.3)
-            self.classifier = nn.Linear(UNITS, len(CLASSES))
-            nn.init.xavier_uniform_(self.classifier.weight)
-            nn.init.zeros_(self.classifier.bias)
-
-        def forward(self, x):
-            return self.classifier(self.drop(self.lmu(x)))
-
-        def keras_weights(self):
-            t = lambda p: p.detach().cpu().numpy().astype(np.float32)  # noqa: E731
-            return {
-                "lmu/kernel": t(self.lmu.input_encoders),
-                "lmu/hidden/kernel": t(self.lmu.hidden_kernel),
-                "lmu/hidden/bias": t(self.lmu.hidden_bias),
-                "classifier/kernel": t(self.classifier.weight).T.copy(),
-                "classifier/bias": t(self.classifier.bias),
-            }
-
-    return Net()
+    return train_fsdd_torch.torch_lmu(MEMORY_D, ORDER, UNITS, False, every_frame=True, classes=len(CLASSES))
 
 
 def keras_model():
     """The keras-lmu twin of :func:`torch_net` (what the converter reads)."""
-    import keras
-    import keras_lmu
-
-    return keras.Sequential(
-        [
-            keras.Input((T, CFG.n_mels)),
-            keras_lmu.LMUFeedforward(
-                memory_d=MEMORY_D,
-                order=ORDER,
-                theta=THETA,
-                input_to_hidden=True,
-                hidden_cell=keras.layers.Dense(UNITS, activation="relu", name="hidden"),
-                return_sequences=True,
-                name="lmu",
-            ),
-            keras.layers.Dropout(0.3, name="dropout"),
-            keras.layers.Dense(len(CLASSES), activation="softmax", name="classifier"),
-        ],
-        name="kws_fsdd_stream",
-    )
+    return train_fsdd.lmu_model(MEMORY_D, ORDER, UNITS, every_frame=True, steps=T, classes=len(CLASSES))
 
 
 def cmd_train(a):
@@ -226,7 +177,7 @@ def cmd_train(a):
     W = torch.as_tensor(w.astype(np.float32), device=dev)
     t0 = time.time()
     for ep in range(a.epochs):
-        xe = torch.as_tensor(kws_masked(q, rng).astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
+        xe = torch.as_tensor(train_fsdd.masked(q, rng).astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
         net.train()
         total = 0.0
         for idx in np.array_split(order.permutation(len(q)), max(1, len(q) // 64)):
@@ -250,20 +201,10 @@ def cmd_train(a):
     print(f"wrote {out / 'stream_weights.npz'}")
 
 
-def kws_masked(q, rng):
-    """SpecAugment-style masks (up to 6 mel bands and 10 frames), redrawn every epoch."""
-    import train_fsdd
-
-    return train_fsdd.masked(q, rng)
-
-
 def cmd_to_keras(a):
     folder = Path(a.dir)
     z = np.load(folder / "stream_weights.npz")
-    m = keras_model()
-    by_name = {v.path.split("/", 1)[1]: v for v in m.weights}
-    for k in ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias"):
-        by_name[k].assign(z[k])
+    m = train_fsdd_torch.assign_keras(keras_model(), z)
     got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
     err = float(np.abs(got - z["probabilities"]).max())
     if err > 1e-3:
@@ -343,26 +284,12 @@ def detector():
 
 
 def convert(out_dir, model=MODEL, calib=CALIB):
-    """int8 C of the streaming model (its int8 input is the front end's int8 output, scale 1/128)."""
-    import shutil
-
+    """int8 C of the streaming model, as ``evaluate_fsdd.convert`` makes the clip model's (its int8 input is
+    the front end's int8 output, scale 1/128); the quantized graph."""
     import lmu_edge
 
-    c = np.load(calib).astype(np.float64)
-    c[0, 0, 0], c[0, 0, 1] = -128, 127
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    lmu_edge.convert(
-        str(model),
-        target="c",
-        out_dir=out_dir,
-        quantize="int8",
-        calibration=c * fsdd.FEATURE_SCALE,
-        prefix="kws",
-        measure=False,
-    )
-    return lmu_edge.load(out_dir / "quantized.lmu.npz")
+    evaluate_fsdd.convert(model, calib, out_dir)
+    return lmu_edge.load(Path(out_dir) / "quantized.lmu.npz")
 
 
 def format_detection(frame, cls, S, window=8) -> str:
@@ -413,11 +340,7 @@ def evaluate(
 
 
 def cmd_evaluate(a):
-    try:
-        res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib)
-    except fsdd.AudioFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib)
     for name, per in res.items():
         if name == "threshold_sweep":
             continue
@@ -469,25 +392,17 @@ def main(argv=None):
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    try:
+
+    def run():
         if a.cmd == "data":
             t0 = time.time()
             q, y, w = build_data(a.folder, a.speaker, drop=[d for d in a.drop.split(",") if d], cuts=a.cuts)
             np.savez_compressed(a.out, q=q, y=y.astype(np.int8), w=w.astype(np.uint8))  # weights are 0 / 1
             print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
             return 0
-        if a.cmd == "train":
-            return cmd_train(a) or 0
-        if a.cmd == "to-keras":
-            return cmd_to_keras(a) or 0
-        return cmd_evaluate(a)
-    except fsdd.AudioFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-    except FileNotFoundError as e:
-        print(f"error: {e.filename}: no such file; give the output of the previous step", file=sys.stderr)
-    except ImportError as e:
-        print(f"error: {a.cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
-    return 2
+        return {"train": cmd_train, "to-keras": cmd_to_keras, "evaluate": cmd_evaluate}[a.cmd](a)
+
+    return fsdd.one_line_errors(run, a.cmd, "give the output of the previous step")
 
 
 if __name__ == "__main__":

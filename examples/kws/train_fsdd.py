@@ -42,30 +42,32 @@ RECIPES = {
 }
 
 
-def lmu_model(memory_d=MEMORY_D, order=ORDER, units=UNITS, pool=False):
+def lmu_model(memory_d=MEMORY_D, order=ORDER, units=UNITS, pool=False, every_frame=False, steps=fsdd.T, classes=10):
     """LMUFeedforward in parallel form over 0.8 s (theta 80 frames) with a Dense(units, relu) hidden cell;
-    the last frame's hidden output (or, with ``pool``, its mean over every frame) -> 10 digits."""
+    the last frame's hidden output (or, with ``pool``, its mean over every frame; with ``every_frame``,
+    each frame's) -> ``classes`` (the digits; fsdd_stream.py's per-frame model adds silence and "not a
+    digit")."""
     import keras
     import keras_lmu
 
     head = [keras.layers.GlobalAveragePooling1D(name="pool")] if pool else []
     return keras.Sequential(
         [
-            keras.Input((fsdd.T, fsdd.CFG.n_mels)),
+            keras.Input((steps, fsdd.CFG.n_mels)),
             keras_lmu.LMUFeedforward(
                 memory_d=memory_d,
                 order=order,
                 theta=THETA,
                 input_to_hidden=True,
                 hidden_cell=keras.layers.Dense(units, activation="relu", name="hidden"),
-                return_sequences=pool,
+                return_sequences=pool or every_frame,
                 name="lmu",
             ),
             *head,
             keras.layers.Dropout(0.3, name="dropout"),
-            keras.layers.Dense(10, activation="softmax", name="classifier"),
+            keras.layers.Dense(classes, activation="softmax", name="classifier"),
         ],
-        name="kws_fsdd_lmu",
+        name="kws_fsdd_stream" if every_frame else "kws_fsdd_lmu",
     )
 
 

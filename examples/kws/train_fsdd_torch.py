@@ -50,8 +50,12 @@ def load_features(folder, cache, rec, seed=0):
     return out
 
 
-def torch_lmu(memory_d, order, units, pool, dropout=0.3):
-    """``train_fsdd.lmu_model`` in PyTorch: LMU(parallel) -> [mean over frames] -> dropout -> Linear(10)."""
+KERAS_NAMES = ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias")
+
+
+def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, classes=10):
+    """``train_fsdd.lmu_model`` in PyTorch: LMU(parallel) -> [mean over frames] -> dropout -> Linear(classes)
+    (at every frame with ``every_frame``)."""
     from torch import nn
 
     from lmu_edge.torch import LMU
@@ -67,10 +71,10 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3):
                 hidden_units=units,
                 hidden_activation="relu",
                 input_to_hidden=True,
-                return_sequences=pool,
+                return_sequences=pool or every_frame,
             )
             self.drop = nn.Dropout(dropout)
-            self.classifier = nn.Linear(units, 10)
+            self.classifier = nn.Linear(units, classes)
             nn.init.xavier_uniform_(self.classifier.weight)
             nn.init.zeros_(self.classifier.bias)
 
@@ -79,7 +83,7 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3):
             return self.classifier(self.drop(h.mean(1) if pool else h))
 
         def keras_weights(self):
-            """The weights under the names of ``train_fsdd.lmu_model``'s keras weights, in its order."""
+            """The weights under the names of ``train_fsdd.lmu_model``'s keras weights (``KERAS_NAMES``)."""
             t = lambda p: p.detach().cpu().numpy().astype(np.float32)  # noqa: E731
             return {
                 "lmu/kernel": t(self.lmu.input_encoders),
@@ -90,6 +94,15 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3):
             }
 
     return Net()
+
+
+def assign_keras(model, weights):
+    """Put ``weights`` (``Net.keras_weights()``, or an .npz of them) into the keras model of
+    ``train_fsdd.lmu_model``; returns the model."""
+    by_name = {w.path.split("/", 1)[1]: w for w in model.weights}
+    for k in KERAS_NAMES:
+        by_name[k].assign(weights[k])
+    return model
 
 
 def torch_gru(units=train_fsdd.GRU_UNITS):
@@ -190,10 +203,7 @@ def cmd_to_keras(a):
     feats = None
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
-        m = train_fsdd.lmu_model(md, q, units, pool)
-        by_name = {w.path.split("/", 1)[1]: w for w in m.weights}
-        for k in ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias"):
-            by_name[k].assign(z[k])
+        m = assign_keras(train_fsdd.lmu_model(md, q, units, pool), z)
         held = npz.stem.split("_", 1)[1]
         if a.folder:
             if feats is None:
@@ -225,16 +235,8 @@ def main(argv=None):
     k.add_argument("dir", help="the train command's --out folder")
     k.add_argument("--folder", help="FSDD folder: check keras-lmu's decisions against torch's on the held-out clips")
     a = ap.parse_args(argv)
-    try:
-        (cmd_train if a.cmd == "train" else cmd_to_keras)(a)
-        return 0
-    except fsdd.AudioFormatError as e:
-        print(f"error: {e}", file=sys.stderr)
-    except FileNotFoundError as e:
-        print(f"error: {e.filename}: no such file; give the train command's --out folder", file=sys.stderr)
-    except ImportError as e:
-        print(f"error: {a.cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
-    return 2
+    run = cmd_train if a.cmd == "train" else cmd_to_keras
+    return fsdd.one_line_errors(lambda: run(a), a.cmd, "give the train command's --out folder")
 
 
 if __name__ == "__main__":
