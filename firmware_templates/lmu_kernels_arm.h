@@ -414,6 +414,93 @@ LMU_SPECIALIZE void lmu_dsp_rows3_s16(const int16_t *s, const int16_t *r, int32_
 }
 #endif
 
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* One whole channel of the dense memory, four rows per block, every loop in one assembly statement, for a
+ * compile-time q with q % 4 == 0 and 4 <= q <= 128 and compile-time cf, delta, bits (the generated step
+ * passes constants; lmu_dense_channel_s16 checks). The columns are written out (no column loop): per four
+ * columns one LDRD of state and, per row, one LDRD of coefficients and two SMLALD, 13 instructions for 16
+ * MACs, every address an immediate offset from the state pointer or row i (row i + k at 2kq bytes; LDRD
+ * reaches 1020 bytes and the last offset is 8q - 8, hence q <= 128). Per block the rows start at
+ * B_i u + 2^(cf-1) (LDRD of two B, MOV, MOV, SMLAL each) and finish as lmu_row_finish16: the low word of
+ * acc >> cf (LSR, ORR; exact as step32 bounds the step below 2^30), + m_i in the delta form (LDRSH), SSAT
+ * to `bits` (the clamp of lmu_row_finish16 is exactly SSAT #bits), STRH to the scratch. The 4 accumulator
+ * pairs, 2 pointers and 4 temporaries take all 14 registers gcc may hand out, so the block keeps the B and
+ * m_i / scratch pointers, u and the end of C in 24 bytes it reserves below sp and releases at its end (no
+ * operand is sp-relative; an exception stacks below sp). 64-bit sums as in every path: the same state. */
+#define LMU_DSP_CH4_COLS(k)                                                                                            \
+    ".if " #k " < %c[n4]\n\t"                                                                                          \
+    "ldrd %[x0], %[x1], [%[s], #" #k "*8]\n\t"                                                                         \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8]\n\t"                                                                         \
+    "smlald %[a0l], %[a0h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a0l], %[a0h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o1]]\n\t"                                                                  \
+    "smlald %[a1l], %[a1h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a1l], %[a1h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o2]]\n\t"                                                                  \
+    "smlald %[a2l], %[a2h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a2l], %[a2h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o3]]\n\t"                                                                  \
+    "smlald %[a3l], %[a3h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a3l], %[a3h], %[c1], %[x1]\n\t"                                                                          \
+    ".endif\n\t"
+/* row start: lo:hi = 2^(cf-1) + B u (B in the temporary b, u in x1) */
+#define LMU_DSP_CH4_START(lo, hi, b)                                                                                   \
+    "mov %[" #lo "], #1 << (%c[cf] - 1)\n\t"                                                                           \
+    "mov %[" #hi "], #0\n\t"                                                                                           \
+    "smlal %[" #lo "], %[" #hi "], %[" #b "], %[x1]\n\t"
+/* row finish (x0: m_i, post-incremented; x1: the scratch halfword, post-incremented) */
+#define LMU_DSP_CH4_FINISH(lo, hi)                                                                                     \
+    "lsr %[" #lo "], %[" #lo "], #%c[cf]\n\t"                                                                          \
+    "orr %[" #lo "], %[" #lo "], %[" #hi "], lsl #32 - %c[cf]\n\t"                                                     \
+    ".if %c[delta]\n\t"                                                                                                \
+    "ldrsh %[c0], [%[x0]], #2\n\t"                                                                                     \
+    "add %[" #lo "], %[" #lo "], %[c0]\n\t"                                                                            \
+    ".endif\n\t"                                                                                                       \
+    "ssat %[" #lo "], #%c[bits], %[" #lo "]\n\t"                                                                       \
+    "strh %[" #lo "], [%[x1]], #2\n\t"
+
+LMU_SPECIALIZE void lmu_dsp_channel4_s16(const int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t cf, int32_t delta, int32_t bits, int64_t *tmp) {
+    uint32_t a0l, a0h, a1l, a1h, a2l, a2h, a3l, a3h;
+    const int16_t *s = mc, *r = C;
+    uint32_t x0 = (uint32_t)(uintptr_t)B, x1 = (uint32_t)uc, c0 = (uint32_t)(uintptr_t)mc;
+    uint32_t c1 = (uint32_t)(uintptr_t)tmp;
+    __asm__ volatile(
+        "sub sp, sp, #24\n\t"
+        "strd %[x0], %[x1], [sp]\n\t"     /* B, u */
+        "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
+        "movw %[x0], #%c[size]\n\t"
+        "add %[x0], %[x0], %[r]\n\t"
+        "str %[x0], [sp, #16]\n" /* the end of C */
+        "1:\n\t"
+        "ldrd %[x0], %[x1], [sp]\n\t"
+        "ldrd %[c0], %[c1], [%[x0]], #8\n\t" LMU_DSP_CH4_START(a0l, a0h, c0) LMU_DSP_CH4_START(
+            a1l, a1h, c1) "ldrd %[c0], %[c1], [%[x0]], #8\n\t" LMU_DSP_CH4_START(a2l, a2h, c0)
+            LMU_DSP_CH4_START(a3l, a3h, c1) "str %[x0], [sp]\n\t" LMU_DSP_CH4_COLS(0) LMU_DSP_CH4_COLS(
+                1) LMU_DSP_CH4_COLS(2) LMU_DSP_CH4_COLS(3) LMU_DSP_CH4_COLS(4) LMU_DSP_CH4_COLS(5) LMU_DSP_CH4_COLS(6)
+                LMU_DSP_CH4_COLS(7) LMU_DSP_CH4_COLS(8) LMU_DSP_CH4_COLS(9) LMU_DSP_CH4_COLS(10) LMU_DSP_CH4_COLS(11)
+                    LMU_DSP_CH4_COLS(12) LMU_DSP_CH4_COLS(13) LMU_DSP_CH4_COLS(14) LMU_DSP_CH4_COLS(15)
+                        LMU_DSP_CH4_COLS(16) LMU_DSP_CH4_COLS(17) LMU_DSP_CH4_COLS(18) LMU_DSP_CH4_COLS(19)
+                            LMU_DSP_CH4_COLS(20) LMU_DSP_CH4_COLS(21) LMU_DSP_CH4_COLS(22) LMU_DSP_CH4_COLS(23)
+                                LMU_DSP_CH4_COLS(24) LMU_DSP_CH4_COLS(25) LMU_DSP_CH4_COLS(26) LMU_DSP_CH4_COLS(27)
+                                    LMU_DSP_CH4_COLS(28) LMU_DSP_CH4_COLS(29) LMU_DSP_CH4_COLS(30) LMU_DSP_CH4_COLS(
+                                        31) "addw %[r], %[r], #%c[o4]\n\t"
+                                            "ldrd %[x0], %[x1], [sp, #8]\n\t" LMU_DSP_CH4_FINISH(a0l, a0h)
+                                                LMU_DSP_CH4_FINISH(a1l, a1h) LMU_DSP_CH4_FINISH(a2l, a2h)
+                                                    LMU_DSP_CH4_FINISH(a3l, a3h) "strd %[x0], %[x1], [sp, #8]\n\t"
+                                                                                 "ldr %[x0], [sp, #16]\n\t"
+                                                                                 "cmp %[r], %[x0]\n\t"
+                                                                                 "bne 1b\n\t"
+                                                                                 "add sp, sp, #24"
+        : [a0l] "=&r"(a0l), [a0h] "=&r"(a0h), [a1l] "=&r"(a1l), [a1h] "=&r"(a1h), [a2l] "=&r"(a2l), [a2h] "=&r"(a2h),
+          [a3l] "=&r"(a3l), [a3h] "=&r"(a3h), [s] "+r"(s), [r] "+r"(r), [x0] "+r"(x0), [x1] "+r"(x1), [c0] "+r"(c0),
+          [c1] "+r"(c1)
+        : [n4] "i"(q / 4), [o1] "i"(2 * q), [o2] "i"(4 * q), [o3] "i"(6 * q), [o4] "i"(8 * q), [size] "i"(2 * q * q),
+          [cf] "i"(cf), [delta] "i"(delta), [bits] "i"(bits)
+        : "cc", "memory");
+}
+#endif
+
 #if LMU_PATH_MVE
 /* lmu_requant8 of a 16-bit state, four values per vector: VLDRH.S32, VQRDMULH (exactly lmu_srdhm: it
  * saturates only for two INT32_MIN operands), then (y + 2^(e-1) - [y < 0]) >> e as in lmu_mbqm32_s
@@ -525,6 +612,13 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
         return 0;
     }
 #ifdef __OPTIMIZE__
+    if (__builtin_constant_p(q) && __builtin_constant_p(cf) && __builtin_constant_p(delta) &&
+        __builtin_constant_p(bits) && q % 4 == 0 && q >= 4 && q <= 128 && (delta == 0 || delta == 1) && bits >= 2 &&
+        bits <= 16) { /* everything in one assembly statement (see lmu_dsp_channel4_s16) */
+        lmu_dsp_channel4_s16(mc, uc, q, C, B, cf, delta, bits, tmp);
+        lmu_copy16(mc, tmp, q);
+        return 1;
+    }
     if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows at a time, then one at a time */
         const int32_t rows3 = q - q % 3;
         for (i = 0; i < rows3; i += 3, row += 3 * q) {
