@@ -389,7 +389,8 @@ static int32_t rnd(int32_t lo, int32_t hi) {
     return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
 }
 /* bits and delta as constants take the DSP one-statement kernel (lmu_dsp_channel4_s16) where q % 4 == 0
- * and q <= 128 (16, 20); read through a volatile, or with q = 132, the three-row loop; 18: two rows */
+ * and q <= 128 (16, 20, 12, 28: its state copy's 32-, 8-, 16 + 8- and 32 + 16 + 8-byte moves); read through a
+ * volatile, or with q = 132, the three-row loop; 18: two rows */
 static volatile int32_t opaque_v;
 static int32_t opaque(int32_t x) {
     opaque_v = x;
@@ -427,7 +428,7 @@ int main(void) {
     uint32_t h = 2166136261u;
     long sat = 0, canary = 0;
     int32_t i, t;
-    RUN(16) RUN(18) RUN(20) RUN(7) RUN(132)
+    RUN(16) RUN(18) RUN(20) RUN(7) RUN(132) RUN(12) RUN(28)
     printf("hash %lu saturated %ld scratch-past-2q %ld\n", (unsigned long)h, sat, canary);
     return 0;
 }
