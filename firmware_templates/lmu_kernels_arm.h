@@ -414,6 +414,161 @@ LMU_SPECIALIZE void lmu_dsp_rows3_s16(const int16_t *s, const int16_t *r, int32_
 }
 #endif
 
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* One whole channel of the dense memory, four rows per block, every loop in one assembly statement, for a
+ * compile-time q with q % 4 == 0 and 4 <= q <= 128 and compile-time cf (2..31), delta, bits (the generated
+ * step passes constants; lmu_dense_channel_s16 checks). The columns are written out (no column loop): per
+ * four columns one LDRD of state and, per row, one LDRD of coefficients and two SMLALD, 13 instructions for
+ * 16 MACs, every address an immediate offset from the state pointer or row i (row i + k at 2kq bytes; LDRD
+ * reaches 1020 bytes and the last offset is 8q - 8, hence q <= 128). The 4 accumulator pairs, 2 pointers
+ * and 4 temporaries take all 14 registers gcc may hand out, so the block keeps the B and m_i / scratch
+ * pointers, u and the end of C in 24 bytes it reserves below sp and releases at its end (no operand is
+ * sp-relative; an exception stacks below sp). Then a second statement copies the new state from the
+ * scratch (LDM / STM, 32 bytes each). 64-bit sums as in every path: the same state.
+ *
+ * Row start and finish. Each row starts at A = B_i u (SMULL, no rounding term) and adds sum_j C_ij m_j:
+ * exact, |A| <= S_i of the code generator's step32 proof (c_codegen.dense_step32), S_i + 2^cf <= 2^(30+cf).
+ * So |A / 2^(cf-1)| <= 2^31 - 2 and w = floor(A / 2^(cf-1)) is the low word of A >> (cf - 1) (LSR, ORR;
+ * cf >= 2 keeps both shifts in 1..31). The rounded step is floor((A + 2^(cf-1)) / 2^cf) = floor((w + 1) / 2)
+ * (nested floors with integer offsets) = ceil(w / 2) = w - floor(w / 2): SUB with ASR #1 of w. In the delta
+ * form m_i + step = (w + m_i) - floor(w / 2): SXTAH adds m_i (its halfword of an LDRD of four states), SUB
+ * takes floor(w / 2) from w itself; ADD and SUB wrap modulo 2^32 and the result m_i + step lies inside int32
+ * (|step| < 2^30, |m_i| <= 2^15), so it is exact even where w + m_i wraps. SSAT #bits is exactly
+ * lmu_row_finish16's clamp. Per row 1 instruction to start and 5 to finish, then per four rows two PKHBT and
+ * one STRD (+ one LDRD of the old states in the delta form), against 3 and 6 with the rounding term added at
+ * the start, an LDRSH and an STRH per row. */
+#define LMU_DSP_CH4_COLS(k)                                                                                            \
+    ".if " #k " < %c[n4]\n\t"                                                                                          \
+    "ldrd %[x0], %[x1], [%[s], #" #k "*8]\n\t"                                                                         \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8]\n\t"                                                                         \
+    "smlald %[a0l], %[a0h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a0l], %[a0h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o1]]\n\t"                                                                  \
+    "smlald %[a1l], %[a1h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a1l], %[a1h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o2]]\n\t"                                                                  \
+    "smlald %[a2l], %[a2h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a2l], %[a2h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r], #" #k "*8+%c[o3]]\n\t"                                                                  \
+    "smlald %[a3l], %[a3h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a3l], %[a3h], %[c1], %[x1]\n\t"                                                                          \
+    ".endif\n\t"
+/* columns 4k .. 4k + 3 for every k < q / 4 (q <= 128: 32 groups, written out so that gcc counts the lines of
+ * the statement when it places literal pools; see LMU_DSP_ROWS2_4COLS) */
+#define LMU_DSP_CH4_ALLCOLS                                                                                            \
+    LMU_DSP_CH4_COLS(0)                                                                                                \
+    LMU_DSP_CH4_COLS(1)                                                                                                \
+    LMU_DSP_CH4_COLS(2)                                                                                                \
+    LMU_DSP_CH4_COLS(3)                                                                                                \
+    LMU_DSP_CH4_COLS(4)                                                                                                \
+    LMU_DSP_CH4_COLS(5)                                                                                                \
+    LMU_DSP_CH4_COLS(6)                                                                                                \
+    LMU_DSP_CH4_COLS(7)                                                                                                \
+    LMU_DSP_CH4_COLS(8)                                                                                                \
+    LMU_DSP_CH4_COLS(9)                                                                                                \
+    LMU_DSP_CH4_COLS(10)                                                                                               \
+    LMU_DSP_CH4_COLS(11)                                                                                               \
+    LMU_DSP_CH4_COLS(12)                                                                                               \
+    LMU_DSP_CH4_COLS(13)                                                                                               \
+    LMU_DSP_CH4_COLS(14)                                                                                               \
+    LMU_DSP_CH4_COLS(15)                                                                                               \
+    LMU_DSP_CH4_COLS(16)                                                                                               \
+    LMU_DSP_CH4_COLS(17)                                                                                               \
+    LMU_DSP_CH4_COLS(18)                                                                                               \
+    LMU_DSP_CH4_COLS(19)                                                                                               \
+    LMU_DSP_CH4_COLS(20)                                                                                               \
+    LMU_DSP_CH4_COLS(21)                                                                                               \
+    LMU_DSP_CH4_COLS(22)                                                                                               \
+    LMU_DSP_CH4_COLS(23)                                                                                               \
+    LMU_DSP_CH4_COLS(24)                                                                                               \
+    LMU_DSP_CH4_COLS(25)                                                                                               \
+    LMU_DSP_CH4_COLS(26)                                                                                               \
+    LMU_DSP_CH4_COLS(27)                                                                                               \
+    LMU_DSP_CH4_COLS(28)                                                                                               \
+    LMU_DSP_CH4_COLS(29)                                                                                               \
+    LMU_DSP_CH4_COLS(30)                                                                                               \
+    LMU_DSP_CH4_COLS(31)
+/* the new state from the scratch to the state: 32 bytes per LDM / STM pair of eight fixed registers (declared
+ * clobbered, so gcc keeps the two pointers elsewhere), then 16 and 8 */
+#define LMU_DSP_CH4_COPY32(k)                                                                                          \
+    ".if " #k " < %c[n32]\n\t"                                                                                         \
+    "ldm %[src]!, {r0-r6, r12}\n\t"                                                                                    \
+    "stm %[dst]!, {r0-r6, r12}\n\t"                                                                                    \
+    ".endif\n\t"
+
+/* row finish, the new m_i in lo (m: the temporary holding the old m_i in its low halfword, rotated by rot); see
+ * above. The block then packs the four new values into two words (PKHBT) and stores them with one STRD. */
+#define LMU_DSP_CH4_FINISH(lo, hi, m, rot)                                                                             \
+    "lsr %[" #lo "], %[" #lo "], #%c[cf] - 1\n\t"                                                                      \
+    "orr %[" #lo "], %[" #lo "], %[" #hi "], lsl #33 - %c[cf]\n\t"                                                     \
+    ".if %c[delta]\n\t"                                                                                                \
+    "sxtah %[" #hi "], %[" #lo "], %[" #m "]" rot "\n\t"                                                               \
+    "sub %[" #lo "], %[" #hi "], %[" #lo "], asr #1\n\t"                                                               \
+    ".else\n\t"                                                                                                        \
+    "sub %[" #lo "], %[" #lo "], %[" #lo "], asr #1\n\t"                                                               \
+    ".endif\n\t"                                                                                                       \
+    "ssat %[" #lo "], #%c[bits], %[" #lo "]\n\t"
+
+LMU_SPECIALIZE void lmu_dsp_channel4_s16(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t cf, int32_t delta, int32_t bits, int64_t *tmp) {
+    uint32_t a0l, a0h, a1l, a1h, a2l, a2h, a3l, a3h;
+    int16_t *s = mc;
+    const int16_t *r = C;
+    uint32_t x0 = (uint32_t)(uintptr_t)B, x1 = (uint32_t)uc, c0 = (uint32_t)(uintptr_t)mc;
+    uint32_t c1 = (uint32_t)(uintptr_t)tmp;
+    const int64_t *src = tmp;
+    int16_t *dst = mc;
+    __asm__ volatile(
+        "sub sp, sp, #24\n\t"
+        "strd %[x0], %[x1], [sp]\n\t"     /* B, u */
+        "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
+        "movw %[x0], #%c[size]\n\t"
+        "add %[x0], %[x0], %[r]\n\t"
+        "str %[x0], [sp, #16]\n" /* the end of C */
+        "1:\n\t"
+        "ldrd %[x0], %[x1], [sp]\n\t"
+        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
+        "smull %[a0l], %[a0h], %[c0], %[x1]\n\t"
+        "smull %[a1l], %[a1h], %[c1], %[x1]\n\t"
+        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
+        "smull %[a2l], %[a2h], %[c0], %[x1]\n\t"
+        "smull %[a3l], %[a3h], %[c1], %[x1]\n\t"
+        "str %[x0], [sp]\n\t" LMU_DSP_CH4_ALLCOLS "addw %[r], %[r], #%c[o4]\n\t"
+        "ldrd %[x0], %[x1], [sp, #8]\n\t"
+        ".if %c[delta]\n\t"
+        "ldrd %[c0], %[c1], [%[x0]], #8\n\t" /* m_i .. m_(i+3) */
+        ".endif\n\t" LMU_DSP_CH4_FINISH(a0l, a0h, c0, "") LMU_DSP_CH4_FINISH(a1l, a1h, c0, ", ror #16")
+            LMU_DSP_CH4_FINISH(a2l, a2h, c1, "") LMU_DSP_CH4_FINISH(
+                a3l, a3h, c1, ", ror #16") "pkhbt %[a0l], %[a0l], %[a1l], lsl #16\n\t"
+                                           "pkhbt %[a2l], %[a2l], %[a3l], lsl #16\n\t"
+                                           "strd %[a0l], %[a2l], [%[x1]], #8\n\t" /* m_i .. m_(i+3) to the scratch */
+                                           "strd %[x0], %[x1], [sp, #8]\n\t"
+                                           "ldr %[x0], [sp, #16]\n\t"
+                                           "cmp %[r], %[x0]\n\t"
+                                           "bne 1b\n\t"
+                                           "add sp, sp, #24"
+        : [a0l] "=&r"(a0l), [a0h] "=&r"(a0h), [a1l] "=&r"(a1l), [a1h] "=&r"(a1h), [a2l] "=&r"(a2l), [a2h] "=&r"(a2h),
+          [a3l] "=&r"(a3l), [a3h] "=&r"(a3h), [s] "+r"(s), [r] "+r"(r), [x0] "+r"(x0), [x1] "+r"(x1), [c0] "+r"(c0),
+          [c1] "+r"(c1)
+        : [n4] "i"(q / 4), [o1] "i"(2 * q), [o2] "i"(4 * q), [o3] "i"(6 * q), [o4] "i"(8 * q), [size] "i"(2 * q * q),
+          [cf] "i"(cf), [delta] "i"(delta), [bits] "i"(bits)
+        : "cc", "memory");
+    __asm__ volatile(LMU_DSP_CH4_COPY32(0) LMU_DSP_CH4_COPY32(1) LMU_DSP_CH4_COPY32(2) LMU_DSP_CH4_COPY32(3)
+                         LMU_DSP_CH4_COPY32(4) LMU_DSP_CH4_COPY32(5) LMU_DSP_CH4_COPY32(6)
+                             LMU_DSP_CH4_COPY32(7) ".if %c[rest] & 16\n\t"
+                                                   "ldm %[src]!, {r0-r3}\n\t"
+                                                   "stm %[dst]!, {r0-r3}\n\t"
+                                                   ".endif\n\t"
+                                                   ".if %c[rest] & 8\n\t"
+                                                   "ldrd r0, r1, [%[src]]\n\t"
+                                                   "strd r0, r1, [%[dst]]\n\t"
+                                                   ".endif"
+                     : [src] "+r"(src), [dst] "+r"(dst)
+                     : [n32] "i"(2 * q / 32), [rest] "i"(2 * q % 32)
+                     : "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r12", "memory");
+}
+#endif
+
 #if LMU_PATH_MVE
 /* lmu_requant8 of a 16-bit state, four values per vector: VLDRH.S32, VQRDMULH (exactly lmu_srdhm: it
  * saturates only for two INT32_MIN operands), then (y + 2^(e-1) - [y < 0]) >> e as in lmu_mbqm32_s
@@ -510,7 +665,9 @@ LMU_ALWAYS_INLINE int32_t lmu_requant8_s16_dsp(const int16_t *v, int8_t *z, int3
 /* Dense memory with a 16-bit state and 16-bit coefficients, one whole channel on the DSP path (equation
  * and ranges of LMU_DEFINE_DENSE_MEMORY in lmu_runtime.h). Applies when q is even, C and the state are
  * word-aligned, 1 <= cf <= 31 and step32 holds (see lmu_row_finish16); returns 0 otherwise and does
- * nothing. Two rows at a time: the first q - q % 16 columns in lmu_dsp_rows2_s16, the rest with one LDR of
+ * nothing. A compile-time q (a multiple of 4, at most 128) with compile-time cf >= 2, delta and bits runs
+ * lmu_dsp_channel4_s16; a compile-time q % 4 == 0 up to 255 three rows at a time (lmu_dsp_rows3_s16); else
+ * two rows at a time: the first q - q % 16 columns in lmu_dsp_rows2_s16, the rest with one LDR of
  * state, two LDR of coefficients and two SMLALD per two columns. acc starts at B_i u + 2^(cf-1) (one SMLAL).
  * 64-bit sums are exact (|C_ij m_j| <= 2^30, q < 2^31 terms), so the state equals the portable path's.
  * Scratch: tmp, as halfwords. */
@@ -525,6 +682,12 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
         return 0;
     }
 #ifdef __OPTIMIZE__
+    if (__builtin_constant_p(q) && __builtin_constant_p(cf) && __builtin_constant_p(delta) &&
+        __builtin_constant_p(bits) && q % 4 == 0 && q >= 4 && q <= 128 && cf >= 2 && (delta == 0 || delta == 1) &&
+        bits >= 2 && bits <= 16) { /* everything, the copy included, in one assembly statement */
+        lmu_dsp_channel4_s16(mc, uc, q, C, B, cf, delta, bits, tmp);
+        return 1;
+    }
     if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows at a time, then one at a time */
         const int32_t rows3 = q - q % 3;
         for (i = 0; i < rows3; i += 3, row += 3 * q) {

@@ -74,8 +74,9 @@ _CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] 
 @needs_arm
 @pytest.mark.parametrize("path,q,coeff_bits,sums", _CASES)
 def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
-    """q = 64, 36, 20 and 18 take the whole-channel kernels. DSP: three rows at a time in 16-column passes,
-    then 4-column passes (36, 20), then single rows (64: one, 20: two); 18 (even, not a multiple of 4) takes
+    """q = 64, 36, 20 and 18 take the whole-channel kernels. DSP: 64, 36 and 20 (multiples of 4, at most 128)
+    four rows at a time in one assembly statement (the three-row loop: test_whole_channel_kernels_saturate...);
+    18 (even, not a multiple of 4) takes
     the two-row loop of 16-column passes and a 2-column C tail. Helium: blocks of three rows in 32-column
     passes and 8-column passes (36: four), a predicated tail (36, 20, 18) and single rows. 7, 9 and 13 are
     odd (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full Helium
@@ -380,42 +381,54 @@ _SATURATE_C = r"""
 #include "lmu_runtime.h"
 /* the dense memory on crafted values that drive a 16-bit (and a 10-bit) state into saturation every step:
  * |C| < 2^10, |B u| < 2^22, cf = 10, so the rounded step reaches 2^19 and the step32 proof holds
- * (sum |C| 2^15 + |B u| + 2^cf < 2^40 = 2^(30 + cf)); chunk = q: every 32-bit partial sum fits */
+ * (sum |C| 2^15 + |B u| + 2^cf < 2^40 = 2^(30 + cf), q <= 132); chunk = min(q, 64): every 32-bit partial
+ * sum fits (64 * 1023 * 2^15 < 2^31) */
 static uint32_t st = 2463534242u;
 static int32_t rnd(int32_t lo, int32_t hi) {
     st ^= st << 13; st ^= st >> 17; st ^= st << 5;
     return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
 }
+/* bits and delta as constants take the DSP one-statement kernel (lmu_dsp_channel4_s16) where q % 4 == 0
+ * and q <= 128 (16, 20, 12, 28: its state copy's 32-, 8-, 16 + 8- and 32 + 16 + 8-byte moves); read through a
+ * volatile, or with q = 132, the three-row loop; 18: two rows */
+static volatile int32_t opaque_v;
+static int32_t opaque(int32_t x) {
+    opaque_v = x;
+    return opaque_v;
+}
+#define RUN1(Q, BITS, DELTA)                                                                                      \
+    {                                                                                                             \
+        const int32_t bits = (BITS), delta = (DELTA), lim = (1 << (bits - 1)) - 1;                                \
+        for (i = 0; i < Q * Q; ++i) C[i] = (int16_t)rnd(-1023, 1023);                                             \
+        for (i = 0; i < Q; ++i) B[i] = rnd(-4095, 4095), m[i] = (int16_t)rnd(-lim - 1, lim);                      \
+        for (t = 0; t < 6; ++t) {                                                                                 \
+            u[0] = rnd(-1023, 1023);                                                                              \
+            memset((char *)tmp + 2 * Q, 0x5A, 6 * Q); /* the whole-channel kernels use 2q bytes */                \
+            const lmu_dense_memory_c16_t cfg = {.d = 1, .q = Q, .C = C, .B = B, .coeff_frac = 10,                 \
+                                                .delta = delta, .bits = bits, .chunk = Q < 64 ? Q : 64,           \
+                                                .step32 = 1};                                                     \
+            lmu_dense_memory_s16_c16(&cfg, m, u, tmp);                                                            \
+            for (i = 2 * Q; fast && i < 8 * Q; ++i) canary += ((unsigned char *)tmp)[i] != 0x5A;                  \
+            for (i = 0; i < Q; ++i) {                                                                             \
+                h = (h ^ (uint32_t)(uint16_t)m[i]) * 16777619u;                                                   \
+                sat += m[i] == lim || m[i] == -lim - 1;                                                           \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
 #define RUN(Q)                                                                                                    \
     {                                                                                                             \
         static int16_t C[Q * Q] LMU_ALIGN4, m[Q] LMU_ALIGN4;                                                      \
         static int32_t B[Q], u[1];                                                                                \
         static int64_t tmp[Q];                                                                                    \
         const int fast = LMU_PATH_MVE || (LMU_PATH_DSP && Q % 2 == 0);                                            \
-        for (bits = 10; bits <= 16; bits += 6)                                                                    \
-            for (delta = 0; delta <= 1; ++delta) {                                                                \
-                const int32_t lim = (1 << (bits - 1)) - 1;                                                        \
-                for (i = 0; i < Q * Q; ++i) C[i] = (int16_t)rnd(-1023, 1023);                                    \
-                for (i = 0; i < Q; ++i) B[i] = rnd(-4095, 4095), m[i] = (int16_t)rnd(-lim - 1, lim);             \
-                for (t = 0; t < 6; ++t) {                                                                         \
-                    u[0] = rnd(-1023, 1023);                                                                      \
-                    memset((char *)tmp + 2 * Q, 0x5A, 6 * Q); /* the whole-channel kernels use 2q bytes */        \
-                    const lmu_dense_memory_c16_t cfg = {.d = 1, .q = Q, .C = C, .B = B, .coeff_frac = 10,         \
-                                                        .delta = delta, .bits = bits, .chunk = Q, .step32 = 1};   \
-                    lmu_dense_memory_s16_c16(&cfg, m, u, tmp);                                                    \
-                    for (i = 2 * Q; fast && i < 8 * Q; ++i) canary += ((unsigned char *)tmp)[i] != 0x5A;          \
-                    for (i = 0; i < Q; ++i) {                                                                     \
-                        h = (h ^ (uint32_t)(uint16_t)m[i]) * 16777619u;                                           \
-                        sat += m[i] == lim || m[i] == -lim - 1;                                                   \
-                    }                                                                                             \
-                }                                                                                                 \
-            }                                                                                                     \
+        RUN1(Q, 10, 0) RUN1(Q, 10, 1) RUN1(Q, 16, 0) RUN1(Q, 16, 1)                                               \
+        RUN1(Q, opaque(10), opaque(0)) RUN1(Q, opaque(16), opaque(1))                                             \
     }
 int main(void) {
     uint32_t h = 2166136261u;
     long sat = 0, canary = 0;
-    int32_t i, t, bits, delta;
-    RUN(16) RUN(18) RUN(20) RUN(7)
+    int32_t i, t;
+    RUN(16) RUN(18) RUN(20) RUN(7) RUN(132) RUN(12) RUN(28)
     printf("hash %lu saturated %ld scratch-past-2q %ld\n", (unsigned long)h, sat, canary);
     return 0;
 }
@@ -425,10 +438,11 @@ int main(void) {
 @pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m55", "cortex-m0"])
 def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
     """The dense memory on values that drive 16- and 10-bit states into saturation (both forms, q = 16 and 20
-    for the three-row DSP loop, 18 for the two-row one, 7 for the odd fallback): the DSP (Cortex-M4), Helium
-    (Cortex-M55) and ARMv6-M kernels give the host's portable states bit for bit. The test models' states
-    keep far from their bounds, so only crafted values reach the saturating finish of a 16-bit state. The
-    whole-channel kernels keep to the first 2q bytes of their scratch (a loop running rows past q would
+    for the DSP one-statement kernel with constant bits and delta and the three-row loop with them read at run
+    time, 132 (over 128) for the three-row loop, 18 for the two-row one, 7 for the odd fallback): the DSP
+    (Cortex-M4), Helium (Cortex-M55) and ARMv6-M kernels give the host's portable states bit for bit. The test
+    models' states keep far from their bounds, so only crafted values reach the saturating finish of a 16-bit
+    state. The whole-channel kernels keep to the first 2q bytes of their scratch (a loop running rows past q would
     write beyond them and change no state)."""
     if runtime != "host" and not ARM and os.environ.get("CI") != "true":
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
