@@ -14,15 +14,15 @@ import pytest
 
 if os.environ.get("CI") == "true":
     import keras_lmu  # noqa: F401  (under CI a missing keras-lmu or torch is a failure, not a skip)
-    import torch  # noqa: F401
+    import torch  # noqa: F401  (likewise)
 torch = pytest.importorskip("torch", reason="torch not installed: pip install 'lmu-edge[torch]'")
 pytest.importorskip("keras_lmu", reason="keras-lmu not installed: pip install 'lmu-edge[keras]'")
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
 import fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
-import train_fsdd  # noqa: E402
-import train_fsdd_torch  # noqa: E402
+import train_fsdd  # noqa: E402  (likewise)
+import train_fsdd_torch  # noqa: E402  (likewise)
 
 
 def _keras_twin(net, pool):

@@ -84,7 +84,10 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, clas
 
         def keras_weights(self):
             """The weights under the names of ``train_fsdd.lmu_model``'s keras weights (``KERAS_NAMES``)."""
-            t = lambda p: p.detach().cpu().numpy().astype(np.float32)  # noqa: E731
+
+            def t(p):
+                return p.detach().cpu().numpy().astype(np.float32)
+
             return {
                 "lmu/kernel": t(self.lmu.input_encoders),
                 "lmu/hidden/kernel": t(self.lmu.hidden_kernel),
