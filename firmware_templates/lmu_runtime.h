@@ -261,7 +261,7 @@ typedef struct {
     const int8_t *w; /* (n_out, n_in), row-major: one row per output */
     int32_t n_in;
     int32_t in_zp;        /* the input's zero point (int8 kernels read it through zsum) */
-    const int32_t *zsum;  /* (n_out): -in_zp * sum_i w[j, i], folded in by the code generator, or NULL */
+    const int32_t *zsum;  /* (n_out): -in_zp * sum_i w[j, i] (+ bias_j in an int8 layer's first part), or NULL */
     const int32_t *mult;  /* (n_out) */
     const int32_t *shift; /* (n_out) */
 } lmu_qpart_t;

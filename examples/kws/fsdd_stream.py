@@ -256,23 +256,16 @@ def test_recordings(folder, speaker, minutes=30.0, seed=7, limit=None):
 
 
 def score(detections, events, n_samples, tol_before=0.3, tol_after=0.7) -> dict:
-    """Precision / recall against the digit events (classes >= 2) and false alarms per hour of audio."""
-    kw = [(s, e, c) for s, e, c in events if c >= 2]
-    used, correct = set(), 0
-    for f, c, _ in detections:
-        t = int(frame_end(f))
-        for j, (_, e, ce) in enumerate(kw):
-            if j not in used and ce == c and e - tol_before * SR <= t <= e + tol_after * SR:
-                used.add(j)
-                correct += 1
-                break
+    """``kws.score`` at 8 kHz (precision / recall against the digit events, classes >= 2) and false
+    alarms per hour of audio."""
+    precision, recall, correct, _, n_digits = kws.score(detections, events, tol_before, tol_after, SR, frame_end)
     hours = n_samples / SR / 3600
     return {
         "detections": len(detections),
         "correct": correct,
-        "digits": len(kw),
-        "precision": correct / len(detections) if detections else 0.0,
-        "recall": len(used) / len(kw) if kw else 0.0,
+        "digits": n_digits,
+        "precision": precision,
+        "recall": recall,
         "false_alarms": len(detections) - correct,
         "false_alarms_per_hour": (len(detections) - correct) / hours,
         "minutes": n_samples / SR / 60,

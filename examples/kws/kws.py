@@ -397,16 +397,18 @@ def format_detection(frame, cls, S, window):
     return f"{ms // 1000}.{(ms % 1000) // 10:02d} s: {CLASSES[cls]} (0.{pct:02d})"
 
 
-def score(detections, events, tol_before=0.3, tol_after=0.7):
+def score(detections, events, tol_before=0.3, tol_after=0.7, sr=SR, end_of=None):
     """Precision and recall of detections ``[(frame, class, S)]`` against keyword events: a
     detection is correct when its frame ends within [end - tol_before, end + tol_after] s of a
-    not yet matched event of the same class."""
+    not yet matched event of the same class. ``sr`` and ``end_of`` (frame -> its end sample) default
+    to this example's 16 kHz front end; fsdd_stream.py passes its 8 kHz ones."""
+    end_of = end_of or frame_end
     kw = [(s, e, c) for s, e, c in events if c >= 2]
     used, correct = set(), 0
     for f, c, _ in detections:
-        t = frame_end(f)
+        t = int(end_of(f))
         for j, (_, e, ce) in enumerate(kw):
-            if j not in used and ce == c and e - tol_before * SR <= t <= e + tol_after * SR:
+            if j not in used and ce == c and e - tol_before * sr <= t <= e + tol_after * sr:
                 used.add(j)
                 correct += 1
                 break
