@@ -260,6 +260,7 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
 typedef struct {
     const int8_t *w; /* (n_out, n_in), row-major: one row per output */
     int32_t n_in;
+    const int16_t *w16;   /* int16 weights, (n_out, n_in), in place of w (int16 mode), or NULL */
     int32_t in_zp;        /* the input's zero point (int8 kernels read it through zsum) */
     const int32_t *zsum;  /* (n_out): -in_zp * sum_i w[j, i] (+ bias_j in an int8 layer's first part), or NULL */
     const int32_t *mult;  /* (n_out) */
@@ -582,6 +583,18 @@ static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, 
     return s;
 }
 
+/* sum_i (x_i - zp) w_i with int16 weights (the int16 mode): each product is below 2^31 in magnitude
+ * (|x - zp| <= 2^16 for zp = 0 is |x| <= 2^15, |w| <= 2^15 - 1), and the quantizer keeps n * 2^15 * max|w|
+ * plus the int32 bias below 2^47, so the int64 sum is exact and within lmu_mbqm16's range. */
+static inline int64_t lmu_qdot16w(const int16_t *x, int32_t zp, const int16_t *w, int32_t n) {
+    int64_t s = 0;
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        s += (int64_t)((int32_t)x[i] - zp) * (int32_t)w[i];
+    }
+    return s;
+}
+
 /* out[j] = lut16?(clamp(out_zp + sum_p MBQM16(acc_p[j], mult_p[j], shift_p[j]))) for int16 inputs */
 static inline void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out) {
     int32_t j, k;
@@ -590,7 +603,8 @@ static inline void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *i
         for (k = 0; k < L->n_parts; ++k) {
             const lmu_qpart_t *p = &L->parts[k];
             int64_t a = (k == 0 && L->bias) ? (int64_t)L->bias[j] : 0;
-            a += lmu_qdot16(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->n_in);
+            a += p->w16 ? lmu_qdot16w(in[k], p->in_zp, p->w16 + (int32_t)j * p->n_in, p->n_in)
+                        : lmu_qdot16(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->n_in);
             total += lmu_mbqm16(a, p->mult[j], p->shift[j]);
         }
         t = lmu_clamp64(total, L->clamp_min, L->clamp_max);

@@ -262,8 +262,16 @@ def _convert(
     modes = tuple(module.QUANTIZE)
     quantize = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
     if quantize not in modes:
+        others = []
+        for name in registry.TARGETS:
+            try:
+                if name != target and quantize in load_target(name).QUANTIZE:
+                    others.append(name)
+            except Exception:  # noqa: BLE001 (a target whose extra is missing just is not named here)
+                continue
         raise QuantizationError(
             f"target {target!r} does not support quantize={quantize!r}; it supports: {', '.join(modes)}"
+            + (f" ({quantize} is the {', '.join(others)} target's)" if others else "")
         )
     unknown = set(target_options) - set(module.OPTIONS)
     if unknown:

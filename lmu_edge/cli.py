@@ -288,7 +288,8 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     "--quantize",
     default="float",
     show_default=True,
-    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 (c, tflite).",
+    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 "
+    "(16-bit activations, int8 weights: c, tflite), int16 (16-bit activations and weights: c).",
 )
 @click.option(
     "--calibration",
@@ -329,8 +330,17 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     help="[c] Device profile the artifact must fit: cortex-m0-32k (256 KB flash / 32 KB RAM), "
     "cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB).",
 )
-@click.option("--weight-bits", type=click.IntRange(2, 8), help="[quantized] Bits of dense weights (stored in int8).")
-@click.option("--state-bits", type=click.IntRange(8, 32), help="[quantized] Bits of the LMU state.")
+@click.option(
+    "--weight-bits",
+    type=click.IntRange(2, 16),
+    help="[quantized] Bits of dense weights: 2..8 (stored in int8; 8 by default), 2..16 with --quantize int16 "
+    "(16 by default; stored in int16).",
+)
+@click.option(
+    "--state-bits",
+    type=click.IntRange(8, 32),
+    help="[quantized] Bits of the LMU state (16 by default; 32 with --quantize int16).",
+)
 @click.option("--variant", help="[tflite] 'external' state inputs/outputs or 'internal' resource variables.")
 @click.option("--spiking", is_flag=True, default=None, help="[nengo] Build the LMU memory from spiking ensembles.")
 @click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
@@ -562,8 +572,14 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     help="Targets to emit and run (repeatable).",
 )
 @click.option("--quantize", default="int8", show_default=True, help="Number format of the artifacts.")
-@click.option("--weight-bits", type=click.IntRange(2, 8), default=8, show_default=True)
-@click.option("--state-bits", type=click.IntRange(8, 32), default=16, show_default=True)
+@click.option(
+    "--weight-bits",
+    type=click.IntRange(2, 16),
+    help="Bits of dense weights (default 8; 16 with --quantize int16).",
+)
+@click.option(
+    "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
+)
 @click.option(
     "--realization",
     default="auto",
@@ -618,6 +634,7 @@ def report(
     from .artifact import QUANTIZE_ALIASES
 
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
+    state_bits = state_bits or (32 if quantize == "int16" else 16)
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module
@@ -646,8 +663,14 @@ def report(
     qg = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if quantize != "float":
-            qg = lmu_edge.quantize(folded, x, weight_bits=weight_bits, state_bits=state_bits)
+        if quantize != "float":  # the integer reference the C target would build for this mode
+            qg = lmu_edge.quantize(
+                folded,
+                x,
+                weight_bits=weight_bits or (16 if quantize == "int16" else 8),
+                state_bits=state_bits,
+                activation_bits=16 if quantize in ("int16x8", "int16") else 8,
+            )
     for w in caught:
         if say:
             say(f"warning: {w.message}")
@@ -658,7 +681,7 @@ def report(
             opts = {
                 k: v
                 for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
-                if k in accepts and quantize != "float"
+                if k in accepts and quantize != "float" and v is not None
             }
             arts.append(
                 lmu_edge.convert(

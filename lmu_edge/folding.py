@@ -110,13 +110,15 @@ BUDGET_LSB_FRACTION = 0.25
 
 def state_bits_for(target: Optional[str], quantize: str, options: Optional[dict] = None) -> Optional[int]:
     """The width of the LMU state a target keeps for ``quantize`` (``None`` in float): the C target's
-    ``state_bits`` option (16 by default), TFLite's 16-bit state (8 with ``int8_state_path='int8'``),
-    ONNX's 16-bit state."""
+    ``state_bits`` option (16 by default, 32 in the ``int16`` mode), TFLite's 16-bit state (8 with
+    ``int8_state_path='int8'``), ONNX's 16-bit state."""
     options = options or {}
     if quantize in (None, "float", "float32"):
         return None
     if options.get("state_bits"):
         return int(options["state_bits"])
+    if quantize == "int16":  # the C target's accuracy mode keeps a 32-bit state by default
+        return 32
     if target == "tflite" and quantize == "int8" and options.get("int8_state_path") == "int8":
         return 8
     return 16

@@ -3,7 +3,7 @@
 Every quantized layer maps int8 activations (``real = scale * (q - zero_point)``)
 to int8 activations, or, in the ``int16x8`` mode (as TFLite's 16x8 and CMSIS-NN's
 s16 kernels), int16 activations with zero point 0 to int16 activations (weights
-stay int8); the LMU state is a :class:`FixedType` (power-of-two scale, 8..32
+stay int8; in the ``int16`` mode they are int16 too); the LMU state is a :class:`FixedType` (power-of-two scale, 8..32
 bits). The integer arithmetic of each node is defined in :mod:`lmu_edge.intsim`
 and mirrored, operation for operation, by the C runtime
 ``firmware_templates/lmu_runtime.h``.
@@ -61,7 +61,8 @@ def act_range(bits: int) -> tuple:
 def mbqm16(acc, multiplier, shift):
     """TFLite's 64-bit ``MultiplyByQuantizedMultiplier`` of the 16x8 kernels: the multiplier is rounded to
     16 bits (``(m + 2^15) >> 16``, at most 0x7FFF), then ``(acc m16 + 2^(t-1)) >> t`` with ``t = 15 - shift``,
-    clamped to int32. Exact in int64 for ``|acc| < 2^47`` (the quantizer proves ``|acc| <= n 2^22``)."""
+    clamped to int32. Exact in int64 for ``|acc| < 2^47`` (the quantizer proves ``|acc| <= n 2^22``, or
+    ``n 2^30`` with int16 weights, plus an int32 bias, stays below it)."""
     acc = np.asarray(acc, np.int64)
     m = np.asarray(multiplier, np.int64)
     s = np.asarray(shift, np.int64)
@@ -82,8 +83,9 @@ def lut16(table, x):
 
 @dataclass(frozen=True, eq=False)
 class QPart:
-    """One input of a :class:`QLinear`: int8 weights (n_in, n_out), the input's zero point,
-    and the per-output requantization ``(multiplier, shift)`` to the output scale."""
+    """One input of a :class:`QLinear`: int8 weights (n_in, n_out) (int16 in a layer with int16
+    inputs, the ``int16`` mode), the input's zero point, and the per-output requantization
+    ``(multiplier, shift)`` to the output scale."""
 
     TYPE: ClassVar[str] = "q_part"
     kernel: np.ndarray
@@ -92,7 +94,7 @@ class QPart:
     shift: np.ndarray
 
     def __post_init__(self):
-        _int_array(self, "kernel", 2, -128, 127)
+        _int_array(self, "kernel", 2, -32767, 32767)
         _int_array(self, "multiplier", 1, 0, I32[1])
         _int_array(self, "shift", 1, -31, 30)
         n = self.kernel.shape[1]
@@ -122,6 +124,10 @@ class QLinear:
         n = self.units
         if any(p.kernel.shape[1] != n for p in self.parts):
             raise ShapeError("QLinear: every part must have the same number of outputs")
+        if self.in_bits == 8 and any(
+            p.kernel.size and (p.kernel.min() < -128 or p.kernel.max() > 127) for p in self.parts
+        ):
+            raise ShapeError("QLinear: a layer with int8 inputs takes int8 weights: values outside [-128, 127]")
         if self.bias is not None and self.bias.shape != (n,):
             raise ShapeError(f"QLinear.bias: expected shape ({n},)")
         if self.in_bits == 16 and any(int(p.shift.max(initial=0)) > 14 for p in self.parts):

@@ -90,12 +90,28 @@ _LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
 
 
 def _weights(W, bits):
-    """Per-output-channel symmetric quantization: ``(int8 array, scales)``."""
+    """Per-output-channel symmetric quantization: ``(int8 array, scales)``, int16 for ``bits > 8``."""
     W = np.asarray(W, np.float64)
     qmax = (1 << (bits - 1)) - 1
     s = np.max(np.abs(W), axis=0) / qmax
     s = np.where(s > 0, s, 1e-12)
-    return np.clip(np.round(W / s), -qmax, qmax).astype(np.int8), s
+    return np.clip(np.round(W / s), -qmax, qmax).astype(np.int16 if bits > 8 else np.int8), s
+
+
+def _bias_bits(W, bits, in_scale, bias):
+    """``bits``, or fewer when ``bits > 8``: the most weight bits (at least 8) for which the int32 bias at
+    the first part's scale ``in_scale * max|W| / qmax`` fits (16-bit weights make that scale 2^8 times
+    finer than int8's, and a large bias against small inputs and weights would overflow int32)."""
+    if bias is None or bits <= 8:
+        return bits
+    wmax = np.max(np.abs(np.asarray(W, np.float64)), axis=0)
+    b = np.abs(np.asarray(bias, np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(b > 0, (2**31 - 1) * in_scale * np.where(wmax > 0, wmax, 1e-12) / b, np.inf)
+    qmax = float(np.min(room, initial=np.inf))
+    while bits > 8 and (1 << (bits - 1)) - 1 > qmax:
+        bits -= 1
+    return bits
 
 
 def _requant(real):
@@ -112,9 +128,12 @@ def _part(W, bits, in_scale, in_zp, out_scale, act_bits=8):
                 f"a 16x8 layer needs a requantization multiplier below 2^14, got 2^{int(S.max())}: the "
                 f"activation ranges are degenerate; check the calibration data or use --quantize int8"
             )
-        if Wq.shape[0] >= 1 << 24:
+        # |acc| <= n * 2^15 * wmax + |bias| must stay below 2^47, the range mbqm16 is exact for
+        limit = 1 << 24 if bits <= 8 else 1 << (47 - 15 - (bits - 1) - 1)
+        if Wq.shape[0] >= limit:
             raise QuantizationError(
-                f"a 16x8 layer takes at most 2^24 inputs (its int64 accumulator), got {Wq.shape[0]}"
+                f"a layer with 16-bit activations and {bits}-bit weights takes fewer than {limit} inputs "
+                f"(its accumulator must stay below 2^47), got {Wq.shape[0]}; use fewer weight bits"
             )
     return qir.QPart(Wq, int(in_zp), M, S), sw
 
@@ -152,6 +171,8 @@ def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
         acc_scale, acc_zp = qparams_bits(out_range[0], out_range[1], ab)
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits) in enumerate(parts):
+        if k == 0:
+            bits = _bias_bits(W, bits, s_in, bias)
         p, sw = _part(W, bits, s_in, zp_in, acc_scale, ab)
         qparts.append(p)
         if k == 0:
@@ -476,7 +497,8 @@ def quantize(
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
-    ``activation_bits=16`` gives the ``int16x8`` graph: int16 activations (zero point 0), int8 weights.
+    ``activation_bits=16`` gives the ``int16x8`` graph: int16 activations (zero point 0), int8 weights;
+    with ``weight_bits=16`` too, the ``int16`` graph (int16 weights, stored as int16).
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -489,12 +511,15 @@ def quantize(
         raise QuantizationError("quantize() needs a recurrent graph: call lmu_edge.fold(graph) first")
     if graph.quantized:
         return graph
-    if not 2 <= int(weight_bits) <= 8:
-        raise QuantizationError(f"weight_bits must be in 2..8, got {weight_bits}")
-    if not 8 <= int(state_bits) <= 32:
-        raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     if int(activation_bits) not in (8, 16):
         raise QuantizationError(f"activation_bits must be 8 or 16, got {activation_bits}")
+    if not 2 <= int(weight_bits) <= (16 if int(activation_bits) == 16 else 8):
+        raise QuantizationError(
+            f"weight_bits must be in 2..8 (2..16 with 16-bit activations), got {weight_bits}"
+            + (" with 8-bit activations; use quantize='int16' for 16-bit weights" if int(weight_bits) > 8 else "")
+        )
+    if not 8 <= int(state_bits) <= 32:
+        raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     ab = int(activation_bits)
     if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
@@ -613,6 +638,8 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         enc_parts.append((layer.memory_encoders, s_z, z_z, wb))
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits) in enumerate(enc_parts):
+        if k == 0:
+            bits = _bias_bits(W, bits, s_in, layer.encoder_bias)
         p, sw = _part(W, bits, s_in, zp_in, enc_scale, ab)
         qparts.append(p)
         s0 = s_in * sw if k == 0 else s0

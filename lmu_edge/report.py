@@ -137,7 +137,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     return rows
 
 
-def diagnose(rows: list, act_bits: int = 8) -> dict:
+def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
     """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it."""
     if not rows:
         return {}
@@ -159,11 +159,17 @@ def diagnose(rows: list, act_bits: int = 8) -> dict:
             "(16-bit activations, int8 weights: c and tflite), check that the calibration data covers the "
             "inputs' range, or use float for this model"
         )
-    else:
+    elif weight_bits <= 8:
         text += (
             ": a 16-bit activation tensor, so the int8 weights feeding it are the likely limit (int16x8 "
-            "keeps weights at 8 bits); check that the calibration data covers the inputs' range, or use "
-            "float for this model"
+            "keeps weights at 8 bits); use --quantize int16 (16-bit weights too: c), check that the "
+            "calibration data covers the inputs' range, or use float for this model"
+        )
+    else:
+        text += (
+            f": a 16-bit activation tensor with {weight_bits}-bit weights, so what is left is 16-bit rounding "
+            "and the activation tables' interpolation; check that the calibration data covers the inputs' "
+            "range, or use float for this model"
         )
     return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
 
@@ -360,7 +366,9 @@ def analyze(
         say("tracing every tensor (float and integer)")
         rows = tensor_table(folded, qg, x)
         rep["tensors"] = rows
-        rep["diagnosis"] = diagnose(rows, intsim.act_bits(qg))
+        rep["diagnosis"] = diagnose(
+            rows, intsim.act_bits(qg), int(qg.metadata.get("quantization", {}).get("weight_bits", 8))
+        )
         rep["lmu"] = lmu_memories(folded, qg)
         rep["quantization"] = qg.metadata.get("quantization", {})
         if not source.output_is_sequence:

@@ -184,7 +184,10 @@ class _Bufs:
 def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
     parts = []
     for k, p in enumerate(q.parts):
-        w = code.array(f"{name}_p{k}_w", "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)")
+        wide = q.in_bits == 16 and p.kernel.size and int(np.abs(p.kernel).max()) > 127  # int16 weights
+        w = code.array(
+            f"{name}_p{k}_w", "int16_t" if wide else "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)"
+        )
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
         zsum = "NULL"
@@ -198,7 +201,8 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
             z = (z + 2**31) % 2**32 - 2**31  # the kernels add it modulo 2^32
             zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} {what}")
         parts.append(
-            f"{{.w = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, .mult = {m}, .shift = {s}}}"
+            f"{{.{'w16' if wide else 'w'} = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, "
+            f".mult = {m}, .shift = {s}}}"
         )
         code.macs += int(p.kernel.size)
     bias = "NULL"  # int8 layers: folded into part 0's zsum above

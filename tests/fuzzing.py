@@ -332,13 +332,13 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
 #: CLI argument pools: (option, values) with valid and invalid values mixed
 CLI_OPTIONS = [
     ("--target", ["ir", "c", "onnx", "nope", "", hostile.INJECTION]),
-    ("--quantize", ["float", "int8", "int16x8", "float32", "bad"]),
+    ("--quantize", ["float", "int8", "int16x8", "int16", "float32", "bad"]),
     ("--error-budget", ["1e-6", "0", "-1", "inf", "nan", "1e-300", "2", "x"]),
     ("--tolerance", ["0", "1e-4", "nan", "inf", "-1", "1e300"]),
     ("--substeps", ["1", "0", "-5", "4096", "4097", "1e9", "x"]),
     ("--realization", ["auto", "zoh", "rk4", "fir", "nope"]),
     ("--state-bits", ["8", "16", "32", "7", "64"]),
-    ("--weight-bits", ["2", "8", "1", "9"]),
+    ("--weight-bits", ["2", "8", "1", "9", "16", "17"]),
     ("--prefix", ["model", "int", "2x", hostile.INJECTION, "a" * 300]),
     ("--device", ["cortex-m4-64k", "nope"]),
     ("-O", ["measure=false", "x", "=1", "a=" + hostile.INJECTION]),

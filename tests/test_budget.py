@@ -27,6 +27,9 @@ def test_state_width_of_each_target():
     assert fold.state_bits_for("tflite", "int8", {"int8_state_path": "int8"}) == 8
     assert fold.state_bits_for("tflite", "int16x8", {}) == 16
     assert fold.state_bits_for("onnx", "int8", {}) == 16
+    assert fold.state_bits_for("c", "int16", {}) == 32  # the int16 mode's default state
+    assert fold.state_bits_for("c", "int16", {"state_bits": 24}) == 24
+    assert fold.state_bits_for("c", "int16x8", {"state_bits": None}) == 16
 
 
 def test_a_quantized_conversion_folds_to_the_state_budget_and_reports_it(tmp_path):

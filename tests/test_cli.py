@@ -128,3 +128,38 @@ def test_errors_are_one_line_with_nonzero_exit(case, tmp_path, rng):
 def test_usage_errors_exit_nonzero():
     r = cli("convert")
     assert r.returncode == 2 and "Missing argument" in r.stderr
+
+
+def test_int16_mode_from_the_command_line(tmp_path, rng):
+    # --quantize int16 (c only): 16-bit weights and a 32-bit state by default; 9+ weight bits need it
+    model = lmu_edge.save(chain(rng, q=6, theta=8.0), tmp_path / "m.lmu.npz")
+    np.save(tmp_path / "x.npy", rng.standard_normal((2, 30, 2)))
+    r = cli(
+        "convert", model, "-t", "c", "--quantize", "int16", "--calibration", tmp_path / "x.npy", "-o", tmp_path / "c"
+    )
+    assert r.returncode == 0, r.stderr
+    q = lmu_edge.load(tmp_path / "c" / "quantized.lmu.npz").metadata["quantization"]
+    assert (q["activation_bits"], q["weight_bits"], q["state_bits"]) == (16, 16, 32)
+    r = cli(
+        "convert",
+        model,
+        "-t",
+        "tflite",
+        "--quantize",
+        "int16",
+        "--calibration",
+        tmp_path / "x.npy",
+        "-o",
+        tmp_path / "t",
+        "-q",
+    )
+    assert_one_line_error(r, "does not support quantize='int16'", "c")
+    assert not (tmp_path / "t").exists()
+    r = cli(
+        "convert", model, "-t", "c", "--quantize", "int8", "--weight-bits", "12", "--calibration", tmp_path / "x.npy",
+        "-o", tmp_path / "w", "-q",
+    )  # fmt: skip
+    assert_one_line_error(r, "weight_bits", "int16")
+    assert not (tmp_path / "w").exists()
+    r = cli("convert", "--help")
+    assert "int16 (16-bit activations and weights: c)" in " ".join(r.stdout.split())

@@ -11,8 +11,8 @@ are driven into saturation (asserted), so the saturation bounds are checked too.
 
 The same check runs for ``--quantize int16x8`` (int16 activations, int8 weights) on a smaller set of
 cases: dense ZOH (both coefficient widths, 16- and 32-bit states), RK4, Pade, FIR, and the RNN path
-(SimpleRNN hidden cell, hidden_to_memory, memory_to_memory), fed an int16 stream with runs at the
-int16 extremes.
+(SimpleRNN hidden cell, hidden_to_memory, memory_to_memory), plus three ``--quantize int16`` cases
+(int16 weights too), in one image fed an int16 stream with runs at the int16 extremes.
 
 The runtimes come from ``lmu_edge.targets.c.RUNTIMES``: a runtime added there joins this test.
 """
@@ -85,6 +85,11 @@ CASES16 = [
     ("pade", 16, None, 6, 16.0, {}),
     ("fir", 16, None, 6, 16.0, {}),
     ("zoh", 16, None, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True}),
+    # --quantize int16: int16 weights too (the bias of every layer fits at the 16-bit weight scale here),
+    # with the mode's default 32-bit state and a 16-bit one; the RNN path reads int16 weights in three parts
+    ("zoh", None, None, 6, 16.0, {"mode": "int16"}),
+    ("rk4", 16, None, 6, 16.0, {"mode": "int16"}),
+    ("zoh", None, None, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True, "mode": "int16"}),
 ]
 
 
@@ -315,6 +320,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
         rng = np.random.default_rng(4000 + k)
         kw = dict(kw)
         heads = kw.pop("heads", False)
+        case_mode = kw.pop("mode", mode)
         taps = kw.pop("fir_taps", None)
         if taps:
             H = lti.legendre_impulse_response(q, theta, taps)
@@ -335,7 +341,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
                 g,
                 "c",
                 root / prefix,
-                quantize=mode,
+                quantize=case_mode,
                 calibration=calib,
                 state_bits=sb,
                 coeff_bits=cb,
@@ -468,6 +474,12 @@ def test_the_int16x8_matrix_is_int16_throughout(matrix16):
         L = c["layer"]
         assert L.act_bits == 16 and L.encoder.in_bits == 16 and L.z_zp == 0
         assert c["info"]["activation_bits"] == 16
+        wide = c["info"]["weight_bits"] == 16  # the int16 mode's cases: every weight part int16, full range
+        parts = [p for lin in (L.encoder, L.hidden) if lin is not None for p in lin.parts]
+        assert all((int(np.abs(p.kernel).max()) == 32767) == wide for p in parts), c["case"]
+        if wide and c["case"][1] is None:
+            assert L.state_type.width == 32  # the int16 mode's default state
+    assert sum(c["info"]["weight_bits"] == 16 for c in cases) == 3
     rnn = [c["layer"] for c in cases if c["layer"].hidden_recurrent]
     assert rnn and rnn[0].hidden_to_memory and rnn[0].memory_to_memory
 

@@ -97,6 +97,11 @@ def test_too_narrow_state_is_named_as_the_source_of_error(rng):
     # with 16-bit activations it blames the int8 weights instead
     assert rep16["diagnosis"]["kind"] == "out" and "int8 weights" in rep16["diagnosis"]["text"]
     assert "--quantize int16x8" not in rep16["diagnosis"]["text"]
+    assert "--quantize int16 " in rep16["diagnosis"]["text"]  # and points at 16-bit weights
+    qgw = lmu_edge.quantize(g, x, state_bits=32, activation_bits=16, weight_bits=16)
+    repw = report.analyze(g, g, qgw, x[:4])
+    assert "16-bit weights" in repw["diagnosis"]["text"] and "int8 weights" not in repw["diagnosis"]["text"]
+    assert "--quantize int16 " not in repw["diagnosis"]["text"]
     st8 = next(r for r in rep["tensors"] if r["tensor"] == "state")
     st32 = next(r for r in rep32["tensors"] if r["tensor"] == "state")
     assert st8["sqnr_db"] < st32["sqnr_db"] - 20
@@ -229,3 +234,27 @@ def test_sweep_memory_is_the_c_targets_count(tmp_path):
         lmu_edge.fold(g), cal[:2], weight_bits=(8,), state_bits=(16,), footprint=lambda q: seen.append(q) or (1000, 24)
     )
     assert len(seen) == 1 and rows[0]["memory_bytes"] == 1024 and rows[0]["ram_bytes"] == 24
+
+
+@pytest.mark.parametrize("mode", ["int16x8", "int16"])
+def test_cli_report_traces_the_integer_graph_of_the_mode(tmp_path, mode):
+    # the report's integer reference is the one the C target builds for --quantize (it was int8 for every
+    # mode once): 16-bit tensors, the mode's weight and state widths, and the C artifact equal to it
+    out = tmp_path / "rep"
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["report", str(ROOT / "examples/models/keras_digits.keras"), "--data"]
+        + [str(ROOT / "examples/models/keras_digits_test_x.npy"), "--max-sequences", "6", "--quantize", mode]
+        + ["-o", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "report.json").read_text())
+    assert {t["type"] for t in rep["tensors"] if t["tensor"] == "out"} == {"int16"}
+    q = lmu_edge.load(out / "c" / "quantized.lmu.npz").metadata["quantization"]
+    assert (q["weight_bits"], q["state_bits"]) == ((16, 32) if mode == "int16" else (8, 16))
+    ref = next(v for v in rep["variants"] if v["name"] == "integer reference")
+    art = next(v for v in rep["variants"] if v["name"] not in ("integer reference",) and "c" in v["name"].split())
+    assert art["sqnr_db"] == pytest.approx(ref["sqnr_db"], abs=1e-9), (art, ref)

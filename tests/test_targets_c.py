@@ -515,3 +515,78 @@ def test_int16x8_c_beats_int8_c_on_a_matrix_model(matrix_tanh_model, tmp_path):
         got[mode] = sqnr_db(art.run(x_test), y)
     # measured: int8 14.7 dB, int16x8 32.6 dB (docs/matrix.md)
     assert got["int16x8"] > got["int8"] + 15, got
+
+
+# --- int16: int16 activations and int16 weights ---------------------------------------------------------
+
+
+def test_int16_c_lifts_the_int8_weight_ceiling_of_int16x8(matrix_tanh_model, tmp_path):
+    # ff_fft_zoh_tanh_before_dense: int8 weights alone cap any mode at 32.8 dB (docs/matrix.md); int16
+    # weights and the 32-bit state lift it past the 45 dB floor (measured 58.4 dB)
+    from lmu_edge.metrics import sqnr_db
+
+    src, x_cal, x_test = matrix_tanh_model
+    y = lmu_edge.simulate(src, x_test)
+    art = lmu_edge.convert(src, "c", tmp_path / "int16", quantize="int16", calibration=x_cal, measure=False)
+    got = sqnr_db(art.run(x_test), y)
+    assert got > 45.0, got
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    info = qg.metadata["quantization"]
+    assert (info["weight_bits"], info["state_bits"], info["activation_bits"]) == (16, 32, 16)
+    assert art.manifest["c"]["activation_bits"] == 16
+    src_c = (art.path / "model.c").read_text()
+    assert ".w16 = " in src_c and ".w = " not in src_c  # every weight part is int16
+    xq = intsim.quantize_input(qg, x_test[:2])
+    y_c, _ = art.module.run_native(art, xq.astype(np.int16), "host")
+    assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq))
+    # an explicit state width still wins over the mode's default
+    art16 = lmu_edge.convert(
+        src, "c", tmp_path / "s16", quantize="int16", calibration=x_cal, state_bits=16, measure=False
+    )
+    assert lmu_edge.load(art16.path / "quantized.lmu.npz").metadata["quantization"]["state_bits"] == 16
+
+
+def test_int16_weights_are_refused_with_8_bit_activations(tmp_path):
+    from lmu_edge import qir, quantization
+    from lmu_edge.errors import QuantizationError, ShapeError
+
+    g = lmu_edge.fold(chain(np.random.default_rng(7)), "zoh")
+    x = np.random.default_rng(8).standard_normal((2, 40, g.input_features))
+    with pytest.raises(QuantizationError, match="2..16 with 16-bit activations.*quantize='int16'"):
+        quantization.quantize(g, x, weight_bits=16)
+    with pytest.raises(QuantizationError, match="2..8"):
+        quantization.quantize(g, x, weight_bits=17, activation_bits=16)
+    part = qir.QPart(np.full((2, 2), 300, np.int16), 0, np.ones(2, np.int32), np.zeros(2, np.int32))
+    with pytest.raises(ShapeError, match="int8 inputs takes int8 weights"):
+        qir.QLinear((part,), 0, -128, 127)
+    qir.QLinear((part,), 0, -32768, 32767, in_bits=16)  # int16 inputs: int16 weights are fine
+    with pytest.raises(ShapeError, match="outside"):
+        qir.QPart(np.full((2, 2), -32768, np.int32), 0, np.ones(2, np.int32), np.zeros(2, np.int32))
+
+
+def test_a_bias_too_large_for_16_bit_weights_keeps_fewer_weight_bits():
+    # the int32 bias at the first part's scale, |b| qmax / (in_scale max|w|), must fit: a bias that leaves
+    # room for qmax <= 600 keeps 10 weight bits (qmax 511; 11 bits, qmax 1023, would overflow)
+    from lmu_edge import quantization
+
+    W = np.array([[0.5, -0.25], [0.125, 1.0]])  # column maxima 0.5 and 1.0
+    s_in = 1.0 / 32767
+    assert quantization._bias_bits(W, 16, s_in, np.array([0.0, 1e-3])) == 16
+    assert quantization._bias_bits(W, 16, s_in, None) == 16
+    big = np.array([0.0, (2**31 - 1) * s_in * 1.0 / 600])
+    assert quantization._bias_bits(W, 16, s_in, big) == 10
+    assert quantization._bias_bits(W, 16, s_in, big[::-1] * 0.5) == 10  # column 0: max|w| 0.5, half the bias
+    assert quantization._bias_bits(W, 8, s_in, big * 1e9) == 8  # 8 bits and below are left alone
+    lin, _, _ = quantization._linear([(W, s_in, 0, 16)], big, "linear", (-1, 1), (-1, 1), "t", 16)
+    assert int(np.abs(lin.parts[0].kernel).max()) == 511 and int(np.abs(lin.bias).max()) < 2**31
+
+
+def test_only_the_c_target_takes_int16(tmp_path):
+    from lmu_edge.errors import QuantizationError
+
+    g = chain(np.random.default_rng(9))
+    x = np.random.default_rng(10).standard_normal((2, 40, g.input_features))
+    for target in ("tflite", "onnx", "nengo"):
+        with pytest.raises(QuantizationError, match=f"target {target!r} does not support quantize='int16'"):
+            lmu_edge.convert(g, target, tmp_path / target, quantize="int16", calibration=x)
+        assert not (tmp_path / target).exists()

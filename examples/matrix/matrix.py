@@ -37,6 +37,7 @@ CELLS = {
     ("c", "float"): None,
     ("c", "int8"): 30.0,
     ("c", "int16x8"): 45.0,
+    ("c", "int16"): 45.0,  # 16-bit activations and weights
     ("tflite", "float"): None,
     ("tflite", "int8"): 30.0,
     ("tflite", "int16x8"): 35.0,
