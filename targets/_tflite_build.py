@@ -28,6 +28,15 @@ an 8-bit tensor, and its rounding every step limits the memory to ~20-25 dB
 (measured, see docs/tflite_onnx.md) whatever the weights are, so the int8
 model takes its state path from the int16x8 conversion (:mod:`._tflite_mixed`,
 :func:`convert_int8_wide_state`): int8 in and out, int16 state.
+
+Headroom on int16 ranges
+------------------------
+The converter sets each tensor's range from the representative data alone, so
+an input that drives the state past what calibration saw is clipped, and a
+clipped state stays wrong for the whole window. int16 has bits to spare:
+:func:`widen_int16_ranges` doubles the range of every int16 activation of the
+int16x8 conversion (as the C target's int16x8 and the ONNX target's 16-bit
+tensors do), so the int8 model's spliced state path has it too.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from lmu_edge import ir
+from lmu_edge.quantization import RANGE16_HEADROOM
 from lmu_edge.registry import require
 
 from ._floatstep import FloatStep
@@ -197,6 +207,8 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
     model = conv.convert()
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
+        if quantize == "int16x8":
+            model = widen_int16_ranges(model, RANGE16_HEADROOM)
     return model
 
 
@@ -214,6 +226,82 @@ def convert_int8_wide_state(graph, plan: StatePlan, form: str, rep: dict) -> byt
     except Exception as e:
         raise SpliceError(f"the int16x8 conversion failed: {str(e).strip().splitlines()[0][:200]}") from e
     return widen_state_path(m8, m16, [n for n, *_ in plan.spec])
+
+
+#: ops whose int16 inputs and outputs must share one quantization: CONCATENATION, RESHAPE, SQUEEZE,
+#: STRIDED_SLICE, SLICE, EXPAND_DIMS, MAXIMUM, MINIMUM, TRANSPOSE, GATHER, PACK, UNPACK, SPLIT
+_SAME_SCALE = (2, 22, 43, 45, 65, 70, 55, 57, 39, 36, 83, 88, 49)
+#: ops with a fixed int16 output scale (LOGISTIC, TANH, SOFTMAX, LOG_SOFTMAX): their tensors keep theirs
+_FIXED_SCALE = (14, 28, 25, 50)
+
+
+def widen_int16_ranges(model: bytes, factor: float) -> bytes:
+    """``model`` with the range of every int16 activation widened ``factor`` times (zero point 0 stays).
+
+    Tensors that must share a quantization (joined by an op of :data:`_SAME_SCALE`, or a state and its
+    ``*_out``) are widened together or not at all; a group that holds a constant or touches an op with
+    a fixed int16 scale (:data:`_FIXED_SCALE`) keeps its range. The int64 / int32 bias of a
+    FULLY_CONNECTED reading a widened tensor is rescaled (its scale is input scale * weight scale).
+    When TFLite cannot prepare the widened model, the model is returned unchanged."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    sg = m.subgraphs[0]
+    code = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+    parent = list(range(len(sg.tensors)))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def join(ts):
+        ts = [t for t in ts if t >= 0]
+        for t in ts[1:]:
+            parent[find(t)] = find(ts[0])
+
+    fixed: set[int] = set()
+    for op in sg.operators:
+        c = code[op.opcodeIndex]
+        if c in _SAME_SCALE:
+            join(list(op.inputs if c in (2, 55, 57, 83) else op.inputs[:1]) + list(op.outputs))
+        if c in _FIXED_SCALE:
+            fixed.update(t for t in list(op.inputs) + list(op.outputs) if t >= 0)
+    for sig in m.signatureDefs:
+        if sig.subgraphIndex != 0:
+            continue
+        name = lambda t: t.name.decode() if isinstance(t.name, bytes) else t.name  # noqa: E731 (one use)
+        outs = {name(t): t.tensorIndex for t in sig.outputs}
+        for t in sig.inputs:
+            if f"{name(t)}_out" in outs:  # a state and its update: one quantization
+                join([t.tensorIndex, outs[f"{name(t)}_out"]])
+
+    def constant(t):
+        b = m.buffers[sg.tensors[t].buffer]
+        return b.data is not None and len(b.data) > 0
+
+    keep = {find(t) for t in fixed} | {find(t) for t in range(len(sg.tensors)) if constant(t)}
+    widened: set[int] = set()
+    for i, t in enumerate(sg.tensors):
+        q = t.quantization
+        if t.type != 7 or q is None or q.scale is None or len(q.scale) != 1 or find(i) in keep:
+            continue  # 7: int16
+        q.scale = [float(q.scale[0]) * factor]
+        widened.add(i)
+    for op in sg.operators:
+        if code[op.opcodeIndex] == 9 and len(op.inputs) > 2 and op.inputs[0] in widened and op.inputs[2] >= 0:
+            bt = sg.tensors[op.inputs[2]]
+            buf = m.buffers[bt.buffer]
+            bdt = np.int64 if bt.type == 4 else np.int32
+            vals = np.frombuffer(bytes(bytearray(buf.data)), dtype=bdt).astype(np.float64)
+            buf.data = np.frombuffer(np.round(vals / factor).astype(bdt).tobytes(), dtype=np.uint8)
+            bt.quantization.scale = [float(v) * factor for v in bt.quantization.scale]
+    out = bytes(fb.convert_object_to_bytearray(m))
+    try:
+        _tf().lite.Interpreter(model_content=out).allocate_tensors()
+    except Exception:  # noqa: BLE001 (an op this function does not know: keep the calibrated ranges)
+        return model
+    return out
 
 
 def _range(scale, zp, dtype):

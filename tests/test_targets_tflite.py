@@ -182,10 +182,11 @@ def test_int8_litert_and_tflite_micro_agree(quantized):
     y_lite, y_micro = art.run(x, "litert"), art.run(x, "tflm")
     lsb = io["outputs"][0]["scale"]
     # LiteRT (optimized kernels) and TFLite Micro (reference kernels) round some products differently;
-    # the state is int16, so a 1-LSB difference in it does not grow: the int8 outputs stay within one
-    # LSB over the whole sequence, as docs/tflite_onnx.md says, and differ on a few percent of them
+    # the state is int16, so a difference of an LSB in it does not grow: the int8 outputs stay within
+    # two LSBs over the whole sequence, as docs/tflite_onnx.md says, and differ on a few percent of them
+    # (measured: 77 of 1200 by one LSB, 3 by two; 39 / 0 before the int16 ranges got 2x headroom)
     diff = np.rint(np.abs(y_lite - y_micro) / lsb)
-    assert np.max(diff) <= 1
+    assert np.max(diff) <= 2
     assert 0.0 <= np.mean(diff > 0) <= 0.10, np.mean(diff > 0)
     ref = lmu_edge.simulate(g, x)
     assert abs(sqnr_db(y_micro, ref) - sqnr_db(y_lite, ref)) < 1
@@ -240,3 +241,79 @@ def test_tflite_runtime_worker_when_configured(float_artifacts):
     x = np.random.default_rng(4).standard_normal((2, 40, 2))
     err = relative_error(art.run(x, runtime="tflite-runtime"), lmu_edge.simulate(CONFIGS["memory_d2_dense"], x))
     assert err < FLOAT_TOL
+
+
+@pytest.mark.slow
+def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
+    """int16x8: every int16 activation's range doubled (a state driven past the calibration range is not
+    clipped), except tensors tied to a fixed-scale op (TANH, LOGISTIC, SOFTMAX) or a constant; a state
+    and its update keep one quantization; each FULLY_CONNECTED bias scale stays input scale * weight
+    scale. On ff_linear_td_before of the layer-option matrix: 32.2 dB without, 49.4 dB with (2026-11-26)."""
+    from pathlib import Path
+
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+
+    from lmu_edge.targets import _tflite_build
+
+    here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
+    data = np.load(here / "ff_linear_td_before.npz")
+    src = lmu_edge.load(here / "ff_linear_td_before.keras")
+    y = lmu_edge.simulate(src, data["x_test"].astype(np.float64))
+    got = {}
+    for h in (1.0, 2.0):
+        monkeypatch.setattr(_tflite_build, "RANGE16_HEADROOM", h)
+        art = lmu_edge.convert(
+            src, "tflite", tmp_path / str(h), quantize="int16x8", calibration=data["x_cal"], tolerance=float("inf")
+        )
+        got[h] = (sqnr_db(art.run(data["x_test"]), y), (art.path / "model.tflite").read_bytes())
+    assert got[2.0][0] >= 35.0 and got[2.0][0] >= got[1.0][0] + 10, {h: g[0] for h, g in got.items()}
+
+    def tensors(model):
+        m = fb.convert_bytearray_to_object(bytearray(model))
+        return m, m.subgraphs[0]
+
+    m1, s1 = tensors(got[1.0][1])
+    m2, s2 = tensors(got[2.0][1])
+    code = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m2.operatorCodes]
+    tanh_side = {
+        t for op in s2.operators if code[op.opcodeIndex] in (14, 28, 25) for t in list(op.inputs) + list(op.outputs)
+    }
+    ratios = []
+    for i, (a, b) in enumerate(zip(s1.tensors, s2.tensors, strict=True)):
+        if (
+            a.type == 7
+            and a.quantization is not None
+            and a.quantization.scale is not None
+            and len(a.quantization.scale) == 1
+        ):
+            r = float(b.quantization.scale[0]) / float(a.quantization.scale[0])
+            ratios.append(r)
+            assert r == pytest.approx(2.0) or r == pytest.approx(1.0), (i, r)
+            if i in tanh_side:
+                assert r == pytest.approx(1.0)
+    assert ratios.count(pytest.approx(2.0)) >= 5
+    for op in s2.operators:  # the bias scale of every FULLY_CONNECTED is still input scale * weight scale
+        if code[op.opcodeIndex] == 9 and len(op.inputs) > 2 and op.inputs[2] >= 0:
+            x, w, bias = (s2.tensors[t].quantization for t in op.inputs[:3])
+            want = float(x.scale[0]) * np.asarray(w.scale, np.float64)
+            np.testing.assert_allclose(np.asarray(bias.scale, np.float64), want, rtol=1e-6)
+    # a state and its update share one quantization, also where the update is a TANH output (fixed
+    # scale): the SimpleRNN state h of the RNN-path matrix model
+    rnn = np.load(here / "rnn_h2m_m2m_simplernn.npz")
+    art = lmu_edge.convert(
+        here / "rnn_h2m_m2m_simplernn.keras",
+        "tflite",
+        tmp_path / "rnn",
+        quantize="int16x8",
+        calibration=rnn["x_cal"],
+        tolerance=float("inf"),
+    )
+    m3, s3 = tensors((art.path / "model.tflite").read_bytes())
+    sig = m3.signatureDefs[0]
+    name = lambda t: t.name.decode() if isinstance(t.name, bytes) else t.name  # noqa: E731
+    outs = {name(t): t.tensorIndex for t in sig.outputs}
+    pairs = [(t.tensorIndex, outs[f"{name(t)}_out"]) for t in sig.inputs if f"{name(t)}_out" in outs]
+    assert len(pairs) == 2  # the memory m and the hidden state h
+    for ti, to in pairs:
+        a, b = s3.tensors[ti].quantization, s3.tensors[to].quantization
+        assert float(a.scale[0]) == float(b.scale[0]) and list(a.zeroPoint) == list(b.zeroPoint)
