@@ -11,7 +11,8 @@
  * int16x8 models (int16 activations) take the portable path for every activation kernel, stated per
  * kernel: lmu_qdot16 / lmu_qlinear16 (int16 x int8 dot products into int64), lmu_interp16 / lmu_qlut16
  * (interpolated tables), lmu_qsoftmax16, lmu_qpool16 and lmu_requant16 have no DSP or Helium variant here.
- * Their LMU memory still uses the kernels below: those depend on the state width only.
+ * The int16 mode's int16 x int16 rows do: lmu_qdot16w_arm (SMLALD, VMLALDAVA). Their LMU memory still uses
+ * the kernels below: those depend on the state width only.
  */
 #ifndef LMU_KERNELS_ARM_H
 #define LMU_KERNELS_ARM_H
@@ -78,6 +79,27 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int
 #endif
     *a0 = s0;
     *a1 = s1;
+    return i;
+}
+
+/* int16 x int16 dot product of lmu_qdot16w (lmu_runtime.h) for a zero point of 0 (the int16 mode's
+ * activations are symmetric): adds the first i products to *s and returns i. Each product is at most 2^30
+ * in magnitude and the int64 sum is exact in any order, so the result is the portable loop's. Helium: per
+ * 8 inputs 2 VLDRH and 1 VMLALDAVA.S16; DSP: per 2 inputs 2 LDR and 1 SMLALD. */
+static inline int32_t lmu_qdot16w_arm(const int16_t *x, const int16_t *w, int32_t n, int64_t *s) {
+    int32_t i = 0;
+    int64_t acc = *s;
+#if LMU_PATH_MVE
+    for (; i + 8 <= n; i += 8) {
+        acc = vmlaldavaq_s16(acc, vld1q_s16(x + i), vld1q_s16(w + i));
+    }
+#endif
+#if LMU_PATH_DSP
+    for (; i + 2 <= n; i += 2) {
+        acc = __smlald((int16x2_t)lmu_ld32(x + i), (int16x2_t)lmu_ld32(w + i), acc);
+    }
+#endif
+    *s = acc;
     return i;
 }
 

@@ -588,8 +588,13 @@ static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, 
  * plus the int32 bias below 2^47, so the int64 sum is exact and within lmu_mbqm16's range. */
 static inline int64_t lmu_qdot16w(const int16_t *x, int32_t zp, const int16_t *w, int32_t n) {
     int64_t s = 0;
-    int32_t i;
-    for (i = 0; i < n; ++i) {
+    int32_t i = 0;
+#if LMU_PATH_DSP || LMU_PATH_MVE
+    if (zp == 0) { /* lmu_kernels_arm.h: SMLALD / VMLALDAVA for the first inputs */
+        i = lmu_qdot16w_arm(x, w, n, &s);
+    }
+#endif
+    for (; i < n; ++i) {
         s += (int64_t)((int32_t)x[i] - zp) * (int32_t)w[i];
     }
     return s;

@@ -279,6 +279,9 @@ def _convert(
         raise ArtifactError(f"target {target!r} has no option(s) {', '.join(sorted(unknown))}; its options: {known}")
     options = dict(module.OPTIONS)
     options.update(target_options)
+    check = getattr(module, "check_options", None)
+    if check is not None:  # refuse an option the mode cannot take before any work
+        check(quantize, options)
     cal = None if calibration is None else load_array(calibration, "calibration")
     if quantize != "float" and cal is None:
         raise QuantizationError(
@@ -374,6 +377,9 @@ def _convert(
         analysis = _report.analyze(
             source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
         )
+        for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
+            if t.get("path") == str(art.path):
+                t["path"] = str(out_dir)
         report.update({k: v for k, v in analysis.items() if k not in report})
         _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:

@@ -571,11 +571,17 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     show_default=True,
     help="Targets to emit and run (repeatable).",
 )
-@click.option("--quantize", default="int8", show_default=True, help="Number format of the artifacts.")
+@click.option(
+    "--quantize",
+    default="int8",
+    show_default=True,
+    help="Number format of the artifacts and of the integer graph the report traces: int8, int16x8 (16-bit "
+    "activations, int8 weights) or int16 (16-bit activations and weights, 32-bit state; c only).",
+)
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
-    help="Bits of dense weights (default 8; 16 with --quantize int16).",
+    help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default).",
 )
 @click.option(
     "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
@@ -594,7 +600,11 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
 )
 @click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
-@click.option("--sweep", is_flag=True, help="Also sweep weight bits 2..8 against state bits 8..32 (slow).")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Also sweep weight bits 2..8 against state bits 8..32, with 8-bit activations whatever --quantize (slow).",
+)
 @click.option(
     "--max-sequences",
     type=click.IntRange(min=1),
@@ -638,6 +648,11 @@ def report(
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module
+
+    for t in targets:  # an option the mode cannot take is refused before any work
+        check = getattr(target_module(t), "check_options", None)
+        if check is not None and quantize in getattr(target_module(t), "QUANTIZE", ()):
+            check(quantize, {"weight_bits": weight_bits})
 
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)

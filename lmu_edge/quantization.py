@@ -515,8 +515,8 @@ def quantize(
         raise QuantizationError(f"activation_bits must be 8 or 16, got {activation_bits}")
     if not 2 <= int(weight_bits) <= (16 if int(activation_bits) == 16 else 8):
         raise QuantizationError(
-            f"weight_bits must be in 2..8 (2..16 with 16-bit activations), got {weight_bits}"
-            + (" with 8-bit activations; use quantize='int16' for 16-bit weights" if int(weight_bits) > 8 else "")
+            f"weight_bits must be in 2..8 (2..16 with 16-bit activations: the C target's int16 mode), "
+            f"got {weight_bits}" + (" with 8-bit activations" if int(weight_bits) > 8 else "")
         )
     if not 8 <= int(state_bits) <= 32:
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")

@@ -168,8 +168,9 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
     else:
         text += (
             f": a 16-bit activation tensor with {weight_bits}-bit weights, so what is left is 16-bit rounding "
-            "and the activation tables' interpolation; check that the calibration data covers the inputs' "
-            "range, or use float for this model"
+            "(an LMU's int16 output view spans its state's proven bound, wider than the calibrated range, so "
+            "that no input clips it) and the tanh / sigmoid tables' interpolation; no integer mode is wider: "
+            "check that the calibration data covers the inputs' range, or use float if this is not enough"
         )
     return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__, intsim, irfile, toolchain
-from ..errors import ArtifactError, LmuEdgeError
+from ..errors import ArtifactError, LmuEdgeError, QuantizationError
 from ..escape import c_comment
 from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
@@ -111,6 +111,20 @@ def _jinja():
     )
 
 
+def check_options(quantize: str, options: dict) -> None:
+    """Refuse, before any work, a weight width the mode cannot take: int8 and int16x8 store int8 weights
+    (2..8 bits), int16 int16 ones (2..16)."""
+    wb = options.get("weight_bits")
+    if wb is None or quantize not in WEIGHT_BITS:
+        return
+    hi = 16 if quantize == "int16" else 8
+    if not 2 <= int(wb) <= hi:
+        raise QuantizationError(
+            f"--weight-bits {wb} does not fit --quantize {quantize}, whose weights take 2..{hi} bits"
+            + ("; use --quantize int16 for up to 16-bit weights" if int(wb) > 8 and hi == 8 else "")
+        )
+
+
 # --- emit ------------------------------------------------------------------------------------
 
 
@@ -172,8 +186,8 @@ def emit(graph, out_dir, options) -> dict:
         "runtimes": toolchain.make_variables(),
         "icount_shift": toolchain.ICOUNT_SHIFT,
         "description": (
-            f"integer path: {int_api} activations, {'int16' if mode == 'int16' else 'int8'} weights, fixed-point "
-            f"LMU state, no floating point in "
+            f"integer path: {int_api} activations, {qg.metadata['quantization']['weight_bits']}-bit weights, "
+            f"{qg.metadata['quantization']['state_bits']}-bit fixed-point LMU state, no floating point in "
             f"{prefix}_step_{int_api}"
             if quantized
             else "float32 path"
@@ -224,6 +238,9 @@ def emit(graph, out_dir, options) -> dict:
             "prefix": prefix,
             "quantized": quantized,
             "activation_bits": act_bits,
+            # the widths used (the options say None for "the mode's default")
+            "weight_bits": int(qg.metadata["quantization"]["weight_bits"]) if quantized else None,
+            "state_bits": int(qg.metadata["quantization"]["state_bits"]) if quantized else None,
             "measure": bool(options.get("measure", True)),
             "state_bytes": code.state_bytes,
         },

@@ -159,7 +159,23 @@ def test_int16_mode_from_the_command_line(tmp_path, rng):
         "convert", model, "-t", "c", "--quantize", "int8", "--weight-bits", "12", "--calibration", tmp_path / "x.npy",
         "-o", tmp_path / "w", "-q",
     )  # fmt: skip
-    assert_one_line_error(r, "weight_bits", "int16")
+    assert_one_line_error(r, "--weight-bits 12 does not fit --quantize int8", "--quantize int16")
+    assert not (tmp_path / "w").exists()
+    r = cli(
+        "convert",
+        model,
+        "-t",
+        "c",
+        "--quantize",
+        "int16x8",
+        "--weight-bits",
+        "16",
+        "--calibration",
+        tmp_path / "x.npy",
+        "-o",
+        tmp_path / "w",
+    )  # fmt: skip  (int16x8 keeps int8 weights: refused before any work, so without -q still one line)
+    assert_one_line_error(r, "--weight-bits 16 does not fit --quantize int16x8", "2..8")
     assert not (tmp_path / "w").exists()
     r = cli("convert", "--help")
     assert "int16 (16-bit activations and weights: c)" in " ".join(r.stdout.split())

@@ -454,3 +454,37 @@ def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
     assert int(want.split()[3]) > 1000, want  # the states saturate, at both widths
     if runtime != "host":
         assert _run_program(tmp_path, _SATURATE_C, runtime) == want
+
+
+@needs_arm
+@pytest.mark.parametrize("path", ["dsp", "portable", "helium", "dsp-O0"])
+@pytest.mark.parametrize("q", [7, 13, 20])
+def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path):
+    """--quantize int16: the hidden layer's 11 rows of q int16 x int16 products (lmu_qdot16w_arm). 7: no full
+    Helium vector, three SMLALD pairs and a scalar tail; 13: one 8-input VMLALDAVA, two pairs, a tail; 20:
+    two vectors and two pairs. The input stream holds runs at the int16 extremes, so products reach 2^30."""
+    rng = np.random.default_rng(200 + q)
+    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")
+    x = rng.standard_normal((2, 60, 5))
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int16", calibration=x, measure=False)
+    assert ".w16 = " in (art.path / "model.c").read_text()
+    qg = c_target._qgraph(art)
+    xq = intsim.quantize_input(qg, np.concatenate([x, 40 * np.sign(x[:, :20])], axis=1))
+    assert xq.min() == -32768 and xq.max() == 32767
+    ref = intsim.run_int(qg, xq)
+    runtime, extra, opt = PATHS[path]
+    rt = toolchain.ARM_RUNTIMES[runtime]
+    make = ["make", "-s", "-B", f"build/model_{rt.tag}.elf", f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"]
+    if opt is not None:
+        make.append(f"ARMOPT=-O{opt} -mthumb")
+    subprocess.run(make, cwd=art.path, check=True, capture_output=True)
+    c_target._write_input(art.path / "lmu_in.bin", xq.astype(np.int16), c_target._DTYPE_CODES[np.int16])
+    subprocess.run(
+        toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
+        cwd=art.path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    got = c_target._read_output(art.path / "lmu_out.bin", 0).astype(np.int64)
+    assert np.array_equal(got, ref)

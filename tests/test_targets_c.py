@@ -534,6 +534,10 @@ def test_int16_c_lifts_the_int8_weight_ceiling_of_int16x8(matrix_tanh_model, tmp
     info = qg.metadata["quantization"]
     assert (info["weight_bits"], info["state_bits"], info["activation_bits"]) == (16, 32, 16)
     assert art.manifest["c"]["activation_bits"] == 16
+    assert (art.manifest["c"]["weight_bits"], art.manifest["c"]["state_bits"]) == (16, 32)  # resolved defaults
+    assert art.manifest["options"]["weight_bits"] is None  # the option itself was not given
+    rep = json.loads((art.path / "report.json").read_text())
+    assert rep["targets"][0]["path"] == str(art.path)  # the final directory, not the one being written
     src_c = (art.path / "model.c").read_text()
     assert ".w16 = " in src_c and ".w = " not in src_c  # every weight part is int16
     xq = intsim.quantize_input(qg, x_test[:2])
@@ -552,7 +556,7 @@ def test_int16_weights_are_refused_with_8_bit_activations(tmp_path):
 
     g = lmu_edge.fold(chain(np.random.default_rng(7)), "zoh")
     x = np.random.default_rng(8).standard_normal((2, 40, g.input_features))
-    with pytest.raises(QuantizationError, match="2..16 with 16-bit activations.*quantize='int16'"):
+    with pytest.raises(QuantizationError, match="2..16 with 16-bit activations: the C target's int16 mode"):
         quantization.quantize(g, x, weight_bits=16)
     with pytest.raises(QuantizationError, match="2..8"):
         quantization.quantize(g, x, weight_bits=17, activation_bits=16)
@@ -562,6 +566,11 @@ def test_int16_weights_are_refused_with_8_bit_activations(tmp_path):
     qir.QLinear((part,), 0, -32768, 32767, in_bits=16)  # int16 inputs: int16 weights are fine
     with pytest.raises(ShapeError, match="outside"):
         qir.QPart(np.full((2, 2), -32768, np.int32), 0, np.ones(2, np.int32), np.zeros(2, np.int32))
+    # the C target refuses a width its mode cannot store, before any work (nothing written)
+    for mode, wb in (("int16x8", 16), ("int8", 9), ("int16", 17)):
+        with pytest.raises(QuantizationError, match=f"--weight-bits {wb} does not fit --quantize {mode}"):
+            lmu_edge.convert(g, "c", tmp_path / mode, quantize=mode, calibration=x, weight_bits=wb)
+        assert not (tmp_path / mode).exists()
 
 
 def test_a_bias_too_large_for_16_bit_weights_keeps_fewer_weight_bits():
