@@ -253,3 +253,20 @@ def replace_memory(layer, memory):
     import dataclasses
 
     return dataclasses.replace(layer, memory=memory)
+
+
+def test_quantized_tflite_auto_leaves_runge_kutta_out():
+    # TFLite has no 16x8 CUMSUM: for a quantized TFLite artifact auto takes the dense step of the layer's
+    # own discretizer instead of the structured RK step (which it picks for C: fewer operations); asked
+    # for by name, RK is still built
+    layer = ir.LMU(
+        "e", memory_d=1, order=6, theta=9.0, discretizer="euler", input_encoders=np.ones((1, 1)),
+        memory=ir.ImpulseResponse(),
+    )  # fmt: skip
+    g = ir.Graph("g", 1, (layer,))
+    pick = {t: lmu_edge.fold(g, target=t, quantized=True).layers[0].memory for t in ("c", "tflite", ("c", "tflite"))}
+    assert isinstance(pick["c"], ir.RungeKutta)
+    assert isinstance(pick["tflite"], ir.DenseSS) and pick["tflite"].method == "euler"
+    assert isinstance(pick[("c", "tflite")], ir.DenseSS)
+    assert isinstance(lmu_edge.fold(g, target="tflite").layers[0].memory, ir.RungeKutta)  # float: CUMSUM is fine
+    assert isinstance(lmu_edge.fold(g, "rk1", target="tflite", quantized=True).layers[0].memory, ir.RungeKutta)
