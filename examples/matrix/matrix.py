@@ -124,6 +124,24 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
     }
 
 
+def int16_state_sqnr(model: str, state_bits: int) -> float:
+    """SQNR (dB) of the integer reference of the C int16 mode (16-bit activations and weights) with a
+    ``state_bits`` state, against the float64 model on the test inputs (docs/matrix.md, C int16)."""
+    import lmu_edge
+    from lmu_edge import folding
+    from lmu_edge.metrics import sqnr_db
+
+    data = np.load(HERE / f"{model}.npz")
+    path = HERE / f"{model}.keras"
+    if not path.exists():
+        path = HERE / f"{model}.safetensors"
+    src = lmu_edge.load(path)
+    g = lmu_edge.fold(src, "auto", folding.default_budget(state_bits)[0], target="c", quantized=True)
+    qg = lmu_edge.quantize(g, data["x_cal"], weight_bits=16, state_bits=state_bits, activation_bits=16)
+    x = data["x_test"].astype(np.float64)
+    return sqnr_db(lmu_edge.simulate(qg, x), lmu_edge.simulate(src, x))
+
+
 def weight_ceiling(model: str) -> float:
     """SQNR (dB) of the float64 model with only its weights quantized as the integer targets do (int8,
     per output channel, symmetric): the most any mode with int8 weights can reach, whatever its activation
@@ -203,7 +221,17 @@ def main(argv=None) -> int:
     ap.add_argument("--docs", type=Path, help="write the markdown table into this file (between markers)")
     ap.add_argument("--json", type=Path, help="also write every cell's result to this JSON file")
     ap.add_argument("--weight-ceiling", action="store_true", help="print each model's int8-weights-only SQNR")
+    ap.add_argument(
+        "--int16-states",
+        action="store_true",
+        help="print each model's SQNR with int16 weights and a 16-, 24- and 32-bit state (the integer reference)",
+    )
     args = ap.parse_args(argv)
+    if args.int16_states:
+        for model in OPTIONS:
+            print(f"{model:32s} int16 weights, 16 / 24 / 32-bit state: " + " / ".join(
+                f"{int16_state_sqnr(model, sb):.1f}" for sb in (16, 24, 32)) + " dB", flush=True)  # fmt: skip
+        return 0
     if args.weight_ceiling:
         for model in OPTIONS:
             print(f"{model:32s} int8 weights alone: {weight_ceiling(model):.1f} dB", flush=True)

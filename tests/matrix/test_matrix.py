@@ -148,5 +148,8 @@ def test_c_int16_clears_the_floor_on_the_rnn_path_model_with_its_32_bit_state(tm
         )
         got[sb] = sqnr_db(art.run(data["x_test"]), y)
     assert got[16] < 45.0 <= got[None] - 5, got
+    # the integer reference behind --int16-states gives the C artifacts' numbers (docs/matrix.md's table)
+    assert matrix.int16_state_sqnr(name, 16) == pytest.approx(got[16], abs=0.05)
+    assert matrix.int16_state_sqnr(name, 32) == pytest.approx(got[None], abs=0.05)
     ceiling = matrix.weight_ceiling(name)  # and int16 is far above what int8 weights allow
     assert got[None] >= ceiling + 20, (ceiling, got)
