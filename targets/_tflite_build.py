@@ -235,6 +235,11 @@ _SAME_SCALE = (2, 22, 43, 45, 65, 70, 55, 57, 39, 36, 83, 88, 49)
 _FIXED_SCALE = (14, 28, 25, 50)
 
 
+def _name(t) -> str:
+    """A flatbuffer tensor or signature entry's name as text."""
+    return t.name.decode() if isinstance(t.name, bytes) else t.name
+
+
 def widen_int16_ranges(model: bytes, factor: float) -> bytes:
     """``model`` with the range of every int16 activation widened ``factor`` times (zero point 0 stays).
 
@@ -270,11 +275,10 @@ def widen_int16_ranges(model: bytes, factor: float) -> bytes:
     for sig in m.signatureDefs:
         if sig.subgraphIndex != 0:
             continue
-        name = lambda t: t.name.decode() if isinstance(t.name, bytes) else t.name  # noqa: E731 (one use)
-        outs = {name(t): t.tensorIndex for t in sig.outputs}
+        outs = {_name(t): t.tensorIndex for t in sig.outputs}
         for t in sig.inputs:
-            if f"{name(t)}_out" in outs:  # a state and its update: one quantization
-                join([t.tensorIndex, outs[f"{name(t)}_out"]])
+            if f"{_name(t)}_out" in outs:  # a state and its update: one quantization
+                join([t.tensorIndex, outs[f"{_name(t)}_out"]])
 
     def constant(t):
         b = m.buffers[sg.tensors[t].buffer]

@@ -310,7 +310,10 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
     )
     m3, s3 = tensors((art.path / "model.tflite").read_bytes())
     sig = m3.signatureDefs[0]
-    name = lambda t: t.name.decode() if isinstance(t.name, bytes) else t.name  # noqa: E731
+
+    def name(t):
+        return t.name.decode() if isinstance(t.name, bytes) else t.name
+
     outs = {name(t): t.tensorIndex for t in sig.outputs}
     pairs = [(t.tensorIndex, outs[f"{name(t)}_out"]) for t in sig.inputs if f"{name(t)}_out" in outs]
     assert len(pairs) == 2  # the memory m and the hidden state h
