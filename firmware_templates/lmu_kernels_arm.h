@@ -8,10 +8,9 @@
  * loops and compute the same exact integers (the proofs are beside each kernel), so one model.c gives the
  * same outputs and state on every core.
  *
- * int16x8 models (int16 activations) take the portable path for every activation kernel, stated per
- * kernel: lmu_qdot16 / lmu_qlinear16 (int16 x int8 dot products into int64), lmu_interp16 / lmu_qlut16
- * (interpolated tables), lmu_qsoftmax16, lmu_qpool16 and lmu_requant16 have no DSP or Helium variant here.
- * The int16 mode's int16 x int16 rows do: lmu_qdot16w_arm (SMLALD, VMLALDAVA). Their LMU memory still uses
+ * int16x8 and int16 models (int16 activations): their dot products run here (lmu_qdot16_arm for int8
+ * weights, lmu_qdot16w_arm for int16 weights: SMLALD, VMLALDAVA); lmu_interp16 / lmu_qlut16 (interpolated
+ * tables), lmu_qsoftmax16, lmu_qpool16 and lmu_requant16 have no DSP or Helium variant here. Their LMU memory still uses
  * the kernels below: those depend on the state width only.
  */
 #ifndef LMU_KERNELS_ARM_H
@@ -97,6 +96,44 @@ static inline int32_t lmu_qdot16w_arm(const int16_t *x, const int16_t *w, int32_
 #if LMU_PATH_DSP
     for (; i + 2 <= n; i += 2) {
         acc = __smlald((int16x2_t)lmu_ld32(x + i), (int16x2_t)lmu_ld32(w + i), acc);
+    }
+#endif
+    *s = acc;
+    return i;
+}
+
+#if LMU_PATH_DSP
+/* (lo(a), lo(b)) and (hi(a), hi(b)) as halfword pairs: PKHBT / PKHTB */
+static inline uint32_t lmu_pkhbt16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static inline uint32_t lmu_pkhtb16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#endif
+
+/* int16 x int8 dot product of lmu_qdot16 (int16x8 rows, lmu_runtime.h) for a zero point of 0: adds the
+ * first i products to *s and returns i; exact in int64 in any order (each product is below 2^23), so the
+ * result is the portable loop's. Helium: per 8 inputs 1 VLDRH, 1 VLDRB (sign-extending) and 1
+ * VMLALDAVA.S16; DSP: per 4 inputs 2 LDR + PKHBT + PKHTB for x ((x0, x2), (x1, x3)), 1 LDR + 2 SXTB16 for
+ * w ((w0, w2), (w1, w3)) and 2 SMLALD. */
+static inline int32_t lmu_qdot16_arm(const int16_t *x, const int8_t *w, int32_t n, int64_t *s) {
+    int32_t i = 0;
+    int64_t acc = *s;
+#if LMU_PATH_MVE
+    for (; i + 8 <= n; i += 8) {
+        acc = vmlaldavaq_s16(acc, vld1q_s16(x + i), vldrbq_s16(w + i));
+    }
+#endif
+#if LMU_PATH_DSP
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t x01 = lmu_ld32(x + i), x23 = lmu_ld32(x + i + 2), u = lmu_ld32(w + i);
+        acc = __smlald((int16x2_t)lmu_pkhbt16(x01, x23), (int16x2_t)__sxtb16(u), acc);
+        acc = __smlald((int16x2_t)lmu_pkhtb16(x23, x01), (int16x2_t)lmu_sxtb16_hi(u), acc);
     }
 #endif
     *s = acc;

@@ -576,8 +576,13 @@ static inline int32_t lmu_interp32(const int32_t *t, int32_t v) {
  * quantizer's limit) keep the sum, plus an int32 bias, below 2^47 (lmu_mbqm16's range). */
 static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, int32_t n) {
     int64_t s = 0;
-    int32_t i;
-    for (i = 0; i < n; ++i) {
+    int32_t i = 0;
+#if LMU_PATH_DSP || LMU_PATH_MVE
+    if (zp == 0) { /* lmu_kernels_arm.h: SMLALD / VMLALDAVA for the first inputs */
+        i = lmu_qdot16_arm(x, w, n, &s);
+    }
+#endif
+    for (; i < n; ++i) {
         s += (int64_t)(((int32_t)x[i] - zp) * (int32_t)w[i]);
     }
     return s;

@@ -457,17 +457,19 @@ def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
 
 
 @needs_arm
+@pytest.mark.parametrize("mode", ["int16", "int16x8"])
 @pytest.mark.parametrize("path", ["dsp", "portable", "helium", "dsp-O0"])
 @pytest.mark.parametrize("q", [7, 13, 20])
-def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path):
-    """--quantize int16: the hidden layer's 11 rows of q int16 x int16 products (lmu_qdot16w_arm). 7: no full
-    Helium vector, three SMLALD pairs and a scalar tail; 13: one 8-input VMLALDAVA, two pairs, a tail; 20:
-    two vectors and two pairs. The input stream holds runs at the int16 extremes, so products reach 2^30."""
+def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
+    """16-bit activations: the hidden layer's 11 rows of q products, int16 x int16 (--quantize int16,
+    lmu_qdot16w_arm: SMLALD pairs) or int16 x int8 (int16x8, lmu_qdot16_arm: SMLALD on PKHBT / SXTB16 pairs
+    of four inputs). 7: no full Helium vector, DSP blocks and a scalar tail; 13: one 8-input VMLALDAVA,
+    DSP blocks, a tail; 20: two vectors and DSP blocks. The input stream holds runs at the int16 extremes."""
     rng = np.random.default_rng(200 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")
     x = rng.standard_normal((2, 60, 5))
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int16", calibration=x, measure=False)
-    assert ".w16 = " in (art.path / "model.c").read_text()
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize=mode, calibration=x, measure=False)
+    assert (".w16 = " in (art.path / "model.c").read_text()) == (mode == "int16")
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, np.concatenate([x, 40 * np.sign(x[:, :20])], axis=1))
     assert xq.min() == -32768 and xq.max() == 32767
