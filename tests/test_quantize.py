@@ -99,6 +99,24 @@ def test_qparams_cover_the_range_and_zero():
     assert zp == -128 and abs(127 - zp) * s == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("act, pre, most", [("tanh", (-0.5, 0.5), 0.47 / 128), ("sigmoid", (-1.0, 3.0), 0.96 / 256)])
+def test_int8_tanh_and_sigmoid_outputs_span_what_their_table_reaches(act, pre, most):
+    # docs/matrix.md: int8 tanh / sigmoid outputs are scaled to [f(lowest input), f(highest input)] of their
+    # 256-entry table, not TFLite's fixed 1/128 / 1/256: finer where the input spans a fraction of the range
+    # (a fixed scale would fail `most`), and never clipped (a scale from the calibrated output would clip
+    # the table's ends: every entry must be f of its input to half an output LSB)
+    from lmu_edge import reference
+    from lmu_edge.quantization import _linear
+
+    rng = np.random.default_rng(3)
+    lin, s_out, zp_out = _linear([(rng.normal(size=(4, 3)), 0.01, 0, 8)], None, act, pre, (0.0, 0.0), "t")
+    s_in, zp_in = qparams(*pre)
+    x = s_in * (np.arange(-128, 128) - zp_in)
+    err = np.abs(s_out * (lin.lut.astype(np.float64) - zp_out) - reference.activation(act, x))
+    assert s_out <= most and err.max() <= s_out / 2 + 1e-12
+    assert lin.lut.max() >= 126 and (act != "tanh" or lin.lut.min() == -128)  # to the ends (the range holds 0)
+
+
 @pytest.mark.parametrize("bad", [dict(weight_bits=1), dict(weight_bits=9), dict(state_bits=7), dict(state_bits=40)])
 def test_bad_bit_widths_are_clear_errors(folded, rng, bad):
     with pytest.raises(QuantizationError, match="bits must be in"):

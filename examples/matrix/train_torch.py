@@ -18,7 +18,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from train import SEED, F, T, inputs  # noqa: E402  (train.py beside this script: importable after the sys.path line)
+from train import SEED, F, T, inputs, save_data  # noqa: E402  (train.py beside this script: importable after the sys.path line)
 
 
 def _models():
@@ -79,7 +79,7 @@ def main(names=None) -> None:
             loss.backward()
             opt.step()
         save_checkpoint(model.float(), HERE / f"{name}.safetensors")
-        np.savez(HERE / f"{name}.npz", x_cal=inputs(16, 100), x_test=inputs(8, 200))
+        save_data(name)
         print(f"wrote {name}.safetensors, .json and .npz (training loss {loss.item():.4f}, T={T})")
 
 
