@@ -248,7 +248,9 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
     """int16x8: every int16 activation's range doubled (a state driven past the calibration range is not
     clipped), except tensors tied to a fixed-scale op (TANH, LOGISTIC, SOFTMAX) or a constant; a state
     and its update keep one quantization; each FULLY_CONNECTED bias scale stays input scale * weight
-    scale. On ff_linear_td_before of the layer-option matrix: 32.2 dB without, 49.4 dB with (2026-11-26)."""
+    scale. On ff_linear_td_before of the layer-option matrix calibrated on its first 16 sequences (as the
+    matrix was before 2026-11-26: the test inputs then pass the calibrated ranges), without and with the
+    headroom: 35.3 and 42.1 dB; with all 64 calibration sequences both give 43.5 dB (2026-11-26)."""
     from pathlib import Path
 
     from tensorflow.lite.tools import flatbuffer_utils as fb
@@ -263,10 +265,10 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
     for h in (1.0, 2.0):
         monkeypatch.setattr(_tflite_build, "RANGE16_HEADROOM", h)
         art = lmu_edge.convert(
-            src, "tflite", tmp_path / str(h), quantize="int16x8", calibration=data["x_cal"], tolerance=float("inf")
+            src, "tflite", tmp_path / str(h), quantize="int16x8", calibration=data["x_cal"][:16], tolerance=float("inf")
         )
         got[h] = (sqnr_db(art.run(data["x_test"]), y), (art.path / "model.tflite").read_bytes())
-    assert got[2.0][0] >= 35.0 and got[2.0][0] >= got[1.0][0] + 10, {h: g[0] for h, g in got.items()}
+    assert got[2.0][0] >= 35.0 and got[2.0][0] >= got[1.0][0] + 5, {h: g[0] for h, g in got.items()}
 
     def tensors(model):
         m = fb.convert_bytearray_to_object(bytearray(model))
