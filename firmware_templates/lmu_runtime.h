@@ -83,7 +83,7 @@
 #else
 #define LMU_ALWAYS_INLINE static inline
 #endif
-#if LMU_PATH_DSP || LMU_PATH_MVE
+#if LMU_PATH_DSP || LMU_PATH_MVE || LMU_PATH_V6M
 #define LMU_SPECIALIZE LMU_ALWAYS_INLINE
 #else
 #define LMU_SPECIALIZE static inline
@@ -188,6 +188,24 @@ static inline int32_t lmu_mbqm32_16(int32_t x, int32_t m, int32_t e) {
     return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
 }
 
+/* lmu_mbqm32 for |x| < 2^30 (an acc30 layer's accumulator), 0 <= m < 2^31 and 0 <= e <= 31 in 32-bit
+ * multiplies only (ARMv6-M has no 32 x 32 -> 64 multiply; the helper call cost about 40 instructions a
+ * row): with x = xh 2^16 + xl and m = mh 2^16 + ml (xl, ml in [0, 2^16)), x m + 2^30 = A 2^32 + E 2^16 + r
+ * with A = xh mh, E = xh ml + xl mh + floor(xl ml / 2^16) + 2^14 and 0 <= r < 2^16, so lmu_srdhm(x, m) =
+ * floor((x m + 2^30) / 2^31) = 2 A + floor(E / 2^15). E + 2^30 lies in (0, 2^32) (|xh ml| < 2^30,
+ * 0 <= xl mh < 2^31), so it is formed unsigned: floor(E / 2^15) = ((E + 2^30) >> 15) - 2^15. Then
+ * lmu_rdbpot as in lmu_mbqm32_s. The same integers as lmu_mbqm32 (tests/test_kernels_arm.py). */
+static inline int32_t lmu_mbqm32_h16(int32_t x, int32_t m, int32_t e) {
+    const int32_t xh = x >> 16;
+    const uint32_t xl = (uint32_t)x & 0xFFFFu, ml = (uint32_t)m & 0xFFFFu, mh = (uint32_t)m >> 16;
+    const uint32_t e1 = (uint32_t)(xh * (int32_t)ml) + xl * mh + ((xl * ml) >> 16) + 0x40004000u;
+    const int32_t y = 2 * (xh * (int32_t)mh) + (int32_t)(e1 >> 15) - 32768;
+    if (e == 0) {
+        return y;
+    }
+    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+}
+
 /* a / n rounded half away from zero, n > 0 */
 static inline int64_t lmu_div_round(int64_t a, int64_t n) {
     return (2 * a + (a >= 0 ? n : -n)) / (2 * n);
@@ -208,10 +226,69 @@ static inline void lmu_dense_finish(int64_t *tmp, int32_t i, int64_t sum, int32_
     tmp[i] = lmu_sat(delta ? (int64_t)mi + step : step, bits);
 }
 
+/* int32 from the bits of a uint32 (two's complement; gcc and clang compile it to nothing) */
+static inline int32_t lmu_i32(uint32_t v) {
+    return v < 0x80000000u ? (int32_t)v : -(int32_t)(~v) - 1;
+}
+
+/* lmu_dense_finish for a row whose whole sum is proven to fit int32 (wrap32, c_codegen.dense_wrap32):
+ * sum = sum_j C_ij m_j modulo 2^32. T = B_i u + sum + 2^(coeff_frac-1) also modulo 2^32: addition and
+ * multiplication modulo 2^32 give the low 32 bits of the exact T, and the proof puts T in int32, so those
+ * bits are T. Then step = floor(T / 2^coeff_frac), the same integer as lmu_dense_finish's. */
+static inline void lmu_dense_finish32(int64_t *tmp, int32_t i, uint32_t sum, int32_t b, int32_t uc, int32_t mi,
+                                      int32_t coeff_frac, int32_t delta, int32_t bits) {
+    const uint32_t t = sum + (uint32_t)b * (uint32_t)uc + ((uint32_t)1 << (coeff_frac - 1));
+    const int32_t step = lmu_i32(t) >> coeff_frac; /* |step| <= 2^30 and |mi| <= 2^15: the sum fits int32 */
+    const int32_t v = delta ? mi + step : step, hi = ((int32_t)1 << (bits - 1)) - 1;
+    tmp[i] = v > hi ? hi : (v < -hi - 1 ? -hi - 1 : v);
+}
+
 /* The Cortex-M kernels (DSP and Helium) live in lmu_kernels_arm.h; each returns how much of its work it
- * did and leaves the rest to the portable loops here. Without either extension they do nothing. */
+ * did and leaves the rest to the portable loops here. Without either extension they do nothing, but for
+ * ARMv6-M's int8 dot product. */
 #if LMU_PATH_DSP || LMU_PATH_MVE
 #include "lmu_kernels_arm.h"
+#else
+#if LMU_PATH_V6M
+/* ARMv6-M: lmu_qdot2's first n - n % 2 inputs in a Thumb-1 loop, two inputs per pass: per input 3 LDRSB,
+ * 2 MULS, 2 ADD and one ADDS, then CMP / BNE per pass (18 instructions for 4 MACs). The sums wrap modulo
+ * 2^32 as lmu_qdot2's (ADD sets no flags and reaches any register). Returns how many inputs it did. */
+static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
+                                    int32_t *a1) {
+    register int32_t s0 __asm__("r8") = *a0; /* fixed high registers, as in lmu_v6m_dot3 */
+    register int32_t s1 __asm__("r9") = *a1;
+    register int32_t end __asm__("r10") = n - n % 2;
+    int32_t i = 0, v, c;
+    if (end == 0) {
+        return 0;
+    }
+    __asm__(".syntax unified\n"
+            "1:\n\t"
+            "ldrsb %[v], [%[x], %[i]]\n\t"
+            "ldrsb %[c], [%[w0], %[i]]\n\t"
+            "muls %[c], %[v], %[c]\n\t"
+            "add %[s0], %[c]\n\t"
+            "ldrsb %[c], [%[w1], %[i]]\n\t"
+            "muls %[c], %[v], %[c]\n\t"
+            "add %[s1], %[c]\n\t"
+            "adds %[i], %[i], #1\n\t"
+            "ldrsb %[v], [%[x], %[i]]\n\t"
+            "ldrsb %[c], [%[w0], %[i]]\n\t"
+            "muls %[c], %[v], %[c]\n\t"
+            "add %[s0], %[c]\n\t"
+            "ldrsb %[c], [%[w1], %[i]]\n\t"
+            "muls %[c], %[v], %[c]\n\t"
+            "add %[s1], %[c]\n\t"
+            "adds %[i], %[i], #1\n\t"
+            "cmp %[i], %[end]\n\t"
+            "bne 1b"
+            : [s0] "+r"(s0), [s1] "+r"(s1), [i] "+l"(i), [v] "=&l"(v), [c] "=&l"(c)
+            : [x] "l"(x), [w0] "l"(w0), [w1] "l"(w1), [end] "r"(end)
+            : "cc", "memory");
+    *a0 = s0;
+    *a1 = s1;
+    return end;
+}
 #else
 static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
                                     int32_t *a1) {
@@ -223,6 +300,7 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int
     (void)a1;
     return 0;
 }
+#endif
 static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
                                                          const int32_t *B, int32_t coeff_frac, int32_t delta,
                                                          int32_t bits, int64_t *tmp, int32_t acc32) {
@@ -315,6 +393,10 @@ LMU_SPECIALIZE int32_t lmu_qrequant(const lmu_qlinear_t *L, int32_t a, int32_t m
 #if LMU_PATH_DSP || LMU_PATH_MVE
     if (L->right_shifts) {
         return lmu_mbqm32_r(a, m, -s);
+    }
+#elif LMU_PATH_V6M
+    if (L->acc30) { /* |a| < 2^30, every shift a right shift: no 64-bit multiply helper */
+        return lmu_mbqm32_h16(a, m, -s);
     }
 #else
     (void)L;
@@ -540,6 +622,23 @@ LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, 
         return;
     }
 #endif
+#if LMU_PATH_V6M
+    if (s <= 0 && s >= -31) { /* lmu_requant8's lmu_mbqm32_16 with the multiplier split once, out of the loop */
+        const int32_t e = -s;
+        int32_t lo = (int32_t)((uint32_t)m & 0xFFFFu), hi = (m - lo) / 65536, c14 = 1 << 14;
+        __asm__("" : "+r"(lo), "+r"(hi), "+r"(c14)); /* values in registers: gcc rebuilt 2^14 every pass */
+        for (i = 0; i < n; ++i) {
+            const int32_t x = v[i];
+            int32_t y = (x * hi + c14 + ((x * lo) >> 16)) >> 15;
+            if (e) {
+                y = (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+            }
+            y += zp;
+            z[i] = (int8_t)(y > 127 ? 127 : (y < -128 ? -128 : y));
+        }
+        return;
+    }
+#endif
     for (i = 0; i < n; ++i) {
         z[i] = lmu_requant8(v[i], m, s, zp);
     }
@@ -691,7 +790,8 @@ static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp)
     int32_t delta;      /* 1: delta form, m_i += step; 0: direct form, m_i = step */                                   \
     int32_t bits;       /* the state saturates to a signed `bits`-bit range */                                         \
     int32_t chunk;      /* proven: any `chunk` consecutive columns of C m (aligned) sum within int32 */                \
-    int32_t step32;     /* proven: every row's rounded step fits int32 (read by the Cortex-M kernels) */
+    int32_t step32;     /* proven: every row's rounded step fits int32 (read by the Cortex-M kernels) */               \
+    int32_t wrap32;     /* proven: every row's whole sum, rounding half included, fits int32 (see below) */
 typedef struct {
     LMU_DENSE_MEMORY_FIELDS(int16_t)
 } lmu_dense_memory_c16_t;
@@ -771,17 +871,68 @@ static inline void lmu_v6m_dot2(const int16_t *pm, const int16_t *p0, const int1
     *a0 = s0;
     *a1 = s1;
 }
+
+/* ARMv6-M, three rows: *a0..*a2 = sum_j pk[j] pm[j] over n >= 2 columns, n even, each row's sum modulo
+ * 2^32 (the wrap32 rows, whose end results the code generator proved to fit int32). Per column 4 LDRSH,
+ * 3 MULS, 3 ADD and one ADDS (11 instructions for 3 MACs; lmu_v6m_dot2 takes 10 for 2), four columns per
+ * pass, then CMP / BNE; a last pair of columns when n % 4 = 2. Seven low registers (the loads take
+ * register offsets only) and four high ones, which ADD and CMP reach. */
+#define LMU_V6M_COL3                                                                                                   \
+    "ldrsh %[x], [%[pm], %[i]]\n\t"                                                                                    \
+    "ldrsh %[c], [%[p0], %[i]]\n\t"                                                                                    \
+    "muls %[c], %[x], %[c]\n\t"                                                                                        \
+    "add %[s0], %[c]\n\t"                                                                                              \
+    "ldrsh %[c], [%[p1], %[i]]\n\t"                                                                                    \
+    "muls %[c], %[x], %[c]\n\t"                                                                                        \
+    "add %[s1], %[c]\n\t"                                                                                              \
+    "ldrsh %[c], [%[p2], %[i]]\n\t"                                                                                    \
+    "muls %[c], %[x], %[c]\n\t"                                                                                        \
+    "add %[s2], %[c]\n\t"                                                                                              \
+    "adds %[i], %[i], #2\n\t"
+
+static inline void lmu_v6m_dot3(const int16_t *pm, const int16_t *p0, int32_t q, int32_t n, int32_t *a0, int32_t *a1,
+                                int32_t *a2) {
+    /* the sums and the end in fixed high registers (local register variables: gcc places asm operands
+     * there), which leaves gcc every low register for the rest at every optimization level */
+    register int32_t s0 __asm__("r8") = 0;
+    register int32_t s1 __asm__("r9") = 0;
+    register int32_t s2 __asm__("r10") = 0;
+    register int32_t end __asm__("r11") = 2 * (n - n % 4);
+    int32_t i = 0, x, c;
+    const int16_t *p1 = p0 + q, *p2 = p1 + q;
+    if (end > 0) {
+        __asm__(".syntax unified\n"
+                "1:\n\t" LMU_V6M_COL3 LMU_V6M_COL3 LMU_V6M_COL3 LMU_V6M_COL3 "cmp %[i], %[end]\n\t"
+                "bne 1b"
+                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
+                : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [p2] "l"(p2), [end] "r"(end)
+                : "cc", "memory");
+    }
+    if (n % 4) {
+        __asm__(".syntax unified\n\t" LMU_V6M_COL3 LMU_V6M_COL3
+                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
+                : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [p2] "l"(p2)
+                : "cc", "memory");
+    }
+    *a0 = s0;
+    *a1 = s1;
+    *a2 = s2;
+}
 #endif
 
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
- * go two at a time, so one state load serves two rows; each row sums `chunk` columns at a time in int32
- * (|partial| <= 2^31 - 1, proven by the code generator) and adds the partial sums in int64, so ARMv6-M
- * runs one MULS and one ADDS per MAC and no 64-bit multiply helper. Scratch: tmp, q int64. */
+ * go two at a time, so one state load serves two rows. Where a 64-bit multiply-accumulate costs several
+ * instructions (ARMv6-M: LMU_SUM32_CHUNKS) and the code generator proved from the state bound that each
+ * row's whole sum lies in int32 (wrap32, c_codegen.dense_wrap32), each row sums in 32 bits, wrapping
+ * modulo 2^32 on the way, which gives the exact end result; otherwise each row sums `chunk` columns at a
+ * time in int32 (|partial| <= 2^31 - 1, proven for any state) and adds the partial sums in int64. Either
+ * way ARMv6-M runs one MULS and one ADD per MAC and no 64-bit multiply helper; elsewhere (SMLAL, a 64-bit
+ * host) the products go straight into 64 bits. Scratch: tmp, q int64. */
 LMU_SPECIALIZE void lmu_dense_memory_s16_c16(const lmu_dense_memory_c16_t *cfg, int16_t *m, const int32_t *u,
                                              int64_t *tmp) {
     const int32_t d = cfg->d, q = cfg->q, coeff_frac = cfg->coeff_frac, delta = cfg->delta, bits = cfg->bits;
-    const int32_t chunk = cfg->chunk, step32 = cfg->step32;
+    const int32_t chunk = cfg->chunk, step32 = cfg->step32, wrap32 = cfg->wrap32;
     const int16_t *C = cfg->C;
     const int32_t *B = cfg->B;
     int32_t c, i, j0;
@@ -798,10 +949,71 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(const lmu_dense_memory_c16_t *cfg, 
         i = LMU_PATH_MVE
                 ? lmu_dense_mve_rows(mc, uc, q, C, B, coeff_frac, delta, bits, tmp)
                 : lmu_dense_dsp_rows_int16_t_int16_t(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, chunk >= q);
+#if LMU_PATH_V6M
+        if (wrap32 && coeff_frac >= 1 && coeff_frac <= 31 && q % 2 == 0 && i == 0) {
+            /* ARMv6-M, wrap32: every row's 32-bit sum first (three rows per state load, lmu_v6m_dot3), kept
+             * in the low word of tmp; then one pass finishes each row and overwrites the state in place
+             * (every row has read the old state by then): no 64-bit arithmetic and no copy. */
+            uint32_t half = (uint32_t)1 << (coeff_frac - 1);
+            const int32_t hi = ((int32_t)1 << (bits - 1)) - 1;
+            const int32_t rows3 = (q - q % 3) % 2 ? q - q % 3 - 3 : q - q % 3; /* an even rest: q - rows3 */
+            for (; i < rows3; i += 3) {
+                int32_t a0, a1, a2;
+                lmu_v6m_dot3(mc, C + i * q, q, q, &a0, &a1, &a2);
+                tmp[i] = (int64_t)(uint32_t)a0;
+                tmp[i + 1] = (int64_t)(uint32_t)a1;
+                tmp[i + 2] = (int64_t)(uint32_t)a2;
+            }
+            for (; i < q; i += 2) { /* whole pairs: q and rows3 are even */
+                int32_t a0, a1;
+                lmu_v6m_dot2(mc, C + i * q, C + (i + 1) * q, q, &a0, &a1);
+                tmp[i] = (int64_t)(uint32_t)a0;
+                tmp[i + 1] = (int64_t)(uint32_t)a1;
+            }
+            {
+                const int64_t *pt = tmp;
+                const int32_t *pb = B;
+                int16_t *pm = mc;
+                __asm__("" : "+r"(half)); /* in a register: gcc rebuilt it every pass */
+                for (i = q; i > 0; --i) { /* lmu_dense_finish32, row by row (walking pointers: no index) */
+                    const uint32_t t = (uint32_t)*pt++ + (uint32_t)*pb++ * (uint32_t)uc + half;
+                    int32_t v = lmu_i32(t) >> coeff_frac;
+                    if (delta) {
+                        v += *pm;
+                    }
+                    if (v > hi || v < -hi - 1) { /* rare: the bound is proven, saturation is the safety net */
+                        v = v > hi ? hi : -hi - 1;
+                    }
+                    *pm++ = (int16_t)v;
+                }
+            }
+            continue;
+        }
+#endif
         for (; i < q; i += 2) {
             const int16_t *r0 = C + i * q;
             const int16_t *r1 = i + 1 < q ? r0 + q : r0; /* an odd last row runs twice, stored once */
             int64_t s0 = 0, s1 = 0;
+            if (LMU_SUM32_CHUNKS && wrap32 && coeff_frac >= 1 && coeff_frac <= 31) { /* whole rows in 32 bits */
+                uint32_t w0 = 0, w1 = 0;
+#if LMU_PATH_V6M
+                int32_t a0 = 0, a1 = 0;
+                lmu_v6m_dot2(mc, r0, r1, q, &a0, &a1); /* ADD wraps modulo 2^32 */
+                w0 = (uint32_t)a0;
+                w1 = (uint32_t)a1;
+#else
+                for (j0 = 0; j0 < q; ++j0) { /* each product fits int32; unsigned sums wrap, as defined */
+                    const int32_t mj = mc[j0];
+                    w0 += (uint32_t)((int32_t)r0[j0] * mj);
+                    w1 += (uint32_t)((int32_t)r1[j0] * mj);
+                }
+#endif
+                lmu_dense_finish32(tmp, i, w0, B[i], uc, mc[i], coeff_frac, delta, bits);
+                if (i + 1 < q) {
+                    lmu_dense_finish32(tmp, i + 1, w1, B[i + 1], uc, mc[i + 1], coeff_frac, delta, bits);
+                }
+                continue;
+            }
             if (!LMU_SUM32_CHUNKS && chunk < q) { /* a 64-bit multiply-accumulate is one instruction here */
                 for (j0 = 0; j0 < q; ++j0) {
                     const int32_t mj = mc[j0];

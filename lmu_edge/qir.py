@@ -330,6 +330,10 @@ class QLMU(_QLayer):
     input_to_hidden: bool = False
     return_sequences: bool = True
     act_bits: int = 8  # width of z, h and the layer's input/output activations (8 or 16)
+    #: the quantizer proved state_bound for every input (no saturation): the C target then sums a dense
+    #: memory's rows in 32 bits where the bound proves the sum fits (c_codegen.dense_wrap32); False for
+    #: an unproven bound (a state the calibration sized) and for files written before the field existed
+    bound_proven: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "m_to_z", tuple(int(v) for v in self.m_to_z))
@@ -414,6 +418,8 @@ def validate(node, where: str) -> None:
                 or not (math.isfinite(float(v)) and float(v) > 0 and 1e-30 < float(v) < 1e30)
             ):
                 raise ShapeError(f"{w}: expected a positive finite scale, got {v!r}")
+        elif f.name == "bound_proven" and not isinstance(v, (bool, np.bool_)):
+            raise ShapeError(f"{w}: expected true or false, got {v!r}")
         elif f.name in ("m_to_z", "x_to_z") and v is not None:
             if len(v) not in (2, 3):
                 raise ShapeError(f"{w}: expected (multiplier, shift[, zero point])")

@@ -660,6 +660,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     qb = None if qb is None else qb.astype(np.int32)
     encoder = qir.QLinear(tuple(qparts), 0, u_type.min_int, u_type.max_int, qb, None, in_bits=ab)
     out_s, out_z = (s_h, z_h) if hidden is not None else (s_z, z_z)
+    proven = _CALIBRATED.get("proven", True)
     ql = qir.QLMU(
         layer.name,
         d,
@@ -684,8 +685,8 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         input_to_hidden=layer.input_to_hidden,
         return_sequences=layer.return_sequences,
         act_bits=ab,
+        bound_proven=bool(proven),
     )
-    proven = _CALIBRATED.get("proven", True)
     if not proven:
         import warnings
 

@@ -9,6 +9,7 @@ float32 ``<prefix>_step``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import List
@@ -376,12 +377,17 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         c16 = 16 if ct == "int16_t" else 32
         kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{c16}"
         step32, why = False, "not read by this kernel (only the 16 x 16 one)"
+        wrap32, wrap_why = False, why
         if kernel == "lmu_dense_memory_s16_c16":
             u_bound = max(abs(int(L.encoder.clamp_min)), abs(int(L.encoder.clamp_max)))
             if L.encoder.lut is not None:
                 u_bound = int(np.abs(np.asarray(L.encoder.lut, dtype=np.int64)).max(initial=0))
             step32 = dense_step32(mem.coeffs, mem.B, u_bound, mem.coeff_frac, bits)
             why = "the rounded step provably fits 31 bits" if step32 else "not proven"
+            wrap32 = dense_wrap32(
+                L.state_bound * 2.0**L.state_type.frac, L.bound_proven, mem.form == "delta", mem.coeff_frac, bits
+            )
+            wrap_why = "each row's whole sum provably fits int32: 32-bit sums" if wrap32 else "not proven"
         cfg = code.params(
             f"lmu_dense_memory_c{c16}_t",
             f"{tag}_memory",
@@ -395,15 +401,17 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
                 ("bits", bits),
                 ("chunk", chunk, sums),
                 ("step32", int(step32), why),
+                ("wrap32", int(wrap32), wrap_why),
             ],
         )
         lines.append(f"{kernel}({cfg}, {m}, {u}, {tmp});")
         code.accumulators.append(
             {
                 "layer": L.name,
-                "sum_bits": 32 if chunk >= q else 64,
+                "sum_bits": 32 if chunk >= q or wrap32 else 64,
                 "int32_partial_columns": min(chunk, q),
                 "step_fits_int32": bool(step32),
+                "row_sum_fits_int32": bool(wrap32),
             }
         )
         code.macs += d * (q * q + q)
@@ -582,6 +590,29 @@ def dense_step32(coeffs, B, u_bound: int, coeff_frac: int, state_bits: int) -> b
     b = np.abs(np.asarray(B, dtype=object))
     s = c.sum(axis=1) * (1 << (int(state_bits) - 1)) + b * int(u_bound)
     return bool(max(s, default=0) + (1 << int(coeff_frac)) <= 1 << (30 + int(coeff_frac)))
+
+
+def dense_wrap32(state_bound_lsb: float, proven: bool, delta: bool, coeff_frac: int, state_bits: int) -> bool:
+    """Whether every row's whole sum ``T_i = B_i u + sum_j C_ij m_j + 2^(coeff_frac - 1)`` of a dense
+    memory provably lies in int32, so that 32-bit sums that wrap on overflow are exact.
+
+    The quantizer's proof that no input drives the state past ``state_bound_lsb`` (in LSBs; ``proven``)
+    bounds the step, not only the state: the state never saturates, so the new state is ``m_i + step_i``
+    (delta form) or ``step_i`` (direct form), and both it and ``m_i`` are at most ``b = floor(bound)``
+    in magnitude. So ``|step_i| <= K`` with ``K = 2 b`` (delta) or ``b`` (direct), and ``step_i =
+    floor(T_i / 2^coeff_frac)`` puts ``T_i`` in ``[-K 2^cf, (K + 1) 2^cf - 1]``, inside int32 when
+    ``(K + 1) 2^cf <= 2^31``. A partial sum may leave int32 on the way; its low 32 bits are still right
+    (addition modulo 2^32), and the end result is the exact one. Much stronger than
+    :func:`dense_chunk`'s bound, which must hold for any state vector, including ones the memory never
+    reaches (a whole row of the bench model would need 38 bits there). Holds for reachable states:
+    those from reset and any input. A state of at most 16 bits (the 16 x 16 kernel)."""
+    if not proven or not 1 <= int(coeff_frac) <= 31 or int(state_bits) > 16:
+        return False
+    b = math.floor(float(state_bound_lsb) * (1 + 1e-9))  # the bound is a float sum: a hair of margin
+    if b > (1 << (int(state_bits) - 1)) - 1:
+        return False
+    k = 2 * b if delta else b
+    return (k + 1) << int(coeff_frac) <= 1 << 31
 
 
 def bits_tag(ctype: str) -> int:

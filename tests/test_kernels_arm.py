@@ -94,7 +94,8 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     if sums:  # report.json writes the same proofs as the comment in model.c
         (acc,) = json.loads((art.path / "report.json").read_text())["c"]["accumulators"]
         (mem,) = [lay.memory for lay in qg.layers if hasattr(lay, "memory")]
-        assert acc["sum_bits"] == int(sums)
+        assert acc["sum_bits"] == (32 if acc["row_sum_fits_int32"] else int(sums))  # wrap32: 32-bit sums
+        assert acc["row_sum_fits_int32"] == ("each row's whole sum provably fits int32" in src)
         assert acc["step_fits_int32"] == ("the rounded step provably fits 31 bits" in src)
         assert acc["int32_partial_columns"] == min(c_codegen.dense_chunk(mem.coeffs, 16), q)
     xq = intsim.quantize_input(qg, x)
@@ -179,6 +180,133 @@ def test_step32_holds_exactly_up_to_its_bound():
     assert not c_codegen.dense_step32(np.zeros((2, 2)), [0, 0], 0, cf, 24)  # states of at most 16 bits
 
 
+def test_wrap32_holds_exactly_up_to_its_bound():
+    # |T| <= (K + 1) 2^cf <= 2^31 with K = 2 floor(bound) (delta form) or floor(bound) (direct form)
+    assert c_codegen.dense_wrap32(32767.0, True, True, 15, 16)  # 65535 * 2^15 = 2^31 - 2^15
+    assert not c_codegen.dense_wrap32(32767.0, True, True, 16, 16)
+    assert c_codegen.dense_wrap32(32767.9, True, False, 16, 16)  # (32767 + 1) 2^16 = 2^31: just fits
+    assert not c_codegen.dense_wrap32(32767.0, True, False, 17, 16)
+    assert c_codegen.dense_wrap32(16383.0, True, True, 16, 16)  # 32767 * 2^16 < 2^31
+    assert not c_codegen.dense_wrap32(16384.0, True, True, 16, 16)  # 32769 * 2^16 > 2^31
+    assert not c_codegen.dense_wrap32(1000.0, False, True, 15, 16)  # an unproven bound proves nothing
+    assert not c_codegen.dense_wrap32(32768.0, True, False, 1, 16)  # a bound past the state's range
+    assert not c_codegen.dense_wrap32(1000.0, True, True, 15, 24)  # states of at most 16 bits
+    assert not c_codegen.dense_wrap32(1000.0, True, True, 0, 16)  # coeff_frac must be 1..31
+
+
+@pytest.mark.parametrize("q", [64, 18])
+def test_wrap32_is_proven_for_the_bench_model_and_kept_by_its_worst_case_input(q):
+    """The bench model's memory (order 64, theta 200) and a direct-form one get the wrap32 proof, and the
+    input that drives the state to its proven bound keeps every row's whole sum T inside int32 with room
+    to spare (measured: at most 0.29 and 0.41 of 2^31): the proof (|step| <= 2 bound) holds where the
+    state is at its extreme. A proof that wrongly accepted would show here as |T| >= 2^31."""
+    from test_state_bounds import _impulse
+
+    rng = np.random.default_rng(5)
+    g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=200.0 if q == 64 else 30.0, units=4), "zoh")
+    qg = lmu_edge.quantize(g, rng.standard_normal((2, 400, 1)), state_bits=16)
+    lmu = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
+    mem = lmu.memory
+    bound = lmu.state_bound * 2.0**lmu.state_type.frac
+    assert lmu.bound_proven and (mem.form == "delta") == (q == 64)
+    assert c_codegen.dense_wrap32(bound, True, mem.form == "delta", mem.coeff_frac, 16)
+    H = _impulse(lmu, int(20 * lmu.theta))
+    i = int(np.argmax(np.abs(H).sum(axis=0)))
+    u = lmu.u_type.max_int * np.where(H[::-1, i] >= 0, 1, -1)
+    u = np.concatenate([u, -u])[:, None]
+    m = intsim.memory_response(lmu, u)
+    prev = np.vstack([np.zeros((1, q), np.int64), m[:-1]])
+    t = prev @ mem.coeffs.astype(np.int64).T + mem.B.astype(np.int64) * u + (1 << (mem.coeff_frac - 1))
+    assert np.abs(m).max() >= 0.95 * bound  # the state reaches its bound
+    assert np.abs(t).max() < 2**31 * 0.5, np.abs(t).max() / 2**31
+
+
+_WRAP32_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "lmu_runtime.h"
+/* Rows whose partial sums wrap int32 many times while the whole sum T = B u + sum C m + 2^(cf-1) fits:
+ * columns in pairs (C_j, m_j) and (-C_j, m_j), the positive half first (partial sums up to 2^34), plus one
+ * column off by delta (|delta m| < 2^29). The wrap32 kernel (cfg.wrap32 = 1) must give the 64-bit
+ * chunked kernel's state (wrap32 = 0, chunk = 1) bit for bit, both forms, 16- and 10-bit saturation. */
+static uint32_t st = 88675123u;
+static int32_t rnd(int32_t lo, int32_t hi) {
+    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+    return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
+}
+#define RUN(Q)                                                                                                    \
+    {                                                                                                             \
+        static int16_t C[Q * Q] LMU_ALIGN4, m0[Q] LMU_ALIGN4, m1[Q] LMU_ALIGN4, m2[Q] LMU_ALIGN4;                 \
+        static int32_t B[Q], u[1];                                                                                \
+        static int64_t tmp[Q + 1]; /* tmp[Q]: a canary past the q entries the kernel may use */                   \
+        int32_t r, j, k, t, f;                                                                                    \
+        tmp[Q] = 0x5A5A5A5A5A5A5A5ALL;                                                                           \
+        for (t = 0; t < 40; ++t) {                                                                                \
+            const int32_t half = Q / 2, bits = t % 4 == 3 ? 10 : 16, delta = t % 2;                               \
+            for (j = 0; j < half; ++j) m0[j] = m0[j + half] = (int16_t)rnd(20000, 32767);                         \
+            if (Q % 2) m0[Q - 1] = (int16_t)rnd(-32768, 32767);                                                   \
+            for (r = 0; r < Q; ++r) {                                                                             \
+                for (j = 0; j < half; ++j) {                                                                      \
+                    C[r * Q + j] = (int16_t)rnd(14000, 16383);                                                    \
+                    C[r * Q + j + half] = (int16_t)-C[r * Q + j];                                                 \
+                }                                                                                                 \
+                if (Q % 2) C[r * Q + Q - 1] = (int16_t)rnd(-16384, 16383);                                        \
+                k = r % half;                                                                                     \
+                C[r * Q + k + half] = (int16_t)(C[r * Q + k + half] + rnd(-16384, 16383));                        \
+                B[r] = rnd(-4095, 4095);                                                                          \
+            }                                                                                                     \
+            u[0] = rnd(-32768, 32767);                                                                            \
+            for (f = 0; f < 2; ++f) {                                                                             \
+                const lmu_dense_memory_c16_t cfg = {.d = 1, .q = Q, .C = C, .B = B, .coeff_frac = 4 + t % 12,     \
+                                                    .delta = delta, .bits = bits, .chunk = 1, .step32 = 0,        \
+                                                    .wrap32 = f};                                                 \
+                int16_t *m = f ? m1 : m2;                                                                         \
+                memcpy(m, m0, sizeof m0);                                                                         \
+                lmu_dense_memory_s16_c16(&cfg, m, u, tmp);                                                        \
+            }                                                                                                     \
+            for (j = 0; j < Q; ++j) {                                                                             \
+                bad += m1[j] != m2[j];                                                                            \
+                h = (h ^ (uint32_t)(uint16_t)m1[j]) * 16777619u;                                                  \
+                sat += m1[j] == (1 << (bits - 1)) - 1 || m1[j] == -(1 << (bits - 1));                             \
+            }                                                                                                     \
+            ++n;                                                                                                  \
+        }                                                                                                         \
+        bad += tmp[Q] != 0x5A5A5A5A5A5A5A5ALL;                                                                   \
+    }
+int main(void) {
+    uint32_t h = 2166136261u;
+    long bad = 0, sat = 0, n = 0;
+    RUN(64) RUN(18) RUN(20) RUN(36) RUN(7) RUN(2)
+    printf("steps %ld bad %ld saturated %ld hash %lu\n", n, bad, sat, (unsigned long)h);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m0", "cortex-m0-portable", "cortex-m4", "cortex-m55"])
+def test_wrap32_rows_give_the_64_bit_kernel_state_when_partial_sums_wrap(tmp_path, runtime):
+    """The wrap32 rows (32-bit sums, c_codegen.dense_wrap32: ARMv6-M only) on crafted rows whose partial
+    sums pass int32 many times while the whole sum fits: the same state as the 64-bit chunked rows, on the
+    Cortex-M0 (the Thumb-1 three-row loop, its four- and two-column passes for q = 64, 20, 36 and 18 and
+    the two-row loop; with -DLMU_PORTABLE the C loop of unsigned sums, odd q included) as on the host, the
+    M4 and the M55 (which sum in 64 bits): the host's hash equals each core's."""
+    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
+    (tmp_path / "t.c").write_text(_WRAP32_C)
+    host = tmp_path / "host"
+    host.mkdir()
+    subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
+    want = subprocess.run([str(host / "t")], capture_output=True, text=True, check=True).stdout
+    w = want.split()
+    assert w[0] == "steps" and int(w[1]) == 240 and int(w[3]) == 0 and int(w[5]) > 100, want
+    if runtime != "host":
+        portable = runtime.endswith("-portable")
+        got = _run_program(
+            tmp_path, _WRAP32_C, runtime.removesuffix("-portable"), extra=("-DLMU_PORTABLE",) if portable else ()
+        )
+        assert got == want
+
+
 def test_dense_chunk_is_the_longest_run_of_columns_the_bound_proves():
     # limit for a 16-bit state: (2^31 - 1) >> 15 = 65535 per chunk of |C|
     c = np.array([[30000, 30000, 30000, 5535, 1]])
@@ -237,15 +365,15 @@ def test_one_rounding_requantization_equals_mbqm(tmp_path):
 TEMPLATES = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
 
 
-def _run_program(tmp_path, source: str, runtime: str, timeout: int = 600) -> str:
+def _run_program(tmp_path, source: str, runtime: str, timeout: int = 600, extra: tuple = ()) -> str:
     """Build the C program ``source`` (it includes lmu_runtime.h) for ``runtime`` with that core's flags at
-    -O2 and run it under QEMU (semihosting): its standard output."""
+    -O2 (and the ``extra`` flags) and run it under QEMU (semihosting): its standard output."""
     rt = toolchain.ARM_RUNTIMES[runtime]
     for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", rt.linker_script):
         shutil.copy(os.path.join(TEMPLATES, f), tmp_path / f)
     (tmp_path / "t.c").write_text(source)
     subprocess.run(
-        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, "-nostartfiles",
+        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, *extra, "-nostartfiles",
          "--specs=rdimon.specs", "-T", rt.linker_script, "t.c", "startup.c", "-o", "t.elf"],
         cwd=tmp_path, check=True, capture_output=True,
     )  # fmt: skip
@@ -362,6 +490,53 @@ int main(void) {
     return 0;
 }
 """
+
+
+_MBQM_H16_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+int main(void) {
+    /* acc30 rows: |x| < 2^30, multipliers in [0, 2^31) (the quantizer's), shifts 0..31 */
+    static const int32_t xs[] = {-1073741823, -1073741822, -536870912, -65537, -65536, -65535, -32769, -1, 0, 1,
+                                 65535, 65536, 65537, 536870911, 1073741822, 1073741823};
+    static const int32_t ms[] = {0, 1, 65535, 65536, 65537, 1073741823, 1073741824, 1128624491, 1518500250,
+                                 2147418112, 2147483646, INT32_MAX};
+    uint32_t st = 2463534242u;
+    long bad = 0, n = 0;
+    int e, i, j, k;
+    for (e = 0; e <= 31; ++e) {
+        for (i = 0; i < 16; ++i)
+            for (j = 0; j < 12; ++j, ++n) bad += lmu_mbqm32_h16(xs[i], ms[j], e) != lmu_mbqm32(xs[i], ms[j], -e);
+        for (k = 0; k < 200000; ++k, ++n) {
+            int32_t x, m;
+            st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+            x = (int32_t)(st % 2147483647u) - 1073741823;
+            st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+            m = (int32_t)(st >> 1);
+            bad += lmu_mbqm32_h16(x, m, e) != lmu_mbqm32(x, m, -e);
+        }
+    }
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m0"])
+def test_acc30_rows_requantize_without_a_64_bit_multiply_as_mbqm(tmp_path, runtime):
+    """lmu_mbqm32_h16 (ARMv6-M's requantization of an acc30 row: four 32-bit multiplies of 16-bit halves, no
+    64-bit multiply helper) gives lmu_mbqm32's integers for |x| < 2^30, multipliers in [0, 2^31) (edges of
+    the 16-bit split included) and every shift 0..31, on the host and on the Cortex-M0."""
+    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
+    if runtime == "host":
+        (tmp_path / "t.c").write_text(_MBQM_H16_C)
+        subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "t"], cwd=tmp_path, check=True)
+        out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
+    else:
+        out = _run_program(tmp_path, _MBQM_H16_C.replace("200000", "3000"), runtime)
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n == 32 * (16 * 12 + (200000 if runtime == "host" else 3000)) and bad == 0, out
 
 
 def test_32_bit_multiply_requantization_equals_mbqm(tmp_path):
