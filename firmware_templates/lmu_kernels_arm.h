@@ -302,6 +302,21 @@ static inline void lmu_row_finish16(int64_t *tmp, int32_t i, int64_t acc, int32_
     memcpy((char *)tmp + 2 * i, &r, sizeof(r));
 }
 
+/* lmu_row_finish16 for a wrap32 row: t = B_i u + 2^(cf-1) + sum_j C_ij m_j, proven to fit int32 (its
+ * 32-bit sums wrapped on the way), so the step is t >> cf: |step| <= 2^30 and m_i + step fits int32 */
+static inline void lmu_row_finish32(int64_t *tmp, int32_t i, int32_t t, int32_t mi, int32_t cf, int32_t delta,
+                                    int32_t bits) {
+    const int32_t v = (delta ? mi : 0) + (t >> cf);
+    int16_t r;
+    if (bits == 16) {
+        r = (int16_t)__ssat(v, 16);
+    } else {
+        const int32_t hi = (int32_t)((1u << (bits - 1)) - 1u);
+        r = (int16_t)(v > hi ? hi : (v < -hi - 1 ? -hi - 1 : v));
+    }
+    memcpy((char *)tmp + 2 * i, &r, sizeof(r));
+}
+
 /* the new state, q halfwords from the scratch, once every row has read the old one */
 static inline void lmu_copy16(int16_t *mc, const int64_t *tmp, int32_t q) {
     memcpy(mc, tmp, (size_t)q * sizeof(int16_t));
@@ -385,6 +400,56 @@ static inline void lmu_mve_row1_s16(const int16_t **ps, const int16_t **pr, int3
  * 29 instructions for 96 MACs, then passes of 8 columns for the n8 % 4 left. In assembly because gcc 12 recomputes the row addresses in the loop. Three
  * rows, not four: VMLALDAVA's sums need even-odd register pairs, and four pairs, five pointers and LR
  * leave gcc no register for anything else. Advances the pointers past what it read. */
+/* Four rows of C times the state over 8 n8 columns in 32-bit sums (VMLADAVA.S16: 8 MACs each, wrapping modulo
+ * 2^32, as the wrap32 rows allow): per 32 columns 20 VLDRH (post-increment), 16 VMLADAVA and one LE, 37
+ * instructions for 128 MACs, then passes of 8 columns for the n8 % 4 left. The sums sit in fixed even
+ * registers r4, r6, r8, r10 (VMLADAVA takes an even one; local register variables put them there). */
+#define LMU_MVE_ROWS4_8COLS                                                                                            \
+    "vldrh.s16 q0, [%[s]], #16\n\t"                                                                                    \
+    "vldrh.s16 q1, [%[p0]], #16\n\t"                                                                                   \
+    "vmladava.s16 %[a0], q1, q0\n\t"                                                                                   \
+    "vldrh.s16 q2, [%[p1]], #16\n\t"                                                                                   \
+    "vmladava.s16 %[a1], q2, q0\n\t"                                                                                   \
+    "vldrh.s16 q1, [%[p2]], #16\n\t"                                                                                   \
+    "vmladava.s16 %[a2], q1, q0\n\t"                                                                                   \
+    "vldrh.s16 q2, [%[p3]], #16\n\t"                                                                                   \
+    "vmladava.s16 %[a3], q2, q0\n\t"
+
+static inline void lmu_mve_rows4_w32(const int16_t *s, const int16_t *p0, const int16_t *p1, const int16_t *p2,
+                                     const int16_t *p3, int32_t n8, int32_t *r0, int32_t *r1, int32_t *r2,
+                                     int32_t *r3) {
+#ifdef __OPTIMIZE__
+    register int32_t a0 __asm__("r4") = *r0;
+    register int32_t a1 __asm__("r6") = *r1;
+    register int32_t a2 __asm__("r8") = *r2;
+    register int32_t a3 __asm__("r10") = *r3;
+    const int32_t n32 = n8 / 4, rest = n8 % 4;
+    __asm__("wls lr, %[n32], 2f\n"
+            "1:\n\t" LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS "le lr, 1b\n"
+            "2:\n\t"
+            "wls lr, %[rest], 4f\n"
+            "3:\n\t" LMU_MVE_ROWS4_8COLS "le lr, 3b\n"
+            "4:"
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1),
+              [p2] "+r"(p2), [p3] "+r"(p3)
+            : [n32] "r"(n32), [rest] "r"(rest)
+            : "lr", "q0", "q1", "q2", "cc", "memory");
+#else /* without optimization: the same sums in intrinsics */
+    int32_t a0 = *r0, a1 = *r1, a2 = *r2, a3 = *r3, k;
+    for (k = 0; k < n8; ++k, s += 8, p0 += 8, p1 += 8, p2 += 8, p3 += 8) {
+        const int16x8_t sv = vldrhq_s16(s);
+        a0 = vmladavaq_s16(a0, vldrhq_s16(p0), sv);
+        a1 = vmladavaq_s16(a1, vldrhq_s16(p1), sv);
+        a2 = vmladavaq_s16(a2, vldrhq_s16(p2), sv);
+        a3 = vmladavaq_s16(a3, vldrhq_s16(p3), sv);
+    }
+#endif
+    *r0 = a0;
+    *r1 = a1;
+    *r2 = a2;
+    *r3 = a3;
+}
+
 /* eight columns of three rows: the body of lmu_mve_rows3_s16 (written out, not .rept: see LMU_DSP_ROWS2_4COLS) */
 #define LMU_MVE_ROWS3_8COLS                                                                                            \
     "vldrh.s16 q0, [%[s]], #16\n\t"                                                                                    \
@@ -731,10 +796,12 @@ LMU_ALWAYS_INLINE int32_t lmu_requant8_s16_dsp(const int16_t *v, int8_t *z, int3
  * 64-bit sums are exact (|C_ij m_j| <= 2^30, q < 2^31 terms), so the state equals the portable path's.
  * Scratch: tmp, as halfwords. */
 LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
-                                             int32_t cf, int32_t delta, int32_t bits, int64_t *tmp, int32_t step32) {
+                                             int32_t cf, int32_t delta, int32_t bits, int64_t *tmp, int32_t step32,
+                                             int32_t wrap32) {
 #if LMU_PATH_DSP && !LMU_PATH_MVE
     const int64_t half = (int64_t)1 << (cf - 1);
     const int32_t n16 = q - q % 16;
+    (void)wrap32; /* the DSP kernels sum in 64 bits: SMLALD costs what SMLAD does */
     const int16_t *row = C;
     int32_t i;
     if (!step32 || (q & 1) || cf < 1 || cf > 31 || (((uintptr_t)C | (uintptr_t)mc) & 3u)) {
@@ -793,6 +860,25 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
     const int64_t half = (int64_t)1 << (cf - 1);
     const int32_t n8 = q / 8, tail = q % 8, rows3 = q - q % 3;
     int32_t i;
+    if (wrap32 && cf >= 1 && cf <= 31 && q % 8 == 0) {
+        /* wrap32 (c_codegen.dense_wrap32: each row's whole sum T fits int32): four rows per state vector in
+         * 32-bit VMLADAVA sums, which wrap modulo 2^32 on the way and end at the exact T; the step is T >> cf */
+        const uint32_t h32 = (uint32_t)1 << (cf - 1);
+        for (i = 0; i < q; i += 4) {
+            const int16_t *r0 = C + i * q, *r1 = r0 + q, *r2 = r1 + q, *r3 = r2 + q;
+            int32_t a0 = lmu_i32((uint32_t)B[i] * (uint32_t)uc + h32);
+            int32_t a1 = lmu_i32((uint32_t)B[i + 1] * (uint32_t)uc + h32);
+            int32_t a2 = lmu_i32((uint32_t)B[i + 2] * (uint32_t)uc + h32);
+            int32_t a3 = lmu_i32((uint32_t)B[i + 3] * (uint32_t)uc + h32);
+            lmu_mve_rows4_w32(mc, r0, r1, r2, r3, q / 8, &a0, &a1, &a2, &a3);
+            lmu_row_finish32(tmp, i, a0, mc[i], cf, delta, bits);
+            lmu_row_finish32(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
+            lmu_row_finish32(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
+            lmu_row_finish32(tmp, i + 3, a3, mc[i + 3], cf, delta, bits);
+        }
+        lmu_copy16(mc, tmp, q);
+        return 1;
+    }
     if (!step32 || cf < 1 || cf > 31) {
         return 0;
     }

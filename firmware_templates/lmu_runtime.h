@@ -940,7 +940,7 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(const lmu_dense_memory_c16_t *cfg, 
         int16_t *mc = m + c * q;
         const int32_t uc = u[c];
 #if LMU_PATH_DSP || LMU_PATH_MVE
-        if (lmu_dense_channel_s16(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, step32)) {
+        if (lmu_dense_channel_s16(mc, uc, q, C, B, coeff_frac, delta, bits, tmp, step32, wrap32)) {
             continue;
         }
 #else

@@ -276,7 +276,7 @@ static int32_t rnd(int32_t lo, int32_t hi) {
 int main(void) {
     uint32_t h = 2166136261u;
     long bad = 0, sat = 0, n = 0;
-    RUN(64) RUN(18) RUN(20) RUN(36) RUN(7) RUN(2)
+    RUN(64) RUN(18) RUN(20) RUN(36) RUN(7) RUN(2) RUN(40) RUN(24)
     printf("steps %ld bad %ld saturated %ld hash %lu\n", n, bad, sat, (unsigned long)h);
     return 0;
 }
@@ -285,11 +285,12 @@ int main(void) {
 
 @pytest.mark.parametrize("runtime", ["host", "cortex-m0", "cortex-m0-portable", "cortex-m4", "cortex-m55"])
 def test_wrap32_rows_give_the_64_bit_kernel_state_when_partial_sums_wrap(tmp_path, runtime):
-    """The wrap32 rows (32-bit sums, c_codegen.dense_wrap32: ARMv6-M only) on crafted rows whose partial
-    sums pass int32 many times while the whole sum fits: the same state as the 64-bit chunked rows, on the
-    Cortex-M0 (the Thumb-1 three-row loop, its four- and two-column passes for q = 64, 20, 36 and 18 and
-    the two-row loop; with -DLMU_PORTABLE the C loop of unsigned sums, odd q included) as on the host, the
-    M4 and the M55 (which sum in 64 bits): the host's hash equals each core's."""
+    """The wrap32 rows (32-bit sums, c_codegen.dense_wrap32) on crafted rows whose partial sums pass int32
+    many times while the whole sum fits: the same state as the 64-bit chunked rows, on the Cortex-M0 (the
+    Thumb-1 three-row loop, its four- and two-column passes for q = 64, 40, 20, 36, 18 and 24 and the
+    two-row loop; with -DLMU_PORTABLE the C loop of unsigned sums, odd q included), the M55 (four rows of
+    VMLADAVA for q a multiple of 8: q = 64 and 40 and 24 for its 32-column passes and the 8-column rest) as
+    on the host and the M4 (which sums in 64 bits): the host's hash equals each core's."""
     if runtime != "host" and not ARM and os.environ.get("CI") != "true":
         pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
     (tmp_path / "t.c").write_text(_WRAP32_C)
@@ -298,7 +299,7 @@ def test_wrap32_rows_give_the_64_bit_kernel_state_when_partial_sums_wrap(tmp_pat
     subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
     want = subprocess.run([str(host / "t")], capture_output=True, text=True, check=True).stdout
     w = want.split()
-    assert w[0] == "steps" and int(w[1]) == 240 and int(w[3]) == 0 and int(w[5]) > 100, want
+    assert w[0] == "steps" and int(w[1]) == 320 and int(w[3]) == 0 and int(w[5]) > 100, want
     if runtime != "host":
         portable = runtime.endswith("-portable")
         got = _run_program(
