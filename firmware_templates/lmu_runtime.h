@@ -39,9 +39,9 @@
 #define LMU_PATH_DSP 0
 #endif
 /* The portable 16 x 16 dense memory adds 32-bit partial sums of the proven chunk of columns into 64 bits
- * where a 64-bit multiply-accumulate costs several instructions (ARMv6-M); elsewhere it accumulates the
- * 32-bit products in 64 bits directly (SMLAL on ARMv7-M, one instruction on a 64-bit host). The same
- * exact sums either way. */
+ * where a 64-bit multiply-accumulate costs several instructions (ARMv6-M), or sums whole rows in 32 bits
+ * where the code generator proved they fit (wrap32); elsewhere it accumulates the 32-bit products in 64
+ * bits directly (SMLAL on ARMv7-M, one instruction on a 64-bit host). The same exact sums either way. */
 #if defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_8M_BASE__)
 #define LMU_SUM32_CHUNKS 1
 #else

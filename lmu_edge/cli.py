@@ -327,8 +327,9 @@ def inspect(model, error_budget, candidates, as_json, prefer):
 @click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier).")
 @click.option(
     "--device",
-    help="[c] Device profile the artifact must fit: cortex-m0-32k (256 KB flash / 32 KB RAM), "
-    "cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB).",
+    help="[c] Device profile the artifact must fit: cortex-m0-16k (256 KB flash / 16 KB RAM, run on QEMU's "
+    "microbit), cortex-m0-32k (256 KB / 32 KB), cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB). "
+    "Makes --prefer flash the default.",
 )
 @click.option(
     "--weight-bits",
@@ -417,7 +418,9 @@ def convert(
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
     choice = rep.get("realization_choice", {})
     for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
-        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
+        chose_for_you = choice["why"] != "given" and " instead of " in text
+        hint = "; --prefer ops keeps the fewest operations" if chose_for_you else ""
+        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']}{hint})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(

@@ -387,7 +387,10 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             wrap32 = dense_wrap32(
                 L.state_bound * 2.0**L.state_type.frac, L.bound_proven, mem.form == "delta", mem.coeff_frac, bits
             )
-            wrap_why = "each row's whole sum provably fits int32: 32-bit sums" if wrap32 else "not proven"
+            cores = "ARMv6-M and Helium" if q % 8 == 0 else "ARMv6-M"  # Helium's wrap32 rows: q % 8 == 0
+            wrap_why = f"each row's whole sum provably fits int32: 32-bit sums on {cores}" if wrap32 else "not proven"
+            if wrap32 and chunk < q:
+                sums += f" (elsewhere; {cores}: wrap32)"
         cfg = code.params(
             f"lmu_dense_memory_c{c16}_t",
             f"{tag}_memory",
@@ -408,7 +411,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         code.accumulators.append(
             {
                 "layer": L.name,
-                "sum_bits": 32 if chunk >= q or wrap32 else 64,
+                "sum_bits": 32 if chunk >= q else 64,  # for any state; row_sum_fits_int32: reachable ones
                 "int32_partial_columns": min(chunk, q),
                 "step_fits_int32": bool(step32),
                 "row_sum_fits_int32": bool(wrap32),

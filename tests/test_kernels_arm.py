@@ -94,7 +94,7 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     if sums:  # report.json writes the same proofs as the comment in model.c
         (acc,) = json.loads((art.path / "report.json").read_text())["c"]["accumulators"]
         (mem,) = [lay.memory for lay in qg.layers if hasattr(lay, "memory")]
-        assert acc["sum_bits"] == (32 if acc["row_sum_fits_int32"] else int(sums))  # wrap32: 32-bit sums
+        assert acc["sum_bits"] == int(sums)
         assert acc["row_sum_fits_int32"] == ("each row's whole sum provably fits int32" in src)
         assert acc["step_fits_int32"] == ("the rounded step provably fits 31 bits" in src)
         assert acc["int32_partial_columns"] == min(c_codegen.dense_chunk(mem.coeffs, 16), q)

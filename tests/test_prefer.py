@@ -100,6 +100,30 @@ def test_a_device_makes_flash_the_default_preference(tmp_path):
     assert folded.layers[1].measurement.coeffs_stored <= fold.FLASH_SMALL * 64
 
 
+def test_cli_says_how_to_keep_the_fewest_operations_when_a_device_chose_flash(tmp_path):
+    # README: where --device made flash the default, the trade-off line names --prefer ops (on a Cortex-M0
+    # the dense step can be many times fewer instructions than the O(q) one --device picks)
+    import shutil
+
+    if shutil.which("gcc") is None or shutil.which("make") is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("gcc / make missing under CI")
+        pytest.skip("gcc / make not installed")
+    from graphs import chain
+
+    rng = np.random.default_rng(3)
+    lmu_edge.save(chain(rng, q=64, theta=200.0), tmp_path / "m.lmu.npz")
+    np.save(tmp_path / "x.npy", rng.standard_normal((2, 300, 2)))
+    args = ["convert", tmp_path / "m.lmu.npz", "-t", "c", "--quantize", "int8", "--calibration", tmp_path / "x.npy"]
+    run = [sys.executable, "-m", "lmu_edge.cli", *map(str, args)]
+    r = subprocess.run([*run, "-o", str(tmp_path / "a"), "--device", "cortex-m0-32k"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "(flash: a device was given; --prefer ops keeps the fewest operations)" in r.stdout, r.stdout
+    given = [*run, "-o", str(tmp_path / "b"), "--device", "cortex-m0-32k", "--prefer", "flash"]
+    r = subprocess.run(given, capture_output=True, text=True)
+    assert r.returncode == 0 and "(flash: given)" in r.stdout and "--prefer ops keeps" not in r.stdout, r.stdout
+
+
 def test_inspect_marks_the_choice_of_the_preference(tmp_path):
     lmu_edge.save(_graph(), tmp_path / "m.lmu.npz")
 
