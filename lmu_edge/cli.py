@@ -645,9 +645,10 @@ def report(
     from . import report as rep_mod
     from .arrays import load_array
     from .artifact import QUANTIZE_ALIASES
+    from .targets.c import ACTIVATION_BITS, STATE_BITS, WEIGHT_BITS  # the report traces the C target's graph
 
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
-    state_bits = state_bits or (32 if quantize == "int16" else 16)
+    state_bits = state_bits or STATE_BITS.get(quantize, 16)
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module
@@ -685,9 +686,9 @@ def report(
             qg = lmu_edge.quantize(
                 folded,
                 x,
-                weight_bits=weight_bits or (16 if quantize == "int16" else 8),
+                weight_bits=weight_bits or WEIGHT_BITS.get(quantize, 8),
                 state_bits=state_bits,
-                activation_bits=16 if quantize in ("int16x8", "int16") else 8,
+                activation_bits=ACTIVATION_BITS.get(quantize, 8),
             )
     for w in caught:
         if say:

@@ -294,18 +294,25 @@ def widen_int16_ranges(model: bytes, factor: float) -> bytes:
         widened.add(i)
     for op in sg.operators:
         if code[op.opcodeIndex] == 9 and len(op.inputs) > 2 and op.inputs[0] in widened and op.inputs[2] >= 0:
-            bt = sg.tensors[op.inputs[2]]
-            buf = m.buffers[bt.buffer]
-            bdt = np.int64 if bt.type == 4 else np.int32
-            vals = np.frombuffer(bytes(bytearray(buf.data)), dtype=bdt).astype(np.float64)
-            buf.data = np.frombuffer(np.round(vals / factor).astype(bdt).tobytes(), dtype=np.uint8)
-            bt.quantization.scale = [float(v) * factor for v in bt.quantization.scale]
+            _rescale_fc_bias(m, sg, op, factor)
     out = bytes(fb.convert_object_to_bytearray(m))
     try:
         _tf().lite.Interpreter(model_content=out).allocate_tensors()
     except Exception:  # noqa: BLE001 (an op this function does not know: keep the calibrated ranges)
         return model
     return out
+
+
+def _rescale_fc_bias(m, sg, op, ratio: float) -> None:
+    """The bias of FULLY_CONNECTED ``op`` after its input's scale was multiplied by ``ratio``: a bias's scale
+    must stay input scale * weight scale, so it is multiplied by ``ratio`` and its integers divided by it
+    (rounded), which keeps the real bias."""
+    bt = sg.tensors[op.inputs[2]]
+    buf = m.buffers[bt.buffer]
+    bdt = np.int64 if bt.type == 4 else np.int32  # schema TensorType 4: int64 (16x8 layers)
+    vals = np.frombuffer(bytes(bytearray(buf.data)), dtype=bdt).astype(np.float64)
+    buf.data = np.frombuffer(np.round(vals / ratio).astype(bdt).tobytes(), dtype=np.uint8)
+    bt.quantization.scale = [float(v) * ratio for v in bt.quantization.scale]
 
 
 def _range(scale, zp, dtype):
@@ -379,15 +386,7 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
             old = float(sg.tensors[t].quantization.scale[0])
             for op in sg.operators:
                 if op.opcodeIndex in fc_codes and len(op.inputs) > 2 and op.inputs[0] == t and op.inputs[2] >= 0:
-                    bt = sg.tensors[op.inputs[2]]
-                    buf = m.buffers[bt.buffer]
-                    bdt = np.int64 if bt.type == 4 else np.int32
-                    vals = np.frombuffer(bytes(bytearray(buf.data)), dtype=bdt).astype(np.float64)
-                    bs = np.asarray(bt.quantization.scale, dtype=np.float64)
-                    new_bs = bs * s / old
-                    vals = np.round(vals * bs / new_bs).astype(bdt)
-                    buf.data = np.frombuffer(vals.tobytes(), dtype=np.uint8)
-                    bt.quantization.scale = [float(v) for v in new_bs]
+                    _rescale_fc_bias(m, sg, op, s / old)
             sg.tensors[t].quantization.scale = [float(s)]
             sg.tensors[t].quantization.zeroPoint = [int(z)]
     return bytes(fb.convert_object_to_bytearray(m))
