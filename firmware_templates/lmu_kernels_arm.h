@@ -401,9 +401,10 @@ static inline void lmu_mve_row1_s16(const int16_t **ps, const int16_t **pr, int3
  * rows, not four: VMLALDAVA's sums need even-odd register pairs, and four pairs, five pointers and LR
  * leave gcc no register for anything else. Advances the pointers past what it read. */
 /* Four rows of C times the state over 8 n8 columns in 32-bit sums (VMLADAVA.S16: 8 MACs each, wrapping modulo
- * 2^32, as the wrap32 rows allow): per 32 columns 20 VLDRH (post-increment), 16 VMLADAVA and one LE, 37
- * instructions for 128 MACs, then passes of 8 columns for the n8 % 4 left. The sums sit in fixed even
- * registers r4, r6, r8, r10 (VMLADAVA takes an even one; local register variables put them there). */
+ * 2^32, as the wrap32 rows allow), from zero: per 32 columns 20 VLDRH (post-increment), 16 VMLADAVA and one
+ * LE, 37 instructions for 128 MACs, then passes of 8 columns (intrinsics) for the n8 % 4 left; the four sums
+ * go to dst (16 bytes). In the loop they sit in fixed even registers r4, r6, r8, r10 (VMLADAVA takes an
+ * even one; local register variables put them there). */
 #define LMU_MVE_ROWS4_8COLS                                                                                            \
     "vldrh.s16 q0, [%[s]], #16\n\t"                                                                                    \
     "vldrh.s16 q1, [%[p0]], #16\n\t"                                                                                   \
@@ -416,38 +417,40 @@ static inline void lmu_mve_row1_s16(const int16_t **ps, const int16_t **pr, int3
     "vmladava.s16 %[a3], q2, q0\n\t"
 
 static inline void lmu_mve_rows4_w32(const int16_t *s, const int16_t *p0, const int16_t *p1, const int16_t *p2,
-                                     const int16_t *p3, int32_t n8, int32_t *r0, int32_t *r1, int32_t *r2,
-                                     int32_t *r3) {
+                                     const int16_t *p3, int32_t n8, void *dst) {
+    int32_t k, a0, a1, a2, a3;
 #ifdef __OPTIMIZE__
-    register int32_t a0 __asm__("r4") = *r0;
-    register int32_t a1 __asm__("r6") = *r1;
-    register int32_t a2 __asm__("r8") = *r2;
-    register int32_t a3 __asm__("r10") = *r3;
-    const int32_t n32 = n8 / 4, rest = n8 % 4;
+    register int32_t r4 __asm__("r4") = 0;
+    register int32_t r6 __asm__("r6") = 0;
+    register int32_t r8 __asm__("r8") = 0;
+    register int32_t r10 __asm__("r10") = 0;
     __asm__("wls lr, %[n32], 2f\n"
             "1:\n\t" LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS LMU_MVE_ROWS4_8COLS "le lr, 1b\n"
-            "2:\n\t"
-            "wls lr, %[rest], 4f\n"
-            "3:\n\t" LMU_MVE_ROWS4_8COLS "le lr, 3b\n"
-            "4:"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1),
+            "2:"
+            : [a0] "+r"(r4), [a1] "+r"(r6), [a2] "+r"(r8), [a3] "+r"(r10), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1),
               [p2] "+r"(p2), [p3] "+r"(p3)
-            : [n32] "r"(n32), [rest] "r"(rest)
+            : [n32] "r"(n8 / 4)
             : "lr", "q0", "q1", "q2", "cc", "memory");
-#else /* without optimization: the same sums in intrinsics */
-    int32_t a0 = *r0, a1 = *r1, a2 = *r2, a3 = *r3, k;
-    for (k = 0; k < n8; ++k, s += 8, p0 += 8, p1 += 8, p2 += 8, p3 += 8) {
+    a0 = r4;
+    a1 = r6;
+    a2 = r8;
+    a3 = r10;
+    k = n8 - n8 % 4;
+#else /* without optimization: the same sums in intrinsics, all passes below */
+    a0 = a1 = a2 = a3 = 0;
+    k = 0;
+#endif
+    for (; k < n8; ++k, s += 8, p0 += 8, p1 += 8, p2 += 8, p3 += 8) { /* the n8 % 4 passes left */
         const int16x8_t sv = vldrhq_s16(s);
         a0 = vmladavaq_s16(a0, vldrhq_s16(p0), sv);
         a1 = vmladavaq_s16(a1, vldrhq_s16(p1), sv);
         a2 = vmladavaq_s16(a2, vldrhq_s16(p2), sv);
         a3 = vmladavaq_s16(a3, vldrhq_s16(p3), sv);
     }
-#endif
-    *r0 = a0;
-    *r1 = a1;
-    *r2 = a2;
-    *r3 = a3;
+    memcpy((char *)dst, &a0, 4);
+    memcpy((char *)dst + 4, &a1, 4);
+    memcpy((char *)dst + 8, &a2, 4);
+    memcpy((char *)dst + 12, &a3, 4);
 }
 
 /* eight columns of three rows: the body of lmu_mve_rows3_s16 (written out, not .rept: see LMU_DSP_ROWS2_4COLS) */
@@ -861,22 +864,27 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
     const int32_t n8 = q / 8, tail = q % 8, rows3 = q - q % 3;
     int32_t i;
     if (wrap32 && cf >= 1 && cf <= 31 && q % 8 == 0) {
-        /* wrap32 (c_codegen.dense_wrap32: each row's whole sum T fits int32): four rows per state vector in
-         * 32-bit VMLADAVA sums, which wrap modulo 2^32 on the way and end at the exact T; the step is T >> cf */
-        const uint32_t h32 = (uint32_t)1 << (cf - 1);
+        /* wrap32 (c_codegen.dense_wrap32: each row's whole sum T fits int32). First every row's sum_j C_ij m_j,
+         * four rows per state vector in 32-bit VMLADAVA sums that wrap modulo 2^32 on the way, kept in the
+         * scratch (4q of its 8q bytes); then, four rows per vector, T = sum + B_i u + 2^(cf-1) (still modulo
+         * 2^32, now exact), the step T >> cf, the old state added (delta form), the state's range, and the
+         * new state written in place: every row has read the old one by then. */
+        const int32_t h32 = lmu_i32((uint32_t)1 << (cf - 1)), hi = (int32_t)((1u << (bits - 1)) - 1u);
+        const int32x4_t vhi = vdupq_n_s32(hi), vlo = vdupq_n_s32(-hi - 1);
         for (i = 0; i < q; i += 4) {
             const int16_t *r0 = C + i * q, *r1 = r0 + q, *r2 = r1 + q, *r3 = r2 + q;
-            int32_t a0 = lmu_i32((uint32_t)B[i] * (uint32_t)uc + h32);
-            int32_t a1 = lmu_i32((uint32_t)B[i + 1] * (uint32_t)uc + h32);
-            int32_t a2 = lmu_i32((uint32_t)B[i + 2] * (uint32_t)uc + h32);
-            int32_t a3 = lmu_i32((uint32_t)B[i + 3] * (uint32_t)uc + h32);
-            lmu_mve_rows4_w32(mc, r0, r1, r2, r3, q / 8, &a0, &a1, &a2, &a3);
-            lmu_row_finish32(tmp, i, a0, mc[i], cf, delta, bits);
-            lmu_row_finish32(tmp, i + 1, a1, mc[i + 1], cf, delta, bits);
-            lmu_row_finish32(tmp, i + 2, a2, mc[i + 2], cf, delta, bits);
-            lmu_row_finish32(tmp, i + 3, a3, mc[i + 3], cf, delta, bits);
+            lmu_mve_rows4_w32(mc, r0, r1, r2, r3, q / 8, (char *)tmp + 4 * i); /* the four sums, 16 bytes */
         }
-        lmu_copy16(mc, tmp, q);
+        for (i = 0; i < q; i += 4) {
+            int32x4_t t;
+            memcpy(&t, (const char *)tmp + 4 * i, sizeof(t));
+            t = vaddq_s32(t, vaddq_n_s32(vmulq_n_s32(vldrwq_s32(B + i), uc), h32));
+            t = vshlq_r_s32(t, -cf);
+            if (delta) {
+                t = vaddq_s32(t, vldrhq_s32(mc + i));
+            }
+            vstrhq_s32(mc + i, vmaxq_s32(vminq_s32(t, vhi), vlo));
+        }
         return 1;
     }
     if (!step32 || cf < 1 || cf > 31) {
