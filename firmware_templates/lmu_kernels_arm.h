@@ -302,21 +302,6 @@ static inline void lmu_row_finish16(int64_t *tmp, int32_t i, int64_t acc, int32_
     memcpy((char *)tmp + 2 * i, &r, sizeof(r));
 }
 
-/* lmu_row_finish16 for a wrap32 row: t = B_i u + 2^(cf-1) + sum_j C_ij m_j, proven to fit int32 (its
- * 32-bit sums wrapped on the way), so the step is t >> cf: |step| <= 2^30 and m_i + step fits int32 */
-static inline void lmu_row_finish32(int64_t *tmp, int32_t i, int32_t t, int32_t mi, int32_t cf, int32_t delta,
-                                    int32_t bits) {
-    const int32_t v = (delta ? mi : 0) + (t >> cf);
-    int16_t r;
-    if (bits == 16) {
-        r = (int16_t)__ssat(v, 16);
-    } else {
-        const int32_t hi = (int32_t)((1u << (bits - 1)) - 1u);
-        r = (int16_t)(v > hi ? hi : (v < -hi - 1 ? -hi - 1 : v));
-    }
-    memcpy((char *)tmp + 2 * i, &r, sizeof(r));
-}
-
 /* the new state, q halfwords from the scratch, once every row has read the old one */
 static inline void lmu_copy16(int16_t *mc, const int64_t *tmp, int32_t q) {
     memcpy(mc, tmp, (size_t)q * sizeof(int16_t));

@@ -253,6 +253,15 @@ static inline void lmu_dense_finish32(int64_t *tmp, int32_t i, uint32_t sum, int
 /* ARMv6-M: lmu_qdot2's first n - n % 2 inputs in a Thumb-1 loop, two inputs per pass: per input 3 LDRSB,
  * 2 MULS, 2 ADD and one ADDS, then CMP / BNE per pass (18 instructions for 4 MACs). The sums wrap modulo
  * 2^32 as lmu_qdot2's (ADD sets no flags and reaches any register). Returns how many inputs it did. */
+#define LMU_V6M_QCOL2                                                                                                  \
+    "ldrsb %[v], [%[x], %[i]]\n\t"                                                                                     \
+    "ldrsb %[c], [%[w0], %[i]]\n\t"                                                                                    \
+    "muls %[c], %[v], %[c]\n\t"                                                                                        \
+    "add %[s0], %[c]\n\t"                                                                                              \
+    "ldrsb %[c], [%[w1], %[i]]\n\t"                                                                                    \
+    "muls %[c], %[v], %[c]\n\t"                                                                                        \
+    "add %[s1], %[c]\n\t"                                                                                              \
+    "adds %[i], %[i], #1\n\t"
 static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t *a0,
                                     int32_t *a1) {
     register int32_t s0 __asm__("r8") = *a0; /* fixed high registers, as in lmu_v6m_dot3 */
@@ -263,24 +272,7 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int
         return 0;
     }
     __asm__(".syntax unified\n"
-            "1:\n\t"
-            "ldrsb %[v], [%[x], %[i]]\n\t"
-            "ldrsb %[c], [%[w0], %[i]]\n\t"
-            "muls %[c], %[v], %[c]\n\t"
-            "add %[s0], %[c]\n\t"
-            "ldrsb %[c], [%[w1], %[i]]\n\t"
-            "muls %[c], %[v], %[c]\n\t"
-            "add %[s1], %[c]\n\t"
-            "adds %[i], %[i], #1\n\t"
-            "ldrsb %[v], [%[x], %[i]]\n\t"
-            "ldrsb %[c], [%[w0], %[i]]\n\t"
-            "muls %[c], %[v], %[c]\n\t"
-            "add %[s0], %[c]\n\t"
-            "ldrsb %[c], [%[w1], %[i]]\n\t"
-            "muls %[c], %[v], %[c]\n\t"
-            "add %[s1], %[c]\n\t"
-            "adds %[i], %[i], #1\n\t"
-            "cmp %[i], %[end]\n\t"
+            "1:\n\t" LMU_V6M_QCOL2 LMU_V6M_QCOL2 "cmp %[i], %[end]\n\t"
             "bne 1b"
             : [s0] "+r"(s0), [s1] "+r"(s1), [i] "+l"(i), [v] "=&l"(v), [c] "=&l"(c)
             : [x] "l"(x), [w0] "l"(w0), [w1] "l"(w1), [end] "r"(end)

@@ -291,13 +291,7 @@ def test_wrap32_rows_give_the_64_bit_kernel_state_when_partial_sums_wrap(tmp_pat
     two-row loop; with -DLMU_PORTABLE the C loop of unsigned sums, odd q included), the M55 (four rows of
     VMLADAVA for q a multiple of 8: q = 64 and 40 and 24 for its 32-column passes and the 8-column rest) as
     on the host and the M4 (which sums in 64 bits): the host's hash equals each core's."""
-    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
-        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
-    (tmp_path / "t.c").write_text(_WRAP32_C)
-    host = tmp_path / "host"
-    host.mkdir()
-    subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
-    want = subprocess.run([str(host / "t")], capture_output=True, text=True, check=True).stdout
+    want = _host_output(tmp_path, _WRAP32_C, runtime)
     w = want.split()
     assert w[0] == "steps" and int(w[1]) == 320 and int(w[3]) == 0 and int(w[5]) > 100, want
     if runtime != "host":
@@ -381,6 +375,17 @@ def _run_program(tmp_path, source: str, runtime: str, timeout: int = 600, extra:
     return subprocess.run(
         toolchain.qemu_command(runtime, "t.elf"), cwd=tmp_path, capture_output=True, text=True, timeout=timeout
     ).stdout
+
+
+def _host_output(tmp_path, source: str, runtime: str) -> str:
+    """The standard output of the C program ``source`` built for the host, the reference a core's run of
+    the same program must print (skips a Cortex-M ``runtime`` where the ARM tools are missing, outside CI)."""
+    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
+        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
+    (tmp_path / "t.c").write_text(source)
+    (tmp_path / "host").mkdir()
+    subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
+    return subprocess.run([str(tmp_path / "host" / "t")], capture_output=True, text=True, check=True).stdout
 
 
 _MBQM_S_C = r"""
@@ -620,13 +625,7 @@ def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
     models' states keep far from their bounds, so only crafted values reach the saturating finish of a 16-bit
     state. The whole-channel kernels keep to the first 2q bytes of their scratch (a loop running rows past q would
     write beyond them and change no state)."""
-    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
-        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
-    (tmp_path / "t.c").write_text(_SATURATE_C)
-    host = tmp_path / "host"
-    host.mkdir()
-    subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
-    want = subprocess.run([str(host / "t")], capture_output=True, text=True, check=True).stdout
+    want = _host_output(tmp_path, _SATURATE_C, runtime)
     assert int(want.split()[3]) > 1000, want  # the states saturate, at both widths
     if runtime != "host":
         assert _run_program(tmp_path, _SATURATE_C, runtime) == want

@@ -76,14 +76,19 @@ def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
 
 
-def test_a_device_makes_flash_the_default_preference(tmp_path):
+def _need_gcc_and_make():
     import shutil
-    import warnings
 
     if shutil.which("gcc") is None or shutil.which("make") is None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("gcc / make missing under CI")
         pytest.skip("gcc / make not installed")
+
+
+def test_a_device_makes_flash_the_default_preference(tmp_path):
+    import warnings
+
+    _need_gcc_and_make()
     rng = np.random.default_rng(3)
     from graphs import chain
 
@@ -103,12 +108,7 @@ def test_a_device_makes_flash_the_default_preference(tmp_path):
 def test_cli_says_how_to_keep_the_fewest_operations_when_a_device_chose_flash(tmp_path):
     # README: where --device made flash the default, the trade-off line names --prefer ops (on a Cortex-M0
     # the dense step can be many times fewer instructions than the O(q) one --device picks)
-    import shutil
-
-    if shutil.which("gcc") is None or shutil.which("make") is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("gcc / make missing under CI")
-        pytest.skip("gcc / make not installed")
+    _need_gcc_and_make()
     from graphs import chain
 
     rng = np.random.default_rng(3)
