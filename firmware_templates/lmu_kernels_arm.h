@@ -854,7 +854,7 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
          * scratch (4q of its 8q bytes); then, four rows per vector, T = sum + B_i u + 2^(cf-1) (still modulo
          * 2^32, now exact), the step T >> cf, the old state added (delta form), the state's range, and the
          * new state written in place: every row has read the old one by then. */
-        const int32_t h32 = lmu_i32((uint32_t)1 << (cf - 1)), hi = (int32_t)((1u << (bits - 1)) - 1u);
+        const int32_t h32 = (int32_t)1 << (cf - 1), hi = (int32_t)((1u << (bits - 1)) - 1u);
         const int32x4_t vhi = vdupq_n_s32(hi), vlo = vdupq_n_s32(-hi - 1);
         for (i = 0; i < q; i += 4) {
             const int16_t *r0 = C + i * q, *r1 = r0 + q, *r2 = r1 + q, *r3 = r2 + q;

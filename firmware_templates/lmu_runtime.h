@@ -160,6 +160,15 @@ static inline int32_t lmu_mbqm32_r(int32_t x, int32_t m, int32_t e) {
     return (y >> e) + (int32_t)(r >> e);
 }
 
+/* lmu_rdbpot(y, e) for |y| < 2^30 and 0 <= e <= 31: y / 2^e rounded half away from zero, as
+ * (y + 2^(e-1) - [y < 0]) >> e (see lmu_mbqm32_r); the sum cannot overflow. */
+static inline int32_t lmu_rdbpot_s(int32_t y, int32_t e) {
+    if (e == 0) {
+        return y;
+    }
+    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+}
+
 #if LMU_PATH_DSP
 /* lmu_mbqm32 for |x| < 2^30, 0 <= e <= 31 (a 16-bit state, say): lmu_srdhm(x, m) = floor((x m + 2^30) / 2^31)
  * = floor((2x m + 2^31) / 2^32), which is SMMULR of 2x and m (2x fits int32); then lmu_rdbpot as
@@ -167,10 +176,7 @@ static inline int32_t lmu_mbqm32_r(int32_t x, int32_t m, int32_t e) {
 static inline int32_t lmu_mbqm32_s(int32_t x, int32_t m, int32_t e) {
     int32_t y;
     __asm__("smmulr %0, %1, %2" : "=r"(y) : "r"(x * 2), "r"(m));
-    if (e == 0) {
-        return y;
-    }
-    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+    return lmu_rdbpot_s(y, e);
 }
 #endif
 
@@ -182,10 +188,7 @@ static inline int32_t lmu_mbqm32_s(int32_t x, int32_t m, int32_t e) {
 static inline int32_t lmu_mbqm32_16(int32_t x, int32_t m, int32_t e) {
     const int32_t lo = (int32_t)((uint32_t)m & 0xFFFFu), hi = (m - lo) / 65536;
     const int32_t y = (x * hi + (1 << 14) + ((x * lo) >> 16)) >> 15;
-    if (e == 0) {
-        return y;
-    }
-    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+    return lmu_rdbpot_s(y, e);
 }
 
 /* lmu_mbqm32 for |x| < 2^30 (an acc30 layer's accumulator), 0 <= m < 2^31 and 0 <= e <= 31 in 32-bit
@@ -200,10 +203,7 @@ static inline int32_t lmu_mbqm32_h16(int32_t x, int32_t m, int32_t e) {
     const uint32_t xl = (uint32_t)x & 0xFFFFu, ml = (uint32_t)m & 0xFFFFu, mh = (uint32_t)m >> 16;
     const uint32_t e1 = (uint32_t)(xh * (int32_t)ml) + xl * mh + ((xl * ml) >> 16) + 0x40004000u;
     const int32_t y = 2 * (xh * (int32_t)mh) + (int32_t)(e1 >> 15) - 32768;
-    if (e == 0) {
-        return y;
-    }
-    return (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
+    return lmu_rdbpot_s(y, e);
 }
 
 /* a / n rounded half away from zero, n > 0 */
@@ -622,9 +622,7 @@ LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, 
         for (i = 0; i < n; ++i) {
             const int32_t x = v[i];
             int32_t y = (x * hi + c14 + ((x * lo) >> 16)) >> 15;
-            if (e) {
-                y = (y + (int32_t)(1u << (e - 1)) - (int32_t)((uint32_t)y >> 31)) >> e;
-            }
+            y = lmu_rdbpot_s(y, e);
             y += zp;
             z[i] = (int8_t)(y > 127 ? 127 : (y < -128 ? -128 : y));
         }
