@@ -16,8 +16,9 @@ Per layer: the bench copies the artifact, puts a SysTick read after every statem
 cost of one read (measured by two reads in a row). "dense" sums every int8 dense layer (input, encoder,
 hidden, output), "memory" is the LMU memory update, "other" the requantization of the state and copies.
 
-Cycles: instructions x the cycles per instruction of the step's hottest loop (the backward branch with
-the most multiply-accumulate instructions in ``<prefix>_step_int8``), from the cores' published
+Cycles: instructions x the cycles per instruction of the step's hottest code (the loop, or the straight run
+between two branches for a fully unrolled kernel, with the most multiply-accumulate instructions in
+``<prefix>_step_int8``), from the cores' published
 instruction timings: Cortex-M0 and M4 Technical Reference Manuals (loads 2, MUL/SMLAD/SMLALD 1, taken
 branch 3 (1 + pipeline refill of 2), LDRD and LDM 1 + words); Cortex-M33 and M7 use the M4 figures (for
 the dual-issue M7 an upper bound); Cortex-M55 (dual-beat Helium): 2 cycles per 128-bit vector
@@ -117,10 +118,15 @@ def _classify(mnemonic: str) -> str:
     return "alu"
 
 
-def hot_loop_cpi(elf: Path, symbol: str) -> float:
-    """Cycles per instruction of the hottest loop of ``symbol`` in ``elf`` (see the module docstring)."""
+def hot_loop_cpi(elf: Path, symbol: str, mve: bool = False) -> float:
+    """Cycles per instruction of the hottest code of ``symbol`` in ``elf`` (see the module docstring); ``mve``:
+    disassemble as ARMv8.1-M (without it objdump does not decode the Helium instructions)."""
+    arch = ["-m", "armv8.1-m.main"] if mve else []
     out = subprocess.run(
-        ["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", str(elf)], capture_output=True, text=True, check=True
+        ["arm-none-eabi-objdump", "-d", "--no-show-raw-insn", *arch, str(elf)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     body = out.split(f"<{symbol}>:", 1)[1].split("\n\n", 1)[0]
     insns = []
@@ -128,14 +134,21 @@ def hot_loop_cpi(elf: Path, symbol: str) -> float:
         mt = re.match(r"\s*([0-9a-f]+):\s+(\S+)\s*(.*)", line)
         if mt:
             insns.append((int(mt.group(1), 16), mt.group(2), mt.group(3)))
-    best, best_macs = None, -1
+    regions, run = [], []
     for i, (addr, mn, ops) in enumerate(insns):
         target = re.match(r"([0-9a-f]+) <", ops)
         if _classify(mn) == "branch" and target and int(target.group(1), 16) < addr:
-            loop = [x for x in insns[: i + 1] if x[0] >= int(target.group(1), 16)]
-            macs = sum(1 for x in loop if _classify(x[1]) == "mac" or x[1].startswith("vmla"))
-            if macs > best_macs:
-                best, best_macs = loop, macs
+            regions.append([x for x in insns[: i + 1] if x[0] >= int(target.group(1), 16)])
+        run.append((addr, mn, ops))
+        if _classify(mn) == "branch":  # a straight run ends here (unrolled kernels have no loop)
+            regions.append(run)
+            run = []
+    regions.append(run)
+    best, best_macs = None, -1
+    for region in regions:
+        macs = sum(1 for x in region if _classify(x[1]) == "mac" or x[1].startswith("vmla"))
+        if macs > best_macs:
+            best, best_macs = region, macs
     if not best:
         return 1.0
     cycles = sum(VECTOR_CYCLES if _classify(mn) == "vector" else SCALAR_CYCLES[_classify(mn)] for _, mn, _ in best)
@@ -211,7 +224,9 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
         "insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],
         "flash": sec["text"] + sec["rodata"] + sec["data"],
         "exact": bool(np.array_equal(y, ref)),
-        "cpi": hot_loop_cpi(d / elf, f"{art.manifest['c']['prefix']}_step_int8"),
+        "cpi": hot_loop_cpi(
+            d / elf, f"{art.manifest['c']['prefix']}_step_int8", "cortex-m55" in " ".join(rt.cpu_flags)
+        ),
     }
     kinds = instrument(d, art.manifest["c"]["prefix"])
     subprocess.run(

@@ -81,6 +81,70 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int
     return i;
 }
 
+#if LMU_PATH_MVE
+/* Four rows of int8 dot products as one vector of sums, lane r = sum_i x_i w_r[i] modulo 2^32 (lmu_qdot2's
+ * wrapping sums; rows may repeat): per 16 inputs one VLDRB of x, four VLDRB of weights and four VMLADAVA; the
+ * last n % 16 inputs with zeroing predicated loads (VCTP), so nothing past a row is read and the lanes past n
+ * add zero products. The sums then go to four lanes (VDUP and three VMOV). */
+static inline int32x4_t lmu_mve_qdot4(const int8_t *x, const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                                      const int8_t *w3, int32_t n) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i = 0;
+    int32x4_t v;
+    for (; i + 16 <= n; i += 16, x += 16, w0 += 16, w1 += 16, w2 += 16, w3 += 16) {
+        const int8x16_t xv = vldrbq_s8(x);
+        s0 = vmladavaq_s8(s0, xv, vldrbq_s8(w0));
+        s1 = vmladavaq_s8(s1, xv, vldrbq_s8(w1));
+        s2 = vmladavaq_s8(s2, xv, vldrbq_s8(w2));
+        s3 = vmladavaq_s8(s3, xv, vldrbq_s8(w3));
+    }
+    if (i < n) {
+        const mve_pred16_t p = vctp8q((uint32_t)(n - i));
+        const int8x16_t xv = vldrbq_z_s8(x, p);
+        s0 = vmladavaq_s8(s0, xv, vldrbq_z_s8(w0, p));
+        s1 = vmladavaq_s8(s1, xv, vldrbq_z_s8(w1, p));
+        s2 = vmladavaq_s8(s2, xv, vldrbq_z_s8(w2, p));
+        s3 = vmladavaq_s8(s3, xv, vldrbq_z_s8(w3, p));
+    }
+    v = vdupq_n_s32(s0);
+    v = vsetq_lane_s32(s1, v, 1);
+    v = vsetq_lane_s32(s2, v, 2);
+    return vsetq_lane_s32(s3, v, 3);
+}
+#endif
+
+#if LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* lmu_mve_qdot4 of four consecutive rows (w, w + n, w + 2n, w + 3n) for a compile-time n, a multiple of 16
+ * up to 112: per 16 inputs one VLDRB of x, four of weights and four VMLADAV(A), 9 instructions for 64 MACs,
+ * no loop (passes written out, each under .if; the first pass VMLADAV: no sums to clear). Rows 0-2 at -n, +n and 0 bytes of a pointer to
+ * row 1 (VLDRB's immediate reaches +-127 bytes), row 3 from its own pointer; the sums in even registers (as
+ * VMLADAV needs) go to the vector with four one-lane VMOVs. (Not the two-lane VMOV Qd[2], Qd[0], Rt, Rt2:
+ * QEMU 7.2 writes Rt to lane 0 where LLVM's instruction definition puts it in lane 2, so a test under QEMU
+ * could not tell which order a real core uses.) */
+#define LMU_MVE_QROWS4_16COLS(OP)                                                                                      \
+    "vldrb.s8 q0, [%[x]], #16\n\t"                                                                                     \
+    "vldrb.s8 q1, [%[pa], #-%c[n]]\n\t" OP " r0, q0, q1\n\t"                                                           \
+    "vldrb.s8 q2, [%[pa], #%c[n]]\n\t" OP " r4, q0, q2\n\t"                                                            \
+    "vldrb.s8 q1, [%[pa]], #16\n\t" OP " r2, q0, q1\n\t"                                                               \
+    "vldrb.s8 q2, [%[pb]], #16\n\t" OP " r6, q0, q2\n\t"
+
+/* pass k (k >= 1) of the 16-input passes when n > 16 k (written out: see LMU_MVE_ROWS8_IF) */
+#define LMU_MVE_QROWS4_IF(k) ".if %c[k] > " #k "\n\t" LMU_MVE_QROWS4_16COLS("vmladava.s8") ".endif\n\t"
+
+LMU_ALWAYS_INLINE int32x4_t lmu_mve_qdot4c(const int8_t *x, const int8_t *w, int32_t n) {
+    const int8_t *pa = w + n, *pb = w + 3 * n;
+    int32x4_t v;
+    __asm__(LMU_MVE_QROWS4_16COLS("vmladav.s8") LMU_MVE_QROWS4_IF(1) LMU_MVE_QROWS4_IF(2) LMU_MVE_QROWS4_IF(3)
+                LMU_MVE_QROWS4_IF(4) LMU_MVE_QROWS4_IF(5) LMU_MVE_QROWS4_IF(6) "vmov.32 %q[v][0], r0\n\t"
+                                                                               "vmov.32 %q[v][1], r2\n\t"
+                                                                               "vmov.32 %q[v][2], r4\n\t"
+                                                                               "vmov.32 %q[v][3], r6"
+            : [v] "=w"(v), [x] "+r"(x), [pa] "+r"(pa), [pb] "+r"(pb)
+            : [n] "i"(n), [k] "i"(n / 16)
+            : "r0", "r2", "r4", "r6", "q0", "q1", "q2", "memory");
+    return v;
+}
+#endif
+
 /* int16 x int16 dot product of lmu_qdot16w (lmu_runtime.h) for a zero point of 0 (the int16 mode's
  * activations are symmetric): adds the first i products to *s and returns i. Each product is at most 2^30
  * in magnitude and the int64 sum is exact in any order, so the result is the portable loop's. Helium: per
@@ -681,11 +745,51 @@ LMU_SPECIALIZE void lmu_dsp_channel4_s16(int16_t *mc, int32_t uc, int32_t q, con
 }
 #endif
 
+#if LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* Eight rows of C times the state in 32-bit sums (VMLADAV(A).S16: 8 MACs each, wrapping modulo 2^32 as the
+ * wrap32 rows allow), for a compile-time q, a multiple of 8 up to 120: per 8 columns one VLDRH of state, 8
+ * VLDRH of coefficients and 8 VMLADAVA, 17 instructions for 64 MACs, no loop (passes written out, each under .if), the first pass VMLADAV
+ * (no sums to clear). Three row pointers reach the eight rows: rows 0-2 at -2q, +2q and 0 bytes of the pointer
+ * to row 1 (VLDRH's immediate reaches +-254 bytes, so q <= 127), rows 3-5 likewise around row 4, rows 6 and 7
+ * from row 6; the last load of each pointer post-increments it. VMLADAV needs an even register: the sums live
+ * in r0, r2, ..., r12 and lr (no register is left for a loop counter) and one STM writes them to
+ * sums[g .. g + 7] in row order. sums: q words. */
+#define LMU_MVE_ROWS8_8COLS(OP)                                                                                        \
+    "vldrh.s16 q0, [%[s]], #16\n\t"                                                                                    \
+    "vldrh.s16 q1, [%[pa], #-%c[b]]\n\t" OP " r0, q1, q0\n\t"                                                          \
+    "vldrh.s16 q2, [%[pa], #%c[b]]\n\t" OP " r4, q2, q0\n\t"                                                           \
+    "vldrh.s16 q1, [%[pa]], #16\n\t" OP " r2, q1, q0\n\t"                                                              \
+    "vldrh.s16 q2, [%[pb], #-%c[b]]\n\t" OP " r6, q2, q0\n\t"                                                          \
+    "vldrh.s16 q1, [%[pb], #%c[b]]\n\t" OP " r10, q1, q0\n\t"                                                          \
+    "vldrh.s16 q2, [%[pb]], #16\n\t" OP " r8, q2, q0\n\t"                                                              \
+    "vldrh.s16 q1, [%[pc], #%c[b]]\n\t" OP " lr, q1, q0\n\t"                                                           \
+    "vldrh.s16 q2, [%[pc]], #16\n\t" OP " r12, q2, q0\n\t"
+
+/* pass k (k >= 1) of the 8-column passes when q > 8 k: written out, not .rept, because gcc sizes an asm
+ * statement by its lines when it places literal pools */
+#define LMU_MVE_ROWS8_IF(k) ".if %c[n8] > " #k "\n\t" LMU_MVE_ROWS8_8COLS("vmladava.s16") ".endif\n\t"
+
+LMU_SPECIALIZE void lmu_mve_rows8_w32(const int16_t *mc, const int16_t *C, int32_t q, int32_t *sums) {
+    int32_t g;
+    for (g = 0; g < q; g += 8) {
+        const int16_t *s = mc, *pa = C + (g + 1) * q, *pb = pa + 3 * q, *pc = pa + 5 * q;
+        __asm__ volatile(LMU_MVE_ROWS8_8COLS("vmladav.s16") LMU_MVE_ROWS8_IF(1) LMU_MVE_ROWS8_IF(2) LMU_MVE_ROWS8_IF(3)
+                             LMU_MVE_ROWS8_IF(4) LMU_MVE_ROWS8_IF(5) LMU_MVE_ROWS8_IF(6) LMU_MVE_ROWS8_IF(7)
+                                 LMU_MVE_ROWS8_IF(8) LMU_MVE_ROWS8_IF(9) LMU_MVE_ROWS8_IF(10) LMU_MVE_ROWS8_IF(11)
+                                     LMU_MVE_ROWS8_IF(12) LMU_MVE_ROWS8_IF(13)
+                                         LMU_MVE_ROWS8_IF(14) "stmia %[d], {r0, r2, r4, r6, r8, r10, r12, lr}"
+                         : [s] "+r"(s), [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc)
+                         : [d] "r"(sums + g), [b] "i"(2 * q), [n8] "i"(q / 8)
+                         : "r0", "r2", "r4", "r6", "r8", "r10", "r12", "lr", "q0", "q1", "q2", "memory");
+    }
+}
+#endif
+
 #if LMU_PATH_MVE
 /* lmu_requant8 of a 16-bit state, four values per vector: VLDRH.S32, VQRDMULH (exactly lmu_srdhm: it
  * saturates only for two INT32_MIN operands), then (y + 2^(e-1) - [y < 0]) >> e as in lmu_mbqm32_s
  * (VSHR #31 gives -[y < 0], VSHL by -e shifts right arithmetically), clamp, VSTRB.32: 10 instructions per
- * 4 values with the loop; the last n % 4 values predicated (VCTP). Returns 0 and does nothing when s > 0 or
+ * 4 values with the loop (9 for a compile-time shift, below); the last n % 4 values predicated (VCTP). Returns 0 and does nothing when s > 0 or
  * s < -22 (the scalar loop does them). */
 LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
     int32_t i;
@@ -697,7 +801,26 @@ LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t
     if (s > 0 || s < -22) {
         return 0;
     }
-    for (i = 0; i + 4 <= n; i += 4) {
+#ifdef __OPTIMIZE__
+    if (__builtin_constant_p(s) && e >= 1 && e <= 16) {
+        /* a compile-time right shift of 1..16: VQRSHRNB #e adds 2^(e-1), shifts and saturates to int16 in the
+         * low half of each lane, VQMOVNB.S16 saturates that to int8 in the lane's low byte (what VSTRB.32
+         * stores), so the zero point (zp 2^e) and -[y < 0] go in first: 9 instructions per 4 values */
+        const int32_t kz = zp * (int32_t)(1u << e);
+        int16x8_t h = vdupq_n_s16(0);
+        int8x16_t b = vdupq_n_s8(0);
+        for (i = 0; i + 4 <= n; i += 4) {
+            const int32x4_t y = vqrdmulhq_n_s32(vldrhq_s32(v + i), m);
+            h = vqrshrnbq_n_s32(h, vaddq_n_s32(vaddq_s32(y, vshrq_n_s32(y, 31)), kz), e);
+            b = vqmovnbq_s16(b, h);
+            vstrbq_s32(z + i, vreinterpretq_s32_s8(b));
+        }
+    } else
+#endif
+    {
+        i = 0;
+    }
+    for (; i + 4 <= n; i += 4) {
         int32x4_t y = vqrdmulhq_n_s32(vldrhq_s32(v + i), m);
         y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
         vstrbq_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo));
@@ -855,20 +978,33 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
          * 2^32, now exact), the step T >> cf, the old state added (delta form), the state's range, and the
          * new state written in place: every row has read the old one by then. */
         const int32_t h32 = (int32_t)1 << (cf - 1), hi = (int32_t)((1u << (bits - 1)) - 1u);
-        const int32x4_t vhi = vdupq_n_s32(hi), vlo = vdupq_n_s32(-hi - 1);
-        for (i = 0; i < q; i += 4) {
-            const int16_t *r0 = C + i * q, *r1 = r0 + q, *r2 = r1 + q, *r3 = r2 + q;
-            lmu_mve_rows4_w32(mc, r0, r1, r2, r3, q / 8, (char *)tmp + 4 * i); /* the four sums, 16 bytes */
+        const int32x4_t vhi = vdupq_n_s32(hi), vlo = vdupq_n_s32(-hi - 1), vu = vdupq_n_s32(uc);
+        const int16x8_t top = vdupq_n_s16(0);
+        int32_t *sums = (int32_t *)(void *)tmp;    /* written only through the assembly and memcpy */
+#ifdef __OPTIMIZE__
+        if (__builtin_constant_p(q) && q <= 120) { /* lmu_mve_rows8_w32: offsets of +-2q bytes, 15 passes */
+            lmu_mve_rows8_w32(mc, C, q, sums);
+        } else
+#endif
+        {
+            for (i = 0; i < q; i += 4) {
+                const int16_t *r0 = C + i * q, *r1 = r0 + q, *r2 = r1 + q, *r3 = r2 + q;
+                lmu_mve_rows4_w32(mc, r0, r1, r2, r3, q / 8, sums + i); /* the four sums, 16 bytes */
+            }
         }
         for (i = 0; i < q; i += 4) {
             int32x4_t t;
-            memcpy(&t, (const char *)tmp + 4 * i, sizeof(t));
-            t = vaddq_s32(t, vaddq_n_s32(vmulq_n_s32(vldrwq_s32(B + i), uc), h32));
+            memcpy(&t, sums + i, sizeof(t));
+            t = vaddq_s32(t, vmlasq_n_s32(vldrwq_s32(B + i), vu, h32)); /* + B_i u + 2^(cf-1): one VMLAS */
             t = vshlq_r_s32(t, -cf);
             if (delta) {
                 t = vaddq_s32(t, vldrhq_s32(mc + i));
             }
-            vstrhq_s32(mc + i, vmaxq_s32(vminq_s32(t, vhi), vlo));
+            if (bits == 16) { /* VQMOVNB saturates to int16 into the low half of each lane: what VSTRH.32 stores */
+                vstrhq_s32(mc + i, vreinterpretq_s32_s16(vqmovnbq_s32(top, t)));
+            } else {
+                vstrhq_s32(mc + i, vmaxq_s32(vminq_s32(t, vhi), vlo));
+            }
         }
         return 1;
     }

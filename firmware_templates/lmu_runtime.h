@@ -447,6 +447,48 @@ LMU_SPECIALIZE void lmu_qlinear30(const lmu_qlinear_t *L, const int8_t *x, int32
     const lmu_qpart_t *p = L->parts;
     const int32_t n = p->n_in;
     int32_t j = 0;
+#if LMU_PATH_MVE
+    /* Helium: four rows per vector, the last n_out % 4 predicated (VCTP; their row pointers repeat the first
+     * row, their lanes are not stored). Requantized four at a time: VQRDMULH is SMMULR of 2a (|a| < 2^30), then
+     * lmu_rdbpot_s as (y - [y < 0 and e > 0] + 2^(e-1)) >> e with VRSHL by the row's shift (a rounding right
+     * shift, exact: |y| <= 2^30), out_zp, the clamp and the table (a VLDRB gather). */
+    {
+        const int32x4_t lo = vdupq_n_s32(L->clamp_min), hi = vdupq_n_s32(L->clamp_max);
+        for (; j < L->n_out; j += 4) {
+            const int32_t left = L->n_out - j;
+            const mve_pred16_t pr = vctp32q((uint32_t)left);
+            const int8_t *w0 = p->w + j * n;
+            int32x4_t a, sh, y0;
+#ifdef __OPTIMIZE__
+            if (__builtin_constant_p(n) && n % 16 == 0 && n >= 16 && n <= 112 && left >= 4) {
+                a = lmu_mve_qdot4c(x, w0, n);
+            } else
+#endif
+            {
+                a = lmu_mve_qdot4(x, w0, left > 1 ? w0 + n : w0, left > 2 ? w0 + 2 * n : w0, left > 3 ? w0 + 3 * n : w0,
+                                  n);
+            }
+            if (L->bias) {
+                a = vaddq_s32(a, vldrwq_z_s32(L->bias + j, pr));
+            }
+            if (p->zsum) {
+                a = vaddq_s32(a, vldrwq_z_s32(p->zsum + j, pr));
+            }
+            sh = vldrwq_z_s32(p->shift + j, pr);
+            y0 = vqrdmulhq_s32(a, vldrwq_z_s32(p->mult + j, pr));
+            a = vrshlq_s32(vaddq_s32(y0, vandq_s32(vshrq_n_s32(y0, 31), vshrq_n_s32(sh, 31))), sh);
+            a = vmaxq_s32(vminq_s32(vaddq_n_s32(a, L->out_zp), hi), lo);
+            if (L->lut) {
+                a = vldrbq_gather_offset_s32(L->lut, vreinterpretq_u32_s32(vaddq_n_s32(a, 128)));
+            }
+            if (y) {
+                vstrbq_p_s32(y + j, a, pr);
+            } else {
+                vstrwq_p_s32(out + j, a, pr);
+            }
+        }
+    }
+#endif
 #if LMU_PATH_DSP && !LMU_PATH_MVE
     for (; j + 4 <= L->n_out; j += 4) { /* four rows share each unpacked input word (lmu_qdot4_arm) */
         const int8_t *w = p->w + j * n;
