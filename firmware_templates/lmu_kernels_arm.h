@@ -517,15 +517,18 @@ static inline void lmu_mve_rows3_s16(const int16_t **ps, const int16_t **pr, int
     int64_t a0 = *r0, a1 = *r1, a2 = *r2;
     const int16_t *s = *ps, *p0 = *pr, *p1 = p0 + q, *p2 = p1 + q;
 #ifdef __OPTIMIZE__
-    const int32_t n32 = n8 / 4, rest = n8 % 4;
-    __asm__("wls lr, %[n32], 2f\n"
+    int32_t n = n8; /* one register for both counts (the 32- and the 8-column passes): gcc has few to spare */
+    __asm__("lsr lr, %[n], #2\n\t"
+            "wls lr, lr, 2f\n"
             "1:\n\t" LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS LMU_MVE_ROWS3_8COLS "le lr, 1b\n"
             "2:\n\t"
-            "wls lr, %[rest], 4f\n"
+            "and %[n], %[n], #3\n\t"
+            "wls lr, %[n], 4f\n"
             "3:\n\t" LMU_MVE_ROWS3_8COLS "le lr, 3b\n"
             "4:"
-            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2)
-            : [n32] "r"(n32), [rest] "r"(rest)
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [s] "+r"(s), [p0] "+r"(p0), [p1] "+r"(p1), [p2] "+r"(p2),
+              [n] "+r"(n)
+            :
             : "lr", "q0", "q1", "q2", "cc", "memory");
 #else /* without optimization the frame pointer leaves too few registers: the same sums in intrinsics */
     int32_t k;
@@ -745,6 +748,106 @@ LMU_SPECIALIZE void lmu_dsp_channel4_s16(int16_t *mc, int32_t uc, int32_t q, con
 }
 #endif
 
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__OPTIMIZE__)
+/* One whole channel of the dense memory, two rows per block, every loop in assembly, for the orders past
+ * lmu_dsp_channel4_s16's reach: a compile-time q with q % 16 == 0 and 128 < q <= 508, compile-time cf (2..31),
+ * delta and bits. Per four columns one LDRD of state and one of each row, four SMLALD: 7 instructions for 8
+ * MACs, the passes written out (no column loop; .if keeps q / 4 of them), the state and row pointers
+ * post-incremented, row i + 1 read at 2q bytes from row i's pointer (LDRD reaches 1020 bytes, hence q <= 508).
+ * Each row starts at B_i u (one SMULL) and finishes in five instructions exactly as in lmu_dsp_channel4_s16
+ * (the same proof); two rows go to one word of the scratch (PKHBT, STR), and the B, m_i and scratch
+ * pointers, u and the end of C wait in 24 bytes below sp as there. Then a loop of LDM / STM (32 bytes per
+ * pass) copies the new state back. The C glue of the row loop it replaces compiled to a different number of
+ * instructions for each core (gcc schedules each -mcpu its own way); here every core runs the same ones. */
+#define LMU_DSP_CH2_COLS(a, b)                                                                                         \
+    ".if " #a " * 8 + " #b " < %c[n4]\n\t"                                                                             \
+    "ldrd %[x0], %[x1], [%[s]], #8\n\t"                                                                                \
+    "ldrd %[c0], %[c1], [%[r], #%c[o1]]\n\t"                                                                           \
+    "smlald %[a1l], %[a1h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a1l], %[a1h], %[c1], %[x1]\n\t"                                                                          \
+    "ldrd %[c0], %[c1], [%[r]], #8\n\t"                                                                                \
+    "smlald %[a0l], %[a0h], %[c0], %[x0]\n\t"                                                                          \
+    "smlald %[a0l], %[a0h], %[c1], %[x1]\n\t"                                                                          \
+    ".endif\n\t"
+#define LMU_DSP_CH2_COLS8(a)                                                                                           \
+    LMU_DSP_CH2_COLS(a, 0)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 1)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 2)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 3)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 4)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 5)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 6)                                                                                             \
+    LMU_DSP_CH2_COLS(a, 7)
+/* columns 4k .. 4k + 3 for every k < q / 4 (q <= 508: 127 groups; written out, see LMU_DSP_ROWS2_4COLS) */
+#define LMU_DSP_CH2_ALLCOLS                                                                                            \
+    LMU_DSP_CH2_COLS8(0)                                                                                               \
+    LMU_DSP_CH2_COLS8(1)                                                                                               \
+    LMU_DSP_CH2_COLS8(2)                                                                                               \
+    LMU_DSP_CH2_COLS8(3)                                                                                               \
+    LMU_DSP_CH2_COLS8(4)                                                                                               \
+    LMU_DSP_CH2_COLS8(5)                                                                                               \
+    LMU_DSP_CH2_COLS8(6)                                                                                               \
+    LMU_DSP_CH2_COLS8(7)                                                                                               \
+    LMU_DSP_CH2_COLS8(8)                                                                                               \
+    LMU_DSP_CH2_COLS8(9)                                                                                               \
+    LMU_DSP_CH2_COLS8(10)                                                                                              \
+    LMU_DSP_CH2_COLS8(11)                                                                                              \
+    LMU_DSP_CH2_COLS8(12)                                                                                              \
+    LMU_DSP_CH2_COLS8(13)                                                                                              \
+    LMU_DSP_CH2_COLS8(14)                                                                                              \
+    LMU_DSP_CH2_COLS8(15)
+
+LMU_SPECIALIZE void lmu_dsp_channel2_s16(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
+                                         int32_t cf, int32_t delta, int32_t bits, int64_t *tmp) {
+    uint32_t a0l, a0h, a1l, a1h;
+    int16_t *s = mc;
+    const int16_t *r = C;
+    uint32_t x0 = (uint32_t)(uintptr_t)B, x1 = (uint32_t)uc, c0 = (uint32_t)(uintptr_t)mc;
+    uint32_t c1 = (uint32_t)(uintptr_t)tmp;
+    const int64_t *src = tmp;
+    const char *end = (const char *)tmp + 2 * q;
+    int16_t *dst = mc;
+    __asm__ volatile(
+        "sub sp, sp, #24\n\t"
+        "strd %[x0], %[x1], [sp]\n\t"     /* B, u */
+        "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
+        "movw %[x0], #(%c[size] & 65535)\n\t"
+        "movt %[x0], #(%c[size] >> 16)\n\t"
+        "add %[x0], %[x0], %[r]\n\t"
+        "str %[x0], [sp, #16]\n" /* the end of C */
+        "1:\n\t"
+        "ldrd %[x0], %[x1], [sp]\n\t"
+        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
+        "smull %[a0l], %[a0h], %[c0], %[x1]\n\t"
+        "smull %[a1l], %[a1h], %[c1], %[x1]\n\t"
+        "str %[x0], [sp]\n\t" LMU_DSP_CH2_ALLCOLS "subw %[s], %[s], #%c[o1]\n\t"
+        "addw %[r], %[r], #%c[o1]\n\t" /* row i advanced one row in the passes: now row i + 2 */
+        "ldrd %[x0], %[x1], [sp, #8]\n\t"
+        ".if %c[delta]\n\t"
+        "ldr %[c0], [%[x0]], #4\n\t" /* m_i, m_(i+1) */
+        ".endif\n\t" LMU_DSP_CH4_FINISH(a0l, a0h, c0, "") LMU_DSP_CH4_FINISH(
+            a1l, a1h, c0, ", ror #16") "pkhbt %[a0l], %[a0l], %[a1l], lsl #16\n\t"
+                                       "str %[a0l], [%[x1]], #4\n\t" /* m_i, m_(i+1) to the scratch */
+                                       "strd %[x0], %[x1], [sp, #8]\n\t"
+                                       "ldr %[x0], [sp, #16]\n\t"
+                                       "cmp %[r], %[x0]\n\t"
+                                       "bne 1b\n\t"
+                                       "add sp, sp, #24"
+        : [a0l] "=&r"(a0l), [a0h] "=&r"(a0h), [a1l] "=&r"(a1l), [a1h] "=&r"(a1h), [s] "+r"(s), [r] "+r"(r),
+          [x0] "+r"(x0), [x1] "+r"(x1), [c0] "+r"(c0), [c1] "+r"(c1)
+        : [n4] "i"(q / 4), [o1] "i"(2 * q), [size] "i"(2 * q * q), [cf] "i"(cf), [delta] "i"(delta), [bits] "i"(bits)
+        : "cc", "memory");
+    __asm__ volatile("1:\n\t"
+                     "ldm %[src]!, {r0-r6, r12}\n\t"
+                     "stm %[dst]!, {r0-r6, r12}\n\t"
+                     "cmp %[src], %[end]\n\t"
+                     "bne 1b"
+                     : [src] "+r"(src), [dst] "+r"(dst)
+                     : [end] "r"(end)
+                     : "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r12", "cc", "memory");
+}
+#endif
+
 #if LMU_PATH_MVE && defined(__OPTIMIZE__)
 /* Eight rows of C times the state in 32-bit sums (VMLADAV(A).S16: 8 MACs each, wrapping modulo 2^32 as the
  * wrap32 rows allow), for a compile-time q, a multiple of 8 up to 120: per 8 columns one VLDRH of state, 8
@@ -923,6 +1026,12 @@ LMU_SPECIALIZE int32_t lmu_dense_channel_s16(int16_t *mc, int32_t uc, int32_t q,
         __builtin_constant_p(bits) && q % 4 == 0 && q >= 4 && q <= 128 && cf >= 2 && (delta == 0 || delta == 1) &&
         bits >= 2 && bits <= 16) { /* everything, the copy included, in one assembly statement */
         lmu_dsp_channel4_s16(mc, uc, q, C, B, cf, delta, bits, tmp);
+        return 1;
+    }
+    if (__builtin_constant_p(q) && __builtin_constant_p(cf) && __builtin_constant_p(delta) &&
+        __builtin_constant_p(bits) && q % 16 == 0 && q > 128 && q <= 508 && cf >= 2 && (delta == 0 || delta == 1) &&
+        bits >= 2 && bits <= 16) { /* two rows per block, one assembly statement, then the copy */
+        lmu_dsp_channel2_s16(mc, uc, q, C, B, cf, delta, bits, tmp);
         return 1;
     }
     if (__builtin_constant_p(q) && q % 4 == 0 && q <= 255) { /* three rows at a time, then one at a time */

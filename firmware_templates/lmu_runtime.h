@@ -490,6 +490,12 @@ LMU_SPECIALIZE void lmu_qlinear30(const lmu_qlinear_t *L, const int8_t *x, int32
     }
 #endif
 #if LMU_PATH_DSP && !LMU_PATH_MVE
+    if (n == 1) { /* one input (a layer on a scalar signal): one multiply-accumulate per row */
+        for (; j < L->n_out; ++j) {
+            lmu_qrow30(L, (int32_t)((uint32_t)lmu_qstart(L, p, 0, j) + (uint32_t)((int32_t)x[0] * p->w[j])), j, out, y);
+        }
+        return;
+    }
     for (; j + 4 <= L->n_out; j += 4) { /* four rows share each unpacked input word (lmu_qdot4_arm) */
         const int8_t *w = p->w + j * n;
         int32_t a[4], i; /* constant indices only: gcc keeps the four sums in registers */

@@ -610,7 +610,7 @@ int main(void) {
     uint32_t h = 2166136261u;
     long sat = 0, canary = 0;
     int32_t i, t;
-    RUN(16) RUN(18) RUN(20) RUN(7) RUN(132) RUN(12) RUN(28)
+    RUN(16) RUN(18) RUN(20) RUN(7) RUN(132) RUN(12) RUN(28) RUN(144) RUN(256)
     printf("hash %lu saturated %ld scratch-past-2q %ld\n", (unsigned long)h, sat, canary);
     return 0;
 }
@@ -621,7 +621,9 @@ int main(void) {
 def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
     """The dense memory on values that drive 16- and 10-bit states into saturation (both forms, q = 16 and 20
     for the DSP one-statement kernel with constant bits and delta and the three-row loop with them read at run
-    time, 132 (over 128) for the three-row loop, 18 for the two-row one, 7 for the odd fallback): the DSP
+    time, 132 (over 128, not a multiple of 16) for the three-row loop, 144 and 256 for the DSP two-row
+    one-statement kernel (lmu_dsp_channel2_s16; with bits and delta read at run time, the three-row and the
+    two-row loops), 18 for the two-row loop, 7 for the odd fallback): the DSP
     (Cortex-M4), Helium (Cortex-M55) and ARMv6-M kernels give the host's portable states bit for bit. The test
     models' states keep far from their bounds, so only crafted values reach the saturating finish of a 16-bit
     state. The whole-channel kernels keep to the first 2q bytes of their scratch (a loop running rows past q would
