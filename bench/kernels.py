@@ -258,8 +258,8 @@ def main(argv=None):
         f"counts), arm-none-eabi-gcc -O2"
     )
     print(
-        f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} {'memory':>6} "
-        f"{'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}"
+        f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/step':>9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} "
+        f"{'memory':>6} {'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}"
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -292,7 +292,7 @@ def main(argv=None):
                     dense = per["dense"][0] / max(per["dense"][1], 1)
                     mem = per["memory"][0] / max(per["memory"][1], 1)
                     print(
-                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn'] / macs:8.3f} "
+                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn']:9.0f} {r['insn'] / macs:8.3f} "
                         f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
                         f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x"
                     )
