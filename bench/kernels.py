@@ -3,7 +3,7 @@ step and per layer, with a cycle estimate and the flash each build takes; measur
 -icount on the bench model (order 64, theta 200) and an order-256 model (theta 1024), both dense ZOH with
 int8 weights, a 16-bit state and a Dense(8) hidden layer.
 
-    python bench/kernels.py [--orders 64 256] [--runtimes cortex-m4 cortex-m55 ...]
+    python bench/kernels.py [--orders 64 256] [--runtimes cortex-m4 cortex-m55 ...] [--realization fir]
 
 MACs are the report's ``macs_per_step`` (every dense layer and the q x q + q memory update, counted by
 the code generator outside the kernels). "optimized" is each core's default kernel path (DSP on M4 / M7 /
@@ -173,6 +173,8 @@ def _macs_of(line: str, src: str) -> tuple:
     if mt:  # the memory's sizes are fields of its const parameter struct
         struct = re.search(rf"{mt.group(1)} = \{{(.*?)\}};", src, re.S).group(1)
         d, q = (int(re.search(rf"\.{f} = (\d+)", struct).group(1)) for f in ("d", "q"))
+        if "lmu_fir_memory" in line:  # q rows of L taps
+            return "memory", d * q * int(re.search(r"\.L = (\d+)", struct).group(1))
         return "memory", d * (q * q + q)
     return "other", 0
 
@@ -252,6 +254,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
+    ap.add_argument(
+        "--realization",
+        default="zoh",
+        help="the memory's realization (zoh: the kernel issue's bench models; fir: the ring-buffer memory, its "
+        "memory column then per tap MAC, the whole-step column still per dense-ZOH MAC)",
+    )
     a = ap.parse_args(argv)
     print(
         f"lmu-edge bench/kernels.py, {datetime.date.today().isoformat()}, QEMU -icount (exact instruction "
@@ -266,7 +274,7 @@ def main(argv=None):
         for q in a.orders:
             rng = np.random.default_rng(0)
             theta = 200.0 if q == 64 else 4.0 * q
-            g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=theta, units=8), "zoh")
+            g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=theta, units=8), a.realization)
             cal = rng.standard_normal((2, 2000, 1))
             x = rng.standard_normal((1, 40, 1))
             art = lmu_edge.convert(g, "c", Path(tmp) / f"q{q}", quantize="int8", calibration=cal, measure=False)

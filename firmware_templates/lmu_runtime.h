@@ -1169,6 +1169,38 @@ typedef struct {
     LMU_FIR_MEMORY_FIELDS(int32_t)
 } lmu_fir_memory_c32_t;
 
+/* One row of the 16 x 16 FIR memory: sum_k w_k b_((p - k) mod L), k = 0..L-1 (taps newest first, the ring
+ * buffer read backwards from its newest entry p), exact in 64 bits (each product is below 2^30 in magnitude).
+ * DSP path: the ring splits into two runs of positions, p down to 0 and then L - 1 down to p + 1; in each, a
+ * word of two taps (w_k, w_(k+1)) meets the buffer word one position back, (b_(j-1), b_j), and SMLALDX
+ * exchanges the halves: w_k b_j + w_(k+1) b_(j-1), two MACs per instruction (the buffer word may be unaligned:
+ * ARMv7-M and ARMv8-M Mainline load it with LDR). An odd run ends with one product. The portable loop walks
+ * the ring one tap at a time. The same exact sum either way. */
+static inline int64_t lmu_fir_row16(const int16_t *w, const int16_t *b, int32_t p, int32_t L) {
+    int64_t acc = 0;
+#if LMU_PATH_DSP
+    int32_t run;
+    for (run = 0; run < 2; ++run) {
+        const int32_t n = run == 0 ? p + 1 : L - 1 - p; /* taps in this run */
+        const int16_t *pb = b + (run == 0 ? p : L - 1); /* the run's first (highest) position */
+        int32_t t;
+        for (t = 0; t + 2 <= n; t += 2, w += 2, pb -= 2) {
+            acc = __smlaldx((int16x2_t)lmu_ld32(w), (int16x2_t)lmu_ld32(pb - 1), acc);
+        }
+        if (t < n) {
+            acc += (int32_t)*w++ * *pb;
+        }
+    }
+#else
+    int32_t k, pos = p;
+    for (k = 0; k < L; ++k) {
+        acc += (int32_t)w[k] * b[pos];
+        pos = pos == 0 ? L - 1 : pos - 1;
+    }
+#endif
+    return acc;
+}
+
 /* FIR memory (the impulse response itself, no recurrence): per channel c, u_c enters a ring buffer of the
  * last L inputs (buf, L per channel; *head the newest), and m_i = sat_bits(round_half_up(
  * sum_k K_ik u_(t-k) / 2^shift)), summed exactly in int64. No scratch beyond buf and head (the state). */
@@ -1185,9 +1217,14 @@ typedef struct {
                 const CT *row = K + i * L;                                                                             \
                 int64_t acc = 0;                                                                                       \
                 int32_t pos = *head;                                                                                   \
-                for (k = 0; k < L; ++k) {                                                                              \
-                    acc += PROD(row[k], bc[pos]);                                                                      \
-                    pos = pos == 0 ? L - 1 : pos - 1;                                                                  \
+                if (sizeof(ST) == 2 && sizeof(CT) == 2) { /* 16 x 16: lmu_fir_row16 (the DSP kernel there) */          \
+                    acc =                                                                                              \
+                        lmu_fir_row16((const int16_t *)(const void *)row, (const int16_t *)(const void *)bc, pos, L);  \
+                } else {                                                                                               \
+                    for (k = 0; k < L; ++k) {                                                                          \
+                        acc += PROD(row[k], bc[pos]);                                                                  \
+                        pos = pos == 0 ? L - 1 : pos - 1;                                                              \
+                    }                                                                                                  \
                 }                                                                                                      \
                 m[c * q + i] = (ST)lmu_sat(lmu_shift_round(acc, shift), bits);                                         \
             }                                                                                                          \

@@ -2,7 +2,8 @@
 the host, the DSP four-row path (Cortex-M4), the Helium four-rows-per-vector path with its vector
 requantization and table gather (Cortex-M55) and the ARMv6-M path (Cortex-M0), run under QEMU on crafted
 layers and compared bit for bit with the host; and the Helium requantization of a 16-bit state with a
-compile-time shift (lmu_requant8_s16's VQRSHRNB form)."""
+compile-time shift (lmu_requant8_s16's VQRSHRNB form); and the 16 x 16 FIR memory's row (lmu_fir_row16: on
+the DSP path SMLALDX pairs over the two runs of the ring buffer)."""
 
 import pytest
 from test_kernels_arm import _host_output, _run_program  # noqa: E402  (tests/ is on sys.path under pytest)
@@ -132,3 +133,51 @@ def test_state_requantization_with_a_compile_time_shift_equals_mbqm_on_helium(tm
     out = _run_program(tmp_path, _REQUANT_CONST_C, "cortex-m55")
     n, bad = (int(w) for w in out.split()[1::2])
     assert n == 8 * 7 * 4 * 65539 and bad == 0, out
+
+
+_FIR_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+/* lmu_fir_row16 for every ring length 1..40 and every newest position, full-range taps and buffer values
+ * (the extremes included), against the one-tap-at-a-time sum in 64 bits */
+static uint32_t st = 88675123u;
+static int32_t rnd(int32_t lo, int32_t hi) {
+    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+    return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
+}
+int main(void) {
+    static int16_t w[41], b[41];
+    long n = 0, bad = 0;
+    uint32_t h = 2166136261u;
+    int32_t L, p, k, t;
+    for (L = 1; L <= 40; ++L)
+        for (t = 0; t < 4; ++t) {
+            for (k = 0; k < L; ++k) {
+                w[k] = (int16_t)(t == 0 ? -32768 : rnd(-32768, 32767));
+                b[k] = (int16_t)(t == 0 ? (k % 2 ? 32767 : -32768) : rnd(-32768, 32767));
+            }
+            for (p = 0; p < L; ++p, ++n) {
+                int64_t want = 0, got = lmu_fir_row16(w, b, p, L);
+                int32_t pos = p;
+                for (k = 0; k < L; ++k) {
+                    want += (int64_t)w[k] * b[pos];
+                    pos = pos == 0 ? L - 1 : pos - 1;
+                }
+                bad += got != want;
+                h = (h ^ (uint32_t)got ^ (uint32_t)(got >> 32)) * 16777619u;
+            }
+        }
+    printf("n %ld bad %ld hash %lu\n", n, bad, (unsigned long)h);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["cortex-m4", "cortex-m55"])
+def test_fir_rows_sum_exactly_on_the_dsp_path(tmp_path, runtime):
+    """The FIR memory's 16 x 16 row: two taps per SMLALDX against the buffer word one position back (possibly
+    unaligned), over both runs the ring splits into, an odd tap at the end of a run, for every ring length
+    1..40 and every newest position: the exact 64-bit sum, as on the host (the DSP cores' M4 and M55 builds)."""
+    want = _host_output(tmp_path, _FIR_C, runtime)
+    assert want.split()[1] == str(4 * sum(range(1, 41))) and want.split()[3] == "0", want
+    assert _run_program(tmp_path, _FIR_C, runtime) == want
