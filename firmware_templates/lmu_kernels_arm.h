@@ -688,6 +688,22 @@ LMU_SPECIALIZE void lmu_dsp_rows3_s16(const int16_t *s, const int16_t *r, int32_
     ".endif\n\t"                                                                                                       \
     "ssat %[" #lo "], #%c[bits], %[" #lo "]\n\t"
 
+/* the whole-channel kernels' entry (24 bytes below sp for the B, m_i and scratch pointers, u and the end of
+ * C, which x0 holds as the size of C in bytes when LMU_DSP_CH_BLOCK starts) and the start of each block of
+ * rows: B_i and B_(i+1) loaded, rows i and i + 1 started at B u (SMULL) */
+#define LMU_DSP_CH_ENTER                                                                                               \
+    "sub sp, sp, #24\n\t"                                                                                              \
+    "strd %[x0], %[x1], [sp]\n\t"     /* B, u */                                                                       \
+    "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
+#define LMU_DSP_CH_BLOCK                                                                                               \
+    "add %[x0], %[x0], %[r]\n\t"                                                                                       \
+    "str %[x0], [sp, #16]\n" /* the end of C */                                                                        \
+    "1:\n\t"                                                                                                           \
+    "ldrd %[x0], %[x1], [sp]\n\t"                                                                                      \
+    "ldrd %[c0], %[c1], [%[x0]], #8\n\t"                                                                               \
+    "smull %[a0l], %[a0h], %[c0], %[x1]\n\t"                                                                           \
+    "smull %[a1l], %[a1h], %[c1], %[x1]\n\t"
+
 LMU_SPECIALIZE void lmu_dsp_channel4_s16(int16_t *mc, int32_t uc, int32_t q, const int16_t *C, const int32_t *B,
                                          int32_t cf, int32_t delta, int32_t bits, int64_t *tmp) {
     uint32_t a0l, a0h, a1l, a1h, a2l, a2h, a3l, a3h;
@@ -698,18 +714,8 @@ LMU_SPECIALIZE void lmu_dsp_channel4_s16(int16_t *mc, int32_t uc, int32_t q, con
     const int64_t *src = tmp;
     int16_t *dst = mc;
     __asm__ volatile(
-        "sub sp, sp, #24\n\t"
-        "strd %[x0], %[x1], [sp]\n\t"     /* B, u */
-        "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
-        "movw %[x0], #%c[size]\n\t"
-        "add %[x0], %[x0], %[r]\n\t"
-        "str %[x0], [sp, #16]\n" /* the end of C */
-        "1:\n\t"
-        "ldrd %[x0], %[x1], [sp]\n\t"
-        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
-        "smull %[a0l], %[a0h], %[c0], %[x1]\n\t"
-        "smull %[a1l], %[a1h], %[c1], %[x1]\n\t"
-        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
+        LMU_DSP_CH_ENTER
+        "movw %[x0], #%c[size]\n\t" LMU_DSP_CH_BLOCK "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
         "smull %[a2l], %[a2h], %[c0], %[x1]\n\t"
         "smull %[a3l], %[a3h], %[c1], %[x1]\n\t"
         "str %[x0], [sp]\n\t" LMU_DSP_CH4_ALLCOLS "addw %[r], %[r], #%c[o4]\n\t"
@@ -808,31 +814,21 @@ LMU_SPECIALIZE void lmu_dsp_channel2_s16(int16_t *mc, int32_t uc, int32_t q, con
     const char *end = (const char *)tmp + 2 * q;
     int16_t *dst = mc;
     __asm__ volatile(
-        "sub sp, sp, #24\n\t"
-        "strd %[x0], %[x1], [sp]\n\t"     /* B, u */
-        "strd %[c0], %[c1], [sp, #8]\n\t" /* m_i, scratch */
-        "movw %[x0], #(%c[size] & 65535)\n\t"
-        "movt %[x0], #(%c[size] >> 16)\n\t"
-        "add %[x0], %[x0], %[r]\n\t"
-        "str %[x0], [sp, #16]\n" /* the end of C */
-        "1:\n\t"
-        "ldrd %[x0], %[x1], [sp]\n\t"
-        "ldrd %[c0], %[c1], [%[x0]], #8\n\t"
-        "smull %[a0l], %[a0h], %[c0], %[x1]\n\t"
-        "smull %[a1l], %[a1h], %[c1], %[x1]\n\t"
-        "str %[x0], [sp]\n\t" LMU_DSP_CH2_ALLCOLS "subw %[s], %[s], #%c[o1]\n\t"
-        "addw %[r], %[r], #%c[o1]\n\t" /* row i advanced one row in the passes: now row i + 2 */
-        "ldrd %[x0], %[x1], [sp, #8]\n\t"
-        ".if %c[delta]\n\t"
-        "ldr %[c0], [%[x0]], #4\n\t" /* m_i, m_(i+1) */
-        ".endif\n\t" LMU_DSP_CH4_FINISH(a0l, a0h, c0, "") LMU_DSP_CH4_FINISH(
-            a1l, a1h, c0, ", ror #16") "pkhbt %[a0l], %[a0l], %[a1l], lsl #16\n\t"
-                                       "str %[a0l], [%[x1]], #4\n\t" /* m_i, m_(i+1) to the scratch */
-                                       "strd %[x0], %[x1], [sp, #8]\n\t"
-                                       "ldr %[x0], [sp, #16]\n\t"
-                                       "cmp %[r], %[x0]\n\t"
-                                       "bne 1b\n\t"
-                                       "add sp, sp, #24"
+        LMU_DSP_CH_ENTER "movw %[x0], #(%c[size] & 65535)\n\t"
+                         "movt %[x0], #(%c[size] >> 16)\n\t" LMU_DSP_CH_BLOCK "str %[x0], [sp]\n\t" LMU_DSP_CH2_ALLCOLS
+                         "subw %[s], %[s], #%c[o1]\n\t"
+                         "addw %[r], %[r], #%c[o1]\n\t" /* row i advanced one row in the passes: now row i + 2 */
+                         "ldrd %[x0], %[x1], [sp, #8]\n\t"
+                         ".if %c[delta]\n\t"
+                         "ldr %[c0], [%[x0]], #4\n\t" /* m_i, m_(i+1) */
+                         ".endif\n\t" LMU_DSP_CH4_FINISH(a0l, a0h, c0, "") LMU_DSP_CH4_FINISH(
+                             a1l, a1h, c0, ", ror #16") "pkhbt %[a0l], %[a0l], %[a1l], lsl #16\n\t"
+                                                        "str %[a0l], [%[x1]], #4\n\t" /* m_i, m_(i+1) to the scratch */
+                                                        "strd %[x0], %[x1], [sp, #8]\n\t"
+                                                        "ldr %[x0], [sp, #16]\n\t"
+                                                        "cmp %[r], %[x0]\n\t"
+                                                        "bne 1b\n\t"
+                                                        "add sp, sp, #24"
         : [a0l] "=&r"(a0l), [a0h] "=&r"(a0h), [a1l] "=&r"(a1l), [a1h] "=&r"(a1h), [s] "+r"(s), [r] "+r"(r),
           [x0] "+r"(x0), [x1] "+r"(x1), [c0] "+r"(c0), [c1] "+r"(c1)
         : [n4] "i"(q / 4), [o1] "i"(2 * q), [size] "i"(2 * q * q), [cf] "i"(cf), [delta] "i"(delta), [bits] "i"(bits)
