@@ -68,7 +68,7 @@ class StepOps(Protocol):
         """``a * b`` (element-wise)."""
 
     def div(self, a: Any, b: Any) -> Any:
-        """``a / b`` (element-wise)."""
+        """``a / b`` (element-wise); ``b`` is a step count, ``b >= 1`` (the running mean's only use)."""
 
     def unary(self, name: str, x: Any) -> Any:
         """The activation ``name`` (one of :data:`UNARY`; softmax over the last axis)."""

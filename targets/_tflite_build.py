@@ -85,8 +85,12 @@ class TFOps:
         return a * b
 
     def div(self, a, b):
-        """``a / b``."""
-        return a / b
+        """``a / b`` for a step count ``b >= 1`` (the running mean's): ``a * rsqrt(b)^2``, RSQRT and MUL.
+        TFLite's converter has no 16x8 DIV, and RSQRT / MUL have int8 and int16 kernels in LiteRT and
+        TFLite Micro, so a model with a running mean converts to int16x8 and gets the int16 state path
+        in int8."""
+        r = self.tf.math.rsqrt(b)
+        return a * (r * r)
 
     def unary(self, name, x):
         """RELU, RELU6, TANH, LOGISTIC or SOFTMAX."""
