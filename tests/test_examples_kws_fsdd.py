@@ -147,3 +147,31 @@ def test_the_shipped_fold_fits_a_64k_ram_256k_flash_cortex_m4(tmp_path):
     assert c["device"]["name"] == "cortex-m4-64k" and c["device"]["fits"]
     assert c["ram_bytes"] + fe["state_bytes"] <= 64 * 1024 and c["flash_bytes_m4"] <= 256 * 1024
     assert (c["ram_bytes"], fe["state_bytes"]) == (3752, 1440)  # docs/kws.md
+
+
+def test_speaker_normalization_is_causal_and_learns_only_from_speech():
+    # fsdd.SpeakerNorm (recipe v3): a clip is normalized by the running mean as it stood before the clip, so
+    # changing one clip changes its own output by exactly the change and no clip heard before it; frames
+    # below the speech gate leave the mean where it is; the mean converges to a steady speaker's spectrum
+    rng = np.random.default_rng(3)
+    speech = rng.integers(-20, 30, (1, 32))
+    clips = np.clip(speech + rng.integers(-6, 7, (40, 80, 32)), -128, 127)
+    clips[:, :20] = -60  # silence before each word: below the gate
+    prior = np.zeros(32, np.int64)
+    order = rng.permutation(40)
+    out, mus = fsdd.SpeakerNorm(prior).clips(clips, order)
+    np.testing.assert_array_equal(out, fsdd.SpeakerNorm.apply(clips, mus[:, None, :]))
+    assert np.array_equal(mus[order[0]], prior)
+    k = order[20]
+    changed = clips.copy()
+    changed[k, 30:] += 5
+    out2, mus2 = fsdd.SpeakerNorm(prior).clips(changed, order)
+    before = order[:21]
+    np.testing.assert_array_equal(mus2[before], mus[before])
+    np.testing.assert_array_equal(out2[k] - out[k], changed[k] - clips[k])
+    assert not np.array_equal(mus2[order[21]], mus[order[21]])
+    n = fsdd.SpeakerNorm(prior)
+    n.frames(np.full((50, 32), -60))
+    assert n.n == 0 and np.array_equal(n.mu, prior)
+    n.frames(np.repeat(speech, 2000, 0))
+    np.testing.assert_allclose(n.mu / 256, speech[0], atol=1.0)  # the step ends at 2^-9, the mean reached

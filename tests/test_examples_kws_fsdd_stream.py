@@ -126,3 +126,31 @@ def test_evaluate_exits_non_zero_with_one_line_on_a_folder_without_the_speaker(t
     assert fsdd_stream.main(["evaluate", str(tmp_path), "--runtime", "host"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no recordings of speaker 'george'" in err[0]
+
+
+def test_speaker_normalization_in_c_is_the_python_one_on_host_and_cortex_m4(streamed):
+    # stream.c with a kws_norm.h (fsdd.SpeakerNorm in C: the running mean of the speech frames subtracted
+    # before the model) against the Python integer pipeline with the same prior, 25 s of george's digits:
+    # the int8 outputs at every frame and the detection lines, host and M4. The prior is far from george's
+    # mean (+12 steps) so the running mean moves at every speech frame, through both k < 9 and k = 9.
+    import fsdd
+    import kws
+
+    work, _, recs = streamed
+    audio = recs["digits"][0][: 25 * fsdd_stream.SR]
+    qg = lmu_edge.load(work / "c" / "quantized.lmu.npz")
+    feats = fsdd_stream.frontend.features(audio, fsdd_stream.CFG)
+    prior = fsdd.speech_mean(feats[None]) + 12 * 256
+    assert (feats.sum(1) > fsdd.SPEECH_GATE).sum() > 1 << fsdd.NORM_SHIFT  # the cap on n is reached
+    exes = kws.build_stream(
+        work / "c", work / "build_norm", fsdd_stream.detector(), ("host", "cortex-m4"), fsdd_stream.CFG,
+        norm_header=fsdd.norm_header(prior),
+    )  # fmt: skip
+    lines, y = fsdd_stream.python_stream(qg, audio, norm=prior)
+    _, y_plain = fsdd_stream.python_stream(qg, audio)
+    assert not np.array_equal(y, y_plain)  # the normalization changes what the model sees
+    for rt in ("host", "cortex-m4"):
+        got_lines, got_y, stats = kws.run_stream(exes[rt], rt, audio, len(fsdd_stream.CLASSES))
+        np.testing.assert_array_equal(got_y, y, err_msg=rt)
+        assert got_lines == lines, rt
+        assert stats["fe_bytes"] == 1440 + 4 * 33, rt  # the front end's state and the normalizer's (docs/kws.md)

@@ -58,9 +58,20 @@ def held_out(folder, speaker, limit=None):
     return q, np.asarray([d for _, d in items])
 
 
+def normalized(q, prior, speaker):
+    """The clips ``q`` through :class:`fsdd.SpeakerNorm` from ``prior``, heard in the seeded order
+    ``train_fsdd.normalize_fold`` uses for this speaker: each clip normalized by what was heard before it."""
+    order = np.random.default_rng(10 + fsdd.SPEAKERS.index(speaker)).permutation(len(q))
+    return fsdd.SpeakerNorm(np.load(prior)).clips(q, order)[0]
+
+
 def evaluate(folder, model, calib, speaker, runtime="host", limit=None, work=None):
-    """{'float': accuracy, 'int8': accuracy, 'agree': fraction of equal decisions, 'n': clips}."""
+    """{'float': accuracy, 'int8': accuracy, 'agree': fraction of equal decisions, 'n': clips}; a model with a
+    ``norm_<speaker>.npy`` beside it (recipe v3) sees speaker-normalized features."""
     q, y = held_out(folder, speaker, limit)
+    prior = Path(model).parent / f"norm_{speaker}.npy"
+    if prior.is_file():
+        q = normalized(q, prior, speaker)
     x = q.astype(np.float64) * fsdd.FEATURE_SCALE
     tmp = Path(work or tempfile.mkdtemp(prefix="kws_fsdd_"))
     try:

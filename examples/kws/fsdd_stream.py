@@ -292,12 +292,15 @@ def format_detection(frame, cls, S, window=8) -> str:
     return f"{t // 1000}.{(t % 1000) // 10:02d} s: {CLASSES[cls]} (0.{S * 100 // (256 * window):02d})"
 
 
-def python_stream(qg, audio) -> tuple:
-    """The integer pipeline in Python (front end, ``intsim.run_int``, detector): what stream.c must print
-    and write. Returns ``(detection lines, int8 outputs)``."""
+def python_stream(qg, audio, norm=None) -> tuple:
+    """The integer pipeline in Python (front end, [speaker normalization from the prior ``norm``],
+    ``intsim.run_int``, detector): what stream.c must print and write. Returns ``(detection lines, int8
+    outputs)``."""
     from lmu_edge import intsim
 
     q = frontend.features(np.asarray(audio, np.int64), CFG).astype(np.int64)
+    if norm is not None:
+        q = fsdd.SpeakerNorm(norm).frames(q)
     y = intsim.run_int(qg, q[None])[0]
     det = detector()
     return [format_detection(f, c, S, det.window) for f, c, S in det.run(y)], y

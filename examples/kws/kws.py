@@ -420,16 +420,20 @@ def score(detections, events, tol_before=0.3, tol_after=0.7, sr=SR, end_of=None)
 # --- the streaming C: build and run -----------------------------------------------------------
 
 
-def build_stream(art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0"), cfg=CFG) -> dict:
+def build_stream(
+    art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0"), cfg=CFG, norm_header=None
+) -> dict:
     """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
-    (``frontend.emit_c``), the detection header and ``stream.c`` into ``build_dir`` and compile
-    them for each runtime. Returns ``{runtime: executable}``."""
+    (``frontend.emit_c``), the detection header, the speaker normalization header (``norm_header``, the
+    text of ``fsdd.norm_header``; none by default) and ``stream.c`` into ``build_dir`` and compile them
+    for each runtime. Returns ``{runtime: executable}``."""
     art_dir, d = Path(art_dir), Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
     for f in ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h"):
         shutil.copyfile(art_dir / f, d / f)
     frontend.emit_c(d, cfg, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
+    (d / "kws_norm.h").write_text(norm_header or "/* no speaker normalization */\n")
     shutil.copyfile(HERE / "stream.c", d / "stream.c")
     return {
         rt: frontend.build_c(d, ["stream.c", "kws_frontend.c", "model.c"], rt, "stream_" + rt.replace("-", "_"))

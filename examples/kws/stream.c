@@ -3,8 +3,10 @@
  * Every sample goes through the integer log-mel front end (kws_frontend.h, lmu_frontend.h); every
  * completed frame (10 ms) through the int8 LMU model (model.h, lmu_runtime.h) and the detection
  * rule (posterior smoothing over KWS_DET_WINDOW frames, threshold, refractory period: kws_detect.h,
- * mirrored by kws.Detector in examples/kws/kws.py). Constant memory: the two state structs and the
- * smoothing ring, all static; no malloc, no floating point.
+ * mirrored by kws.Detector in examples/kws/kws.py). With a kws_norm.h that defines KWS_NORM_SHIFT, each
+ * frame is speaker-normalized before the model (the running mean of the speech frames subtracted:
+ * fsdd.SpeakerNorm in examples/kws/fsdd.py). Constant memory: the state structs and the smoothing ring,
+ * all static; no malloc, no floating point.
  *
  * Host: stream IN.raw [OUT.bin]; Cortex-M under QEMU (semihosting): reads stream.raw, writes
  * stream_out.bin. OUT gets the model's int8 outputs of every frame (KWS_N_OUTPUTS bytes each).
@@ -16,6 +18,7 @@
 #include "kws_frontend.h"
 #include "model.h"
 #include "kws_detect.h"
+#include "kws_norm.h"
 
 #if defined(__arm__)
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
@@ -44,6 +47,45 @@ typedef struct {
 static kws_fe_state_t fe;
 static kws_state_t net;
 static kws_det_state_t det;
+
+#ifdef KWS_NORM_SHIFT
+typedef struct {
+    int32_t mu[KWS_FE_N_MELS]; /* running mean of the speech frames, Q8 feature steps */
+    int32_t n;                 /* speech frames heard, capped at 2^KWS_NORM_SHIFT */
+} kws_norm_state_t;
+
+static kws_norm_state_t nrm;
+
+static void norm_reset(kws_norm_state_t *s) {
+    memcpy(s->mu, kws_norm_prior, sizeof(s->mu));
+    s->n = 0;
+}
+
+/* f <- clamp(f - round(mu / 256)); then, on a speech frame (sum of f above the gate), mu moves 2^-k of the
+   way to it, k = min(bitlen(n), KWS_NORM_SHIFT). >> of a negative int32 is arithmetic in gcc (floor), as
+   numpy's on int64 in fsdd.SpeakerNorm. */
+static void norm_step(kws_norm_state_t *s, int8_t *f) {
+    int32_t b, sum = 0, k = 0, v;
+    int8_t raw[KWS_FE_N_MELS];
+    for (b = 0; b < KWS_FE_N_MELS; ++b) {
+        raw[b] = f[b];
+        sum += f[b];
+        v = (int32_t)f[b] - ((s->mu[b] + 128) >> 8);
+        f[b] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+    }
+    if (sum > KWS_NORM_GATE) {
+        if (s->n < (1 << KWS_NORM_SHIFT)) ++s->n;
+        for (v = s->n; v > 0 && k < KWS_NORM_SHIFT; v >>= 1) ++k;
+        for (b = 0; b < KWS_FE_N_MELS; ++b) s->mu[b] += ((int32_t)raw[b] * 256 - s->mu[b]) >> k;
+    }
+}
+#endif
+
+#ifdef KWS_NORM_SHIFT
+#define NORM_BYTES sizeof(nrm)
+#else
+#define NORM_BYTES 0u
+#endif
 
 static void det_reset(kws_det_state_t *d) {
     memset(d, 0, sizeof(*d));
@@ -98,6 +140,9 @@ int main(int argc, char **argv) {
     kws_fe_reset(&fe);
     kws_reset(&net);
     det_reset(&det);
+#ifdef KWS_NORM_SHIFT
+    norm_reset(&nrm);
+#endif
     ticks_start();
     while ((n = fread(buf, sizeof(int16_t), 256, fi)) > 0) {
         for (i = 0; i < n; ++i) {
@@ -108,6 +153,11 @@ int main(int argc, char **argv) {
             if (got) {
                 int32_t score;
                 int cls;
+#ifdef KWS_NORM_SHIFT
+                t0 = ticks_now();
+                norm_step(&nrm, feat);
+                fe_ticks += ticks_since(t0);
+#endif
                 t0 = ticks_now();
                 kws_step_int8(&net, feat, y);
                 net_ticks += ticks_since(t0);
@@ -131,6 +181,7 @@ int main(int argc, char **argv) {
     fclose(fo);
     printf("kws-stats: samples=%lu frames=%lu fe_ticks=%s net_ticks=%s detections=%lu fe_bytes=%lu net_bytes=%lu "
            "det_bytes=%lu\n", samples, frames, u64_text(fe_ticks, fe_text), u64_text(net_ticks, net_text),
-           detections, (unsigned long)sizeof(fe), (unsigned long)sizeof(net), (unsigned long)sizeof(det));
+           detections, (unsigned long)(sizeof(fe) + NORM_BYTES), (unsigned long)sizeof(net),
+           (unsigned long)sizeof(det));
     return 0;
 }

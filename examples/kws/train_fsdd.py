@@ -39,6 +39,15 @@ RECIPES = {
     # lmu: memory_d, order, hidden units, pool (average the hidden output over every frame)
     "v1": {"copies": 1, "speed": None, "mask": False, "lmu": (MEMORY_D, ORDER, UNITS, False), "epochs": 12},
     "v2": {"copies": 4, "speed": (0.85, 1.15), "mask": True, "lmu": (32, 16, 128, True), "epochs": 30},
+    # v3: v2's model and augmentation on speaker-normalized features (fsdd.SpeakerNorm), 2 copies, 15 epochs
+    "v3": {
+        "copies": 2,
+        "speed": (0.85, 1.15),
+        "mask": True,
+        "lmu": (32, 16, 128, True),
+        "epochs": 15,
+        "norm": True,
+    },
 }
 
 
@@ -107,6 +116,25 @@ def features(folder, copies=2, seed=0, speed=None):
     return np.asarray(clean), np.asarray(aug), np.asarray(digits), np.asarray(spk)
 
 
+def normalize_fold(clean, aug, spk, train, seed=0):
+    """Speaker-normalized copies of ``clean`` (N x T x F) and ``aug`` (N x copies x T x F) for a fold whose
+    training clips are ``train`` (a mask), and the prior (the training clips' speech mean, Q8).
+
+    Each speaker's clips are heard in a seeded random order through one :class:`fsdd.SpeakerNorm` starting
+    at the prior; a clip (and its augmented copies) is normalized by the running mean as it stood before
+    the clip, as on a device that has listened to the speaker's earlier words. The held-out speaker is
+    treated the same way (nothing of his is used before it is heard)."""
+    prior = fsdd.speech_mean(clean[train])
+    clean, aug = np.array(clean, np.int64), np.array(aug, np.int64)
+    for i, s in enumerate(fsdd.SPEAKERS):
+        sel = np.flatnonzero(spk == s)
+        if len(sel):
+            order = np.random.default_rng(seed + 10 + i).permutation(len(sel))
+            clean[sel], mus = fsdd.SpeakerNorm(prior).clips(clean[sel], order)
+            aug[sel] = fsdd.SpeakerNorm.apply(aug[sel], mus[:, None, None, :])
+    return clean, aug, prior
+
+
 def masked(x, rng):
     """SpecAugment-style: per sequence, up to 6 consecutive mel bands and up to 10 frames set to 0."""
     x = x.copy()
@@ -137,12 +165,18 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    clean, aug, y, spk = features(a.folder, copies=rec["copies"], speed=rec["speed"])
+    clean0, aug0, y, spk = features(a.folder, copies=rec["copies"], speed=rec["speed"])
     print(f"features of {len(y)} clips in {time.time() - t0:.0f} s", flush=True)
     res_path = out / "results.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
     for held in a.speakers.split(","):
         tr = spk != held
+        if rec.get("norm"):
+            clean_f, aug_f, prior = normalize_fold(clean0, aug0, spk, tr)
+            np.save(out / f"norm_{held}.npy", prior)
+        else:
+            clean_f, aug_f = clean0, aug0
+        clean, aug = clean_f, aug_f
         xtr = np.concatenate([clean[tr]] + [aug[tr][:, k] for k in range(rec["copies"])]) * fsdd.FEATURE_SCALE
         ytr = np.concatenate([y[tr]] * (1 + rec["copies"]))
         xte, yte = clean[~tr] * fsdd.FEATURE_SCALE, y[~tr]

@@ -164,14 +164,19 @@ def cmd_train(a):
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    clean, aug, y, spk = load_features(a.folder, a.features, rec)
-    aug = aug[:, : rec["copies"]]
+    clean0, aug0, y, spk = load_features(a.folder, a.features, rec)
+    aug0 = aug0[:, : rec["copies"]]
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
     drop = set(a.drop.split(",")) if a.drop else set()
     res_path = out / "results.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
     for held in a.speakers.split(","):
         tr = (spk != held) & ~np.isin(spk, list(drop))
+        if rec.get("norm"):  # speaker normalization: the prior from this fold's training clips
+            clean, aug, prior = train_fsdd.normalize_fold(clean0, aug0, spk, tr, a.seed)
+            np.save(out / f"norm_{held}.npy", prior)
+        else:
+            clean, aug = clean0, aug0
         xtr = np.concatenate([clean[tr]] + [aug[tr][:, k] for k in range(rec["copies"])]) * fsdd.FEATURE_SCALE
         ytr = np.concatenate([y[tr]] * (1 + rec["copies"]))
         xte, yte = clean[spk == held] * fsdd.FEATURE_SCALE, y[spk == held]
