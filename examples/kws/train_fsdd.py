@@ -39,15 +39,8 @@ RECIPES = {
     # lmu: memory_d, order, hidden units, pool (average the hidden output over every frame)
     "v1": {"copies": 1, "speed": None, "mask": False, "lmu": (MEMORY_D, ORDER, UNITS, False), "epochs": 12},
     "v2": {"copies": 4, "speed": (0.85, 1.15), "mask": True, "lmu": (32, 16, 128, True), "epochs": 30},
-    # v3: v2's model and augmentation on speaker-normalized features (fsdd.SpeakerNorm), 2 copies, 15 epochs
-    "v3": {
-        "copies": 2,
-        "speed": (0.85, 1.15),
-        "mask": True,
-        "lmu": (32, 16, 128, True),
-        "epochs": 15,
-        "norm": True,
-    },
+    # v3: v2 on speaker-normalized features (fsdd.SpeakerNorm)
+    "v3": {"copies": 4, "speed": (0.85, 1.15), "mask": True, "lmu": (32, 16, 128, True), "epochs": 30, "norm": True},
 }
 
 

@@ -159,6 +159,7 @@ def cmd_train(a):
     import torch
 
     rec = dict(train_fsdd.RECIPES[a.recipe])
+    rec["copies"] = min(rec["copies"], a.copies or rec["copies"])
     epochs = a.epochs or rec["epochs"]
     md, q, units, pool = rec["lmu"]
     out = Path(a.out)
@@ -217,7 +218,13 @@ def cmd_to_keras(a):
             if feats is None:
                 feats = {s: None for s in fsdd.SPEAKERS}
             items = [p for p, d, s, k in fsdd.index(a.folder) if s == held]
-            x = np.asarray([fsdd.clip_features(fsdd.read_wav(p)) for p in items]) * fsdd.FEATURE_SCALE
+            feats = np.asarray([fsdd.clip_features(fsdd.read_wav(p)) for p in items])
+            prior = folder / f"norm_{held}.npy"
+            if prior.is_file():  # recipe v3: the features the model was trained on
+                import evaluate_fsdd
+
+                feats = evaluate_fsdd.normalized(feats, prior, held)
+            x = feats * fsdd.FEATURE_SCALE
             agree = float(np.mean(np.argmax(m.predict(x, verbose=0), -1) == np.argmax(z["probabilities"], -1)))
             print(f"{held}: keras-lmu and torch give the same digit for {agree:.3f} of {len(x)} clips")
             if agree < 0.99:
@@ -233,6 +240,7 @@ def main(argv=None):
     t.add_argument("folder", nargs="?", help="FSDD folder (with recordings/); not needed with a cached --features")
     t.add_argument("--recipe", choices=sorted(train_fsdd.RECIPES), default="v2")
     t.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
+    t.add_argument("--copies", type=int, help="augmented copies per clip (default: the recipe's; at most that)")
     t.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
     t.add_argument("--drop", default="", help="speakers left out of training too (development splits)")
     t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
