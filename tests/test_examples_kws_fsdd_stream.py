@@ -63,7 +63,7 @@ def test_host_c_gives_the_python_integer_pipelines_outputs_and_detections(stream
     work, res, recs = streamed
     qg = lmu_edge.load(work / "c" / "quantized.lmu.npz")
     for name, (audio, _) in recs.items():
-        lines, y = fsdd_stream.python_stream(qg, audio)
+        lines, y = fsdd_stream.python_stream(qg, audio, norm=fsdd_stream.prior_for(fsdd_stream.MODEL))
         r = res[name]["host"]
         assert hashlib.sha256(np.asarray(y, np.int8).tobytes()).hexdigest() == r["outputs_sha256"], name
         assert lines == r["lines"], name
@@ -154,8 +154,9 @@ def test_speaker_normalization_in_c_is_the_python_one_on_host_and_cortex_m4(stre
         np.testing.assert_array_equal(got_y, y, err_msg=rt)
         assert got_lines == lines, rt
         assert stats["fe_bytes"] == 1440 + 4 * 33, rt  # the front end's state and the normalizer's (docs/kws.md)
-    # its cost on the M4 (docs/kws.md: about 830 instructions per 10 ms frame): the same audio through the
-    # fixture's stream build without it
-    _, y_plain_m4, plain = kws.run_stream(work / "build" / "stream_cortex_m4", "cortex-m4", audio, len(y[0]))
+    # its cost on the M4 (docs/kws.md: about 830 instructions per 10 ms frame): the same audio through a
+    # stream build without it
+    exe = kws.build_stream(work / "c", work / "build_plain", fsdd_stream.detector(), ("cortex-m4",), fsdd_stream.CFG)
+    _, y_plain_m4, plain = kws.run_stream(exe["cortex-m4"], "cortex-m4", audio, len(y[0]))
     np.testing.assert_array_equal(y_plain_m4, y_plain)
     assert 700 < stats["fe_insn"] - plain["fe_insn"] < 1000 and abs(stats["net_insn"] - plain["net_insn"]) < 5

@@ -50,7 +50,10 @@ def test_torch_weights_give_keras_lmu_the_same_function(pool):
     assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
 
 
-def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path):
+@pytest.mark.parametrize("recipe", ["v2", "v3"])
+def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, recipe):
+    # v3 trains on speaker-normalized features: the held-out clips the torch model was scored on must be
+    # the ones evaluate_fsdd.normalized makes from the fold's prior (what evaluate_fsdd.py feeds the C)
     rng = np.random.default_rng(0)
     n = 12 * len(fsdd.SPEAKERS)  # 12 clips per speaker, noise features: this checks plumbing, not learning
     feats = tmp_path / "feat.npz"
@@ -63,6 +66,7 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
     )
     out = tmp_path / "out"
     argv = ["train_fsdd_torch.py", "train", "--features", str(feats), "--epochs", "1", "--speakers", "theo"]
+    argv += ["--recipe", recipe]
     assert train_fsdd_torch.main(argv[1:] + ["--out", str(out)]) == 0
     assert np.load(out / "calib_theo.npy").dtype == np.int8
     assert train_fsdd_torch.main(["to-keras", str(out)]) == 0
@@ -70,8 +74,18 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
 
     m = keras.models.load_model(out / "lmu_theo.keras")
     z = np.load(out / "lmu_theo.npz")
-    x = np.load(feats)["clean"][np.repeat(fsdd.SPEAKERS, 12) == "theo"] * fsdd.FEATURE_SCALE
-    assert m.get_layer("lmu").get_config()["return_sequences"]  # recipe v2: the pooled head
+    q = np.load(feats)["clean"][np.repeat(fsdd.SPEAKERS, 12) == "theo"]
+    if recipe == "v3":
+        import evaluate_fsdd
+
+        prior = np.load(out / "norm_theo.npy")
+        assert prior.shape == (fsdd.CFG.n_mels,)
+        q = evaluate_fsdd.normalized(q, out / "norm_theo.npy", "theo")
+        assert not np.array_equal(q, np.load(feats)["clean"][np.repeat(fsdd.SPEAKERS, 12) == "theo"])
+    else:
+        assert not (out / "norm_theo.npy").exists()
+    x = q * fsdd.FEATURE_SCALE
+    assert m.get_layer("lmu").get_config()["return_sequences"]  # recipes v2 and v3: the pooled head
     np.testing.assert_allclose(m.predict(x, verbose=0), z["probabilities"], atol=1e-5)
 
 

@@ -131,22 +131,51 @@ def sequence(rng, word, cls, speed=False):
     return q, y, wt
 
 
-def build_data(folder, speaker, seed=0, drop=(), cuts=False):
+def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False):
     """The fold's training set: every other speaker's clip twice (once speed-perturbed) as its digit,
     their reversed / spliced versions and espeak-ng's words as "not a digit", and silence. ``drop``:
     speakers also left out (development splits); ``cuts``: also each clip's first or last 40% as "not a
-    digit" (a partial word must not fire)."""
+    digit" (a partial word must not fire). Returns ``(q, y, w, prior)``; ``prior`` is None without ``norm``.
+
+    ``norm``: speaker-normalized features (:class:`fsdd.SpeakerNorm`, as ``stream.c`` with a
+    ``kws_norm.h``). The sequences of one voice (a speaker's digits and his reversed and spliced clips,
+    which then splice within the speaker; espeak-ng's words as one voice; silence with a random speaker)
+    are heard in a seeded random order through one normalizer starting at the prior (the speech mean of
+    the training speakers' digit sequences), each normalized by what was heard before it."""
     rng = np.random.default_rng(seed)
-    clips = [(fsdd.read_wav(p), d) for p, d, s, _ in fsdd.index(folder) if s != speaker and s not in drop]
+    index = [(p, d, s) for p, d, s, _ in fsdd.index(folder) if s != speaker and s not in drop]
+    clips = [(fsdd.read_wav(p), d) for p, d, _ in index]
+    voice = [s for _, _, s in index]
     items = [(c, 2 + d, False) for c, d in clips] + [(c, 2 + d, True) for c, d in clips]
-    items += [(c, 1, False) for c in not_digits(clips, rng)]
+    groups = voice + voice
+    if norm:
+        for s in sorted(set(voice)):
+            mine = [c for c, v in zip(clips, voice, strict=True) if v == s]
+            neg = not_digits(mine, rng)
+            items += [(c, 1, False) for c in neg]
+            groups += [s] * len(neg)
+    else:
+        items += [(c, 1, False) for c in not_digits(clips, rng)]
     if cuts:
         items += [(c[: len(c) * 2 // 5] if rng.random() < 0.5 else c[-(len(c) * 2 // 5) :], 1, False) for c, _ in clips]
+        groups += voice
     words, _ = kws.train_words()
     items += [(to8k(w), 1, False) for w in words]
-    items += [(None, 0, False)] * (len(clips) // 5)
+    groups += ["espeak"] * len(words)
+    n_sil = len(clips) // 5
+    items += [(None, 0, False)] * n_sil
+    groups += [sorted(set(voice))[int(i)] for i in rng.integers(0, len(set(voice)), n_sil)]
     qs, ys, ws = zip(*(sequence(rng, w, c, sp) for w, c, sp in items), strict=True)
-    return np.stack(qs), np.stack(ys), np.stack(ws)
+    q = np.stack(qs)
+    if not norm:
+        return q, np.stack(ys), np.stack(ws), None
+    prior = fsdd.speech_mean(q[: 2 * len(clips)])
+    groups = np.asarray(groups)
+    out = q.astype(np.int64)
+    for g in sorted(set(groups)):
+        idx = np.flatnonzero(groups == g)
+        out[idx] = fsdd.SpeakerNorm(prior).clips(q[idx], rng.permutation(len(idx)))[0]
+    return out, np.stack(ys), np.stack(ws), prior
 
 
 # --- training (torch) and export --------------------------------------------------------------------
@@ -198,6 +227,8 @@ def cmd_train(a):
     np.savez(out / "stream_weights.npz", probabilities=prob, x=q[:64], **net.keras_weights())
     pick = np.random.default_rng(2).permutation(len(q))[:32]
     np.save(out / "stream_calib.npy", q[pick].astype(np.int8))
+    if "prior" in z:  # trained on speaker-normalized features: the normalizer's prior goes with the model
+        np.save(out / "stream_norm.npy", z["prior"])
     print(f"wrote {out / 'stream_weights.npz'}")
 
 
@@ -306,17 +337,29 @@ def python_stream(qg, audio, norm=None) -> tuple:
     return [format_detection(f, c, S, det.window) for f, c, S in det.run(y)], y
 
 
+def prior_for(model):
+    """The speaker normalizer's prior that goes with a streaming model (``stream_norm*.npy`` beside
+    ``stream*.keras``), or None for a model trained on plain features."""
+    p = Path(model)
+    p = p.with_name(p.stem.replace("stream", "stream_norm", 1) + ".npy")
+    return np.load(p) if p.is_file() else None
+
+
 def evaluate(
     folder, speaker="george", minutes=30.0, runtimes=("host",), work=None, limit=None, model=MODEL, calib=CALIB
 ):
-    """Run the three recordings through the C on each runtime; results per recording and runtime."""
+    """Run the three recordings through the C on each runtime; results per recording and runtime. A model
+    with a prior beside it (:func:`prior_for`) streams through the speaker normalizer, from the prior at
+    the start of each recording."""
     import tempfile
 
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
     work = Path(work or tempfile.mkdtemp(prefix="fsdd_stream_"))
     convert(work / "c", model, calib)
     det = detector()
-    exes = kws.build_stream(work / "c", work / "build", det, runtimes, cfg=CFG)
+    prior = prior_for(model)
+    hdr = None if prior is None else fsdd.norm_header(prior)
+    exes = kws.build_stream(work / "c", work / "build", det, runtimes, cfg=CFG, norm_header=hdr)
     res, sweep = {}, {}
     for name, (audio, events) in recs.items():
         res[name] = {}
@@ -369,6 +412,7 @@ def main(argv=None):
     d.add_argument("--out", required=True)
     d.add_argument("--drop", default="", help="speakers also left out of training (development splits)")
     d.add_argument("--cuts", action="store_true", help="add each clip's first or last 40%% as 'not a digit'")
+    d.add_argument("--norm", action="store_true", help="speaker-normalized features (fsdd.SpeakerNorm)")
     t = sub.add_parser("train", help="train the per-frame LMU in torch")
     t.add_argument("data")
     t.add_argument("--epochs", type=int, default=20)
@@ -392,8 +436,11 @@ def main(argv=None):
     def run():
         if a.cmd == "data":
             t0 = time.time()
-            q, y, w = build_data(a.folder, a.speaker, drop=[d for d in a.drop.split(",") if d], cuts=a.cuts)
-            np.savez_compressed(a.out, q=q, y=y.astype(np.int8), w=w.astype(np.uint8))  # weights are 0 / 1
+            q, y, w, prior = build_data(
+                a.folder, a.speaker, drop=[d for d in a.drop.split(",") if d], cuts=a.cuts, norm=a.norm
+            )
+            extra = {} if prior is None else {"prior": prior}
+            np.savez_compressed(a.out, q=q, y=y.astype(np.int8), w=w.astype(np.uint8), **extra)  # weights are 0 / 1
             print(f"{len(q)} sequences in {time.time() - t0:.0f} s -> {a.out}")
             return 0
         return {"train": cmd_train, "to-keras": cmd_to_keras, "evaluate": cmd_evaluate}[a.cmd](a)
