@@ -44,7 +44,7 @@ def load_features(folder, cache, rec, seed=0):
         return z["clean"], z["aug"], z["digits"], z["speakers"]
     if folder is None:
         raise SystemExit("give the FSDD folder (or --features of a cached .npz)")
-    out = train_fsdd.features(folder, copies=rec["copies"], seed=seed, speed=rec["speed"])
+    out = train_fsdd.features(folder, copies=rec.get("draw", rec["copies"]), seed=seed, speed=rec["speed"])
     if cache:
         np.savez_compressed(cache, clean=out[0], aug=out[1], digits=out[2], speakers=out[3])
     return out
