@@ -40,7 +40,7 @@ RECIPES = {
     "v1": {"copies": 1, "speed": None, "mask": False, "lmu": (MEMORY_D, ORDER, UNITS, False), "epochs": 12},
     "v2": {"copies": 4, "speed": (0.85, 1.15), "mask": True, "lmu": (32, 16, 128, True), "epochs": 30},
     # v3: v2's models and augmentation on speaker-normalized features (fsdd.SpeakerNorm), sized for a CPU
-    # (two augmented copies, 15 epochs: about 12 minutes for the six folds and both models on 2 cores). draw:
+    # (two augmented copies, 15 epochs: about 15 minutes for the six folds and both models on 2 cores). draw:
     # the copies are drawn as for v2's four (the random draws per clip depend on the count) and two are used
     "v3": {
         "copies": 2,
