@@ -50,10 +50,11 @@ def test_torch_weights_give_keras_lmu_the_same_function(pool):
     assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
 
 
-@pytest.mark.parametrize("recipe", ["v2", "v3"])
-def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, recipe):
+@pytest.mark.parametrize("recipe,seed", [("v2", 0), ("v3", 0), ("v3", 1)])
+def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, recipe, seed):
     # v3 trains on speaker-normalized features: the held-out clips the torch model was scored on must be
-    # the ones evaluate_fsdd.normalized makes from the fold's prior (what evaluate_fsdd.py feeds the C)
+    # the ones evaluate_fsdd.normalized makes from the fold's prior (what evaluate_fsdd.py feeds the C),
+    # whatever --seed (it seeds the weights and the batch order, not the order the clips are heard in)
     rng = np.random.default_rng(0)
     n = 12 * len(fsdd.SPEAKERS)  # 12 clips per speaker, noise features: this checks plumbing, not learning
     feats = tmp_path / "feat.npz"
@@ -66,7 +67,7 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
     )
     out = tmp_path / "out"
     argv = ["train_fsdd_torch.py", "train", "--features", str(feats), "--epochs", "1", "--speakers", "theo"]
-    argv += ["--recipe", recipe]
+    argv += ["--recipe", recipe, "--seed", str(seed)]
     assert train_fsdd_torch.main(argv[1:] + ["--out", str(out)]) == 0
     assert np.load(out / "calib_theo.npy").dtype == np.int8
     assert train_fsdd_torch.main(["to-keras", str(out)]) == 0

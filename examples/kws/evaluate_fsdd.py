@@ -3,7 +3,8 @@
 For each held-out speaker with a trained model (``lmu_<speaker>.keras`` + ``calib_<speaker>.npy``
 in ``--models``, written by ``train_fsdd.py``; the repository ships george's), the model is
 converted with ``lmu_edge.convert(..., target="c", quantize="int8")`` and run on that speaker's
-clips, featurised by the 8 kHz integer front end: accuracy of the float64 reference of the keras
+clips, featurised by the 8 kHz integer front end (and speaker-normalized when the fold's prior
+``norm_<speaker>.npy`` sits beside its model, recipe v3): accuracy of the float64 reference of the keras
 model and of the int8 C build (host gcc, or Cortex-M4 under QEMU with ``--runtime cortex-m4``).
 Prints one line per speaker and the mean and worst, and writes ``--json``::
 
@@ -59,8 +60,9 @@ def held_out(folder, speaker, limit=None):
 
 
 def normalized(q, prior, speaker):
-    """The clips ``q`` through :class:`fsdd.SpeakerNorm` from ``prior``, heard in the seeded order
-    ``train_fsdd.normalize_fold`` uses for this speaker: each clip normalized by what was heard before it."""
+    """The clips ``q`` through :class:`fsdd.SpeakerNorm` from ``prior``, heard in a seeded order (for all 500
+    of a speaker's clips the order ``train_fsdd.normalize_fold`` uses; for a subset, a permutation of the
+    subset): each clip normalized by the running mean as it stood before the clip."""
     order = np.random.default_rng(10 + fsdd.SPEAKERS.index(speaker)).permutation(len(q))
     return fsdd.SpeakerNorm(np.load(prior)).clips(q, order)[0]
 
@@ -93,7 +95,11 @@ def evaluate(folder, model, calib, speaker, runtime="host", limit=None, work=Non
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="FSDD folder (with recordings/), or the shipped subset examples/kws/fsdd_george")
-    ap.add_argument("--models", default=str(HERE / "fsdd_model"), help="folder with lmu_<speaker>.keras files")
+    ap.add_argument(
+        "--models",
+        default=str(HERE / "fsdd_model"),
+        help="folder with lmu_<speaker>.keras files (and norm_<speaker>.npy for v3 folds)",
+    )
     ap.add_argument("--runtime", default="host", choices=["host", "cortex-m4"], help="where the int8 C runs")
     ap.add_argument("--limit", type=int, default=None, help="only takes 0..LIMIT-1 of each digit")
     ap.add_argument("--json", default=None, help="write the results here")

@@ -40,7 +40,8 @@ RECIPES = {
     "v1": {"copies": 1, "speed": None, "mask": False, "lmu": (MEMORY_D, ORDER, UNITS, False), "epochs": 12},
     "v2": {"copies": 4, "speed": (0.85, 1.15), "mask": True, "lmu": (32, 16, 128, True), "epochs": 30},
     # v3: v2's models and augmentation on speaker-normalized features (fsdd.SpeakerNorm), sized for a CPU
-    # (two augmented copies, 15 epochs: about 15 minutes for the six folds and both models on 2 cores). draw:
+    # (two augmented copies, 15 epochs: about 15 minutes for the six folds and both models on 2 cores with
+    # train_fsdd_torch.py; keras-lmu here is about 10x slower). draw:
     # the copies are drawn as for v2's four (the random draws per clip depend on the count) and two are used
     "v3": {
         "copies": 2,
@@ -157,7 +158,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", help="FSDD folder (with recordings/)")
     ap.add_argument("--recipe", choices=sorted(RECIPES), default="v1", help="training recipe (see above)")
-    ap.add_argument("--epochs", type=int, help="epochs (default: the recipe's, 12 for v1, 30 for v2)")
+    ap.add_argument("--epochs", type=int, help="epochs (default: the recipe's, 12 for v1, 30 for v2, 15 for v3)")
     ap.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
     ap.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd"))
     a = ap.parse_args()

@@ -159,7 +159,7 @@ def cmd_train(a):
     import torch
 
     rec = dict(train_fsdd.RECIPES[a.recipe])
-    rec["copies"] = min(rec["copies"], a.copies or rec["copies"])
+    rec["copies"] = min(a.copies or rec["copies"], rec.get("draw", rec["copies"]))
     epochs = a.epochs or rec["epochs"]
     md, q, units, pool = rec["lmu"]
     out = Path(a.out)
@@ -174,7 +174,9 @@ def cmd_train(a):
     for held in a.speakers.split(","):
         tr = (spk != held) & ~np.isin(spk, list(drop))
         if rec.get("norm"):  # speaker normalization: the prior from this fold's training clips
-            clean, aug, prior = train_fsdd.normalize_fold(clean0, aug0, spk, tr, a.seed)
+            # the order each speaker is heard in is seed 0's whatever --seed is: evaluate_fsdd.normalized
+            # (evaluation, to-keras) hears the held-out speaker in that order
+            clean, aug, prior = train_fsdd.normalize_fold(clean0, aug0, spk, tr)
             np.save(out / f"norm_{held}.npy", prior)
         else:
             clean, aug = clean0, aug0
@@ -209,14 +211,11 @@ def cmd_to_keras(a):
     folder = Path(a.dir)
     recipe = json.loads((folder / "results.json").read_text()).get("_recipe", {}).get("recipe", "v2")
     md, q, units, pool = train_fsdd.RECIPES[recipe]["lmu"]
-    feats = None
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
         m = assign_keras(train_fsdd.lmu_model(md, q, units, pool), z)
         held = npz.stem.split("_", 1)[1]
         if a.folder:
-            if feats is None:
-                feats = {s: None for s in fsdd.SPEAKERS}
             items = [p for p, d, s, k in fsdd.index(a.folder) if s == held]
             feats = np.asarray([fsdd.clip_features(fsdd.read_wav(p)) for p in items])
             prior = folder / f"norm_{held}.npy"
@@ -238,13 +237,22 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train both models on each held-out speaker's fold (torch)")
     t.add_argument("folder", nargs="?", help="FSDD folder (with recordings/); not needed with a cached --features")
-    t.add_argument("--recipe", choices=sorted(train_fsdd.RECIPES), default="v2")
+    t.add_argument(
+        "--recipe",
+        choices=sorted(train_fsdd.RECIPES),
+        default="v2",
+        help="v2: plain features; v3: speaker-normalized (fsdd.SpeakerNorm), sized for a CPU; v1: the first",
+    )
     t.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
-    t.add_argument("--copies", type=int, help="augmented copies per clip (default: the recipe's; at most that)")
+    t.add_argument(
+        "--copies", type=int, help="augmented copies per clip (default: the recipe's; at most the copies it draws)"
+    )
     t.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
     t.add_argument("--drop", default="", help="speakers left out of training too (development splits)")
     t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
-    t.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batch order")
+    t.add_argument(
+        "--seed", type=int, default=0, help="seed of the initial weights and the batch order (not of the data)"
+    )
     t.add_argument("--device", default="cpu", help="torch device (cuda, cpu)")
     t.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd_torch"))
     k = sub.add_parser("to-keras", help="write each fold's LMU as a keras-lmu .keras file")
