@@ -177,11 +177,10 @@ def main():
     for held in a.speakers.split(","):
         tr = spk != held
         if rec.get("norm"):
-            clean_f, aug_f, prior = normalize_fold(clean0, aug0, spk, tr)
+            clean, aug, prior = normalize_fold(clean0, aug0, spk, tr)
             np.save(out / f"norm_{held}.npy", prior)
         else:
-            clean_f, aug_f = clean0, aug0
-        clean, aug = clean_f, aug_f
+            clean, aug = clean0, aug0
         xtr = np.concatenate([clean[tr]] + [aug[tr][:, k] for k in range(rec["copies"])]) * fsdd.FEATURE_SCALE
         ytr = np.concatenate([y[tr]] * (1 + rec["copies"]))
         xte, yte = clean[~tr] * fsdd.FEATURE_SCALE, y[~tr]
