@@ -86,7 +86,8 @@ class StepOps(Protocol):
         """The inclusive cumulative sum of ``x`` along its columns (axis 1)."""
 
     def memory_path(self, on: bool) -> None:
-        """Tensors written from now on are (``on``) or are not an LMU's input ``u`` and memory.
+        """Tensors written from now on are (``on``) or are not on a path that integrates over time: an
+        LMU's input ``u`` and memory, a running mean and its step count.
 
         A quantizing backend keeps them wider than the other activations (the
         ONNX QDQ model: 16 bits); a float backend ignores it.
@@ -159,8 +160,10 @@ class FloatStep:
 
     def _pooling(self, ops, i, layer: ir.TimePooling, x, states, new):
         mean, n = states[f"L{i}_mean"], states[f"L{i}_n"]
+        ops.memory_path(True)  # the mean and its count integrate over every step, as a memory does
         n1 = ops.add(n, ops.const(np.float32(1)))
         mean = ops.add(mean, ops.div(ops.sub(x, mean), n1))
+        ops.memory_path(False)
         new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
         return mean
 

@@ -54,6 +54,34 @@ def state_spec(graph: ir.Graph) -> list:
     return out
 
 
+#: the ONNX QDQ model counts a running mean's steps in 16 bits, exactly up to this many steps: its
+#: calibration counts this high (16-bit ranges get 2x headroom, so the count's scale is 1). Past it the
+#: count stops and the mean weighs each new step 1 / (2 COUNT_RANGE) (an exponential mean). Calibrated
+#: from the calibration data alone, the count saturated at twice the calibration's length: the mean of a
+#: 1,000-step stream of a matrix model calibrated on 40 steps lost 19 dB (docs/tflite_onnx.md).
+COUNT_RANGE = 16383
+
+
+def pooling_counts(graph: ir.Graph) -> list:
+    """The names of the running means' step counts (``L<i>_n``) of ``graph``."""
+    return [name for name, _, kind, _ in state_spec(graph) if kind == "n"]
+
+
+def with_long_counts(graph: ir.Graph, rep: dict, count: int, rows: int = 16) -> dict:
+    """``rep`` (inputs and states by name, a row per step) plus copies of its last ``rows`` rows whose
+    running-mean counts are ``count - 1``: the step after them counts to ``count``, so a calibrator
+    gives each count a range of at least ``count``. ``rep`` itself when the graph has no running mean."""
+    counts = pooling_counts(graph)
+    if not counts:
+        return rep
+    k = min(rows, rep["x"].shape[0])
+    out = {}
+    for name, v in rep.items():
+        tail = np.full_like(v[-k:], count - 1) if name in counts else v[-k:]
+        out[name] = np.concatenate([v, tail], axis=0)
+    return out
+
+
 def _read_state(runner, kind, batch):
     if kind == "m":
         return runner.m.reshape(batch, -1)

@@ -245,8 +245,9 @@ def build(graph, plan, qdq=None, expose=False, split=None):
 
 
 def _is_state(name: str) -> bool:
-    """An LMU memory state (``L<i>_m``, ``L<i>_buf``): kept at 16 bits in a QDQ model."""
-    return name.endswith("_m") or name.endswith("_buf")
+    """An LMU memory state (``L<i>_m``, ``L<i>_buf``) or a running mean and its count (``L<i>_mean``,
+    ``L<i>_n``): kept at 16 bits in a QDQ model."""
+    return name.endswith(("_m", "_buf", "_mean", "_n"))
 
 
 def _ort_session(model_bytes):
@@ -269,8 +270,12 @@ def _calibrate(graph, plan, x) -> dict:
     lo = {n: np.inf for n in names}
     hi = {n: -np.inf for n in names}
     spec = plan.spec
-    for seq in x:
-        st = {n: np.zeros((1, s), np.float32) for n, _, _, s in spec}
+    counts = _stepplan.pooling_counts(graph)
+    T = x.shape[1]
+    # a running mean's count: one more pass that counts up to COUNT_RANGE sets its 16-bit scale to 1
+    starts = [{}] * len(x) + ([{n: _stepplan.COUNT_RANGE - T for n in counts}] if counts else [])
+    for seq, start in zip(list(x) + list(x[:1]) * bool(counts), starts, strict=True):
+        st = {n: np.full((1, s), start.get(n, 0), np.float32) for n, _, _, s in spec}
         for x_t in seq:
             res = dict(zip(names, sess.run(None, {"x": x_t[None].astype(np.float32), **st}), strict=True))
             st = {n: res[f"{n}_out"] for n, *_ in spec}
