@@ -57,6 +57,13 @@ class _Recorder:
             old = self.rec.get(key)
             self.rec[key] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
 
+    def _sum(self, key, a):
+        """``rec[key] = (sum, count)`` of the rows of ``a`` (its last axis the features): a running mean."""
+        if self.rec is not None and np.size(a):
+            rows = np.asarray(a, np.float64).reshape(-1, np.shape(a)[-1])
+            s, n = self.rec.get(key, (0.0, 0))
+            self.rec[key] = (s + rows.sum(axis=0), n + rows.shape[0])
+
 
 # --- one layer, one step -------------------------------------------------------------------
 
@@ -195,6 +202,7 @@ class _LMURun(_Recorder):
             self._rec("u", u)
             self._rec("m", self.m)
             self._rec("z", z)
+            self._sum("z_sum", z)
             self.hidden.rec = self.rec
         self.h = self.hidden(z, self.h)
         return self.h
@@ -257,7 +265,8 @@ def _runners(graph: ir.Graph, dtype):
 
 def record_ranges(graph: ir.Graph, x) -> list:
     """Run a recurrent graph on ``x`` (float64) and return, per layer, the ranges of its input
-    (``in``), output (``out``) and internals (LMU: ``u``, ``m``, ``z``, hidden ``pre``; Dense: ``pre``)."""
+    (``in``), output (``out``) and internals (LMU: ``u``, ``m``, ``z``, hidden ``pre``; Dense: ``pre``),
+    and the mean of each input feature over every step (``in_mean``)."""
     if graph.form == "parallel":
         raise ShapeError("record_ranges needs a recurrent graph; fold it first")
     x, _ = check_input(graph, x)
@@ -267,6 +276,7 @@ def record_ranges(graph: ir.Graph, x) -> list:
         r.rec = {}
         rec = r.rec
         _Recorder._rec(r, "in", X)
+        rec["in_mean"] = np.asarray(X, np.float64).reshape(-1, X.shape[-1]).mean(axis=0)
         X = r.seq(X)
         _Recorder._rec(r, "out", X)
         recs.append(rec)
