@@ -88,10 +88,14 @@ def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
     assert state and all(zp[n] == np.int16 for n in state)
     assert any(d == np.int8 for d in zp.values())  # the other activations stay 8-bit
     ref = lmu_edge.simulate(g, x)
-    # measured 26.0 dB (ONNX Runtime, whose fused integer kernels round differently) and 32.6 dB (reference
-    # evaluator) on this order-64 model (22.6 dB in ONNX Runtime before the 16-bit ranges got headroom)
-    assert sqnr_db(art.run(x), ref) >= 24.0
-    assert sqnr_db(art.run(x, runtime="onnx-reference"), ref) >= 30.0
+    # measured 32.6 dB in ONNX Runtime and in the reference evaluator on this order-64 model. ONNX Runtime
+    # gave 26.0 dB until its sessions set qdq_matmulnbits_accuracy_level 1 (ORT_SESSION_CONFIG): by default
+    # it runs a MatMul of dequantized int8 weights as MatMulNBits with 8-bit inputs, the 16-bit state's too
+    ort, reference = sqnr_db(art.run(x), ref), sqnr_db(art.run(x, runtime="onnx-reference"), ref)
+    cfg = json.loads((art.path / "report.json").read_text())["quantization"]["onnxruntime_session_config"]
+    assert cfg == {"session.qdq_matmulnbits_accuracy_level": "1"}
+    assert reference >= 30.0
+    assert abs(ort - reference) <= 0.5, (ort, reference)
 
 
 def test_int8_qdq_with_signed_activations_meets_the_floor(tmp_path):
