@@ -89,11 +89,12 @@ def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
     assert any(d == np.int8 for d in zp.values())  # the other activations stay 8-bit
     ref = lmu_edge.simulate(g, x)
     # measured 32.6 dB in ONNX Runtime and in the reference evaluator on this order-64 model. ONNX Runtime
-    # gave 26.0 dB until its sessions set qdq_matmulnbits_accuracy_level 1 (ORT_SESSION_CONFIG): by default
-    # it runs a MatMul of dequantized int8 weights as MatMulNBits with 8-bit inputs, the 16-bit state's too
+    # gave 26.0 dB with its QDQ fusion on (ORT_SESSION_CONFIG turns it off): it runs a MatMul of dequantized
+    # int8 weights as MatMulNBits with 8-bit inputs, the 16-bit state's too (and on some CPUs it rounds
+    # worse: 12.5 dB on an AMD EPYC even at accuracy level 1, 12.3 at the default)
     ort, reference = sqnr_db(art.run(x), ref), sqnr_db(art.run(x, runtime="onnx-reference"), ref)
     cfg = json.loads((art.path / "report.json").read_text())["quantization"]["onnxruntime_session_config"]
-    assert cfg == {"session.qdq_matmulnbits_accuracy_level": "1"}
+    assert cfg == {"session.disable_quant_qdq": "1"}
     assert reference >= 30.0
     assert abs(ort - reference) <= 0.5, (ort, reference)
 
