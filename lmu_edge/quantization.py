@@ -90,47 +90,112 @@ Z16_SPAN = 64.0
 _LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
 
 
-def _weights(W, bits):
-    """Per-output-channel symmetric quantization: ``(int8 array, scales)``, int16 for ``bits > 8``."""
+def _weights(W, bits, scale=None):
+    """Per-output-channel symmetric quantization: ``(int8 array, scales)``, int16 for ``bits > 8``.
+    ``scale``: the channels' scales, where ``W`` was rounded onto a grid already (:func:`compensated`)."""
     W = np.asarray(W, np.float64)
     qmax = (1 << (bits - 1)) - 1
-    s = np.max(np.abs(W), axis=0) / qmax
-    s = np.where(s > 0, s, 1e-12)
+    s = _grid_scale(W, bits) if scale is None else np.asarray(scale, np.float64)
     return np.clip(np.round(W / s), -qmax, qmax).astype(np.int16 if bits > 8 else np.int8), s
 
 
-def _shifted_bias(bias, W, in_mean, bits):
-    """``bias + in_mean @ (W - W_q)``: the bias that gives the layer with rounded weights ``W_q`` (per output
-    channel, ``bits``) the float layer's mean output over inputs of mean ``in_mean``."""
+def _grid_scale(W, bits):
+    """The per-output-channel scale of ``W`` on the symmetric ``bits`` grid: ``max |W| / qmax``."""
+    s = np.max(np.abs(np.asarray(W, np.float64)), axis=0) / ((1 << (bits - 1)) - 1)
+    return np.where(s > 0, s, 1e-12)
+
+
+def _on_grid(W, bits):
+    """``W`` rounded to nearest on the grid :func:`_weights` uses, as float64."""
     Wq, sw = _weights(W, bits)
-    shift = np.asarray(in_mean, np.float64) @ (np.asarray(W, np.float64) - Wq.astype(np.float64) * sw)
+    return Wq.astype(np.float64) * sw
+
+
+def _shifted_bias(bias, W, Q, in_mean):
+    """``bias + in_mean @ (W - Q)``: the bias that gives the layer with rounded weights ``Q`` the float
+    layer's mean output over inputs of mean ``in_mean``."""
+    shift = np.asarray(in_mean, np.float64) @ (np.asarray(W, np.float64) - Q)
     return shift if bias is None else np.asarray(bias, np.float64) + shift
 
 
-def bias_corrected(graph: ir.Graph, recs: list, weight_bits: int = 8) -> ir.Graph:
-    """``graph`` with the bias of every Dense layer, LMU hidden cell and LMU input encoder corrected for
-    the rounding of its weights (bias correction; the weights themselves are unchanged): rounding a
-    weight to ``weight_bits`` adds ``x @ (W_q - W)`` to the layer's output, and its mean over the
-    calibration inputs (``recs`` of :func:`lmu_edge.reference.record_ranges`) is taken out of the bias.
-    The recurrent weights of a SimpleRNN and the hidden and memory encoders are not corrected: their
-    inputs depend on the rounding itself. :func:`quantize` applies it with 16-bit activations, where the
-    weights' rounding is the main error (layer-option matrix, C int16x8: -1.7 to +7.9 dB, +13.5 dB over
-    the ten models; the digits model +1.2 dB). With 8-bit activations their rounding errs in the mean as
-    much, and correcting the weights' part alone lost up to 2.2 dB (the digits model; docs/matrix.md)."""
+#: GPTQ's damping: this fraction of the mean input power is added to the diagonal of the inputs' second
+#: moment, so that inputs which never vary (or vary together) do not make it singular
+GPTQ_DAMP = 0.01
+
+
+def _gptq(W, gram, bits, centered):
+    """``W`` (``(inputs, outputs)``) rounded onto :func:`_weights`' grid (per output channel, ``bits``) by
+    error feedback (GPTQ: Frantar et al. 2022, after Optimal Brain Quantization): the inputs are rounded
+    one at a time, most powerful first, and each one's rounding error is carried into the weights not
+    yet rounded, in the proportion that minimises ``E[(x @ (Q - W))^2]`` over the calibration inputs
+    ``x`` (``gram`` = ``(sum x x^T, sum x, count)``). ``centered``: minimise the error's variance only
+    (for a layer whose bias is corrected for the mean afterwards). Returns float64 values on the grid of
+    ``W``'s own scale (:func:`_grid_scale`); a channel's largest weight may move inward, so
+    :func:`_weights` reproduces ``Q`` given that scale, not from ``Q`` alone. (Holding each channel's
+    largest weight at its value instead cost 4.4 dB on one model of the layer-option matrix.)"""
+    W = np.array(W, np.float64)
+    qmax = (1 << (bits - 1)) - 1
+    scale = _grid_scale(W, bits)
+    G, total, n = gram
+    if n == 0 or W.shape[0] == 1:
+        return _on_grid(W, bits)
+    H = np.asarray(G, np.float64) / n
+    if centered:
+        mu = np.asarray(total, np.float64) / n
+        H = H - np.outer(mu, mu)
+    diag = np.diag(H).copy()
+    dead = diag <= 0
+    H[dead, dead] = 1.0
+    H = H + GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
+    order = np.argsort(-np.diag(H), kind="stable")
+    try:
+        U = np.linalg.cholesky(np.linalg.inv(H[np.ix_(order, order)])).T  # upper factor of H^-1
+    except np.linalg.LinAlgError:
+        return _on_grid(W, bits)
+    W = W[order]
+    Q = np.empty_like(W)
+    for i in range(len(W)):
+        Q[i] = np.clip(np.round(W[i] / scale), -qmax, qmax) * scale
+        err = (W[i] - Q[i]) / U[i, i]
+        W[i + 1 :] -= np.outer(U[i, i + 1 :], err)
+    return Q[np.argsort(order)]
+
+
+def compensated(
+    graph: ir.Graph, recs: list, weight_bits: int = 8, *, gptq: bool = True, correct_bias: bool = True
+) -> ir.Graph:
+    """``graph`` with the weights of every Dense layer, LMU input encoder and LMU hidden kernel rounded
+    for ``weight_bits`` against the calibration inputs (``recs`` of
+    :func:`lmu_edge.reference.record_ranges`). :func:`quantize` stores these values exactly, on the grid
+    of the original weights' scales (:func:`_grid_scale` of ``graph``'s weights).
+
+    ``gptq``: rounded by error feedback (:func:`_gptq`), not to nearest. Layer-option matrix, the float64
+    model with int8 weights alone (its ceiling with int8 weights): up to +6.6 dB, 2 to 7 cells over 45
+    dB (docs/matrix.md). ``correct_bias``: the mean of ``x @ (W - Q)`` over the calibration inputs is
+    taken out of each bias (bias correction; the layer gets a bias where it had none), and GPTQ then
+    minimises the error's variance alone. The recurrent weights of a SimpleRNN and the hidden and memory
+    encoders stay rounded to nearest and uncorrected: their inputs depend on the rounding itself (GPTQ
+    on the RNN-path model's memory encoders cost it 8 dB). :func:`quantize` corrects biases with 16-bit
+    activations only: with 8-bit activations their rounding errs in the mean as much, and correcting
+    the weights' part alone lost up to 2.2 dB (the digits model; docs/matrix.md)."""
+
+    def rounded(W, gram, bias, mean):
+        W = np.asarray(W, np.float64)
+        Q = _gptq(W, gram, weight_bits, correct_bias) if gptq else _on_grid(W, weight_bits)
+        return (Q if gptq else W), (_shifted_bias(bias, W, Q, mean) if correct_bias else bias)
+
     layers = []
     for layer, rec in zip(graph.layers, recs, strict=True):
         if isinstance(layer, ir.Dense):
-            layer = dataclasses.replace(
-                layer, bias=_shifted_bias(layer.bias, layer.kernel, rec["in_mean"], weight_bits)
-            )
+            kernel, bias = rounded(layer.kernel, rec["in_gram"], layer.bias, rec["in_mean"])
+            layer = dataclasses.replace(layer, kernel=kernel, bias=bias)
         elif isinstance(layer, ir.LMU):
-            ch: dict = {
-                "encoder_bias": _shifted_bias(layer.encoder_bias, layer.input_encoders, rec["in_mean"], weight_bits)
-            }
+            enc, enc_bias = rounded(layer.input_encoders, rec["in_gram"], layer.encoder_bias, rec["in_mean"])
+            ch: dict = {"input_encoders": enc, "encoder_bias": enc_bias}
             if layer.hidden is not None:
-                z_sum, z_n = rec["z_sum"]
-                bias = _shifted_bias(layer.hidden.bias, layer.hidden.kernel, z_sum / z_n, weight_bits)
-                ch["hidden"] = dataclasses.replace(layer.hidden, bias=bias)
+                G, z_total, z_n = rec["z_gram"]
+                kernel, bias = rounded(layer.hidden.kernel, rec["z_gram"], layer.hidden.bias, z_total / z_n)
+                ch["hidden"] = dataclasses.replace(layer.hidden, kernel=kernel, bias=bias)
             layer = dataclasses.replace(layer, **ch)
         layers.append(layer)
     return graph.replace(layers=tuple(layers))
@@ -157,8 +222,8 @@ def _requant(real):
     return (np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32))
 
 
-def _part(W, bits, in_scale, in_zp, out_scale, act_bits=8):
-    Wq, sw = _weights(W, bits)
+def _part(W, bits, in_scale, in_zp, out_scale, act_bits=8, w_scale=None):
+    Wq, sw = _weights(W, bits, w_scale)
     M, S = _requant(in_scale * sw / out_scale)
     if act_bits == 16:
         if int(S.max(initial=0)) > 14:
@@ -206,7 +271,8 @@ def _act_out(act, in_q, out_range, act_bits=8):
 def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
 
-    ``parts`` holds ``(W, in_scale, in_zp)``; ``bias`` is float (added in part 0)."""
+    ``parts`` holds ``(W, in_scale, in_zp, bits[, w_scale])`` (``w_scale``: :func:`_weights`); ``bias``
+    is float (added in part 0)."""
     ab = act_bits
     if act in LUT_ACTIVATIONS or act == "softmax":
         if ab == 16 and act in _LUT16_CAP:  # the headroom, then the cap (beyond it the output is flat)
@@ -217,10 +283,10 @@ def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     else:
         acc_scale, acc_zp = qparams_bits(out_range[0], out_range[1], ab)
     qparts, s0 = [], None
-    for k, (W, s_in, zp_in, bits) in enumerate(parts):
+    for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(parts):
         if k == 0:
             bits = _bias_bits(W, bits, s_in, bias)
-        p, sw = _part(W, bits, s_in, zp_in, acc_scale, ab)
+        p, sw = _part(W, bits, s_in, zp_in, acc_scale, ab, *w_scale)
         qparts.append(p)
         if k == 0:
             s0 = s_in * sw
@@ -541,11 +607,18 @@ def quantize(
     coeff_bits: Optional[int] = None,
     rounding: str = "half_up",
     activation_bits: int = 8,
+    weight_rounding: str = "auto",
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
     ``activation_bits=16`` gives the ``int16x8`` graph: int16 activations (zero point 0), int8 weights;
     with ``weight_bits=16`` too, the ``int16`` graph (int16 weights, stored as int16).
+
+    ``weight_rounding``: ``"gptq"`` rounds the feed-forward weights of up to 8 bits by error feedback
+    against the calibration inputs (:func:`compensated`), ``"nearest"`` every weight to nearest;
+    ``"auto"`` (the default) is ``"gptq"`` with 16-bit activations and ``"nearest"`` with 8-bit ones
+    (with 8-bit activations GPTQ moved the layer-option matrix's cells by -1.7 to +1.5 dB and the
+    README's models by -0.9 to +1.4 dB: their rounding, not the weights', is the main error there).
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -575,8 +648,13 @@ def quantize(
     recs = reference.record_ranges(graph, x)
     wb, sb = int(weight_bits), int(state_bits)
     float_graph = graph
-    if ab == 16:  # with 8-bit activations the correction helps as often as it hurts (bias_corrected)
-        graph = bias_corrected(graph, recs, wb)
+    if weight_rounding not in ("auto", "gptq", "nearest"):
+        raise QuantizationError(f"weight_rounding must be 'auto', 'gptq' or 'nearest', got {weight_rounding!r}")
+    # 16-bit weights: rounding to nearest is plenty (and _bias_bits may narrow them after the rounding)
+    use_gptq = wb <= 8 and (weight_rounding == "gptq" or (weight_rounding == "auto" and ab == 16))
+    correct = ab == 16  # with 8-bit activations the correction helps as often as it hurts (compensated)
+    if use_gptq or correct:
+        graph = compensated(graph, recs, wb, gptq=use_gptq, correct_bias=correct)
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams_bits(in_lo, in_hi, ab)
     layers: list = [qir.QInput("input", s, zp, bits=ab)]
@@ -584,16 +662,17 @@ def quantize(
         "weight_bits": wb,
         "state_bits": sb,
         "activation_bits": ab,
-        "bias_correction": ab == 16,
+        "bias_correction": correct,
+        "weight_rounding": "gptq" if use_gptq else "nearest",
         "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
         "layers": [],
     }
-    for (layer, _n_in, _n_out, _), rec in zip(graph.shapes(), recs, strict=True):
+    for (layer, _n_in, _n_out, _), orig, rec in zip(graph.shapes(), float_graph.layers, recs, strict=True):
         lay_info = {"name": layer.name, "type": layer.TYPE}
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear(
-                [(layer.kernel, s, zp, wb)],
+                [(layer.kernel, s, zp, wb, _grid_scale(orig.kernel, wb) if use_gptq else None)],
                 layer.bias,
                 "linear" if act == "softmax" else act,
                 rec.get("pre", rec["out"]),
@@ -621,7 +700,9 @@ def quantize(
             layers.append(qir.QPool(layer.name, zp, M, S, os_, oz, bits=ab))
             s, zp = os_, oz
         elif isinstance(layer, ir.LMU):
-            q_layer, s, zp, lay_info = _quantize_lmu(layer, rec, s, zp, wb, sb, coeff_bits, rounding, ab)
+            scales = _grid_scale(orig.input_encoders, wb), orig.hidden and _grid_scale(orig.hidden.kernel, wb)
+            args = (rec, s, zp, wb, sb, coeff_bits, rounding, ab, scales if use_gptq else (None, None))
+            q_layer, s, zp, lay_info = _quantize_lmu(layer, *args)
             layers.append(q_layer)
         else:
             raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
@@ -636,7 +717,8 @@ def quantize(
     return qg.replace(metadata=meta)
 
 
-def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8):
+def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None)):
+    """``w_scales``: the grid scales of the input encoders and the hidden kernel (:func:`_weights`)."""
     d, q = layer.memory_d, layer.order
     notes: list = []
     u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
@@ -673,25 +755,25 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     hidden, s_h, z_h, rec_h = None, s_z, z_z, False
     if layer.hidden is not None:
         act = layer.hidden.activation
-        parts = [(layer.hidden.kernel, s_z, z_z, wb)]
+        parts = [(layer.hidden.kernel, s_z, z_z, wb, w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
             s_h, z_h = _act_out(act, qparams_bits(rec["pre"][0], rec["pre"][1], ab), rec["out"], ab)  # as _linear
-            parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb))
+            parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb, None))
         hidden, s_h, z_h = _linear(
             parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab
         )
     enc_scale = 2.0**-fu
-    enc_parts = [(layer.input_encoders, s_x, zp_x, wb)]
+    enc_parts = [(layer.input_encoders, s_x, zp_x, wb, w_scales[0])]
     if layer.hidden_encoders is not None:
-        enc_parts.append((layer.hidden_encoders, s_h, z_h, wb))
+        enc_parts.append((layer.hidden_encoders, s_h, z_h, wb, None))
     if layer.memory_encoders is not None:
-        enc_parts.append((layer.memory_encoders, s_z, z_z, wb))
+        enc_parts.append((layer.memory_encoders, s_z, z_z, wb, None))
     qparts, s0 = [], None
-    for k, (W, s_in, zp_in, bits) in enumerate(enc_parts):
+    for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(enc_parts):
         if k == 0:
             bits = _bias_bits(W, bits, s_in, layer.encoder_bias)
-        p, sw = _part(W, bits, s_in, zp_in, enc_scale, ab)
+        p, sw = _part(W, bits, s_in, zp_in, enc_scale, ab, *w_scale)
         qparts.append(p)
         s0 = s_in * sw if k == 0 else s0
     qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0)

@@ -57,12 +57,13 @@ class _Recorder:
             old = self.rec.get(key)
             self.rec[key] = [lo, hi] if old is None else [min(old[0], lo), max(old[1], hi)]
 
-    def _sum(self, key, a):
-        """``rec[key] = (sum, count)`` of the rows of ``a`` (its last axis the features): a running mean."""
+    def _gram(self, key, a):
+        """``rec[key] = (sum x x^T, sum x, count)`` over the rows ``x`` of ``a`` (its last axis the
+        features): the inputs' second moment and mean, for rounding weights against them."""
         if self.rec is not None and np.size(a):
             rows = np.asarray(a, np.float64).reshape(-1, np.shape(a)[-1])
-            s, n = self.rec.get(key, (0.0, 0))
-            self.rec[key] = (s + rows.sum(axis=0), n + rows.shape[0])
+            G, s, n = self.rec.get(key, (0.0, 0.0, 0))
+            self.rec[key] = (G + rows.T @ rows, s + rows.sum(axis=0), n + rows.shape[0])
 
 
 # --- one layer, one step -------------------------------------------------------------------
@@ -202,7 +203,7 @@ class _LMURun(_Recorder):
             self._rec("u", u)
             self._rec("m", self.m)
             self._rec("z", z)
-            self._sum("z_sum", z)
+            self._gram("z_gram", z)
             self.hidden.rec = self.rec
         self.h = self.hidden(z, self.h)
         return self.h
@@ -266,7 +267,8 @@ def _runners(graph: ir.Graph, dtype):
 def record_ranges(graph: ir.Graph, x) -> list:
     """Run a recurrent graph on ``x`` (float64) and return, per layer, the ranges of its input
     (``in``), output (``out``) and internals (LMU: ``u``, ``m``, ``z``, hidden ``pre``; Dense: ``pre``),
-    and the mean of each input feature over every step (``in_mean``)."""
+    the mean of each input feature over every step (``in_mean``), and the second moments of the inputs
+    of each layer (``in_gram``) and of an LMU's hidden cell (``z_gram``; :meth:`_Recorder._gram`)."""
     if graph.form == "parallel":
         raise ShapeError("record_ranges needs a recurrent graph; fold it first")
     x, _ = check_input(graph, x)
@@ -277,6 +279,7 @@ def record_ranges(graph: ir.Graph, x) -> list:
         rec = r.rec
         _Recorder._rec(r, "in", X)
         rec["in_mean"] = np.asarray(X, np.float64).reshape(-1, X.shape[-1]).mean(axis=0)
+        r._gram("in_gram", X)
         X = r.seq(X)
         _Recorder._rec(r, "out", X)
         recs.append(rec)

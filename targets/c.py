@@ -62,6 +62,7 @@ OPTIONS = {
     "weight_bits": None,
     "state_bits": None,
     "coeff_bits": None,
+    "weight_rounding": None,
     "measure": True,
 }
 
@@ -157,6 +158,7 @@ def emit(graph, out_dir, options) -> dict:
             state_bits=int(options.get("state_bits") or STATE_BITS.get(mode, 16)),
             coeff_bits=options.get("coeff_bits"),
             activation_bits=int(act_bits or 8),
+            weight_rounding=str(options.get("weight_rounding") or "auto"),
         )
         irfile.save(qg, out_dir / "quantized.lmu.npz")
         code = c_codegen.generate_int(qg, prefix)
