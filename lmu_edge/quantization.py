@@ -121,44 +121,60 @@ def _shifted_bias(bias, W, Q, in_mean):
 #: GPTQ's damping: this fraction of the mean input power is added to the diagonal of the inputs' second
 #: moment, so that inputs which never vary (or vary together) do not make it singular
 GPTQ_DAMP = 0.01
+#: the scales each output channel tries, as multiples of ``max |w| / qmax`` (:func:`_gptq`)
+GPTQ_SCALES = np.linspace(0.8, 1.2, 41)
 
 
-def _gptq(W, gram, bits, centered):
-    """``W`` (``(inputs, outputs)``) rounded onto :func:`_weights`' grid (per output channel, ``bits``) by
-    error feedback (GPTQ: Frantar et al. 2022, after Optimal Brain Quantization): the inputs are rounded
-    one at a time, most powerful first, and each one's rounding error is carried into the weights not
-    yet rounded, in the proportion that minimises ``E[(x @ (Q - W))^2]`` over the calibration inputs
-    ``x`` (``gram`` = ``(sum x x^T, sum x, count)``). ``centered``: minimise the error's variance only
-    (for a layer whose bias is corrected for the mean afterwards). Returns float64 values on the grid of
-    ``W``'s own scale (:func:`_grid_scale`); a channel's largest weight may move inward, so
-    :func:`_weights` reproduces ``Q`` given that scale, not from ``Q`` alone. (Holding each channel's
-    largest weight at its value instead cost 4.4 dB on one model of the layer-option matrix.)"""
+def _gptq(W, gram, bits, centered, keep_peaks=False):
+    """``(Q, scales)``: ``W`` (``(inputs, outputs)``) rounded to ``bits`` per output channel by error
+    feedback (GPTQ: Frantar et al. 2022, after Optimal Brain Quantization), ``Q = k * scales`` with
+    integer ``|k| <= qmax``. The inputs are rounded one at a time, most powerful first, and each one's
+    rounding error is carried into the weights not yet rounded, in the proportion that minimises
+    ``E[(x @ (Q - W))^2]`` over the calibration inputs ``x`` (``gram`` = ``(sum x x^T, sum x, count)``);
+    ``centered``: the error's variance only (for a layer whose bias is corrected for the mean
+    afterwards). Each channel tries every scale of :data:`GPTQ_SCALES` (times ``max |w| / qmax``; above 1
+    its largest weight takes fewer than ``qmax`` steps, below 1 it clips) and keeps the one of least
+    error. On the layer-option matrix's int8-weight ceiling the scale search added up to 7.9 dB to GPTQ
+    at the fixed scale (+28 dB over the ten models), and holding each channel's largest weight at
+    ``+-qmax`` cost 4.4 dB on one model; :func:`_weights` reproduces ``Q`` given these scales.
+    ``keep_peaks``: each channel's largest weight is set to ``+-qmax`` times the channel's scale (its
+    error fed back as any other's), so a converter that takes the scale from ``max |Q| / qmax`` (TFLite's)
+    finds the chosen scale and stores ``Q`` exactly."""
     W = np.array(W, np.float64)
     qmax = (1 << (bits - 1)) - 1
-    scale = _grid_scale(W, bits)
+    base = _grid_scale(W, bits)
     G, total, n = gram
-    if n == 0 or W.shape[0] == 1:
-        return _on_grid(W, bits)
+    if n == 0 or W.shape[0] == 1:  # one input: each channel's one weight is exact at max |w| / qmax
+        return _on_grid(W, bits), base
     H = np.asarray(G, np.float64) / n
     if centered:
         mu = np.asarray(total, np.float64) / n
         H = H - np.outer(mu, mu)
-    diag = np.diag(H).copy()
-    dead = diag <= 0
+    dead = np.diag(H) <= 0
     H[dead, dead] = 1.0
     H = H + GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
     order = np.argsort(-np.diag(H), kind="stable")
     try:
         U = np.linalg.cholesky(np.linalg.inv(H[np.ix_(order, order)])).T  # upper factor of H^-1
     except np.linalg.LinAlgError:
-        return _on_grid(W, bits)
-    W = W[order]
-    Q = np.empty_like(W)
-    for i in range(len(W)):
-        Q[i] = np.clip(np.round(W[i] / scale), -qmax, qmax) * scale
-        err = (W[i] - Q[i]) / U[i, i]
-        W[i + 1 :] -= np.outer(U[i, i + 1 :], err)
-    return Q[np.argsort(order)]
+        return _on_grid(W, bits), base
+    f = len(GPTQ_SCALES)
+    scale = np.outer(base, GPTQ_SCALES).ravel()  # channel j's candidates at columns j*f .. j*f+f-1
+    X = np.repeat(W[order], f, axis=1)
+    peak = np.argmax(np.abs(X), axis=0)
+    top = np.sign(X[peak, np.arange(X.shape[1])]) * qmax * scale
+    Q = np.empty_like(X)
+    for i in range(len(X)):
+        Q[i] = np.clip(np.round(X[i] / scale), -qmax, qmax) * scale
+        if keep_peaks:
+            Q[i, peak == i] = top[peak == i]
+        err = (X[i] - Q[i]) / U[i, i]
+        X[i + 1 :] -= np.outer(U[i, i + 1 :], err)
+    Q = Q[np.argsort(order)]
+    R = Q - np.repeat(W, f, axis=1)
+    cost = np.einsum("ij,ik,kj->j", R, H, R).reshape(W.shape[1], f)
+    best = np.argmin(cost, axis=1) + np.arange(W.shape[1]) * f
+    return Q[:, best], scale[best]
 
 
 def compensated(
@@ -166,39 +182,57 @@ def compensated(
 ) -> ir.Graph:
     """``graph`` with the weights of every Dense layer, LMU input encoder and LMU hidden kernel rounded
     for ``weight_bits`` against the calibration inputs (``recs`` of
-    :func:`lmu_edge.reference.record_ranges`). :func:`quantize` stores these values exactly, on the grid
-    of the original weights' scales (:func:`_grid_scale` of ``graph``'s weights).
+    :func:`lmu_edge.reference.record_ranges`), as :func:`quantize` stores them (:func:`_compensate`).
 
-    ``gptq``: rounded by error feedback (:func:`_gptq`), not to nearest. Layer-option matrix, the float64
-    model with int8 weights alone (its ceiling with int8 weights): up to +6.6 dB, 2 to 7 cells over 45
-    dB (docs/matrix.md). ``correct_bias``: the mean of ``x @ (W - Q)`` over the calibration inputs is
-    taken out of each bias (bias correction; the layer gets a bias where it had none), and GPTQ then
-    minimises the error's variance alone. The recurrent weights of a SimpleRNN and the hidden and memory
-    encoders stay rounded to nearest and uncorrected: their inputs depend on the rounding itself (GPTQ
-    on the RNN-path model's memory encoders cost it 8 dB). :func:`quantize` corrects biases with 16-bit
-    activations only: with 8-bit activations their rounding errs in the mean as much, and correcting
-    the weights' part alone lost up to 2.2 dB (the digits model; docs/matrix.md)."""
+    ``gptq``: rounded by error feedback with a scale search (:func:`_gptq`), not to nearest.
+    Layer-option matrix, the float64 model with int8 weights alone (its ceiling with int8 weights): up
+    to +12.7 dB, +57 dB over the ten models (docs/matrix.md). ``correct_bias``: the mean of
+    ``x @ (W - Q)`` over the calibration inputs is taken out of each bias (bias correction; the layer
+    gets a bias where it had none), and GPTQ then minimises the error's variance alone. The weights in
+    a feedback loop are rounded to nearest: the recurrent weights of a SimpleRNN and the hidden and
+    memory encoders (uncorrected), and the hidden kernel of an LMU with ``hidden_to_memory``: their
+    inputs depend on the rounding itself (GPTQ on the RNN-path model's memory encoders cost it 8 dB).
+    :func:`quantize` corrects biases with 16-bit activations only: with 8-bit activations their
+    rounding errs in the mean as much, and correcting the weights' part alone lost up to 2.2 dB (the
+    digits model; docs/matrix.md)."""
+    return _compensate(graph, recs, weight_bits, gptq, correct_bias)[0]
 
-    def rounded(W, gram, bias, mean):
+
+def _compensate(graph, recs, weight_bits, gptq, correct_bias):
+    """:func:`compensated`, and the per-channel scales of the weights it rounded by GPTQ:
+    ``{(layer index, "kernel" | "input_encoders" | "hidden"): scales}`` (empty without ``gptq``)."""
+    scales: dict = {}
+
+    def rounded(key, W, gram, bias, mean, in_loop=False):
         W = np.asarray(W, np.float64)
-        Q = _gptq(W, gram, weight_bits, correct_bias) if gptq else _on_grid(W, weight_bits)
+        if gptq and not in_loop:
+            Q, scales[key] = _gptq(W, gram, weight_bits, correct_bias)
+        else:
+            Q = _on_grid(W, weight_bits)
         return (Q if gptq else W), (_shifted_bias(bias, W, Q, mean) if correct_bias else bias)
 
     layers = []
-    for layer, rec in zip(graph.layers, recs, strict=True):
+    for i, (layer, rec) in enumerate(zip(graph.layers, recs, strict=True)):
         if isinstance(layer, ir.Dense):
-            kernel, bias = rounded(layer.kernel, rec["in_gram"], layer.bias, rec["in_mean"])
+            kernel, bias = rounded((i, "kernel"), layer.kernel, rec["in_gram"], layer.bias, rec["in_mean"])
             layer = dataclasses.replace(layer, kernel=kernel, bias=bias)
         elif isinstance(layer, ir.LMU):
-            enc, enc_bias = rounded(layer.input_encoders, rec["in_gram"], layer.encoder_bias, rec["in_mean"])
+            enc, enc_bias = rounded(
+                (i, "input_encoders"), layer.input_encoders, rec["in_gram"], layer.encoder_bias, rec["in_mean"]
+            )
             ch: dict = {"input_encoders": enc, "encoder_bias": enc_bias}
             if layer.hidden is not None:
-                G, z_total, z_n = rec["z_gram"]
-                kernel, bias = rounded(layer.hidden.kernel, rec["z_gram"], layer.hidden.bias, z_total / z_n)
+                _, z_total, z_n = rec["z_gram"]
+                # hidden_to_memory puts the hidden kernel inside the loop h -> u -> m -> z -> h: its inputs
+                # depend on its own rounding (GPTQ there: the matrix's RNN-path model -0.9 dB in C int16x8)
+                loop = layer.hidden_encoders is not None
+                kernel, bias = rounded(
+                    (i, "hidden"), layer.hidden.kernel, rec["z_gram"], layer.hidden.bias, z_total / z_n, loop
+                )
                 ch["hidden"] = dataclasses.replace(layer.hidden, kernel=kernel, bias=bias)
             layer = dataclasses.replace(layer, **ch)
         layers.append(layer)
-    return graph.replace(layers=tuple(layers))
+    return graph.replace(layers=tuple(layers)), scales
 
 
 def _bias_bits(W, bits, in_scale, bias):
@@ -653,8 +687,9 @@ def quantize(
     # 16-bit weights: rounding to nearest is plenty (and _bias_bits may narrow them after the rounding)
     use_gptq = wb <= 8 and (weight_rounding == "gptq" or (weight_rounding == "auto" and ab == 16))
     correct = ab == 16  # with 8-bit activations the correction helps as often as it hurts (compensated)
+    w_scales: dict = {}
     if use_gptq or correct:
-        graph = compensated(graph, recs, wb, gptq=use_gptq, correct_bias=correct)
+        graph, w_scales = _compensate(graph, recs, wb, use_gptq, correct)
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams_bits(in_lo, in_hi, ab)
     layers: list = [qir.QInput("input", s, zp, bits=ab)]
@@ -667,12 +702,12 @@ def quantize(
         "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
         "layers": [],
     }
-    for (layer, _n_in, _n_out, _), orig, rec in zip(graph.shapes(), float_graph.layers, recs, strict=True):
+    for i, ((layer, _n_in, _n_out, _), rec) in enumerate(zip(graph.shapes(), recs, strict=True)):
         lay_info = {"name": layer.name, "type": layer.TYPE}
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear(
-                [(layer.kernel, s, zp, wb, _grid_scale(orig.kernel, wb) if use_gptq else None)],
+                [(layer.kernel, s, zp, wb, w_scales.get((i, "kernel")))],
                 layer.bias,
                 "linear" if act == "softmax" else act,
                 rec.get("pre", rec["out"]),
@@ -700,8 +735,8 @@ def quantize(
             layers.append(qir.QPool(layer.name, zp, M, S, os_, oz, bits=ab))
             s, zp = os_, oz
         elif isinstance(layer, ir.LMU):
-            scales = _grid_scale(orig.input_encoders, wb), orig.hidden and _grid_scale(orig.hidden.kernel, wb)
-            args = (rec, s, zp, wb, sb, coeff_bits, rounding, ab, scales if use_gptq else (None, None))
+            scales = w_scales.get((i, "input_encoders")), w_scales.get((i, "hidden"))
+            args = (rec, s, zp, wb, sb, coeff_bits, rounding, ab, scales)
             q_layer, s, zp, lay_info = _quantize_lmu(layer, *args)
             layers.append(q_layer)
         else:

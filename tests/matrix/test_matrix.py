@@ -30,19 +30,18 @@ BELOW_FLOOR = {
     ("ff_linear_td_before", "onnx", "int8"): "28.9 dB",
     ("rnn_h2m_m2m_simplernn", "c", "int8"): "18.5 dB",
     ("rnn_h2m_m2m_simplernn", "tflite", "int8"): "24.9 dB",
-    ("rnn_h2m_m2m_simplernn", "tflite", "int16x8"): "27.1 dB",
+    ("rnn_h2m_m2m_simplernn", "tflite", "int16x8"): "28.3 dB",
     ("rnn_h2m_m2m_simplernn", "onnx", "int8"): "17.1 dB",
     ("rnn_tt_euler_dense_seq", "c", "int8"): "25.9 dB",
     ("rnn_tt_euler_dense_seq", "tflite", "int8"): "26.3 dB",
-    ("rnn_tt_euler_dense_seq", "tflite", "int16x8"): "33.2 dB",
     ("rnn_tt_euler_dense_seq", "onnx", "int8"): "26.0 dB",
     ("torch_linear_before_relu_i2h", "c", "int8"): "27.9 dB",
     ("torch_linear_before_relu_i2h", "onnx", "int8"): "29.0 dB",
     ("torch_euler_tt_nohidden_seq", "tflite", "int8"): "27.8 dB",
     # C int16x8 (floor 45 dB): each sits at the ceiling its int8 weights allow, rounded by GPTQ (docs/matrix.md)
-    ("ff_fft_zoh_tanh_before_dense", "c", "int16x8"): "41.0 dB",
-    ("rnn_h2m_m2m_simplernn", "c", "int16x8"): "29.4 dB",
-    ("rnn_tt_euler_dense_seq", "c", "int16x8"): "39.5 dB",
+    ("ff_fft_zoh_tanh_before_dense", "c", "int16x8"): "41.6 dB",
+    ("rnn_h2m_m2m_simplernn", "c", "int16x8"): "28.5 dB",
+    ("rnn_tt_euler_dense_seq", "c", "int16x8"): "40.8 dB",
 }
 
 
@@ -131,7 +130,7 @@ def test_c_int16x8_reaches_the_int8_weight_ceiling(model, tmp_path):
     r16 = matrix.run_cell(model, "c", "int16x8", tmp_path)
     r8 = matrix.run_cell(model, "c", "int8", tmp_path)
     assert abs(r16["sqnr"] - ceiling) <= 1.0, (r16["sqnr"], ceiling)
-    assert r16["sqnr"] >= r8["sqnr"] + 8, (r8["sqnr"], r16["sqnr"])  # measured 25.6 -> 41.0, 18.5 -> 29.4 dB (GPTQ)
+    assert r16["sqnr"] >= r8["sqnr"] + 8, (r8["sqnr"], r16["sqnr"])  # measured 25.6 -> 41.6, 18.5 -> 28.5 dB (GPTQ)
 
 
 def test_c_int16_clears_the_floor_on_the_rnn_path_model_with_its_32_bit_state(tmp_path):
