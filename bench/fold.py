@@ -16,7 +16,7 @@ A point whose every-step measurement would cost more than --max-work (q^2 * thet
 response over 5 theta) is measured with a stride t = ceil(q^2 * theta / max-work) (the last column,
 ``every`` or ``1/t``): every step of the first 1024, then every t-th step (powers of M^t), then every
 step around the largest sampled errors (lmu_edge.folding._sampled_error). tests/test_fold.py checks
-that this gives the every-step error to four significant digits; the sampled reference is kept in
+that this gives the every-step error within 1e-4 relative; the sampled reference is kept in
 memory up to 1 GiB.
 """
 

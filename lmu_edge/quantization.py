@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -50,7 +51,7 @@ import numpy as np
 from . import ir, lti, qir, reference
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
-from .metrics import relative_error
+from .metrics import relative_error, sqnr_db
 
 LUT_ACTIVATIONS = ("tanh", "sigmoid", "silu")
 
@@ -650,9 +651,10 @@ def quantize(
 
     ``weight_rounding``: ``"gptq"`` rounds the feed-forward weights of up to 8 bits by error feedback
     against the calibration inputs (:func:`compensated`), ``"nearest"`` every weight to nearest;
-    ``"auto"`` (the default) is ``"gptq"`` with 16-bit activations and ``"nearest"`` with 8-bit ones
-    (with 8-bit activations GPTQ moved the layer-option matrix's cells by -1.7 to +1.5 dB and the
-    README's models by -0.9 to +1.4 dB: their rounding, not the weights', is the main error there).
+    ``"auto"`` (the default) is ``"gptq"`` with 16-bit activations, and with 8-bit ones builds both and
+    keeps the one closer to the float model on the calibration data (``weight_rounding_sqnr_db`` in the
+    metadata): there the activations' rounding is the main error and GPTQ moved the layer-option
+    matrix's C int8 cells by -0.8 to +2.5 dB (docs/matrix.md).
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -684,12 +686,36 @@ def quantize(
     float_graph = graph
     if weight_rounding not in ("auto", "gptq", "nearest"):
         raise QuantizationError(f"weight_rounding must be 'auto', 'gptq' or 'nearest', got {weight_rounding!r}")
-    # 16-bit weights: rounding to nearest is plenty (and _bias_bits may narrow them after the rounding)
-    use_gptq = wb <= 8 and (weight_rounding == "gptq" or (weight_rounding == "auto" and ab == 16))
     correct = ab == 16  # with 8-bit activations the correction helps as often as it hurts (compensated)
-    w_scales: dict = {}
-    if use_gptq or correct:
-        graph, w_scales = _compensate(graph, recs, wb, use_gptq, correct)
+    # 16-bit weights: rounding to nearest is plenty (and _bias_bits may narrow them after the rounding)
+    if wb > 8 or weight_rounding == "nearest":
+        tries = [False]
+    else:
+        tries = [True] if weight_rounding == "gptq" or ab == 16 else [True, False]
+    y_f = reference.simulate(float_graph, x)
+    built = []
+    for use_gptq in tries:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            g, w_scales = _compensate(graph, recs, wb, use_gptq, correct) if use_gptq or correct else (graph, {})
+            qg = _integer_graph(g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct)
+        built.append((qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught))
+    sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
+        meta = dict(qg.metadata)
+        meta["quantization"] = dict(meta["quantization"])
+        meta["quantization"]["weight_rounding_sqnr_db"] = {
+            ("gptq" if t else "nearest"): b[0] for t, b in zip(tries, built, strict=True)
+        }
+        qg = qg.replace(metadata=meta)
+    return qg
+
+
+def _integer_graph(graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct):
+    """The integer graph of ``graph`` (its weights as :func:`_compensate` left them, ``w_scales``), with
+    its error against the float model's output ``y_f`` on the calibration inputs ``x``."""
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams_bits(in_lo, in_hi, ab)
     layers: list = [qir.QInput("input", s, zp, bits=ab)]
@@ -746,9 +772,9 @@ def quantize(
     meta = dict(graph.metadata)
     meta["quantization"] = info
     qg = ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta)
-    y_f = reference.simulate(float_graph, x)
     y_q = reference.simulate(qg, x)
     meta["quantization"]["calibration_error"] = relative_error(y_q, y_f)
+    meta["quantization"]["calibration_sqnr_db"] = sqnr_db(y_q, y_f)
     return qg.replace(metadata=meta)
 
 
@@ -847,8 +873,6 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         bound_proven=bool(proven),
     )
     if not proven:
-        import warnings
-
         warnings.warn(
             f"layer {layer.name!r}: a {sb}-bit state cannot be proven free of overflow; its scale "
             f"comes from the calibration data and it may saturate (use more state bits)",

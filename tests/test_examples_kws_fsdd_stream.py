@@ -25,8 +25,9 @@ import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path l
 SUBSET = KWS_DIR / "fsdd_george"
 MINUTES = 1.0
 # measured with the committed model on the 100 shipped clips and 1-minute negative recordings (seed 7):
-# (detections, correct) per recording; every detection in a negative recording is a false alarm
-EXPECTED = {"digits": (92, 57), "real_negatives": (10, 0), "synthetic_negatives": (21, 0)}
+# (detections, correct) per recording; every detection in a negative recording is a false alarm. The
+# digits were (92, 57) until quantize's auto weight rounding (2026-11-26) chose GPTQ for this model
+EXPECTED = {"digits": (91, 57), "real_negatives": (10, 0), "synthetic_negatives": (21, 0)}
 
 
 def need(*tools):

@@ -220,14 +220,16 @@ def test_pruned_search_stops_at_the_incumbent_cost_and_picks_the_same_realizatio
 def test_sampled_measurement_equals_the_every_step_measurement(monkeypatch, q, theta, stride, memory, head):
     # bench/fold.py measures its longest horizons at every stride-th step (after a head measured at every
     # step, and around the largest sampled errors at every step): on these points it gives the error of
-    # the every-step comparison to four significant digits, even with no head at all
+    # the every-step comparison within 1e-4 relative, even with no head at all (the Pade model's error is
+    # 2.1e-11, near float64's noise in this comparison: 7.1e-5 relative apart on an AMD EPYC, 5e-5 was
+    # this bound until that machine)
     monkeypatch.setattr(fold, "SAMPLE_HEAD", head)
     layer = analytic(q, theta)
     name = "pade" if isinstance(memory, ir.Pade) else "rk4"
     full = fold._measure(layer, name, memory, fold._Reference(layer), 1.0)
     sampled = fold._measure(layer, name, memory, fold._Reference(layer, stride=stride), 1.0)
     a, b = full.measurement.error, sampled.measurement.error
-    assert a > 0 and abs(a - b) <= 5e-5 * a, (a, b)
+    assert a > 0 and abs(a - b) <= 1e-4 * a, (a, b)
     assert f"{a:.1e}" == f"{b:.1e}"  # the fold table's printed precision
     assert sampled.measurement.spectral_radius == full.measurement.spectral_radius
     # with a budget the search's early stop agrees with the full comparison on which side it falls
