@@ -87,6 +87,13 @@ def _q8(x, scale, zp, bits=8):
 RANGE16_HEADROOM = 2.0
 #: int16x8: z (the int16 view of the LMU state) spans the proven state bound, up to this many times the calibrated range
 Z16_SPAN = 64.0
+#: int16x8 with ``widen_db``: the weight width of a part :func:`quantize` widens
+WIDE_BITS = 16
+#: ``widen_db``: a part is widened only when that lifts the calibration SQNR by at least this much
+WIDEN_MIN_GAIN_DB = 0.5
+#: the weight parts of an LMU layer, by field (a part's key is ``(layer index, field)``; a Dense layer's
+#: one part is ``"kernel"``); ``"hidden"`` and ``"recurrent_kernel"`` are the hidden cell's kernels
+LMU_PARTS = ("input_encoders", "hidden_encoders", "memory_encoders", "hidden", "recurrent_kernel")
 #: int16x8: the input range of the tanh / sigmoid tables (beyond it the output is within half an LSB of its limit)
 _LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
 
@@ -199,12 +206,34 @@ def compensated(
     return _compensate(graph, recs, weight_bits, gptq, correct_bias)[0]
 
 
-def _compensate(graph, recs, weight_bits, gptq, correct_bias):
+def weight_parts(graph: ir.Graph) -> list:
+    """The keys ``(layer index, field)`` of every weight matrix :func:`quantize` rounds, in graph order."""
+    keys = []
+    for i, layer in enumerate(graph.layers):
+        if isinstance(layer, ir.Dense):
+            keys.append((i, "kernel"))
+        elif isinstance(layer, ir.LMU):
+            hidden = layer.hidden
+            present = {
+                "input_encoders": True,
+                "hidden_encoders": layer.hidden_encoders is not None,
+                "memory_encoders": layer.memory_encoders is not None,
+                "hidden": hidden is not None,
+                "recurrent_kernel": isinstance(hidden, ir.HiddenSimpleRNN),
+            }
+            keys.extend((i, f) for f in LMU_PARTS if present[f])
+    return keys
+
+
+def _compensate(graph, recs, weight_bits, gptq, correct_bias, wide=frozenset()):
     """:func:`compensated`, and the per-channel scales of the weights it rounded by GPTQ:
-    ``{(layer index, "kernel" | "input_encoders" | "hidden"): scales}`` (empty without ``gptq``)."""
+    ``{(layer index, "kernel" | "input_encoders" | "hidden"): scales}`` (empty without ``gptq``).
+    The parts in ``wide`` (same keys) are left as they are: they get 16-bit weights (:func:`quantize`)."""
     scales: dict = {}
 
     def rounded(key, W, gram, bias, mean, in_loop=False):
+        if key in wide:
+            return W, bias
         W = np.asarray(W, np.float64)
         if gptq and not in_loop:
             Q, scales[key] = _gptq(W, gram, weight_bits, correct_bias)
@@ -643,6 +672,7 @@ def quantize(
     rounding: str = "half_up",
     activation_bits: int = 8,
     weight_rounding: str = "auto",
+    widen_db: Optional[float] = None,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -655,6 +685,11 @@ def quantize(
     keeps the one closer to the float model on the calibration data (``weight_rounding_sqnr_db`` in the
     metadata): there the activations' rounding is the main error and GPTQ moved the layer-option
     matrix's C int8 cells by -0.8 to +2.5 dB (docs/matrix.md).
+
+    ``widen_db`` (16-bit activations, weights of at most 8 bits: the C target's int16x8 mode): where the
+    graph's SQNR against the float model on the calibration data is below ``widen_db``, the fewest
+    weight parts (:func:`weight_parts`) it takes to reach it get 16-bit weights (mixed precision, chosen
+    by :func:`_widen`; the metadata's ``widened`` names them). Where int8 weights suffice nothing changes.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -677,6 +712,8 @@ def quantize(
     if not 8 <= int(state_bits) <= 32:
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     ab = int(activation_bits)
+    if widen_db is not None and (ab != 16 or int(weight_bits) > 8):
+        raise QuantizationError("widen_db widens 8-bit weights next to 16-bit activations (activation_bits=16)")
     if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
@@ -693,14 +730,21 @@ def quantize(
     else:
         tries = [True] if weight_rounding == "gptq" or ab == 16 else [True, False]
     y_f = reference.simulate(float_graph, x)
-    built = []
-    for use_gptq in tries:
+
+    def build(use_gptq, wide=frozenset()):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            g, w_scales = _compensate(graph, recs, wb, use_gptq, correct) if use_gptq or correct else (graph, {})
-            qg = _integer_graph(g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct)
-        built.append((qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught))
+            if use_gptq or correct:
+                g, w_scales = _compensate(graph, recs, wb, use_gptq, correct, wide)
+            else:
+                g, w_scales = graph, {}
+            qg = _integer_graph(g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide)
+        return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
+
+    built = [build(use_gptq) for use_gptq in tries]
     sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
+    if widen_db is not None:
+        sqnr, qg, caught = _widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
@@ -713,9 +757,39 @@ def quantize(
     return qg
 
 
-def _integer_graph(graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct):
+def _widen(build, use_gptq, graph, start, target_db):
+    """:func:`quantize`'s ``widen_db``. Widening parts one at a time stalls where several int8 parts
+    share a feedback loop (none alone lifts the SQNR), so this goes the other way: every part 16-bit,
+    then, one at a time, the part whose int8 weights keep the SQNR highest goes back to int8, as long
+    as the SQNR stays at ``target_db`` (or, where 16-bit weights everywhere miss it, within
+    :data:`WIDEN_MIN_GAIN_DB` of what they reach)."""
+    keys = weight_parts(graph)
+    wide = frozenset(keys) if start[0] < target_db else frozenset()
+    best = build(use_gptq, wide) if wide else start
+    if best[0] < start[0] + WIDEN_MIN_GAIN_DB:
+        wide, best = frozenset(), start  # 16-bit weights do not help: int8 weights everywhere
+    floor = min(target_db, best[0] - WIDEN_MIN_GAIN_DB)
+    while wide:
+        trials = [(build(use_gptq, wide - {k}) if len(wide) > 1 else start, k) for k in sorted(wide)]
+        trial, key = max(trials, key=lambda t: t[0][0])
+        if trial[0] < floor:
+            break
+        best, wide = trial, wide - {key}
+    qg = best[1]
+    meta = dict(qg.metadata)
+    info = meta["quantization"] = dict(meta["quantization"])
+    info["widen_db"] = target_db
+    info["int8_weights_sqnr_db"] = start[0]
+    info["widened"] = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
+    return best[0], qg.replace(metadata=meta), best[2]
+
+
+def _integer_graph(
+    graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide=frozenset()
+):
     """The integer graph of ``graph`` (its weights as :func:`_compensate` left them, ``w_scales``), with
-    its error against the float model's output ``y_f`` on the calibration inputs ``x``."""
+    its error against the float model's output ``y_f`` on the calibration inputs ``x``. The weight parts
+    in ``wide`` (:func:`weight_parts` keys) get 16 bits."""
     in_lo, in_hi = float(x.min()), float(x.max())
     s, zp = qparams_bits(in_lo, in_hi, ab)
     layers: list = [qir.QInput("input", s, zp, bits=ab)]
@@ -733,7 +807,7 @@ def _integer_graph(graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scal
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear(
-                [(layer.kernel, s, zp, wb, w_scales.get((i, "kernel")))],
+                [(layer.kernel, s, zp, WIDE_BITS if (i, "kernel") in wide else wb, w_scales.get((i, "kernel")))],
                 layer.bias,
                 "linear" if act == "softmax" else act,
                 rec.get("pre", rec["out"]),
@@ -762,7 +836,8 @@ def _integer_graph(graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scal
             s, zp = os_, oz
         elif isinstance(layer, ir.LMU):
             scales = w_scales.get((i, "input_encoders")), w_scales.get((i, "hidden"))
-            args = (rec, s, zp, wb, sb, coeff_bits, rounding, ab, scales)
+            bits = {f: WIDE_BITS if (i, f) in wide else wb for f in LMU_PARTS}
+            args = (rec, s, zp, bits, sb, coeff_bits, rounding, ab, scales)
             q_layer, s, zp, lay_info = _quantize_lmu(layer, *args)
             layers.append(q_layer)
         else:
@@ -779,7 +854,10 @@ def _integer_graph(graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scal
 
 
 def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None)):
-    """``w_scales``: the grid scales of the input encoders and the hidden kernel (:func:`_weights`)."""
+    """``w_scales``: the grid scales of the input encoders and the hidden kernel (:func:`_weights`);
+    ``wb``: the weight bits, or a dict of them by part (:data:`LMU_PARTS`)."""
+    if not isinstance(wb, dict):
+        wb = dict.fromkeys(LMU_PARTS, wb)
     d, q = layer.memory_d, layer.order
     notes: list = []
     u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
@@ -816,20 +894,20 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     hidden, s_h, z_h, rec_h = None, s_z, z_z, False
     if layer.hidden is not None:
         act = layer.hidden.activation
-        parts = [(layer.hidden.kernel, s_z, z_z, wb, w_scales[1])]
+        parts = [(layer.hidden.kernel, s_z, z_z, wb["hidden"], w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
             s_h, z_h = _act_out(act, qparams_bits(rec["pre"][0], rec["pre"][1], ab), rec["out"], ab)  # as _linear
-            parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb, None))
+            parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb["recurrent_kernel"], None))
         hidden, s_h, z_h = _linear(
             parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab
         )
     enc_scale = 2.0**-fu
-    enc_parts = [(layer.input_encoders, s_x, zp_x, wb, w_scales[0])]
+    enc_parts = [(layer.input_encoders, s_x, zp_x, wb["input_encoders"], w_scales[0])]
     if layer.hidden_encoders is not None:
-        enc_parts.append((layer.hidden_encoders, s_h, z_h, wb, None))
+        enc_parts.append((layer.hidden_encoders, s_h, z_h, wb["hidden_encoders"], None))
     if layer.memory_encoders is not None:
-        enc_parts.append((layer.memory_encoders, s_z, z_z, wb, None))
+        enc_parts.append((layer.memory_encoders, s_z, z_z, wb["memory_encoders"], None))
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(enc_parts):
         if k == 0:

@@ -54,6 +54,11 @@ WEIGHT_BITS = {"int8": 8, "int16x8": 8, "int16": 16}
 #: the LMU state width of each integer mode when the state_bits option is not given: int16, the accuracy
 #: mode, keeps 32 bits (on the layer-option matrix a 16-bit state cost 2-11 dB against 32 bits there)
 STATE_BITS = {"int8": 16, "int16x8": 16, "int16": 32}
+#: int16x8 without an explicit ``weight_bits``: the calibration SQNR (dB, against the float model) below
+#: which the fewest weight matrices that reach it get 16-bit weights (``quantize(widen_db=)``): 45 dB,
+#: the accuracy the project holds 16-bit activations to (docs/matrix.md), plus 3 dB for test inputs
+#: beyond the calibration data (the layer-option matrix: test within 2.0 dB of calibration)
+WIDEN_DB = {"int16x8": 48.0}
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {
@@ -159,6 +164,7 @@ def emit(graph, out_dir, options) -> dict:
             coeff_bits=options.get("coeff_bits"),
             activation_bits=int(act_bits or 8),
             weight_rounding=str(options.get("weight_rounding") or "auto"),
+            widen_db=None if options.get("weight_bits") else WIDEN_DB.get(mode),
         )
         irfile.save(qg, out_dir / "quantized.lmu.npz")
         code = c_codegen.generate_int(qg, prefix)
@@ -188,7 +194,13 @@ def emit(graph, out_dir, options) -> dict:
         "runtimes": toolchain.make_variables(),
         "icount_shift": toolchain.ICOUNT_SHIFT,
         "description": (
-            f"integer path: {int_api} activations, {qg.metadata['quantization']['weight_bits']}-bit weights, "
+            f"integer path: {int_api} activations, {qg.metadata['quantization']['weight_bits']}-bit weights"
+            + (
+                f" (16-bit in {c_comment(', '.join(qg.metadata['quantization']['widened']), 400)})"
+                if qg.metadata["quantization"].get("widened")
+                else ""
+            )
+            + ", "
             f"{qg.metadata['quantization']['state_bits']}-bit fixed-point LMU state, no floating point in "
             f"{prefix}_step_{int_api}"
             if quantized

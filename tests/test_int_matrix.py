@@ -466,6 +466,14 @@ def test_every_case_matches_the_integer_reference_state_after_every_step(matrix,
     _compare(*matrix, runtime)
 
 
+def _parts(L) -> list:
+    """``(field, QPart)`` of a QLMU's encoder and hidden cell, named as ``quantization.LMU_PARTS``."""
+    enc = ["input_encoders"] + ["hidden_encoders"] * L.hidden_to_memory + ["memory_encoders"] * L.memory_to_memory
+    hid = [] if L.hidden is None else ["hidden"] + ["recurrent_kernel"] * L.hidden_recurrent
+    out = list(zip(enc, L.encoder.parts, strict=True))
+    return out + ([] if L.hidden is None else list(zip(hid, L.hidden.parts, strict=True)))
+
+
 def test_the_int16x8_matrix_is_int16_throughout(matrix16):
     _, x16, cases = matrix16
     assert x16.dtype == np.int16 and x16.min() == -32768 and x16.max() == 32767
@@ -474,12 +482,20 @@ def test_the_int16x8_matrix_is_int16_throughout(matrix16):
         L = c["layer"]
         assert L.act_bits == 16 and L.encoder.in_bits == 16 and L.z_zp == 0
         assert c["info"]["activation_bits"] == 16
-        wide = c["info"]["weight_bits"] == 16  # the int16 mode's cases: every weight part int16, full range
-        parts = [p for lin in (L.encoder, L.hidden) if lin is not None for p in lin.parts]
-        assert all((int(np.abs(p.kernel).max()) == 32767) == wide for p in parts), c["case"]
-        if wide and c["case"][1] is None:
+        # the int16 mode's cases: every weight part int16, full range; int16x8's: int8, but for the
+        # parts its widening gave 16 bits (quantize(widen_db=): random weights miss 48 dB in int8)
+        int16 = c["info"]["weight_bits"] == 16
+        widened = set(c["info"].get("widened", ()))
+        for field, p in _parts(L):
+            assert (int(np.abs(p.kernel).max()) == 32767) == (int16 or f"{L.name}.{field}" in widened), c["case"]
+        if int16 and c["case"][1] is None:
             assert L.state_type.width == 32  # the int16 mode's default state
     assert sum(c["info"]["weight_bits"] == 16 for c in cases) == 3
+    # mixed widths are exercised: an int16x8 case with a widened part beside an int8 one in one layer,
+    # and one with none widened
+    mixed = [c for c in cases if c["info"]["weight_bits"] == 8 and c["info"].get("widened")]
+    assert any(0 < len(c["info"]["widened"]) < len(_parts(c["layer"])) for c in mixed), [c["case"] for c in mixed]
+    assert any(c["info"]["weight_bits"] == 8 and not c["info"].get("widened") for c in cases)
     rnn = [c["layer"] for c in cases if c["layer"].hidden_recurrent]
     assert rnn and rnn[0].hidden_to_memory and rnn[0].memory_to_memory
 

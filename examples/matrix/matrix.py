@@ -78,8 +78,9 @@ def full() -> list:
     return list(itertools.product(OPTIONS, CELLS))
 
 
-def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
-    """Convert one cell; returns ``{"status": "ok"|"below floor"|"refused"|"error"|"missing", ...}``."""
+def run_cell(model: str, target: str, mode: str, work: Path, **options) -> dict:
+    """Convert one cell (``options``: more of the target's options); returns
+    ``{"status": "ok"|"below floor"|"refused"|"error"|"missing", ...}``."""
     import lmu_edge
     from lmu_edge.metrics import sqnr_db
 
@@ -93,10 +94,11 @@ def run_cell(model: str, target: str, mode: str, work: Path) -> dict:
         art = lmu_edge.convert(
             path,
             target,
-            work / f"{model}-{target}-{mode}",
+            work / (f"{model}-{target}-{mode}" + "".join(f"-{k}{v}" for k, v in options.items())),
             quantize=mode,
             calibration=x_cal if mode != "float" else None,
             tolerance=float("inf"),
+            **options,
         )
     except lmu_edge.errors.MissingDependencyError as e:
         return {"status": "missing", "reason": str(e), "seconds": time.perf_counter() - t0}
