@@ -129,7 +129,12 @@ class FloatStep:
     """The step function of a recurrent graph, emitted through a :class:`StepOps` backend.
 
     ``split``: write a dense memory's ``Abar`` as two matrices (:func:`split_weights`), for
-    backends that quantize weights to 8 bits (see :mod:`._tflite_build`).
+    backends that quantize weights to 8 bits (see :mod:`._tflite_build`). ``split_loop``: the same
+    for the weights of an LMU's feedback loop (hidden and memory encoders, a SimpleRNN's recurrent
+    kernel, the hidden kernel with ``hidden_to_memory``): their 8-bit rounding circulates through the
+    state (the layer-option matrix's RNN-path model in TFLite int16x8: 28.3 -> 41.5 dB). It costs a
+    second matmul and an add per weight, whose output an 8-bit activation rounds on its own: ONNX int8
+    lost 4 dB on that model with it, so only the TFLite target asks for it.
     """
 
     #: layer type -> the method that writes it: ``(self, ops, i, layer, x, states, new) -> y``
@@ -137,8 +142,8 @@ class FloatStep:
     #: memory realization -> the method that writes its update: ``(self, ops, i, L, m2, u2) -> m2'``
     MEMORIES = {ir.DenseSS: "_dense_memory", ir.RungeKutta: "_rk_memory"}
 
-    def __init__(self, graph: ir.Graph, plan: StatePlan, split: bool = False):
-        self.graph, self.plan, self.split = graph, plan, bool(split)
+    def __init__(self, graph: ir.Graph, plan: StatePlan, split: bool = False, split_loop: bool = False):
+        self.graph, self.plan, self.split, self.split_loop = graph, plan, bool(split), bool(split_loop)
         for layer in graph.layers:
             _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}")
 
@@ -167,6 +172,13 @@ class FloatStep:
         new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
         return mean
 
+    def _loop_matmul(self, ops, x, W, b=None):
+        """``x @ W (+ b)`` for a weight inside a feedback loop, as ``hi @ x + lo @ x`` with ``split_loop``."""
+        if not self.split_loop:
+            return ops.matmul(x, W, b)
+        hi, lo = split_weights(W)
+        return ops.add(ops.matmul(x, hi, b), ops.matmul(x, lo))
+
     def _lmu(self, ops, i, L: ir.LMU, x, states, new):
         d, q, mem = L.memory_d, L.order, L.memory
         hk = f"L{i}_h"
@@ -174,14 +186,14 @@ class FloatStep:
         ops.memory_path(True)
         u = ops.matmul(x, L.input_encoders, L.encoder_bias)
         if L.hidden_encoders is not None:
-            u = ops.add(u, ops.matmul(h_prev, L.hidden_encoders))
+            u = ops.add(u, self._loop_matmul(ops, h_prev, L.hidden_encoders))
         if isinstance(mem, ir.FIR):
             H = np.asarray(mem.kernel, dtype=np.float64)  # (q, K)
             K = H.shape[1]
             buf = ops.reshape(states[f"L{i}_buf"], (d, K))
             if L.memory_encoders is not None:  # m_prev from the previous buffer
                 m_prev = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
-                u = ops.add(u, ops.matmul(m_prev, L.memory_encoders))
+                u = ops.add(u, self._loop_matmul(ops, m_prev, L.memory_encoders))
             buf = ops.concat([ops.reshape(u, (d, 1)), ops.cols(buf, 0, K - 1)], axis=1)
             new[f"L{i}_buf"] = ops.reshape(buf, (1, d * K))
             m_flat = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
@@ -191,7 +203,7 @@ class FloatStep:
             m_prev = states[f"L{i}_m"]  # model coordinates: m = sigma * mt
             rows = np.tile(self.plan.sigma[i], d)
             if L.memory_encoders is not None:
-                u = ops.add(u, ops.matmul(m_prev, np.asarray(L.memory_encoders) * rows[:, None]))
+                u = ops.add(u, self._loop_matmul(ops, m_prev, np.asarray(L.memory_encoders) * rows[:, None]))
             m2 = ops.reshape(m_prev, (d, q))
             u2 = ops.reshape(u, (d, 1))
             m2 = update(ops, i, L, m2, u2)
@@ -204,11 +216,14 @@ class FloatStep:
         else:
             Wk = np.asarray(L.hidden.kernel, dtype=np.float64).copy()
             Wk[: d * q] *= rows[:, None]
-            pre = ops.matmul(m_flat, Wk[: d * q], L.hidden.bias)
+            if L.hidden_encoders is not None:  # hidden_to_memory: the hidden kernel is in the loop
+                pre = self._loop_matmul(ops, m_flat, Wk[: d * q], L.hidden.bias)
+            else:
+                pre = ops.matmul(m_flat, Wk[: d * q], L.hidden.bias)
             if L.input_to_hidden:
                 pre = ops.add(pre, ops.matmul(x, Wk[d * q :]))
             if isinstance(L.hidden, ir.HiddenSimpleRNN):
-                pre = ops.add(pre, ops.matmul(h_prev, L.hidden.recurrent_kernel))
+                pre = ops.add(pre, self._loop_matmul(ops, h_prev, L.hidden.recurrent_kernel))
             h = activation(ops, L.hidden.activation, pre)
         if hk in states:
             new[hk] = h

@@ -21,7 +21,8 @@ grid of its output channel plus the remainder::
 Both products are FULLY_CONNECTED ops over the same input; the converter
 quantizes ``W_hi`` exactly (it is already on the per-channel grid) and
 ``W_lo`` with its own, 254 times finer scale, so the coefficients carry ~15
-bits. With the state in balanced coordinates (:mod:`._stepplan`: every
+bits. The weights of an LMU's feedback loop (``FloatStep(split_loop=True)``)
+are split the same way. With the state in balanced coordinates (:mod:`._stepplan`: every
 Legendre coefficient of the state uses its whole integer range), the int16x8
 model keeps the LMU within ~60 dB of float. In full int8 the state itself is
 an 8-bit tensor, and its rounding every step limits the memory to ~20-25 dB
@@ -129,7 +130,7 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
     tf = _tf()
     if form not in ("plain", "split"):
         raise ValueError(f"unknown memory form {form!r}; known: plain, split")
-    fstep = FloatStep(graph, plan, split=form == "split")
+    fstep = FloatStep(graph, plan, split=form == "split", split_loop=form == "split")
     ops = TFOps(tf)
     Module: Any = tf.Module  # imported at run time: mypy sees no class here
     F = graph.input_features

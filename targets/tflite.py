@@ -187,8 +187,8 @@ def _one_line(e: BaseException) -> str:
 def _construction(form: str, quantize: str, state_path: str) -> str:
     """The report's one-line description of how the quantized LMU memory is built."""
     mem = (
-        "split form: balanced state coordinates, Abar split into an int8-exact high part and a 254x finer "
-        "low part (two FULLY_CONNECTED + ADD)"
+        "split form: balanced state coordinates, Abar (and the weights of any feedback loop) split into an "
+        "int8-exact high part and a 254x finer low part (two FULLY_CONNECTED + ADD)"
         if form == "split"
         else "plain conversion: Abar as one FULLY_CONNECTED with 8-bit weights"
     )
