@@ -208,7 +208,7 @@ def _construction(form: str, quantize: str, state_path: str) -> str:
 def gptq_weights(graph, plan, cal, correct_bias: bool):
     """``graph`` with the weights TFLite's converter quantizes per output channel (Dense kernels, LMU input
     encoders, the hidden kernel's memory and input blocks) rounded by GPTQ
-    (:func:`lmu_edge.quantization._gptq`) in the coordinates the step model holds them in (the hidden
+    (:func:`lmu_edge.rounding.gptq`) in the coordinates the step model holds them in (the hidden
     kernel's memory rows scaled by the plan's state balance), each channel's largest weight at 127 steps
     of the chosen scale, so that the converter's own ``max |w| / 127`` finds that scale and keeps the
     values. ``correct_bias``: the biases take out the rounding's mean (as ``quantize`` with 16-bit
@@ -216,20 +216,20 @@ def gptq_weights(graph, plan, cal, correct_bias: bool):
     import dataclasses
 
     from lmu_edge import ir
-    from lmu_edge import quantization as qz
+    from lmu_edge import rounding as qz
 
     recs = reference.record_ranges(graph, np.asarray(cal, np.float64))
 
     def rounded(W, gram, rows):
         G, total, n = gram
-        Qb, _ = qz._gptq(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), 8, correct_bias, True)
+        Qb, _ = qz.gptq(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), 8, correct_bias, True)
         return Qb / rows[:, None]
 
     def fix(W, gram, bias, mean, rows=None):
         W = np.asarray(W, np.float64)
         rows = np.ones(len(W)) if rows is None else rows
         Q = rounded(W, gram, rows)
-        return Q, (qz._shifted_bias(bias, W, Q, mean) if correct_bias else bias)
+        return Q, (qz.shifted_bias(bias, W, Q, mean) if correct_bias else bias)
 
     layers = []
     for i, (layer, rec) in enumerate(zip(graph.layers, recs, strict=True)):
@@ -250,7 +250,7 @@ def gptq_weights(graph, plan, cal, correct_bias: bool):
                 Q[:dq] = rounded(W[:dq], (G[:dq, :dq], total[:dq], n), rows)
                 if len(W) > dq:
                     Q[dq:] = rounded(W[dq:], (G[dq:, dq:], total[dq:], n), np.ones(len(W) - dq))
-                bias = qz._shifted_bias(layer.hidden.bias, W, Q, total / n) if correct_bias else layer.hidden.bias
+                bias = qz.shifted_bias(layer.hidden.bias, W, Q, total / n) if correct_bias else layer.hidden.bias
                 ch["hidden"] = dataclasses.replace(layer.hidden, kernel=Q, bias=bias)
             layer = dataclasses.replace(layer, **ch)
         layers.append(layer)

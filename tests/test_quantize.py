@@ -131,11 +131,11 @@ def test_quantize_needs_calibration_and_a_folded_graph(folded, rng):
         lmu_edge.quantize(chain(rng), rng.standard_normal((1, 10, 2)))
 
 
-def _on_grid(W, bits):
+def _grid(W, bits):
     """``W`` rounded as the quantizer rounds weights (per output channel, symmetric), in float."""
-    from lmu_edge.quantization import _weights
+    from lmu_edge.rounding import per_channel
 
-    Wq, s = _weights(W, bits)
+    Wq, s = per_channel(W, bits)
     return Wq.astype(np.float64) * s
 
 
@@ -150,8 +150,8 @@ def test_bias_correction_gives_rounded_weights_the_float_mean(rng):
     pre, pre_c = g.layers[0], gc.layers[0]
     X = x.reshape(-1, 2)
     want = (X @ pre.kernel + pre.bias).mean(axis=0)
-    plain = (X @ _on_grid(pre.kernel, 4) + pre.bias).mean(axis=0)
-    got = (X @ _on_grid(pre.kernel, 4) + pre_c.bias).mean(axis=0)
+    plain = (X @ _grid(pre.kernel, 4) + pre.bias).mean(axis=0)
+    got = (X @ _grid(pre.kernel, 4) + pre_c.bias).mean(axis=0)
     assert np.max(np.abs(plain - want)) > 1e-3  # the rounding does move the mean
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     # the LMU's encoder and hidden cell and the Dense without a bias after it get a correcting bias too
@@ -176,7 +176,7 @@ def test_bias_correction_lifts_16_bit_activations_and_leaves_int8_alone(rng, mon
     on = sqnr_db(lmu_edge.simulate(q16, x_test), y)
     assert q16.metadata["quantization"]["bias_correction"] is True
     assert q8.metadata["quantization"]["bias_correction"] is False
-    monkeypatch.setattr(quantization, "_compensate", lambda graph, *args: (graph, {}))
+    monkeypatch.setattr(quantization, "compensate", lambda graph, *args: (graph, {}))
     off = sqnr_db(lmu_edge.simulate(lmu_edge.quantize(g, x, weight_rounding="nearest", **kw), x_test), y)
     assert on > off + 3.0, (on, off)  # measured 49.8 against 44.9 dB
     # 8-bit activations: not applied (it helped as often as it hurt, docs/matrix.md)
@@ -196,24 +196,24 @@ def test_gptq_rounds_onto_the_grid_and_cuts_the_output_error(centered):
     # among the searched multiples of max |w| / qmax), and the output error on the inputs it was fitted
     # to is well under rounding to nearest's, in total or (centered) about the mean. Catches a wrong sign
     # or row in the error feedback, a lost inverse of the input order, a scale not the chosen column's.
-    from lmu_edge.quantization import GPTQ_SCALES, _gptq, _grid_scale, _on_grid
+    from lmu_edge.rounding import GPTQ_SCALES, gptq, grid_scale, on_grid
 
     rng = np.random.default_rng(11)
     X = _correlated(rng, 4000, 12)
     W = rng.standard_normal((12, 5))
     gram = (X.T @ X, X.sum(axis=0), len(X))
-    Q, scales = _gptq(W, gram, 4, centered)
+    Q, scales = gptq(W, gram, 4, centered)
     k = Q / scales
     np.testing.assert_allclose(k, np.round(k), rtol=0, atol=1e-9)
     assert np.abs(np.round(k)).max() <= 7
-    ratio = scales / _grid_scale(W, 4)
+    ratio = scales / grid_scale(W, 4)
     assert np.all(np.min(np.abs(ratio[:, None] - GPTQ_SCALES[None, :]), axis=1) < 1e-12)
 
     def err(V):
         e = X @ (V - W)
         return np.mean((e - e.mean(axis=0)) ** 2) if centered else np.mean(e**2)
 
-    assert err(Q) < 0.5 * err(_on_grid(W, 4)), (err(Q), err(_on_grid(W, 4)))  # measured 0.10x and 0.06x
+    assert err(Q) < 0.5 * err(on_grid(W, 4)), (err(Q), err(on_grid(W, 4)))  # measured 0.10x and 0.06x
 
 
 def test_int16x8_stores_the_gptq_values_and_beats_rounding_to_nearest():
@@ -222,7 +222,7 @@ def test_int16x8_stores_the_gptq_values_and_beats_rounding_to_nearest():
     # sits below qmax are common, so a scale taken from the rounded values would round them again), and
     # the model beats weights rounded to nearest (docs/matrix.md).
     from lmu_edge import folding, reference
-    from lmu_edge.quantization import _compensate
+    from lmu_edge.rounding import compensate
 
     here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
     data = np.load(here / "ff_linear_td_before.npz")
@@ -232,7 +232,7 @@ def test_int16x8_stores_the_gptq_values_and_beats_rounding_to_nearest():
     q = lmu_edge.quantize(g, x, activation_bits=16)
     meta = q.metadata["quantization"]
     assert meta["weight_rounding"] == "gptq" and meta["bias_correction"] is True
-    want, scales = _compensate(g, reference.record_ranges(g, x), 8, True, True)
+    want, scales = compensate(g, reference.record_ranges(g, x), 8, True, True)
     pre_q, lmu_q, post_q = (lay for lay in q.layers if not isinstance(lay, qir.QInput))
     inward = 0
     for part, key, Q in [
@@ -284,16 +284,16 @@ def test_gptq_leaves_the_weights_of_a_feedback_loop_rounded_to_nearest():
     # -> h), so it is rounded to nearest (GPTQ there cost the matrix's RNN-path model 0.9 dB in C int16x8),
     # as are the hidden and memory encoders; its input encoders still get GPTQ
     from lmu_edge import folding, reference
-    from lmu_edge.quantization import _compensate, _on_grid
+    from lmu_edge.rounding import compensate, on_grid
 
     here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
     data = np.load(here / "rnn_h2m_m2m_simplernn.npz")
     g = lmu_edge.fold(lmu_edge.load(here / "rnn_h2m_m2m_simplernn.keras"), "auto", folding.default_budget(16)[0])
     i, lmu = next((i, lay) for i, lay in enumerate(g.layers) if isinstance(lay, ir.LMU))
     assert lmu.hidden_encoders is not None and lmu.memory_encoders is not None
-    got, scales = _compensate(g, reference.record_ranges(g, data["x_cal"].astype(np.float64)), 8, True, True)
+    got, scales = compensate(g, reference.record_ranges(g, data["x_cal"].astype(np.float64)), 8, True, True)
     assert (i, "hidden") not in scales and (i, "input_encoders") in scales
-    np.testing.assert_array_equal(got.layers[i].hidden.kernel, _on_grid(lmu.hidden.kernel, 8))
+    np.testing.assert_array_equal(got.layers[i].hidden.kernel, on_grid(lmu.hidden.kernel, 8))
     np.testing.assert_array_equal(got.layers[i].memory_encoders, lmu.memory_encoders)  # rounded later, as ever
 
 
@@ -320,7 +320,7 @@ def test_widen_db_gives_the_fewest_parts_16_bit_weights_to_reach_the_target():
     # quantize(widen_db=) (the C target's int16x8 default): the tanh model of the layer-option matrix
     # misses 48 dB with int8 weights (41.6 on its test data); the widening gives 16-bit weights to the
     # parts it needs and no more: each widened part, narrowed back alone, puts the model below the target
-    from lmu_edge.quantization import weight_parts
+    from lmu_edge.rounding import weight_parts
 
     src, g, x, x_test = _matrix_model("ff_fft_zoh_tanh_before_dense")
     plain = lmu_edge.quantize(g, x, activation_bits=16)
@@ -338,14 +338,14 @@ def test_widen_db_gives_the_fewest_parts_16_bit_weights_to_reach_the_target():
     assert all(w <= 127 for w, n in zip(widths, names, strict=True) if n not in meta["widened"])
     assert all(int(np.abs(k).max()) <= 127 for k in _kernels(plain))
     # minimal: narrowing any widened part alone misses the target
-    from lmu_edge import quantization
+    from lmu_edge import quantization, rounding
 
     keys = {f"{g.layers[i].name}.{f}": (i, f) for i, f in weight_parts(g)}
     for name in meta["widened"]:
         rest = frozenset(keys[n] for n in meta["widened"] if n != name)
         y_f = lmu_edge.simulate(g, x)
         recs = quantization.reference.record_ranges(g, x)
-        gg, sc = quantization._compensate(g, recs, 8, True, True, rest)
+        gg, sc = rounding.compensate(g, recs, 8, True, True, rest)
         trial = quantization._integer_graph(gg, recs, x, y_f, 8, 16, None, "half_up", 16, sc, True, True, rest)
         assert trial.metadata["quantization"]["calibration_sqnr_db"] < 48.0, name
     y = lmu_edge.simulate(src, x_test)

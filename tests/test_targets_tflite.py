@@ -334,7 +334,7 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
 
     from ai_edge_litert.interpreter import Interpreter
 
-    from lmu_edge.quantization import _on_grid
+    from lmu_edge.rounding import on_grid
 
     here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
     name = "rnn_tt_euler_dense_seq"
@@ -361,7 +361,7 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
 
     k_off, w_off = dense_kernel(off)
     k_on, w_on = dense_kernel(on)
-    np.testing.assert_allclose(w_off, _on_grid(W, 8), rtol=1e-6)
+    np.testing.assert_allclose(w_off, on_grid(W, 8), rtol=1e-6)
     assert not np.allclose(w_on, w_off, rtol=1e-6)
     # ... and exactly the values gptq_weights gave the converter (the Dense after the LMU does not depend
     # on the state balance, so a plan without it gives the same): the converter kept GPTQ's scale

@@ -1,0 +1,83 @@
+"""Weight rounding and widening in C int16x8, measured on the layer-option matrix and the README's models.
+
+    python bench/weight_rounding.py            # about two minutes on one core
+    python bench/weight_rounding.py --quick    # the matrix models only
+
+For each model, the SQNR (dB) against the float64 model on test inputs drawn apart from the calibration
+inputs, of the integer reference (bit-exact with the C target) with 16-bit activations and int8
+weights rounded to nearest, rounded by GPTQ (``weight_rounding="gptq"``), and the C target's default
+(GPTQ, and 16-bit weights for the fewest matrices that reach 48 dB on the calibration data:
+``widen_db``), with the parts widened. Prints, asserts nothing; the numbers in docs/matrix.md and the
+CHANGELOG come from it.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import lmu_edge
+from lmu_edge import folding
+from lmu_edge.metrics import sqnr_db
+from lmu_edge.targets.c import WIDEN_DB
+
+ROOT = Path(__file__).resolve().parents[1]
+MATRIX = ROOT / "examples" / "matrix"
+MODELS = ROOT / "examples" / "models"
+
+
+def matrix_cases():
+    for npz in sorted(MATRIX.glob("*.npz")):
+        data = np.load(npz)
+        path = npz.with_suffix(".keras")
+        yield npz.stem, path if path.exists() else npz.with_suffix(".safetensors"), data["x_cal"], data["x_test"]
+
+
+def readme_cases():
+    """The README's models, calibrated and tested as docs/matrix.md states."""
+    x = np.load(MODELS / "keras_mackey_glass_test_x.npy")
+    yield "README digits", MODELS / "keras_digits.keras", np.load(MODELS / "digits_calibration_x.npy")[:256], \
+        np.load(MODELS / "keras_digits_test_x.npy")[:200]  # fmt: skip
+    yield "README Mackey-Glass", MODELS / "keras_mackey_glass.keras", x[:4], x[4:8]
+    yield "README GunPoint", MODELS / "gunpoint_lmu.keras", np.load(MODELS / "gunpoint_calibration_x.npy")[:50], \
+        np.load(MODELS / "gunpoint_test_x.npy")[:150]  # fmt: skip
+    cal, test = np.load(MODELS / "psmnist_calibration_x.npy")[:64], np.load(MODELS / "psmnist_test_x.npy")[:200]
+    yield "README psMNIST", MODELS / "psmnist_lmu.keras", cal.reshape(64, -1, 1), test.reshape(200, -1, 1)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the layer-option matrix only")
+    args = ap.parse_args(argv)
+    cases = list(matrix_cases()) + ([] if args.quick else list(readme_cases()))
+    print("| model | nearest | GPTQ | default (widened) | parts widened | seconds |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, path, cal, test in cases:
+        t0 = time.perf_counter()
+        src = lmu_edge.load(path)
+        g = lmu_edge.fold(src, "auto", folding.default_budget(16)[0], target="c", quantized=True)
+        cal, test = np.asarray(cal, np.float64), np.asarray(test, np.float64)
+        y = lmu_edge.simulate(src, test)
+        got = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for label, kw in (
+                ("nearest", {"weight_rounding": "nearest"}),
+                ("gptq", {"weight_rounding": "gptq"}),
+                ("default", {"widen_db": WIDEN_DB["int16x8"]}),
+            ):
+                q = lmu_edge.quantize(g, cal, activation_bits=16, **kw)
+                got[label] = (sqnr_db(lmu_edge.simulate(q, test), y), q.metadata["quantization"].get("widened"))
+        wide = ", ".join(got["default"][1]) or "none"
+        print(
+            f"| {name} | {got['nearest'][0]:.1f} | {got['gptq'][0]:.1f} | {got['default'][0]:.1f} | {wide} "
+            f"| {time.perf_counter() - t0:.1f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
