@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import __version__
+from . import __version__, escape
 
 EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a traceback."
 
@@ -414,6 +414,13 @@ def convert(
         f"wrote {art.path} (target {target}, {quantize}); error vs source {v['error_vs_source']:.2e} "
         f"on the {v['input']} ({tol})"
     )
+    qinfo = rep.get("quantization") or {}
+    if qinfo.get("widened"):  # int16x8: the weights that took 16 bits, and why
+        click.echo(
+            f"  16-bit weights in {', '.join(escape.printable(n) for n in qinfo['widened'])}: int8 weights gave "
+            f"{qinfo['int8_weights_sqnr_db']:.1f} dB against the source on the calibration data, below "
+            f"{qinfo['widen_db']:g} ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
+        )
     budget = rep.get("error_budget", {})
     if budget and not budget["why"].startswith("float target"):  # the float default goes unsaid
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
