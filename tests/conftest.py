@@ -16,6 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "models"
 
 
+def matrix_model(name: str) -> tuple:
+    """A model of the layer-option matrix (examples/matrix): ``(source graph, x_cal, x_test as float64,
+    the float64 source's outputs on x_test)``."""
+    import lmu_edge
+
+    here = ROOT / "examples" / "matrix"
+    data = np.load(here / f"{name}.npz")
+    path = here / f"{name}.keras"
+    src = lmu_edge.load(path if path.exists() else here / f"{name}.safetensors")
+    x_test = data["x_test"].astype(np.float64)
+    return src, data["x_cal"], x_test, lmu_edge.simulate(src, x_test)
+
+
 def lmu_edge_cli() -> list:
     """The installed console script, or the module when the script is not on PATH."""
     exe = shutil.which("lmu-edge", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))

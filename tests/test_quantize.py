@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import matrix_model
 from graphs import chain
 
 import lmu_edge
@@ -298,13 +299,12 @@ def test_gptq_leaves_the_weights_of_a_feedback_loop_rounded_to_nearest():
 
 
 def _matrix_model(name):
+    """A matrix model, folded as the C target folds it: ``(source, folded, x_cal, x_test)``."""
     from lmu_edge import folding
 
-    here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
-    data = np.load(here / f"{name}.npz")
-    src = lmu_edge.load(here / f"{name}.keras")
+    src, x_cal, x_test, _ = matrix_model(name)
     g = lmu_edge.fold(src, "auto", folding.default_budget(16)[0], target="c", quantized=True)
-    return src, g, data["x_cal"].astype(np.float64), data["x_test"].astype(np.float64)
+    return src, g, x_cal.astype(np.float64), x_test
 
 
 def _kernels(q):

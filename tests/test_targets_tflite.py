@@ -9,7 +9,8 @@ pytest.importorskip("tensorflow", reason="tensorflow not installed: pip install 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed: pip install 'lmu-edge[tflite]'")
 pytest.importorskip("tflite_micro", reason="tflite-micro not installed: pip install 'lmu-edge[tflite]'")
 
-from graphs import chain  # noqa: E402  (after the importorskip checks)
+from conftest import matrix_model  # noqa: E402  (after the importorskip checks)
+from graphs import chain  # noqa: E402
 
 import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge import ir, lti  # noqa: E402  (after the importorskip checks)
@@ -330,23 +331,17 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
     # them (targets/tflite.py, gptq_weights), each channel's largest weight at 127 steps of the chosen
     # scale, so the converter's per-channel max |w| / 127 keeps them. On the layer-option matrix's
     # rnn_tt_euler_dense_seq: 33.2 dB with the converter's rounding, 36.4 dB with GPTQ's (floor 35 dB).
-    from pathlib import Path
-
     from ai_edge_litert.interpreter import Interpreter
 
     from lmu_edge.rounding import on_grid
 
-    here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
-    name = "rnn_tt_euler_dense_seq"
-    data = np.load(here / f"{name}.npz")
-    src = lmu_edge.load(here / f"{name}.keras")
-    y = lmu_edge.simulate(src, data["x_test"].astype(np.float64))
-    kw = dict(quantize="int16x8", calibration=data["x_cal"], compare_plain=False)
+    src, x_cal, x_test, y = matrix_model("rnn_tt_euler_dense_seq")
+    kw = dict(quantize="int16x8", calibration=x_cal, compare_plain=False)
     on = lmu_edge.convert(src, "tflite", tmp_path / "on", **kw)
     off = lmu_edge.convert(src, "tflite", tmp_path / "off", weight_rounding="nearest", **kw)
     rep = {k: json.loads((a.path / "report.json").read_text())["quantization"] for k, a in (("on", on), ("off", off))}
     assert rep["on"]["weight_rounding"] == "gptq" and rep["off"]["weight_rounding"] == "nearest"
-    s_on, s_off = (sqnr_db(a.run(data["x_test"]), y) for a in (on, off))
+    s_on, s_off = (sqnr_db(a.run(x_test), y) for a in (on, off))
     assert s_on >= 35.0 > s_off, (s_on, s_off)
     # the Dense after the LMU (6 inputs, 1 output; no state scaling): the converter's own rounding is the
     # nearest point of W's grid, GPTQ's is another point with 127 steps at its largest weight
@@ -369,7 +364,7 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
     from lmu_edge.targets.tflite import gptq_weights
 
     folded = lmu_edge.load(on.path / "model.lmu.npz")
-    built = gptq_weights(folded, _stepplan.StatePlan(folded), data["x_cal"], correct_bias=True)
+    built = gptq_weights(folded, _stepplan.StatePlan(folded), x_cal, correct_bias=True)
     want = next(lay for lay in built.layers if isinstance(lay, ir.Dense)).kernel
     np.testing.assert_allclose(w_on, want, rtol=1e-6, atol=0)
 
@@ -379,15 +374,9 @@ def test_the_weights_of_a_feedback_loop_are_split_too(tmp_path):
     # docs/tflite_onnx.md: the layer-option matrix's RNN-path model (hidden_to_memory, memory_to_memory,
     # SimpleRNN) has four weights in its loop; written as hi + lo like Abar, their 8-bit rounding no longer
     # circulates: int16x8 28.3 -> 41.5 dB (floor 35). Each split weight is one more FULLY_CONNECTED.
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
-    name = "rnn_h2m_m2m_simplernn"
-    data = np.load(here / f"{name}.npz")
-    src = lmu_edge.load(here / f"{name}.keras")
-    y = lmu_edge.simulate(src, data["x_test"].astype(np.float64))
-    art = lmu_edge.convert(src, "tflite", tmp_path / "a", quantize="int16x8", calibration=data["x_cal"])
-    assert sqnr_db(art.run(data["x_test"]), y) >= 35.0  # measured 41.5 dB
+    src, x_cal, x_test, y = matrix_model("rnn_h2m_m2m_simplernn")
+    art = lmu_edge.convert(src, "tflite", tmp_path / "a", quantize="int16x8", calibration=x_cal)
+    assert sqnr_db(art.run(x_test), y) >= 35.0  # measured 41.5 dB
     # FULLY_CONNECTED ops: the input encoders and the output Dense once; Abar and the four loop weights (the
     # hidden and memory encoders, the hidden kernel, the recurrent kernel) twice each
     from ai_edge_litert.interpreter import Interpreter
