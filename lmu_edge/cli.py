@@ -289,7 +289,8 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     default="float",
     show_default=True,
     help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx), int16x8 "
-    "(16-bit activations, int8 weights: c, tflite), int16 (16-bit activations and weights: c).",
+    "(16-bit activations, int8 weights: c, tflite; c widens a few to 16 bits where int8 ones cap the accuracy, "
+    "see --weight-bits), int16 (16-bit activations and weights: c).",
 )
 @click.option(
     "--calibration",
@@ -334,7 +335,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
-    help="[quantized] Bits of dense weights: 2..8 (stored in int8; 8 by default), 2..16 with --quantize int16 "
+    help="[c] Bits of dense weights: 2..8 (stored in int8; 8 by default), 2..16 with --quantize int16 "
     "(16 by default; stored in int16). Without it, --quantize int16x8 gives 16-bit weights to the fewest "
     "matrices that lift the model to 48 dB against float on the calibration data; --weight-bits 8 keeps all int8.",
 )
@@ -419,7 +420,7 @@ def convert(
         click.echo(
             f"  16-bit weights in {', '.join(escape.printable(n) for n in qinfo['widened'])}: int8 weights gave "
             f"{qinfo['int8_weights_sqnr_db']:.1f} dB against the source on the calibration data, below "
-            f"{qinfo['widen_db']:g} ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
+            f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
         )
     budget = rep.get("error_budget", {})
     if budget and not budget["why"].startswith("float target"):  # the float default goes unsaid
@@ -587,13 +588,15 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     default="int8",
     show_default=True,
     help="Number format of the artifacts and of the integer graph the report traces: int8, int16x8 (16-bit "
-    "activations, int8 weights) or int16 (16-bit activations and weights, 32-bit state; c only).",
+    "activations, int8 weights; with c among the targets, some widened to 16 bits as the c target does) or "
+    "int16 (16-bit activations and weights, 32-bit state; c only).",
 )
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
     help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default). Without it, "
-    "int16x8 widens the fewest matrices to 16 bits that lift the model to 48 dB on the data, as the C target does.",
+    "int16x8 with c among the targets widens the fewest matrices to 16 bits that lift the model to 48 dB on "
+    "the data, as the c target does.",
 )
 @click.option(
     "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
@@ -692,13 +695,15 @@ def report(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if quantize != "float":  # the integer reference the C target would build for this mode
+            # int16x8's widened weights are the C target's: traced only when c is among the targets
+            widen = None if weight_bits or "c" not in targets else WIDEN_DB.get(quantize)
             qg = lmu_edge.quantize(
                 folded,
                 x,
                 weight_bits=weight_bits or WEIGHT_BITS.get(quantize, 8),
                 state_bits=state_bits,
                 activation_bits=ACTIVATION_BITS.get(quantize, 8),
-                widen_db=None if weight_bits else WIDEN_DB.get(quantize),
+                widen_db=widen,
             )
     for w in caught:
         if say:

@@ -164,8 +164,8 @@ def _act_out(act, in_q, out_range, act_bits=8):
 def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
 
-    ``parts`` holds ``(W, in_scale, in_zp, bits[, w_scale])`` (``w_scale``: :func:`_weights`); ``bias``
-    is float (added in part 0)."""
+    ``parts`` holds ``(W, in_scale, in_zp, bits[, w_scale])`` (``w_scale``:
+    :func:`lmu_edge.rounding.per_channel`); ``bias`` is float (added in part 0)."""
     ab = act_bits
     if act in LUT_ACTIVATIONS or act == "softmax":
         if ab == 16 and act in _LUT16_CAP:  # the headroom, then the cap (beyond it the output is flat)
@@ -542,8 +542,18 @@ def quantize(
     if not 8 <= int(state_bits) <= 32:
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     ab = int(activation_bits)
-    if widen_db is not None and (ab != 16 or int(weight_bits) > 8):
-        raise QuantizationError("widen_db widens 8-bit weights next to 16-bit activations (activation_bits=16)")
+    if widen_db is not None:
+        if ab != 16 or int(weight_bits) > 8:
+            raise QuantizationError(
+                f"widen_db needs activation_bits=16 and weight_bits <= 8 (it gives some of the 8-bit weights 16 "
+                f"bits); got activation_bits={ab}, weight_bits={weight_bits}"
+            )
+        try:
+            ok = math.isfinite(float(widen_db))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise QuantizationError(f"widen_db must be a finite number of dB, got {widen_db!r}")
     if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
@@ -657,8 +667,9 @@ def _integer_graph(
 
 
 def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None)):
-    """``w_scales``: the grid scales of the input encoders and the hidden kernel (:func:`_weights`);
-    ``wb``: the weight bits, or a dict of them by part (:data:`LMU_PARTS`)."""
+    """``w_scales``: the grid scales of the input encoders and the hidden kernel
+    (:func:`lmu_edge.rounding.per_channel`); ``wb``: the weight bits, or a dict of them by part
+    (:data:`LMU_PARTS`)."""
     if not isinstance(wb, dict):
         wb = dict.fromkeys(LMU_PARTS, wb)
     d, q = layer.memory_d, layer.order

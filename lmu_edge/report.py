@@ -162,8 +162,8 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
     elif weight_bits <= 8:
         text += (
             ": a 16-bit activation tensor, so the int8 weights feeding it are the likely limit (c's int16x8 "
-            "widens weights to 16 bits only where int8 ones keep the calibration data below 48 dB, and not "
-            "with --weight-bits 8); use --quantize int16 (16-bit weights throughout: c), check that the "
+            "gives weights 16 bits only where int8 ones keep the model below 48 dB on the calibration data, and "
+            "never with --weight-bits 8); use --quantize int16 (16-bit weights throughout: c), check that the "
             "calibration data covers the inputs' range, or use float for this model"
         )
     else:

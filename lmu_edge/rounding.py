@@ -39,7 +39,7 @@ def grid_scale(W, bits):
 
 
 def on_grid(W, bits):
-    """``W`` rounded to nearest on the grid :func:`_weights` uses, as float64."""
+    """``W`` rounded to nearest on the grid :func:`per_channel` uses, as float64."""
     Wq, sw = per_channel(W, bits)
     return Wq.astype(np.float64) * sw
 
@@ -69,7 +69,7 @@ def gptq(W, gram, bits, centered, keep_peaks=False):
     its largest weight takes fewer than ``qmax`` steps, below 1 it clips) and keeps the one of least
     error. On the layer-option matrix's int8-weight ceiling the scale search added up to 7.9 dB to GPTQ
     at the fixed scale (+28 dB over the ten models), and holding each channel's largest weight at
-    ``+-qmax`` cost 4.4 dB on one model; :func:`_weights` reproduces ``Q`` given these scales.
+    ``+-qmax`` cost 4.4 dB on one model; :func:`per_channel` reproduces ``Q`` given these scales.
     ``keep_peaks``: each channel's largest weight is set to ``+-qmax`` times the channel's scale (its
     error fed back as any other's), so a converter that takes the scale from ``max |Q| / qmax`` (TFLite's)
     finds the chosen scale and stores ``Q`` exactly."""

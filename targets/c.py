@@ -4,7 +4,9 @@
 runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the
 Cortex-M startup and linker script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
 activations, a fixed-point LMU state of ``state_bits``); ``"int16x8"`` the same with int16 activations
-(zero point 0) and int8 weights, as TFLite's 16x8 mode, through ``<prefix>_step_int16`` (portable
+(zero point 0) and int8 weights, as TFLite's 16x8 mode (16-bit weights in the fewest matrices that
+lift the model to 48 dB on the calibration data where int8 ones miss it, unless ``weight_bits`` is
+given: ``quantize(widen_db=)``), through ``<prefix>_step_int16`` (portable
 activation kernels on every core; the LMU memory kernels are int8's); ``"int16"`` as int16x8 with int16
 weights (``weight_bits`` 16 by default; a layer whose int32 bias would not fit at that scale keeps
 fewer) and a 32-bit LMU state by default; ``"float"`` emits float32.
@@ -127,7 +129,16 @@ def check_options(quantize: str, options: dict) -> None:
     if not 2 <= int(wb) <= hi:
         raise QuantizationError(
             f"--weight-bits {wb} does not fit --quantize {quantize}, whose weights take 2..{hi} bits"
-            + ("; use --quantize int16 for up to 16-bit weights" if int(wb) > 8 and hi == 8 else "")
+            + (
+                "; use --quantize int16 for 16-bit weights throughout"
+                + (
+                    ", or leave --weight-bits out: int16x8 widens the weights that need it"
+                    if quantize == "int16x8"
+                    else ""
+                )
+                if int(wb) > 8 and hi == 8
+                else ""
+            )
         )
 
 

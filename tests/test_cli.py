@@ -141,7 +141,7 @@ def test_int16x8_says_which_weights_it_widened(tmp_path):
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "16-bit weights in" in ln)
     assert "16-bit weights in dense.kernel, lmu_feedforward.hidden: int8 weights gave 42.7 dB" in line, line
-    assert "below 48 (52.1 dB now); --weight-bits 8 keeps int8 weights" in line, line
+    assert "below 48 dB (52.1 dB now); --weight-bits 8 keeps int8 weights" in line, line
     r = cli(*args, "--weight-bits", "8", "-o", tmp_path / "b")
     assert r.returncode == 0, r.stderr
     assert "16-bit weights" not in r.stdout
@@ -192,7 +192,9 @@ def test_int16_mode_from_the_command_line(tmp_path, rng):
         "-o",
         tmp_path / "w",
     )  # fmt: skip  (int16x8 keeps int8 weights: refused before any work, so without -q still one line)
-    assert_one_line_error(r, "--weight-bits 16 does not fit --quantize int16x8", "2..8")
+    assert_one_line_error(
+        r, "--weight-bits 16 does not fit --quantize int16x8", "int16x8 widens the weights that need it"
+    )
     assert not (tmp_path / "w").exists()
     r = cli("convert", "--help")
     assert "int16 (16-bit activations and weights: c)" in " ".join(r.stdout.split())

@@ -265,3 +265,29 @@ def test_the_type_check_sees_every_module_under_its_installed_name(tmp_path):
     assert set(found) == set(PACKAGE_FILES)
     for module, path in PACKAGE_FILES.items():
         assert found[module].resolve() == path.resolve(), module
+
+
+def test_every_test_docs_testing_md_names_exists():
+    # docs/testing.md maps each claim to the tests that check it: `tests/x.py::name`, then `::other` for
+    # more in the same file. A renamed or moved test would leave the claim pointing at nothing.
+    text = (ROOT / "docs" / "testing.md").read_text()
+    table = text[text.index("## Claim -> test or command") :]
+    missing, checked = [], 0
+    for line in table.splitlines():
+        if not line.startswith("|"):
+            continue
+        current = None
+        for ref in re.findall(r"`((?:tests/[\w/]+\.py)?(?:::[\w\[\]-]+)?)`", line):
+            path, _, name = ref.partition("::")
+            if path:
+                current = ROOT / path
+                if not current.exists():
+                    missing.append(path)
+                    continue
+            if name and current is not None:
+                checked += 1
+                src = current.read_text()
+                if not re.search(rf"^(?:async )?def {re.escape(name.split('[')[0])}\(", src, re.M):
+                    missing.append(f"{current.relative_to(ROOT)}::{name}")
+    assert checked > 80, checked
+    assert not missing, missing

@@ -368,7 +368,10 @@ def test_widen_db_reaches_through_a_feedback_loop_and_leaves_good_models_alone()
     assert a.metadata["quantization"]["widened"] == []
     for ka, kb in zip(_kernels(a), _kernels(b), strict=True):
         np.testing.assert_array_equal(ka, kb)
-    with pytest.raises(QuantizationError, match="widen_db"):
+    with pytest.raises(QuantizationError, match="got activation_bits=8, weight_bits=8"):
         lmu_edge.quantize(g2, x2, widen_db=48.0)  # 8-bit activations: no 16-bit-weight kernels
-    with pytest.raises(QuantizationError, match="widen_db"):
+    with pytest.raises(QuantizationError, match="got activation_bits=16, weight_bits=16"):
         lmu_edge.quantize(g2, x2, activation_bits=16, weight_bits=16, widen_db=48.0)
+    for bad in (float("nan"), "x"):
+        with pytest.raises(QuantizationError, match="widen_db must be a finite number"):
+            lmu_edge.quantize(g2, x2, activation_bits=16, widen_db=bad)

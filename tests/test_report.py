@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import ROOT, lmu_edge_cli
+from conftest import ROOT, lmu_edge_cli, matrix_model
 from graphs import chain
 
 import lmu_edge
@@ -258,3 +258,26 @@ def test_cli_report_traces_the_integer_graph_of_the_mode(tmp_path, mode):
     ref = next(v for v in rep["variants"] if v["name"] == "integer reference")
     art = next(v for v in rep["variants"] if v["name"] not in ("integer reference",) and "c" in v["name"].split())
     assert art["sqnr_db"] == pytest.approx(ref["sqnr_db"], abs=1e-9), (art, ref)
+
+
+def test_cli_report_traces_the_widened_int16x8_graph_only_for_the_c_target(tmp_path):
+    # int16x8's 16-bit weights are the C target's (TFLite's 16x8 kernels take int8 weights): a report on
+    # tflite alone traces int8 weights throughout, one with c the widened graph the C artifact equals
+    _, x_cal, _, _ = matrix_model("ff_fft_zoh_tanh_before_dense")
+    np.save(tmp_path / "cal.npy", x_cal[:8])
+    model = ROOT / "examples" / "matrix" / "ff_fft_zoh_tanh_before_dense.keras"
+    got = {}
+    for target in ("tflite", "c"):
+        out = tmp_path / target
+        r = subprocess.run(
+            lmu_edge_cli()
+            + ["report", str(model), "--data", str(tmp_path / "cal.npy"), "--quantize", "int16x8", "-t", target]
+            + ["-o", str(out), "-q"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr
+        got[target] = json.loads((out / "report.json").read_text())["quantization"]
+    assert "widened" not in got["tflite"]
+    assert got["c"]["widened"] == ["dense.kernel", "lmu_feedforward.hidden"]

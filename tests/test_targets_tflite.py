@@ -10,7 +10,7 @@ pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed: pip 
 pytest.importorskip("tflite_micro", reason="tflite-micro not installed: pip install 'lmu-edge[tflite]'")
 
 from conftest import matrix_model  # noqa: E402  (after the importorskip checks)
-from graphs import chain  # noqa: E402
+from graphs import chain  # noqa: E402  (after the importorskip checks)
 
 import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge import ir, lti  # noqa: E402  (after the importorskip checks)
