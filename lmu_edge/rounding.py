@@ -217,3 +217,54 @@ def widen(build, use_gptq, graph, start, target_db):
     info["int8_weights_sqnr_db"] = start[0]
     info["widened"] = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
     return best[0], qg.replace(metadata=meta), best[2]
+
+
+def narrow(candidates, score, target_db: float) -> tuple:
+    """Mixed precision for a target whose model is costly to run (ONNX Runtime, LiteRT): the fewest of
+    ``candidates`` (tensors or operators) at 16 bits that lift ``score(wide)`` (an SQNR in dB on the
+    calibration data, ``wide`` a frozenset of candidates at 16 bits) to ``target_db``, or within
+    :data:`WIDEN_MIN_GAIN_DB` of every candidate at 16 bits where that misses it. Returns ``(wide,
+    its score, the score with none wide)``.
+
+    Each candidate is scored by the SQNR with every other candidate 16-bit and it alone 8-bit; then,
+    from the one whose 8 bits cost least, candidates go back to 8 bits one at a time wherever the SQNR
+    stays at the goal, in passes until none can (so that no widened candidate alone could be 8-bit):
+    about 2N + 2W runs of the model for N candidates and W widened, not the N^2 of :func:`widen`'s full
+    backward elimination, which a runtime's per-run cost makes too slow."""
+    candidates = list(candidates)
+    start = score(frozenset())
+    if start >= target_db or not candidates:
+        return frozenset(), start, start
+    wide = frozenset(candidates)
+    best = score(wide)
+    if best < start + WIDEN_MIN_GAIN_DB:
+        return frozenset(), start, start  # 16 bits do not help
+    goal = min(target_db, best - WIDEN_MIN_GAIN_DB)
+    alone = {n: score(wide - {n}) for n in candidates}
+    order = sorted(candidates, key=lambda n: -alone[n])
+    narrowed = True
+    while narrowed:  # until no widened candidate alone can go back to 8 bits (usually two passes)
+        narrowed = False
+        for n in [n for n in order if n in wide]:
+            trial = score(wide - {n})
+            if trial >= goal:
+                wide, best, narrowed = wide - {n}, trial, True
+    return wide, best, start
+
+
+def widen_db_option(v, target: str, default: float):
+    """A target's ``widen_db`` option checked: a finite number of dB, or None (no widening)."""
+    from .errors import QuantizationError
+
+    if v is None:
+        return None
+    try:
+        ok = not isinstance(v, bool) and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise QuantizationError(
+            f"{target}: widen_db={v!r} is not a number of dB: give the calibration SQNR int8 should reach "
+            f"(default {default:g}) or null to keep every activation but the LMU state path 8-bit"
+        )
+    return float(v)

@@ -147,6 +147,24 @@ def test_int16x8_says_which_weights_it_widened(tmp_path):
     assert "16-bit weights" not in r.stdout
 
 
+def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
+    # the matrix's tanh model: 8-bit activations give ONNX int8 25.4 dB on its calibration data, so a few
+    # tensors get 16 bits; convert says how many and why, and --option widen_db=null turns it off
+    here = EXAMPLES.parent / "matrix"
+    np.save(tmp_path / "cal.npy", np.load(here / "ff_fft_zoh_tanh_before_dense.npz")["x_cal"])
+    args = ["convert", here / "ff_fft_zoh_tanh_before_dense.keras", "-t", "onnx", "--quantize", "int8"]
+    args += ["--calibration", tmp_path / "cal.npy", "-q"]
+    r = cli(*args, "-o", tmp_path / "a")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "16 bits for" in ln)
+    assert re.search(r"16 bits for \d+ activations and \d+ weight matrices \(", line), line
+    assert "8 bits gave 25.4 dB against the source on the calibration data, below 36 dB (" in line, line
+    assert line.endswith("dB now); --option widen_db=null keeps them 8-bit"), line
+    r = cli(*args, "--option", "widen_db=null", "-o", tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    assert "16 bits for" not in r.stdout
+
+
 def test_int16_mode_from_the_command_line(tmp_path, rng):
     # --quantize int16 (c only): 16-bit weights and a 32-bit state by default; 9+ weight bits need it
     model = lmu_edge.save(chain(rng, q=6, theta=8.0), tmp_path / "m.lmu.npz")

@@ -25,16 +25,11 @@ import matrix  # noqa: E402  (examples/matrix joins sys.path first)
 BELOW_FLOOR = {
     ("ff_fft_zoh_tanh_before_dense", "c", "int8"): "24.8 dB",
     ("ff_fft_zoh_tanh_before_dense", "tflite", "int8"): "22.6 dB",
-    ("ff_fft_zoh_tanh_before_dense", "onnx", "int8"): "26.3 dB",
     ("ff_sigmoid_anylen_activation", "tflite", "int8"): "28.2 dB",
-    ("ff_linear_td_before", "onnx", "int8"): "28.9 dB",
     ("rnn_h2m_m2m_simplernn", "c", "int8"): "18.7 dB",
     ("rnn_h2m_m2m_simplernn", "tflite", "int8"): "26.6 dB",
-    ("rnn_h2m_m2m_simplernn", "onnx", "int8"): "17.1 dB",
     ("rnn_tt_euler_dense_seq", "c", "int8"): "26.8 dB",
     ("rnn_tt_euler_dense_seq", "tflite", "int8"): "26.3 dB",
-    ("rnn_tt_euler_dense_seq", "onnx", "int8"): "26.0 dB",
-    ("torch_linear_before_relu_i2h", "onnx", "int8"): "29.0 dB",
     ("torch_euler_tt_nohidden_seq", "tflite", "int8"): "27.8 dB",
 }
 
