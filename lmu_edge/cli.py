@@ -289,7 +289,8 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     default="float",
     show_default=True,
     help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx; onnx makes the "
-    "fewest tensors 16-bit that lift the model to 36 dB on the calibration data), int16x8 "
+    "fewest tensors 16-bit, tflite the fewest operators, that lift the model to 36 dB on the calibration "
+    "data; --option widen_db=null keeps 8 bits), int16x8 "
     "(16-bit activations, int8 weights: c, tflite; c widens a few to 16 bits where int8 ones cap the accuracy, "
     "see --weight-bits), int16 (16-bit activations and weights: c).",
 )
@@ -417,11 +418,16 @@ def convert(
         f"on the {v['input']} ({tol})"
     )
     qinfo = rep.get("quantization") or {}
-    if qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx int8: the tensors that took 16 bits, and why
+    if qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx / tflite int8: what took 16 bits, and why
         names = qinfo["widened"]
         n_w = sum(n.startswith("w_") for n in names)
+        what = (
+            f"{len(names) - n_w} activations and {n_w} weight matrices"
+            if target == "onnx"
+            else f"{len(names)} more operators than the LMU state path"
+        )
         click.echo(
-            f"  16 bits for {len(names) - n_w} activations and {n_w} weight matrices "
+            f"  16 bits for {what} "
             f"({', '.join(escape.printable(n) for n in names)}): 8 bits gave {qinfo['int8_sqnr_db']:.1f} dB against "
             f"the source on the calibration data, below {qinfo['widen_db']:g} dB ({qinfo['sqnr_db_vs_float']:.1f} dB "
             f"now); --option widen_db=null keeps them 8-bit"

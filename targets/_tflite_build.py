@@ -223,14 +223,23 @@ def convert_int8_wide_state(graph, plan: StatePlan, form: str, rep: dict) -> byt
     See :mod:`._tflite_mixed`; raises :class:`._tflite_mixed.SpliceError` when the two
     conversions cannot be spliced (the int16x8 converter failing included).
     """
-    from ._tflite_mixed import SpliceError, widen_state_path
+    from ._tflite_mixed import widen_state_path
+
+    m8, m16 = convert_int8_pair(graph, plan, form, rep)
+    return widen_state_path(m8, m16, [n for n, *_ in plan.spec])
+
+
+def convert_int8_pair(graph, plan: StatePlan, form: str, rep: dict) -> tuple:
+    """The int8 and the int16x8 conversions of one step model (what :mod:`._tflite_mixed` splices);
+    raises :class:`._tflite_mixed.SpliceError` when the int16x8 converter fails."""
+    from ._tflite_mixed import SpliceError
 
     m8 = convert(graph, plan, form, False, "int8", rep)
     try:
         m16 = convert(graph, plan, form, False, "int16x8", rep)
     except Exception as e:
         raise SpliceError(f"the int16x8 conversion failed: {str(e).strip().splitlines()[0][:200]}") from e
-    return widen_state_path(m8, m16, [n for n, *_ in plan.spec])
+    return m8, m16
 
 
 #: ops whose int16 inputs and outputs must share one quantization: CONCATENATION, RESHAPE, SQUEEZE,

@@ -64,8 +64,15 @@ def _is_const(m, sg, t) -> bool:
     return buf.data is not None and len(buf.data) > 0
 
 
-def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: bool = True) -> bytes:
-    """The int8 model with its state path replaced by the int16x8 model's (see the module docstring)."""
+def widen_state_path(
+    model8: bytes, model16: bytes, state_names, state_readers: bool = True, extra=(), output_range=None
+) -> bytes:
+    """The int8 model with its state path replaced by the int16x8 model's (see the module docstring), and
+    the operators ``extra`` (indices into the int8 model's operators, :func:`candidate_ops`) with it.
+    ``output_range``: ``(lo, hi)`` of the model output ``y`` on the calibration data; where R writes
+    ``y`` (through a QUANTIZE int16->int8) the int8 ``y`` takes that range instead of the int8
+    conversion's, which is fixed to [-1, 1] after a TANH (the matrix's sigmoid model, whose output
+    spans a fifth of it: 8 bits over [-1, 1] alone held it to 29 dB)."""
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
     schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
     a = fb.convert_bytearray_to_object(bytearray(model8))
@@ -94,18 +101,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
                     raise SpliceError(f"tensor {ta} of the int8 model maps to two int16x8 tensors")
 
     producer = {t: k for k, op in enumerate(sa.operators) for t in op.outputs}
-    # R: ancestors of the state outputs
-    region, todo = set(), [outs_a[f"{n}_out"] for n in state_names]
-    while todo:
-        kp = producer.get(todo.pop())
-        if kp is None or kp in region:
-            continue
-        region.add(kp)
-        todo.extend(t for t in sa.operators[kp].inputs if t >= 0)
-    if state_readers:
-        fc = {k for k, op in enumerate(sa.operators) if _code(a.operatorCodes[op.opcodeIndex]) == _FC}
-        states = {ins_a[n] for n in state_names} | {outs_a[f"{n}_out"] for n in state_names}
-        region |= {k for k in fc if set(sa.operators[k].inputs) & states}
+    region = _region(a, state_names, state_readers) | set(extra)
 
     def new_tensor(template, name_suffix):
         t = copy.deepcopy(template)
@@ -134,6 +130,7 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     # activations of R: int16 with the int16x8 model's quantization; boundaries get a QUANTIZE
     graph_inputs = set(sa.inputs)
     state_inputs = {ins_a[n] for n in state_names}
+    model_outputs = set(sa.outputs) - {outs_a[f"{n}_out"] for n in state_names}
     quant_ops = []
     for ta in sorted(region_tensors):
         tb = t_ab[ta]
@@ -142,7 +139,21 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
                 f"tensor {_name(sa.tensors[ta].name)!r} of the state path is not int8 / int16 in the two conversions"
             )
         made_in_r = producer.get(ta) in region or ta in state_inputs
-        if made_in_r:
+        if made_in_r and ta in model_outputs:
+            # a model output (y) made in R: R writes an int16 copy, a QUANTIZE gives the int8 output
+            t16 = new_tensor(sb.tensors[tb], name_suffix="_int16")
+            for k in region:
+                op = sa.operators[k]
+                op.outputs = [t16 if t == ta else t for t in op.outputs]
+                op.inputs = [t16 if t == ta else t for t in op.inputs]
+            quant_ops.append((t16, ta))
+            if output_range is not None:
+                lo, hi = min(float(output_range[0]), 0.0), max(float(output_range[1]), 0.0)
+                if hi > lo:
+                    q = sa.tensors[ta].quantization
+                    sc = (hi - lo) / 255.0
+                    q.scale, q.zeroPoint = [sc], [int(np.clip(round(-128 - lo / sc), -128, 127))]
+        elif made_in_r:
             # int8 consumers outside R read an int8 copy (the int8 model's quantization)
             outside = [
                 (k, j)
@@ -192,6 +203,50 @@ def widen_state_path(model8: bytes, model16: bytes, state_names, state_readers: 
     _min_runtime_version(a, b)
     _prune(a)
     return bytes(fb.convert_object_to_bytearray(a))
+
+
+def _region(a, state_names, state_readers: bool) -> set:
+    """R, by operator index: the ancestors of the state outputs, and (``state_readers``) the
+    FULLY_CONNECTED ops reading a state."""
+    sa = a.subgraphs[0]
+    ins_a, outs_a = _signature_io(a)
+    producer = {t: k for k, op in enumerate(sa.operators) for t in op.outputs}
+    region, todo = set(), [outs_a[f"{n}_out"] for n in state_names]
+    while todo:
+        kp = producer.get(todo.pop())
+        if kp is None or kp in region:
+            continue
+        region.add(kp)
+        todo.extend(t for t in sa.operators[kp].inputs if t >= 0)
+    if state_readers:
+        fc = {k for k, op in enumerate(sa.operators) if _code(a.operatorCodes[op.opcodeIndex]) == _FC}
+        states = {ins_a[n] for n in state_names} | {outs_a[f"{n}_out"] for n in state_names}
+        region |= {k for k in fc if set(sa.operators[k].inputs) & states}
+    return region
+
+
+def candidate_ops(model8: bytes, model16: bytes, state_names, state_readers: bool = True) -> dict:
+    """The operators :func:`widen_state_path` can take into R as ``extra``, one at a time: ``{index:
+    "OPNAME -> output tensor name"}``; not those whose splice fails (an output that is not int16 in the
+    int16x8 conversion). An operator writing the model's output writes an int16 copy that a QUANTIZE
+    makes the int8 output: the I/O stays int8."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
+    a = fb.convert_bytearray_to_object(bytearray(model8))
+    sa = a.subgraphs[0]
+    region = _region(a, state_names, state_readers)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    out = {}
+    for k, op in enumerate(sa.operators):
+        if k in region:
+            continue
+        try:
+            widen_state_path(model8, model16, state_names, state_readers, extra=(k,))
+        except SpliceError:
+            continue
+        code = _code(a.operatorCodes[op.opcodeIndex])
+        out[k] = f"{names.get(code, code)} -> {_name(sa.tensors[op.outputs[0]].name)}"
+    return out
 
 
 def _min_runtime_version(a, b) -> None:

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from lmu_edge import reference
+from lmu_edge import reference, rounding
 from lmu_edge.errors import ArtifactError, QuantizationError
 from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
@@ -59,6 +59,9 @@ from . import _stepplan, _tflite_session
 QUANTIZE = ("float", "int8", "int16x8")
 RUNTIMES = ("litert", "tflm", "tflite-runtime")
 DEFAULT_RUNTIME = "litert"
+#: int8 mixed precision, as the ONNX target's (:data:`targets.onnx.WIDEN_DB`): the 30 dB floor on unseen
+#: inputs plus margin for the gap between calibration and test data
+WIDEN_DB = 36.0
 OPTIONS = {
     "variant": "external",  # external | internal
     "form": "auto",  # auto (split when quantized) | split | plain
@@ -68,6 +71,10 @@ OPTIONS = {
     # auto (GPTQ with int16x8, as the C target) | gptq | nearest (the converter's own rounding)
     "weight_rounding": "auto",
     "tflite_runtime_python": "",  # python with tflite-runtime (default: $LMU_EDGE_TFLITE_RUNTIME_PYTHON)
+    # int8 (int16 state path): widen more operators to 16 bits where the calibration SQNR misses this
+    # (None: no more than the state path); see WIDEN_DB
+    "widen_db": WIDEN_DB,
+    "widen_steps": 20000,  # the widening search runs the model 2N+ times: on at most this many steps
 }
 MODEL, IO = "model.tflite", "io.json"
 PYTHON_ENV = "LMU_EDGE_TFLITE_RUNTIME_PYTHON"
@@ -134,15 +141,59 @@ def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
     return relative_error(y, ref), sqnr_db(y, ref)
 
 
-def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bool = False) -> tuple:
-    """``(model bytes, io description, state path note)``; ``wide``: int8 with an int16 state path."""
+def _describe_bytes(model: bytes, variant, spec) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / MODEL
+        p.write_bytes(model)
+        return _io_description(p, variant, spec)
+
+
+def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
+    """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest
+    more operators taken into the int16 path (:func:`lmu_edge.rounding.narrow`) that lift it there.
+    Returns ``(model, {"widened": [...], "int8_sqnr_db": ...} or {})``."""
+    from . import _tflite_mixed
+
+    states = [n for n, *_ in plan.spec]
+    cands = _tflite_mixed.candidate_ops(m8, m16, states)
+
+    def build(wide):
+        return _tflite_mixed.widen_state_path(m8, m16, states, extra=sorted(wide), output_range=widen["y_range"])
+
+    def score(wide):
+        m = build(wide)
+        return _stream_error(m, _describe_bytes(m, "external", plan.spec), widen["graph"], widen["x"])[1]
+
+    wide, _, start = rounding.narrow(cands, score, widen["db"])
+    info = {"widen_db": widen["db"], "int8_sqnr_db": start, "widened": [cands[k] for k in sorted(wide)]}
+    return build(wide), info
+
+
+def _widen_x(options, cal):
+    """The calibration sequences the widening search runs on (at most ``widen_steps`` steps)."""
+    return cal[: max(1, int(options.get("widen_steps", 20000)) // cal.shape[1])]
+
+
+def _widen_db(v):
+    return rounding.widen_db_option(v, "tflite", WIDEN_DB)
+
+
+def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bool = False, widen=None) -> tuple:
+    """``(model bytes, io description, state path note, widening info)``; ``wide``: int8 with an int16
+    state path; ``widen`` (with ``wide``): ``{"db", "graph", "x"}``, widen more operators to 16 bits
+    where the SQNR against ``graph`` on ``x`` misses ``db``, the output's int8 range ``y_range`` where
+    they write it (:func:`_widen_ops`)."""
     from . import _tflite_build, _tflite_mixed
 
-    state_path = None
+    state_path, info = None, {}
     try:
         if wide:
             try:
-                model = _tflite_build.convert_int8_wide_state(graph, plan, form, rep)
+                m8, m16 = _tflite_build.convert_int8_pair(graph, plan, form, rep)
+                if widen is None:
+                    model = _tflite_mixed.widen_state_path(m8, m16, [n for n, *_ in plan.spec])
+                else:
+                    model, info = _widen_ops(m8, m16, plan, widen)
                 state_path = "int16"
             except _tflite_mixed.SpliceError as e:  # fall back to all-int8, and say so in the report
                 model = _tflite_build.convert(graph, plan, form, False, quantize, rep)
@@ -164,7 +215,7 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
         raise QuantizationError(
             f"LiteRT cannot prepare the {quantize} TFLite model of {graph.name!r}: {_one_line(e)}; {_instead(quantize)}"
         ) from e
-    return model, io, state_path
+    return model, io, state_path, info
 
 
 def _instead(quantize: str) -> str:
@@ -303,7 +354,12 @@ def emit(graph, out_dir, options) -> dict:
     # with 16-bit activations the weights' rounding is the main error, as in the C target (docs/matrix.md)
     use_gptq = quantize != "float" and (rounding == "gptq" or (rounding == "auto" and quantize == "int16x8"))
     built = gptq_weights(graph, plan, cal, correct_bias=quantize == "int16x8") if use_gptq else graph
-    model, io, state_path = _emit_one(built, out_dir, plan, form, variant, quantize, rep, wide)
+    widen_db = _widen_db(options.get("widen_db", WIDEN_DB))
+    widen = None
+    if widen_db is not None and wide and rec is not None:  # the output's range: every step's output
+        y_range = (float(rec["y"].min()), float(rec["y"].max()))
+        widen = {"db": widen_db, "graph": graph, "x": _widen_x(options, cal), "y_range": y_range}
+    model, io, state_path, widening = _emit_one(built, out_dir, plan, form, variant, quantize, rep, wide, widen)
     (out_dir / IO).write_text(json.dumps(io, indent=2))
     report.update(model_bytes=len(model), ops=io["ops"], state_names=io["states"] or [n for n, *_ in plan.spec])
     with contextlib.suppress(Exception):
@@ -316,6 +372,7 @@ def emit(graph, out_dir, options) -> dict:
             "weight_rounding": "gptq" if use_gptq else "nearest",
             "form": form,
             "state_path": state_path,
+            **widening,
             "note": (
                 "measured against the float oracle on the calibration data, streamed step by step; "
                 "no integer reference of TFLite's kernels exists in lmu-edge, so outputs are not "
@@ -323,11 +380,15 @@ def emit(graph, out_dir, options) -> dict:
             ),
         }
         q["construction"] = _construction(form, quantize, state_path)
+        if widening.get("widened"):
+            q["construction"] += f"; 16-bit too, where 8 bits missed {widening['widen_db']:g} dB: " + ", ".join(
+                widening["widened"]
+            )
         if _bool(options.get("compare_plain", True)) and form != "plain" and rec is not None:
             plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
             prep = _stepplan.with_long_counts(graph, {"x": rec["x"], **plain_plan.model_states(rec)}, COUNT_RANGE)
             with tempfile.TemporaryDirectory() as d:
-                pm, pio, _ = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
+                pm, pio, _, _ = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
             perr, psq = _stream_error(pm, pio, graph, cal)
             q["plain"] = {"error_vs_float": perr, "sqnr_db_vs_float": psq}
         report["quantization"] = q

@@ -165,6 +165,19 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     assert "16 bits for" not in r.stdout
 
 
+@pytest.mark.slow
+def test_tflite_int8_says_which_operators_it_widened(tmp_path):
+    pytest.importorskip("tensorflow", reason="tensorflow not installed: pip install 'lmu-edge[tflite]'")
+    here = EXAMPLES.parent / "matrix"
+    np.save(tmp_path / "cal.npy", np.load(here / "ff_sigmoid_anylen_activation.npz")["x_cal"])
+    args = ["convert", here / "ff_sigmoid_anylen_activation.keras", "-t", "tflite", "--quantize", "int8"]
+    r = cli(*args, "--calibration", tmp_path / "cal.npy", "-q", "-o", tmp_path / "a")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "16 bits for" in ln)
+    assert re.search(r"16 bits for \d+ more operators than the LMU state path \(.*TANH", line), line
+    assert "8 bits gave 27.9 dB against the source on the calibration data, below 36 dB (" in line, line
+
+
 def test_int16_mode_from_the_command_line(tmp_path, rng):
     # --quantize int16 (c only): 16-bit weights and a 32-bit state by default; 9+ weight bits need it
     model = lmu_edge.save(chain(rng, q=6, theta=8.0), tmp_path / "m.lmu.npz")
