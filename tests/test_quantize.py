@@ -375,3 +375,25 @@ def test_widen_db_reaches_through_a_feedback_loop_and_leaves_good_models_alone()
     for bad in (float("nan"), "x"):
         with pytest.raises(QuantizationError, match="widen_db must be a finite number"):
             lmu_edge.quantize(g2, x2, activation_bits=16, widen_db=bad)
+
+
+def test_narrow_puts_back_what_a_later_narrowing_frees():
+    """rounding.narrow (ONNX and TFLite int8): candidates go back to 8 bits in passes until none can. A
+    quantized model's SQNR is not monotone in which tensors are 16-bit (rounding errors cancel), so a
+    candidate kept 16-bit early in a pass may go back to 8 bits once a later one has: here c (8-bit
+    with a, d 16-bit: 30 dB) goes back once a has (d alone: 36.5 dB). One pass would keep {c, d}."""
+    from lmu_edge import rounding
+
+    sqnr = {"": 20.0, "abcd": 40.0, "acd": 39.0, "abd": 38.0, "bcd": 37.0, "abc": 30.0}
+    sqnr.update({"ad": 30.0, "cd": 37.0, "c": 30.0, "d": 36.5})
+    calls = []
+
+    def score(wide):
+        calls.append("".join(sorted(wide)))
+        return sqnr["".join(sorted(wide))]
+
+    wide, best, start = rounding.narrow("abcd", score, 36.0)
+    assert (wide, best, start) == (frozenset("d"), 36.5, 20.0), calls
+    # at the target with nothing 16-bit: one run, nothing widened; 16 bits that do not help: none
+    assert rounding.narrow("ab", lambda w: 37.0, 36.0) == (frozenset(), 37.0, 37.0)
+    assert rounding.narrow("ab", lambda w: 20.0 + 0.2 * len(w), 36.0) == (frozenset(), 20.0, 20.0)

@@ -88,14 +88,16 @@ def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
     assert state and all(zp[n] == np.int16 for n in state)
     assert any(d == np.int8 for d in zp.values())  # the other activations stay 8-bit
     ref = lmu_edge.simulate(g, x)
-    # measured 32.6 dB in ONNX Runtime and in the reference evaluator on this order-64 model. ONNX Runtime
+    # measured 28.8 dB in ONNX Runtime and in the reference evaluator on this order-64 model with its int8
+    # input (32.6 when the input fed the first MatMul as float, before 2026-11-26); with an 8-bit state
+    # 19.6. ONNX Runtime
     # gave 26.0 dB with its QDQ fusion on (ORT_SESSION_CONFIG turns it off): it runs a MatMul of dequantized
     # int8 weights as MatMulNBits with 8-bit inputs, the 16-bit state's too (and on some CPUs it rounds
     # worse: 12.5 dB on an AMD EPYC even at accuracy level 1, 12.3 at the default)
     ort, reference = sqnr_db(art.run(x), ref), sqnr_db(art.run(x, runtime="onnx-reference"), ref)
     cfg = json.loads((art.path / "report.json").read_text())["quantization"]["onnxruntime_session_config"]
     assert cfg == {"session.disable_quant_qdq": "1"}
-    assert reference >= 30.0
+    assert reference >= 27.0
     assert abs(ort - reference) <= 0.5, (ort, reference)
 
 
@@ -170,10 +172,12 @@ def _int_types(path):
 @pytest.mark.slow
 def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     """The matrix's RNN-path LMU (hidden_to_memory, memory_to_memory, SimpleRNN cell): 8-bit activations
-    and weights everywhere but the LMU state path give 15.4 dB on the calibration data (17.1 on the test
-    data; the int8-weight ceiling alone is 28.5). int8 makes the fewest activations and weight matrices
-    16-bit that lift the calibration SQNR to widen_db (36 dB): measured 35.6 dB on the test data, with
-    the output still int8. Each part it widened, put back to 8 bits alone, misses the goal."""
+    and weights everywhere but the LMU state path give 15.3 dB on the calibration data. 16 bits for every
+    other tensor but the int8 input and output give 28.7: below widen_db (36), so the goal is 0.5 dB
+    under that, and int8 makes the fewest activations and weight matrices 16-bit that reach it (28.9 dB,
+    three of its feedback loop's weight matrices among them). On the test data it is held by its int8
+    input: 22.4 dB, where the float64 model fed the int8-rounded inputs is 24.9 dB from the float64
+    model. Each part it widened, put back to 8 bits alone, misses the goal."""
     from conftest import matrix_model
 
     from lmu_edge.targets import _stepplan
@@ -183,17 +187,23 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     art = lmu_edge.convert(src, "onnx", tmp_path / "w", quantize="int8", calibration=x_cal)
     q = json.loads((art.path / "report.json").read_text())["quantization"]
     assert q["widen_db"] == onnx_target.WIDEN_DB == 36.0
-    assert q["int8_sqnr_db"] < 20.0 and q["sqnr_db_vs_float"] >= 36.0, q
+    assert q["int8_sqnr_db"] < 20.0 and q["sqnr_db_vs_float"] >= 28.0, q
     widened = set(q["widened"])
     acts, weights = _int_types(art.path / "step.onnx")
     y_in = next(n.input[0] for n in onnx.load(art.path / "step.onnx").graph.node if n.output == ["y"])
-    assert acts[y_in[: -len("_dq")]] == np.int8  # the output stays int8
+    assert acts[y_in[: -len("_dq")]] == np.int8 and acts["x"] == np.int8  # the I/O stays int8
     wide_w = {n for n, d in weights.items() if d == np.int16}
-    assert wide_w and wide_w == {n for n in widened if n.startswith("w_")}
+    assert len(wide_w) >= 2 and wide_w == {n for n in widened if n.startswith("w_")}
     assert all(d == np.int8 for n, d in weights.items() if n not in widened)
     assert {n for n in widened if not n.startswith("w_")} <= {n for n, d in acts.items() if d == np.int16}
     assert any(d == np.int8 for n, d in acts.items() if n != "x")  # not simply everything 16-bit
-    assert sqnr_db(art.run(x_test), y_ref) >= 30.0
+    # the int8 input is the limit on the test data
+    s_in = next(i for i in onnx.load(art.path / "step.onnx").graph.initializer if i.name == "x_qs")
+    z_in = next(i for i in onnx.load(art.path / "step.onnx").graph.initializer if i.name == "x_qz")
+    sc, zp = float(onnx.numpy_helper.to_array(s_in)), int(onnx.numpy_helper.to_array(z_in))
+    cap = sqnr_db(lmu_edge.simulate(src, (np.clip(np.rint(x_test / sc) + zp, -128, 127) - zp) * sc), y_ref)
+    got = sqnr_db(art.run(x_test), y_ref)
+    assert cap < 27.0 and cap - 3.0 <= got <= cap + 1.0, (cap, got)
     # the reference evaluator runs the int16 weights and Q/DQ pairs as ONNX Runtime does (few sequences:
     # it is slow; their SQNR is a noisy figure, so compared with ONNX Runtime's on the same ones)
     ort, ev = (sqnr_db(art.run(x_test[:4], runtime=r), y_ref[:4]) for r in ("onnxruntime", "onnx-reference"))
@@ -202,11 +212,28 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     g = art.graph
     cal = x_cal[: max(1, 2000 // x_cal.shape[1])]
     plan = _stepplan.StatePlan(g, _stepplan.record(g, cal), balance=True)
-    calib = onnx_target.Calibration(g, plan, cal)
+    calib = onnx_target.Calibration(g, plan, cal, inputs=x_cal)
     ref = lmu_edge.simulate(g, x_cal.astype(np.float64))
+    goal = min(36.0, onnx_target._sqnr(g, plan, calib.qdq(frozenset(calib.candidates)), x_cal, ref) - 0.5)
+    assert 28.0 < goal < 30.0, goal
     for n in sorted(widened):
         s = onnx_target._sqnr(g, plan, calib.qdq(frozenset(widened - {n})), x_cal, ref)
-        assert s < 36.0, (n, s)
+        assert s < goal, (n, s, goal)
+    # a SimpleRNN's state (8-bit, quantized as its update) is a candidate too: widened, its pair is int16
+    assert "L0_h" in calib.candidates and calib.qdq()["L0_h"][2] == 8
+    assert calib.qdq(frozenset({"L0_h"}))["L0_h"][2] == 16
+
+
+@pytest.mark.slow
+def test_int8_reaches_the_floor_where_8_bit_activations_miss_it(tmp_path):
+    """The matrix's tanh model (a tanh hidden cell, a Dense after): 8 bits everywhere but the LMU state
+    path miss 30 dB on its test data; widened, measured 32.2 dB (2026-11-26)."""
+    from conftest import matrix_model
+
+    src, x_cal, x_test, y_ref = matrix_model("ff_fft_zoh_tanh_before_dense")
+    plain = lmu_edge.convert(src, "onnx", tmp_path / "p", quantize="int8", calibration=x_cal, widen_db=None)
+    art = lmu_edge.convert(src, "onnx", tmp_path / "w", quantize="int8", calibration=x_cal)
+    assert sqnr_db(plain.run(x_test), y_ref) < 30.0 <= sqnr_db(art.run(x_test), y_ref)
 
 
 @pytest.mark.slow
