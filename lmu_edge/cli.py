@@ -421,10 +421,17 @@ def convert(
     if qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx / tflite int8: what took 16 bits, and why
         names = qinfo["widened"]
         n_w = sum(n.startswith("w_") for n in names)
+        n_a = len(names) - n_w - ("x" in names)
+
+        def count(n, one, many):
+            return f"{n} {one if n == 1 else many}"
+
+        parts = [count(n_a, "activation", "activations"), count(n_w, "weight matrix", "weight matrices")]
+        parts += ["the input"] * ("x" in names)
         what = (
-            f"{len(names) - n_w} activations and {n_w} weight matrices"
+            ", ".join(parts[:-1]) + " and " + parts[-1]
             if target == "onnx"
-            else f"{len(names)} more operators than the LMU state path"
+            else count(len(names), "more operator", "more operators") + " than the LMU state path"
         )
         click.echo(
             f"  16 bits for {what} "

@@ -21,8 +21,9 @@ and makes an int8 model whose *state path* is the int16x8 one:
   int16->int8 with the int8 model's quantization of that tensor: a one-off
   8-bit rounding, not fed back.
 
-The inputs ``x`` and the output ``y`` are int8; the state inputs and outputs
-are int16 (their quantization is in ``io.json``). All operators are builtin
+The inputs ``x`` and the output ``y`` are int8 (``x`` int16 where widening
+finds that 8 bits of input hold the model under its target: ``wide_input``);
+the state inputs and outputs are int16 (their quantization is in ``io.json``). All operators are builtin
 kernels that TFLite Micro implements for these types (FULLY_CONNECTED int16x8
 with int64 bias, ADD / MUL int16, QUANTIZE int8<->int16), checked by the
 tests in both runtimes.
@@ -65,12 +66,20 @@ def _is_const(m, sg, t) -> bool:
 
 
 def widen_state_path(
-    model8: bytes, model16: bytes, state_names, state_readers: bool = True, extra=(), output_range=None
+    model8: bytes,
+    model16: bytes,
+    state_names,
+    state_readers: bool = True,
+    extra=(),
+    output_range=None,
+    wide_input: bool = False,
 ) -> bytes:
     """The int8 model with its state path replaced by the int16x8 model's (see the module docstring), and
     the operators ``extra`` (indices into the int8 model's operators, :func:`candidate_ops`) with it.
-    ``output_range``: ``(lo, hi)`` of the model output ``y`` on the calibration data; where R writes
-    ``y`` (through a QUANTIZE int16->int8) the int8 ``y`` takes that range instead of the int8
+    ``wide_input``: the model input ``x`` is int16 (the int16x8 model's quantization of it), read by R
+    as it is and by int8 operators through a QUANTIZE int16->int8; for a model that 8 bits of input
+    hold under its target. ``output_range``: ``(lo, hi)`` of the model output ``y`` on the calibration
+    data; where R writes ``y`` (through a QUANTIZE int16->int8) the int8 ``y`` takes that range instead of the int8
     conversion's, which is fixed to [-1, 1] after a TANH (the matrix's sigmoid model, whose output
     spans a fifth of it: 8 bits over [-1, 1] alone held it to 29 dB)."""
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
@@ -130,8 +139,23 @@ def widen_state_path(
     # activations of R: int16 with the int16x8 model's quantization; boundaries get a QUANTIZE
     graph_inputs = set(sa.inputs)
     state_inputs = {ins_a[n] for n in state_names}
-    model_outputs = set(sa.outputs) - {outs_a[f"{n}_out"] for n in state_names}
     quant_ops = []
+    x_in = ins_a["x"] if wide_input else None
+    if x_in is not None:  # x itself int16: R reads it directly, int8 operators an int8 copy
+        if sb.tensors[t_ab[x_in]].type != _INT16:
+            raise SpliceError("the input x is not int16 in the int16x8 conversion")
+        outside = [
+            (k, j) for k, op in enumerate(sa.operators) if k not in region for j, t in enumerate(op.inputs) if t == x_in
+        ]
+        if outside:
+            t8 = new_tensor(sa.tensors[x_in], name_suffix="_int8")
+            for k, j in outside:
+                sa.operators[k].inputs[j] = t8
+            quant_ops.append((x_in, t8))
+        sa.tensors[x_in].type = _INT16
+        sa.tensors[x_in].quantization = copy.deepcopy(sb.tensors[t_ab[x_in]].quantization)
+        region_tensors.discard(x_in)
+    model_outputs = set(sa.outputs) - {outs_a[f"{n}_out"] for n in state_names}
     for ta in sorted(region_tensors):
         tb = t_ab[ta]
         if sb.tensors[tb].type != _INT16 or sa.tensors[ta].type != _INT8:

@@ -155,17 +155,21 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
     from . import _tflite_mixed
 
     states = [n for n, *_ in plan.spec]
-    cands = _tflite_mixed.candidate_ops(m8, m16, states)
+    cands: dict = _tflite_mixed.candidate_ops(m8, m16, states)
+    cands["x"] = "input x"  # last: an int16 input where 8 bits of it hold the model under the target
 
     def build(wide):
-        return _tflite_mixed.widen_state_path(m8, m16, states, extra=sorted(wide), output_range=widen["y_range"])
+        ops = sorted(k for k in wide if k != "x")
+        return _tflite_mixed.widen_state_path(
+            m8, m16, states, extra=ops, output_range=widen["y_range"], wide_input="x" in wide
+        )
 
     def score(wide):
         m = build(wide)
         return _stream_error(m, _describe_bytes(m, "external", plan.spec), widen["graph"], widen["x"])[1]
 
     wide, _, start = rounding.narrow(cands, score, widen["db"])
-    info = {"widen_db": widen["db"], "int8_sqnr_db": start, "widened": [cands[k] for k in sorted(wide)]}
+    info = {"widen_db": widen["db"], "int8_sqnr_db": start, "widened": [v for k, v in cands.items() if k in wide]}
     return build(wide), info
 
 

@@ -172,12 +172,12 @@ def _int_types(path):
 @pytest.mark.slow
 def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     """The matrix's RNN-path LMU (hidden_to_memory, memory_to_memory, SimpleRNN cell): 8-bit activations
-    and weights everywhere but the LMU state path give 15.3 dB on the calibration data. 16 bits for every
-    other tensor but the int8 input and output give 28.7: below widen_db (36), so the goal is 0.5 dB
-    under that, and int8 makes the fewest activations and weight matrices 16-bit that reach it (28.9 dB,
-    three of its feedback loop's weight matrices among them). On the test data it is held by its int8
-    input: 22.4 dB, where the float64 model fed the int8-rounded inputs is 24.9 dB from the float64
-    model. Each part it widened, put back to 8 bits alone, misses the goal."""
+    and weights everywhere but the LMU state path give 15.3 dB on the calibration data, and its int8
+    input alone holds it to 24.9 dB on the test data (the float64 model fed the int8-rounded inputs).
+    int8 makes the fewest activations, weight matrices and the input 16-bit that reach widen_db (36) on
+    the calibration data: measured 37.9 dB there and 39.1 on the test data (2026-11-27), three of its
+    feedback loop's weight matrices and the input x among them. Each part it widened, put back to 8 bits
+    alone, misses the goal."""
     from conftest import matrix_model
 
     from lmu_edge.targets import _stepplan
@@ -187,23 +187,24 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     art = lmu_edge.convert(src, "onnx", tmp_path / "w", quantize="int8", calibration=x_cal)
     q = json.loads((art.path / "report.json").read_text())["quantization"]
     assert q["widen_db"] == onnx_target.WIDEN_DB == 36.0
-    assert q["int8_sqnr_db"] < 20.0 and q["sqnr_db_vs_float"] >= 28.0, q
+    assert q["int8_sqnr_db"] < 20.0 and q["sqnr_db_vs_float"] >= 36.0, q
     widened = set(q["widened"])
     acts, weights = _int_types(art.path / "step.onnx")
     y_in = next(n.input[0] for n in onnx.load(art.path / "step.onnx").graph.node if n.output == ["y"])
-    assert acts[y_in[: -len("_dq")]] == np.int8 and acts["x"] == np.int8  # the I/O stays int8
+    assert acts[y_in[: -len("_dq")]] == np.int8  # the output stays int8
+    assert "x" in widened and acts["x"] == np.int16  # the input does not: 8 bits of it cap the model
     wide_w = {n for n, d in weights.items() if d == np.int16}
     assert len(wide_w) >= 2 and wide_w == {n for n in widened if n.startswith("w_")}
     assert all(d == np.int8 for n, d in weights.items() if n not in widened)
     assert {n for n in widened if not n.startswith("w_")} <= {n for n, d in acts.items() if d == np.int16}
     assert any(d == np.int8 for n, d in acts.items() if n != "x")  # not simply everything 16-bit
-    # the int8 input is the limit on the test data
-    s_in = next(i for i in onnx.load(art.path / "step.onnx").graph.initializer if i.name == "x_qs")
-    z_in = next(i for i in onnx.load(art.path / "step.onnx").graph.initializer if i.name == "x_qz")
-    sc, zp = float(onnx.numpy_helper.to_array(s_in)), int(onnx.numpy_helper.to_array(z_in))
+    # an int8 input (at the range the calibration data gives it) is the limit on the test data
+    lo, hi = float(x_cal.min()), float(x_cal.max())
+    sc = (max(hi, 0.0) - min(lo, 0.0)) / 255.0
+    zp = int(np.clip(round(-128 - min(lo, 0.0) / sc), -128, 127))
     cap = sqnr_db(lmu_edge.simulate(src, (np.clip(np.rint(x_test / sc) + zp, -128, 127) - zp) * sc), y_ref)
     got = sqnr_db(art.run(x_test), y_ref)
-    assert cap < 27.0 and cap - 3.0 <= got <= cap + 1.0, (cap, got)
+    assert cap < 27.0 and got >= 30.0, (cap, got)
     # the reference evaluator runs the int16 weights and Q/DQ pairs as ONNX Runtime does (few sequences:
     # it is slow; their SQNR is a noisy figure, so compared with ONNX Runtime's on the same ones)
     ort, ev = (sqnr_db(art.run(x_test[:4], runtime=r), y_ref[:4]) for r in ("onnxruntime", "onnx-reference"))
@@ -215,7 +216,7 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     calib = onnx_target.Calibration(g, plan, cal, inputs=x_cal)
     ref = lmu_edge.simulate(g, x_cal.astype(np.float64))
     goal = min(36.0, onnx_target._sqnr(g, plan, calib.qdq(frozenset(calib.candidates)), x_cal, ref) - 0.5)
-    assert 28.0 < goal < 30.0, goal
+    assert goal == 36.0, goal
     for n in sorted(widened):
         s = onnx_target._sqnr(g, plan, calib.qdq(frozenset(widened - {n})), x_cal, ref)
         assert s < goal, (n, s, goal)

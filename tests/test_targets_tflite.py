@@ -275,21 +275,28 @@ def test_int8_widens_the_operators_8_bits_cannot_carry(tmp_path):
 
 
 @pytest.mark.slow
-def test_int8_widening_keeps_the_input_int8_where_that_caps_the_model(tmp_path):
-    """The RNN-path matrix model is held by its int8 input: the float64 model fed the int8-rounded test
+def test_int8_widening_makes_the_input_int16_where_8_bits_of_it_cap_the_model(tmp_path):
+    """The RNN-path matrix model is held by an int8 input: the float64 model fed the int8-rounded test
     inputs is 24.9 dB from the float64 model (29.0 on the calibration data), so no choice of 16-bit
-    operators reaches 30 dB. int8 widens what helps and says what it reached; the input stays int8."""
+    operators behind an int8 input reaches 30 dB (25.5 dB until 2026-11-27). int8 makes the input
+    int16 (read by the int16 state path directly) and nothing more: measured 34.5 dB on the test data.
+    The output stays int8; TFLite Micro gives LiteRT's outputs."""
     src, x_cal, x_test, y_ref = matrix_model("rnn_h2m_m2m_simplernn")
     art = lmu_edge.convert(src, "tflite", tmp_path / "w", quantize="int8", calibration=x_cal, compare_plain=False)
     q = json.loads((art.path / "report.json").read_text())["quantization"]
+    assert q["widened"] == ["input x"], q
     io = json.loads((art.path / "io.json").read_text())
-    assert {d["name"]: d["dtype"] for d in io["inputs"]}["x"] == "int8"
-    x_in = next(d for d in io["inputs"] if d["name"] == "x")
-    xq = (np.clip(np.rint(x_test / x_in["scale"]) + x_in["zero_point"], -128, 127) - x_in["zero_point"]) * x_in["scale"]
-    cap = sqnr_db(lmu_edge.simulate(src, xq), y_ref)
+    dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
+    assert dtypes["x"] == "int16" and dtypes["y"] == "int8", dtypes
+    # an int8 input at the calibration data's range caps the model below 30 dB
+    lo, hi = min(float(x_cal.min()), 0.0), max(float(x_cal.max()), 0.0)
+    sc = (hi - lo) / 255.0
+    zp = int(np.clip(round(-128 - lo / sc), -128, 127))
+    cap = sqnr_db(lmu_edge.simulate(src, (np.clip(np.rint(x_test / sc) + zp, -128, 127) - zp) * sc), y_ref)
     assert cap < 27.0, cap
-    assert sqnr_db(art.run(x_test), y_ref) <= cap + 1.0
-    assert q["sqnr_db_vs_float"] >= q["int8_sqnr_db"]
+    assert sqnr_db(art.run(x_test), y_ref) >= 30.0
+    assert q["sqnr_db_vs_float"] >= 30.0 > q["int8_sqnr_db"]
+    np.testing.assert_array_equal(art.run(x_test[:4], "litert"), art.run(x_test[:4], "tflm"))
 
 
 def test_tflite_runtime_needs_its_python(float_artifacts, monkeypatch):
