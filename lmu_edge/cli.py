@@ -288,9 +288,10 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     "--quantize",
     default="float",
     show_default=True,
-    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx; onnx makes the "
-    "fewest tensors 16-bit, tflite the fewest operators, that lift the model to 36 dB on the calibration "
-    "data; --option widen_db=null keeps 8 bits), int16x8 "
+    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx; where 8 bits "
+    "cannot carry the model, c gives the fewest layers 16-bit activations that lift it to 33 dB on the "
+    "calibration data, onnx the fewest tensors 16 bits and tflite the fewest operators that lift it to 36 dB, "
+    "the input among them; --option widen_db=null keeps 8 bits), int16x8 "
     "(16-bit activations, int8 weights: c, tflite; c widens a few to 16 bits where int8 ones cap the accuracy, "
     "see --weight-bits), int16 (16-bit activations and weights: c).",
 )
@@ -418,7 +419,18 @@ def convert(
         f"on the {v['input']} ({tol})"
     )
     qinfo = rep.get("quantization") or {}
-    if qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx / tflite int8: what took 16 bits, and why
+    if target == "c" and qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # c int8: 16-bit layers, and why
+        layers = [escape.printable(n) for n in qinfo["widened"]]
+        weights = [escape.printable(n) for n in qinfo.get("widened_weights", [])]
+        click.echo(
+            f"  16-bit activations in {', '.join(layers)}"
+            + (f" and 16-bit weights in {', '.join(weights)}" if weights else "")
+            + (" (the C API is int16: the input is 16-bit)" if "input" in qinfo["widened"] else "")
+            + f": 8 bits gave {qinfo['int8_sqnr_db']:.1f} dB against the source on the calibration data, below "
+            f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --option widen_db=null keeps "
+            f"every layer 8-bit"
+        )
+    elif qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx / tflite int8: what took 16 bits, and why
         names = qinfo["widened"]
         n_w = sum(n.startswith("w_") for n in names)
         n_a = len(names) - n_w - ("x" in names)

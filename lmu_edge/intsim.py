@@ -93,6 +93,17 @@ class _LutRun(_Run):
         return qir.lut16(self.lut, x) if self.bits == 16 else self.lut[x + 128]
 
 
+class _ConvertRun(_Run):
+    def __init__(self, layer: qir.QConvert):
+        self.L = layer
+
+    def step(self, x):
+        L = self.L
+        if L.bits == 16:
+            return (x - L.in_zp) * 128
+        return requant8(x, L.multiplier, L.shift, L.out_zp, 8)
+
+
 class _SoftmaxRun(_Run):
     def __init__(self, layer):
         self.lut, self.bits = layer.exp_lut.astype(np.int64), layer.bits
@@ -280,6 +291,7 @@ def _forward_int(br, bi, cr, ci, gf, half, rounding):
 
 
 def _runners(graph: ir.Graph):
+    qir.check_widths(graph.layers)
     out, zp = [], 0
     r: _Run
     for layer, n_in, _, _ in graph.shapes():
@@ -295,6 +307,8 @@ def _runners(graph: ir.Graph):
             r = _PoolRun(layer)
         elif isinstance(layer, qir.QLMU):
             r = _LMURun(layer, n_in, zp)
+        elif isinstance(layer, qir.QConvert):
+            r = _ConvertRun(layer)
         else:
             raise ShapeError(
                 f"layer {layer.name!r} ({type(layer).__name__}) is not a quantized layer; "
@@ -306,9 +320,24 @@ def _runners(graph: ir.Graph):
 
 
 def act_bits(graph: ir.Graph) -> int:
-    """Width of the quantized graph's activations: 8, or 16 for an ``int16x8`` graph."""
+    """Width of the quantized graph's integer API (its input and output): 8, or 16 for an ``int16x8``
+    graph (and a mixed int8 graph whose input is 16-bit)."""
     first = graph.layers[0]
     return int(getattr(first, "bits", 8))
+
+
+def layer_bits(layer) -> int:
+    """Width of a quantized layer's input and output activations (a :class:`qir.QConvert`: its output's)."""
+    if isinstance(layer, qir.QDense):
+        return int(layer.linear.in_bits)
+    if isinstance(layer, qir.QLMU):
+        return int(layer.act_bits)
+    return int(getattr(layer, "bits", 8))
+
+
+def mixed(graph: ir.Graph) -> bool:
+    """Whether the quantized graph mixes 8- and 16-bit activations (:class:`qir.QConvert` layers)."""
+    return any(isinstance(lay, qir.QConvert) for lay in graph.layers)
 
 
 def act_dtype(graph: ir.Graph):

@@ -215,4 +215,8 @@ def load_ir(path) -> ir.Graph:
                 qir.validate(layer, f"layer {layer.name!r}")
             except LmuEdgeError as e:
                 raise IRFormatError(f"{path}: {e}; {hint}") from None
+    try:
+        qir.check_widths(graph.layers)
+    except LmuEdgeError as e:
+        raise IRFormatError(f"{path}: {e}; {hint}") from None
     return graph

@@ -350,12 +350,67 @@ class QLMU(_QLayer):
         return self.hidden.units if self.hidden is not None else z
 
 
-QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU)
+@dataclass(frozen=True, eq=False)
+class QConvert(_QLayer):
+    """An activation's width changed between layers of a mixed-precision int8 graph (the C target's
+    int8 with some layers at 16 bits). To 16 bits (``bits=16``): ``y = (x - in_zp) * 128``, exact (the
+    int16 scale is the int8 one / 128, zero point 0; ``multiplier`` and ``shift`` are 0). To 8 bits
+    (``bits=8``, from int16 with zero point 0): ``y = clamp(out_zp + MBQM(x, multiplier, shift))``."""
+
+    TYPE: ClassVar[str] = "q_convert"
+    name: str
+    in_zp: int
+    multiplier: int
+    shift: int
+    out_scale: float
+    out_zp: int
+    bits: int
+
+    def __post_init__(self):
+        if self.bits == 16 and (self.out_zp != 0 or self.multiplier != 0 or self.shift != 0):
+            raise ShapeError(f"QConvert {self.name!r}: to 16 bits is exact: zero point, multiplier and shift 0")
+        if self.bits == 8 and self.in_zp != 0:
+            raise ShapeError(f"QConvert {self.name!r}: to 8 bits reads an int16 activation (zero point 0)")
+
+    def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (unchanged)."""
+        return n_in
+
+
+QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU, QConvert)
 # ir.NODE_TYPES's type is inferred from the float node classes; the registry is open to these as well
 _node_types = cast("dict[str, type]", ir.NODE_TYPES)
 for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
     _node_types[_c.TYPE] = _c
 ir.LAYER_CLASSES.extend(QLAYERS)
+
+
+def check_widths(layers) -> None:
+    """The activation widths of a quantized graph's layers in order agree: each layer reads the width
+    the one before it writes, a :class:`QConvert` changes it (8 <-> 16) and nothing else does;
+    :class:`ShapeError` names the first layer that breaks it (a file could otherwise feed a 16-bit value
+    to an 8-bit table)."""
+
+    def bits(lay):
+        if isinstance(lay, QDense):
+            return lay.linear.in_bits
+        if isinstance(lay, QLMU):
+            return lay.act_bits
+        return getattr(lay, "bits", 8)
+
+    cur = None
+    for lay in layers:
+        if not getattr(lay, "QUANTIZED", False):
+            continue
+        b = bits(lay)
+        if isinstance(lay, QConvert):
+            if cur is not None and cur == b:
+                raise ShapeError(f"layer {lay.name!r}: converts {cur}-bit activations to {b} bits")
+        elif isinstance(lay, QInput):
+            pass
+        elif cur is not None and b != cur:
+            raise ShapeError(f"layer {lay.name!r}: reads {b}-bit activations, the layer before writes {cur}-bit ones")
+        cur = b
 
 
 # --- validation of quantized layers read from files ---------------------------------------------

@@ -502,6 +502,7 @@ def quantize(
     activation_bits: int = 8,
     weight_rounding: str = "auto",
     widen_db: Optional[float] = None,
+    wide_layers=None,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -520,6 +521,11 @@ def quantize(
     weight parts (:func:`weight_parts`) it takes to reach it get 16-bit weights (mixed precision, chosen
     by :func:`lmu_edge.rounding.widen`; the metadata's ``widened`` names them). Where int8 weights
     suffice nothing changes.
+
+    With 8-bit activations (the C target's int8), ``widen_db`` instead gives the fewest layers (and the
+    input: ``"input"``) 16-bit activations, and within them the fewest weight matrices 16-bit weights,
+    that reach it (:func:`_widen_activations`; the metadata's ``widened`` and ``widened_weights``);
+    ``wide_layers`` (layer names and ``"input"``) sets the 16-bit layers without a search.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -543,10 +549,10 @@ def quantize(
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     ab = int(activation_bits)
     if widen_db is not None:
-        if ab != 16 or int(weight_bits) > 8:
+        if int(weight_bits) > 8:
             raise QuantizationError(
-                f"widen_db needs activation_bits=16 and weight_bits <= 8 (it gives some of the 8-bit weights 16 "
-                f"bits); got activation_bits={ab}, weight_bits={weight_bits}"
+                f"widen_db needs weight_bits <= 8 (it gives some of the 8-bit weights or activations 16 "
+                f"bits); got weight_bits={weight_bits}"
             )
         try:
             ok = math.isfinite(float(widen_db))
@@ -571,20 +577,42 @@ def quantize(
         tries = [True] if weight_rounding == "gptq" or ab == 16 else [True, False]
     y_f = reference.simulate(float_graph, x)
 
-    def build(use_gptq, wide=frozenset()):
+    compensated: dict = {}
+
+    def build(use_gptq, wide=frozenset(), wide_acts=frozenset()):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if use_gptq or correct:
-                g, w_scales = compensate(graph, recs, wb, use_gptq, correct, wide)
+                key = (use_gptq, wide)
+                if key not in compensated:  # the rounding does not depend on the activations' widths
+                    compensated[key] = compensate(graph, recs, wb, use_gptq, correct, wide)
+                g, w_scales = compensated[key]
             else:
                 g, w_scales = graph, {}
-            qg = _integer_graph(g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide)
+            qg = _integer_graph(
+                g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide, wide_acts
+            )
         return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
     built = [build(use_gptq) for use_gptq in tries]
     sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
-    if widen_db is not None:
+    if widen_db is not None and ab == 16:
         sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db))
+    elif widen_db is not None or wide_layers is not None:
+        use = next(t for t, b in zip(tries, built, strict=True) if b[1] is qg)
+        if wide_layers is not None:
+            names = {lay.name: i for i, lay in enumerate(graph.layers)}
+            unknown = sorted(set(wide_layers) - set(names) - {"input"})
+            if unknown or ab != 8:
+                raise QuantizationError(
+                    f"wide_layers: {', '.join(map(repr, unknown))} is no layer of {graph.name!r}"
+                    if unknown
+                    else "wide_layers needs 8-bit activations"
+                )
+            acts = frozenset(names[n] if n != "input" else "x" for n in wide_layers)
+            sqnr, qg, caught = build(use, frozenset(), acts)
+        elif widen_db is not None:
+            sqnr, qg, caught = _widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
@@ -597,15 +625,77 @@ def quantize(
     return qg
 
 
+def _convert(name, s, zp, rng, bits):
+    """The :class:`qir.QConvert` from an activation ``(s, zp)`` (float range ``rng`` on the calibration
+    data) to ``bits``, and the new ``(scale, zero point)``: to 16 bits exactly (x 128), to 8 bits at the
+    range an all-int8 graph gives that activation."""
+    if bits == 16:
+        return qir.QConvert(name, int(zp), 0, 0, s / 128.0, 0, 16), s / 128.0, 0
+    if zp != 0:  # pragma: no cover - every int16 activation has zero point 0
+        raise QuantizationError(f"{name}: an int16 activation with zero point {zp}")
+    s8, z8 = qparams_bits(float(rng[0]), float(rng[1]), 8)
+    m, sh = quantize_multiplier(s / s8)
+    return qir.QConvert(name, 0, m, sh, s8, z8, 8), s8, z8
+
+
+def _widen_activations(build, use_gptq, graph, start, target_db):
+    """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
+    misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
+    or within :data:`lmu_edge.rounding.WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
+    (:func:`lmu_edge.rounding.narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
+    help with its neighbour's, as a feedback loop's weights do)."""
+    runs: dict = {(frozenset(), frozenset()): start}
+
+    def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
+        acts = frozenset(c for c in wide if not isinstance(c, tuple))
+        return acts, frozenset(c for c in wide if isinstance(c, tuple) and c[0] in acts)
+
+    def score(wide):
+        acts, parts = key = split(wide)
+        if key not in runs:
+            runs[key] = build(use_gptq, parts, acts)
+        return runs[key][0]
+
+    cands = [*range(len(graph.layers)), *rounding.weight_parts(graph), "x"]
+    wide, _, first = rounding.narrow(cands, score, target_db)
+    acts, parts = split(wide)
+    sqnr, qg, caught = runs[acts, parts]
+    meta = dict(qg.metadata)
+    info = meta["quantization"] = dict(meta["quantization"])
+    info["widen_db"] = target_db
+    info["int8_sqnr_db"] = first
+    info["widened"] = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
+    info["widened_weights"] = [
+        f"{graph.layers[i].name}.{f}" for i, f in rounding.weight_parts(graph) if (i, f) in parts
+    ]
+    return sqnr, qg.replace(metadata=meta), caught
+
+
 def _integer_graph(
-    graph, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide=frozenset()
+    graph,
+    recs,
+    x,
+    y_f,
+    wb,
+    sb,
+    coeff_bits,
+    rounding,
+    ab,
+    w_scales,
+    use_gptq,
+    correct,
+    wide=frozenset(),
+    wide_acts=frozenset(),
 ):
     """The integer graph of ``graph`` (its weights as :func:`compensate` left them, ``w_scales``), with
     its error against the float model's output ``y_f`` on the calibration inputs ``x``. The weight parts
-    in ``wide`` (:func:`weight_parts` keys) get 16 bits."""
+    in ``wide`` (:func:`weight_parts` keys) get 16 bits; with 8-bit activations, the layers in
+    ``wide_acts`` (indices into ``graph.layers``, and ``"x"``: the input, and so the integer API) get
+    16-bit activations, with a :class:`qir.QConvert` wherever the width changes (mixed precision)."""
     in_lo, in_hi = float(x.min()), float(x.max())
-    s, zp = qparams_bits(in_lo, in_hi, ab)
-    layers: list = [qir.QInput("input", s, zp, bits=ab)]
+    api = 16 if "x" in wide_acts else ab
+    s, zp = qparams_bits(in_lo, in_hi, api)
+    layers: list = [qir.QInput("input", s, zp, bits=api)]
     info: dict = {
         "weight_bits": wb,
         "state_bits": sb,
@@ -615,8 +705,20 @@ def _integer_graph(
         "input": {"scale": s, "zero_point": zp, "range": [in_lo, in_hi]},
         "layers": [],
     }
+    if wide_acts:
+        info["wide_activations"] = ["input"] * ("x" in wide_acts) + [
+            lay.name for i, lay in enumerate(graph.layers) if i in wide_acts
+        ]
+    cur, base = api, ab
     for i, ((layer, _n_in, _n_out, _), rec) in enumerate(zip(graph.shapes(), recs, strict=True)):
+        ab = 16 if i in wide_acts else base
+        if ab != cur:  # mixed precision: the activation changes width here
+            conv, s, zp = _convert(f"{layer.name}_to{ab}", s, zp, rec["in"], ab)
+            layers.append(conv)
+            cur = ab
         lay_info = {"name": layer.name, "type": layer.TYPE}
+        if wide_acts:
+            lay_info["activation_bits"] = ab
         if isinstance(layer, ir.Dense):
             act = layer.activation
             lin, os_, oz = _linear(
@@ -657,6 +759,9 @@ def _integer_graph(
             raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
         lay_info.update(out_scale=s, out_zero_point=zp)
         info["layers"].append(lay_info)
+    if cur != api:  # the output at the API's width
+        conv, s, zp = _convert("output_to" + str(api), s, zp, recs[-1]["out"], api)
+        layers.append(conv)
     meta = dict(graph.metadata)
     meta["quantization"] = info
     qg = ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta)

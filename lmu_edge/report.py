@@ -97,7 +97,6 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
     tf, ti = trace_float(graph, x), trace_int(qg, x)
     qlayers = {q.name: q for q in qg.layers}
-    bits = intsim.act_bits(qg)
     rows = []
     for layer in graph.layers:
         qn = _q_name(layer, qg)
@@ -108,6 +107,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
             a, b = ti[qn][key], tf[layer.name][key]
             src = ti[layer.name][key] if key != "out" else a
             ql = qlayers[layer.name if key != "out" else qn]
+            bits = intsim.layer_bits(ql)  # per layer: an int8 graph may have 16-bit layers (mixed precision)
             rng = _type_range(ql, key, bits)
             hi = max(abs(float(b.min())), abs(float(b.max())), 1e-30)
             row = {
@@ -153,7 +153,7 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
         )
     elif worst["tensor"] == "u":
         text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
-    elif act_bits == 8:
+    elif worst.get("type", f"int{act_bits}") == "int8":
         text += (
             ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); use --quantize int16x8 "
             "(16-bit activations, int8 weights: c and tflite), check that the calibration data covers the "

@@ -60,7 +60,12 @@ STATE_BITS = {"int8": 16, "int16x8": 16, "int16": 32}
 #: which the fewest weight matrices that reach it get 16-bit weights (``quantize(widen_db=)``): 45 dB,
 #: the accuracy the project holds 16-bit activations to (docs/matrix.md), plus 3 dB for test inputs
 #: beyond the calibration data (the layer-option matrix: test within 2.0 dB of calibration)
-WIDEN_DB = {"int16x8": 48.0}
+WIDEN_DB = {"int16x8": 48.0, "int8": 33.0}
+#: int8: the calibration SQNR below which the fewest layers (and the input) get 16-bit activations, and
+#: within them the fewest weight matrices 16-bit weights, that reach it (``quantize(widen_db=)``): the
+#: 30 dB floor of 8-bit activations plus the same 3 dB (int8 test SQNR on the matrix: within 2.2 dB of
+#: calibration). ``widen_db`` (option): "auto" for these, a number of dB, or None to keep every
+#: activation at the mode's width.
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {
@@ -70,6 +75,7 @@ OPTIONS = {
     "state_bits": None,
     "coeff_bits": None,
     "weight_rounding": None,
+    "widen_db": "auto",
     "measure": True,
 }
 
@@ -119,9 +125,23 @@ def _jinja():
     )
 
 
+def widen_db_for(quantize: str, options: dict):
+    """The ``quantize(widen_db=)`` of a mode and options: the mode's :data:`WIDEN_DB` for ``"auto"``
+    (None where ``weight_bits`` is given: an explicit width is kept), else the option's number or None."""
+    from ..rounding import widen_db_option
+
+    v = options.get("widen_db", "auto")
+    if v == "auto":
+        return None if options.get("weight_bits") else WIDEN_DB.get(quantize)
+    return widen_db_option(v, "c", WIDEN_DB.get(quantize, 33.0))
+
+
 def check_options(quantize: str, options: dict) -> None:
     """Refuse, before any work, a weight width the mode cannot take: int8 and int16x8 store int8 weights
-    (2..8 bits), int16 int16 ones (2..16)."""
+    (2..8 bits), int16 int16 ones (2..16); and a ``widen_db`` that is no number."""
+    widen = widen_db_for(quantize, options)
+    if widen is not None and quantize == "int16":
+        raise QuantizationError("c: widen_db does not apply to --quantize int16, whose weights are 16-bit already")
     wb = options.get("weight_bits")
     if wb is None or quantize not in WEIGHT_BITS:
         return
@@ -140,6 +160,21 @@ def check_options(quantize: str, options: dict) -> None:
                 else ""
             )
         )
+
+
+def _describe_widths(qg, int_api: str) -> str:
+    """The model.h line on the integer path's widths: activations, weights, and what took 16 bits."""
+    q = qg.metadata["quantization"]
+    if q["activation_bits"] == 8 and q.get("widened") is not None:  # int8, mixed precision searched
+        acts = "int8 activations" + (
+            f" (16-bit in {c_comment(', '.join(q['widened']), 400)}; an {int_api} API)" if q["widened"] else ""
+        )
+        return f"integer path: {acts}, {q['weight_bits']}-bit weights" + (
+            f" (16-bit in {c_comment(', '.join(q['widened_weights']), 400)})" if q.get("widened_weights") else ""
+        )
+    return f"integer path: {int_api} activations, {q['weight_bits']}-bit weights" + (
+        f" (16-bit in {c_comment(', '.join(q['widened']), 400)})" if q.get("widened") else ""
+    )
 
 
 # --- emit ------------------------------------------------------------------------------------
@@ -175,8 +210,9 @@ def emit(graph, out_dir, options) -> dict:
             coeff_bits=options.get("coeff_bits"),
             activation_bits=int(act_bits or 8),
             weight_rounding=str(options.get("weight_rounding") or "auto"),
-            widen_db=None if options.get("weight_bits") else WIDEN_DB.get(mode),
+            widen_db=widen_db_for(mode, options),
         )
+        int_api = "int16" if intsim.act_bits(qg) == 16 else "int8"  # int8 with a 16-bit input: an int16 API
         irfile.save(qg, out_dir / "quantized.lmu.npz")
         code = c_codegen.generate_int(qg, prefix)
         in_s, in_zp = intsim.input_qparams(qg)
@@ -205,13 +241,7 @@ def emit(graph, out_dir, options) -> dict:
         "runtimes": toolchain.make_variables(),
         "icount_shift": toolchain.ICOUNT_SHIFT,
         "description": (
-            f"integer path: {int_api} activations, {qg.metadata['quantization']['weight_bits']}-bit weights"
-            + (
-                f" (16-bit in {c_comment(', '.join(qg.metadata['quantization']['widened']), 400)})"
-                if qg.metadata["quantization"].get("widened")
-                else ""
-            )
-            + ", "
+            _describe_widths(qg, int_api) + ", "
             f"{qg.metadata['quantization']['state_bits']}-bit fixed-point LMU state, no floating point in "
             f"{prefix}_step_{int_api}"
             if quantized
@@ -252,7 +282,7 @@ def emit(graph, out_dir, options) -> dict:
         sizes["accumulators"] = code.accumulators
     flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
     sizes.update(flash)
-    report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, **sizes}
+    report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, "int_api": int_api, **sizes}
     if device is not None:
         _check_fit(device, sizes, quantized, graph)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}

@@ -269,61 +269,90 @@ def _acc30(q: qir.QLinear) -> tuple:
 
 
 def act_ctype(graph: ir.Graph) -> str:
-    """The C type of a quantized graph's activations: ``int8_t``, or ``int16_t`` for int16x8."""
+    """The C type of a quantized graph's integer API: ``int8_t``, or ``int16_t`` for int16x8 (and a mixed
+    int8 graph whose input is 16-bit)."""
     first = graph.layers[0]
     return "int16_t" if getattr(first, "bits", 8) == 16 else "int8_t"
 
 
 def generate_int(graph: ir.Graph, prefix: str) -> Code:
-    """The integer C (data, state fields, reset and step lines) for a quantized graph (int8 or int16x8)."""
+    """The integer C (data, state fields, reset and step lines) for a quantized graph (int8, int16x8, or
+    int8 with some layers at 16 bits: :class:`lmu_edge.qir.QConvert` between them)."""
+    from lmu_edge import intsim
+
     code = Code(prefix)
     at = act_ctype(graph)
-    w16 = at == "int16_t"
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
     units = [lay.linear.units for lay in graph.layers if isinstance(lay, qir.QDense)]
     for lay in graph.layers:
         if isinstance(lay, qir.QLMU):
             units += [lay.encoder.units] + ([lay.hidden.units] if lay.hidden is not None else [])
-    bufs = _Bufs(code, at, max(widths))
+    # the two activation buffers: int16_t where any layer is 16-bit (an 8-bit layer reads them as int8_t)
+    wide = any(intsim.layer_bits(lay) == 16 for lay in graph.layers)
+    bt = "int16_t" if wide else "int8_t"
+    bufs = _Bufs(code, bt, max(widths))
     acc = code.state("int32_t", "acc", max(units + [1]))
+
+    def view(p, bits):
+        t = "int16_t" if bits == 16 else "int8_t"
+        return f"(({t} *){p})" if p in (bufs.a, bufs.b) and t != bt else p
+
     cur = "x"
     for i, (layer, n_in, _n_out, _) in enumerate(shapes):
         tag = f"l{i}"
         if isinstance(layer, qir.QInput):
             continue
         nxt = bufs.next_for(cur)
-        if isinstance(layer, qir.QDense):
+        lb = intsim.layer_bits(layer)
+        w16 = lb == 16
+        lt = "int16_t" if w16 else "int8_t"
+        if isinstance(layer, qir.QConvert):
+            src, dst = view(cur, 8 if w16 else 16), view(nxt, lb)
+            if w16:
+                expr = f"(int16_t)(((int32_t){src}[k_] - ({layer.in_zp})) * 128)"
+            else:
+                expr = f"lmu_requant8((int32_t){src}[k_], {layer.multiplier}, {layer.shift}, {layer.out_zp})"
+            code.step_lines.append(
+                f"{{ int32_t k_; for (k_ = 0; k_ < {n_in}; ++k_) {dst}[k_] = {expr}; }}  "
+                f"/* {c_comment(layer.name)}: to {lb} bits */"
+            )
+            cur = nxt
+        elif isinstance(layer, qir.QDense):
             lin = _qlinear(code, f"{tag}_dense", layer.linear)
             code.step_lines.append(
-                f"{{ const {at} *in_[1]; in_[0] = {cur}; lmu_qlinear_i{16 if w16 else 8}(&{lin}, in_, {acc}, "
-                f"{nxt}); }}  /* {c_comment(layer.name)} */"
+                f"{{ const {lt} *in_[1]; in_[0] = {view(cur, lb)}; lmu_qlinear_i{lb}(&{lin}, in_, {acc}, "
+                f"{view(nxt, lb)}); }}  /* {c_comment(layer.name)} */"
             )
             cur = nxt
         elif isinstance(layer, qir.QLut):
-            lut = code.array(f"{tag}_lut", at, layer.lut, f"{c_comment(layer.name)}: activation table")
+            lut = code.array(f"{tag}_lut", lt, layer.lut, f"{c_comment(layer.name)}: activation table")
             fn = "lmu_qlut16" if w16 else "lmu_qlut"
-            code.step_lines.append(f"{fn}({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
+            code.step_lines.append(
+                f"{fn}({lut}, {view(cur, lb)}, {view(nxt, lb)}, {n_in});  /* {c_comment(layer.name)} */"
+            )
             cur = nxt
         elif isinstance(layer, qir.QSoftmax):
             lut = code.array(f"{tag}_exp", "int32_t", layer.exp_lut, f"{c_comment(layer.name)}: exp table (Q16)")
             fn = "lmu_qsoftmax16" if w16 else "lmu_qsoftmax"
-            code.step_lines.append(f"{fn}({lut}, {cur}, {nxt}, {n_in});  /* {c_comment(layer.name)} */")
+            code.step_lines.append(
+                f"{fn}({lut}, {view(cur, lb)}, {view(nxt, lb)}, {n_in});  /* {c_comment(layer.name)} */"
+            )
             cur = nxt
         elif isinstance(layer, qir.QPool):
             sm = code.state("int64_t", f"{tag}_sum", n_in)
             cnt = code.state("int32_t", f"{tag}_count", 1)
             code.step_lines.append(
-                f"lmu_qpool{16 if w16 else ''}({sm}, {cnt}, {cur}, {nxt}, {n_in}, {layer.in_zp}, {layer.multiplier}, "
-                f"{layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */"
+                f"lmu_qpool{16 if w16 else ''}({sm}, {cnt}, {view(cur, lb)}, {view(nxt, lb)}, {n_in}, {layer.in_zp}, "
+                f"{layer.multiplier}, {layer.shift}, {layer.out_zp});  /* {c_comment(layer.name)} */"
             )
             cur = nxt
         elif isinstance(layer, qir.QLMU):
-            cur = _int_lmu(code, tag, layer, n_in, cur, acc)
+            cur = _int_lmu(code, tag, layer, n_in, view(cur, lb), acc)
         else:  # pragma: no cover - quantize() makes only these
             raise TypeError(f"no C generator for {type(layer).__name__}")
     n_out = graph.output_features
-    code.step_lines.append(f"memcpy(y, {cur}, {n_out * (2 if w16 else 1)});")
+    code.step_lines.append(f"memcpy(y, {cur}, {n_out * (2 if at == 'int16_t' else 1)});")
     return code
 
 

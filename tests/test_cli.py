@@ -147,6 +147,26 @@ def test_int16x8_says_which_weights_it_widened(tmp_path):
     assert "16-bit weights" not in r.stdout
 
 
+def test_c_int8_says_which_layers_it_widened(tmp_path):
+    # the matrix's tanh model: 8-bit activations give C int8 26.2 dB on its calibration data, so two
+    # layers get 16-bit activations; convert says which and why, and -O widen_db=null turns it off
+    here = EXAMPLES.parent / "matrix"
+    np.save(tmp_path / "cal.npy", np.load(here / "ff_fft_zoh_tanh_before_dense.npz")["x_cal"])
+    args = ["convert", here / "ff_fft_zoh_tanh_before_dense.keras", "-t", "c", "--quantize", "int8"]
+    args += ["--calibration", tmp_path / "cal.npy", "-q", "-O", "measure=false"]
+    r = cli(*args, "-o", tmp_path / "a")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "16-bit activations in" in ln)
+    assert "16-bit activations in lmu_feedforward, dense_2: 8 bits gave 26.2 dB against the source" in line, line
+    assert "below 33 dB (34.7 dB now); --option widen_db=null keeps every layer 8-bit" in line, line
+    r = cli(*args, "-O", "widen_db=null", "-o", tmp_path / "b")
+    assert r.returncode == 0, r.stderr
+    assert "16-bit activations" not in r.stdout
+    r = cli(*args, "-O", "widen_db=high", "-o", tmp_path / "c")
+    assert r.returncode != 0 and "widen_db='high' is not a number of dB" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     # the matrix's tanh model: 8-bit activations give ONNX int8 25.9 dB on its calibration data, so a few
     # tensors get 16 bits; convert says how many and why, and --option widen_db=null turns it off

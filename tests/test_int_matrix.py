@@ -223,14 +223,26 @@ def _c_case(k, prefix, fields, api="int8"):
     return "\n".join(lines)
 
 
+#: int8 with some layers at 16-bit activations (the C target's int8 widening, quantize(widen_db=)): the
+#: widening target picked so that the search widens some layers and not others. In the int8 image, an
+#: int8 API: the softmax head at 16 bits (int8 -> int16 before it, int16 -> int8 after it), and the
+#: RNN-path LMU at 16 bits between int8 Dense layers; in the int16 image, the input at 16 bits (an int16
+#: API) with the layers after it int8 and the softmax head 16-bit again
+MIXED8 = [
+    ("zoh", 16, 16, 6, 16.0, {"heads": True, "widen_db": 45.0}),
+    ("zoh", 16, 16, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True, "widen_db": 36.0}),
+]
+MIXED16 = [("zoh", 16, 16, 6, 16.0, {"heads": True, "widen_db": 60.0, "mode": "int8"})]
+
+
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
-    return _build(tmp_path_factory, [c + ({},) for c in CASES] + SHAPE_CASES + [HEADS_CASE], "int8")
+    return _build(tmp_path_factory, [c + ({},) for c in CASES] + SHAPE_CASES + [HEADS_CASE] + MIXED8, "int8")
 
 
 @pytest.fixture(scope="module")
 def matrix16(tmp_path_factory):
-    return _build(tmp_path_factory, CASES16 + [HEADS_CASE], "int16x8")
+    return _build(tmp_path_factory, CASES16 + [HEADS_CASE] + MIXED16, "int16x8")
 
 
 def _cache_key(mode: str) -> str:
@@ -280,6 +292,7 @@ def _build(tmp_path_factory, case_list, mode):
                     "peak": int(ref["peaks"][k]),
                     "layer": next(lay for lay in qg.layers if isinstance(lay, qir.QLMU)),
                     "info": qg.metadata["quantization"],
+                    "widths": _widths(qg),
                 }
             )
         return _image(root / "all", len(case_list)), x8, cases
@@ -298,6 +311,11 @@ def _build(tmp_path_factory, case_list, mode):
         shutil.rmtree(cached, ignore_errors=True)
         os.replace(tmp, cached)
     return image, x8, cases
+
+
+def _widths(qg):
+    """``[(layer type, activation bits)]`` of a quantized graph, in order."""
+    return [(lay.TYPE, intsim.layer_bits(lay)) for lay in qg.layers]
 
 
 def _image(d: Path, n: int):
@@ -321,6 +339,8 @@ def _convert_all(tmp_path_factory, case_list, mode):
         kw = dict(kw)
         heads = kw.pop("heads", False)
         case_mode = kw.pop("mode", mode)
+        # int8 cases are all-int8 (the int8 kernels) unless they ask for the widening; int16x8 its default
+        widen = kw.pop("widen_db", None if case_mode == "int8" else "auto")
         taps = kw.pop("fir_taps", None)
         if taps:
             H = lti.legendre_impulse_response(q, theta, taps)
@@ -347,6 +367,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
                 coeff_bits=cb,
                 prefix=prefix,
                 measure=False,
+                widen_db=widen,
             )
         qg = lmu_edge.load(art.path / "quantized.lmu.npz")
         header = (art.path / "model.h").read_text()
@@ -361,6 +382,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
                 "peak": peak,
                 "layer": lmu,
                 "info": qg.metadata["quantization"],
+                "widths": _widths(qg),
             }
         )
         wrapper.append(f'#include "{prefix}/model.c"')
@@ -445,6 +467,25 @@ def test_eight_bit_states_are_driven_into_saturation(matrix):
             assert c["peak"] <= c["layer"].state_bound * 2.0 ** c["layer"].state_type.frac, c["case"]
 
 
+def test_the_mixed_precision_cases_change_width_in_both_directions(matrix, matrix16):
+    """The int8 widening's cases (MIXED8, MIXED16) run what the search chose: in the int8 image an int8
+    API with 16-bit layers inside, converted up and down; in the int16 image an int16 input whose int8
+    layers follow a conversion down. Every other int8 case is all-int8 (their kernels are the point)."""
+    cases8, cases16 = matrix[2], matrix16[2]
+    for c in cases8[: -len(MIXED8)]:
+        assert {b for _, b in c["widths"]} == {8} and not c["info"].get("widened"), c["case"]
+    for c in cases8[-len(MIXED8) :]:
+        w = c["widths"]
+        assert w[0] == ("q_input", 8) and w[-1][1] == 8, (c["case"], w)  # the int8 API
+        assert ("q_convert", 16) in w and ("q_convert", 8) in w, (c["case"], w)
+        assert c["info"]["widened"] and "input" not in c["info"]["widened"], c["info"]["widened"]
+    assert ("q_softmax", 16) in cases8[-2]["widths"] and ("q_lmu", 16) in cases8[-1]["widths"]
+    w = cases16[-1]["widths"]
+    assert w[0] == ("q_input", 16) and w[1] == ("q_convert", 8) and w[-1][1] == 16, w  # the int16 API
+    assert ("q_lmu", 8) in w and ("q_convert", 16) in w, w
+    assert cases16[-1]["info"]["activation_bits"] == 8 and "input" in cases16[-1]["info"]["widened"]
+
+
 def _compare(image, x8, cases, runtime):
     if runtime != "host" and not (shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")):
         if CI:
@@ -478,7 +519,7 @@ def test_the_int16x8_matrix_is_int16_throughout(matrix16):
     _, x16, cases = matrix16
     assert x16.dtype == np.int16 and x16.min() == -32768 and x16.max() == 32767
     assert {_kind(c["layer"].memory) for c in cases} >= {"dense-delta", "rk", "pade", "fir"}
-    for c in cases:
+    for c in cases[: -len(MIXED16)]:
         L = c["layer"]
         assert L.act_bits == 16 and L.encoder.in_bits == 16 and L.z_zp == 0
         assert c["info"]["activation_bits"] == 16

@@ -558,6 +558,24 @@ def test_quantized_ir_fields_are_validated(tmp_path, case):
         lmu_edge.load(bad)
 
 
+def test_a_quantized_graph_whose_widths_disagree_is_refused(tmp_path):
+    # an int16 input feeding the int8 layers after it with no conversion between (a mixed-precision graph
+    # changes width only through a q_convert layer): the 8-bit tables would be indexed by 16-bit values
+    src = _quantized_ir(tmp_path)
+
+    def edit(h, a):
+        for n in _find(h, "bits"):
+            if n.get("type") == "q_input":
+                n["bits"] = 16
+
+    bad = hostile.edit_ir(src, tmp_path / "bad.lmu.npz", edit)
+    with pytest.raises(LmuEdgeError, match="reads 8-bit activations, the layer before writes 16-bit ones"):
+        lmu_edge.load(bad)
+    r = cli("convert", bad, "-t", "ir", "-o", tmp_path / "out")
+    one_line_error(r, 1)
+    assert not (tmp_path / "out").exists()
+
+
 def test_fifo_named_like_a_model_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "m.keras"
     os.mkfifo(fifo)

@@ -512,7 +512,8 @@ def test_int16x8_c_beats_int8_c_on_a_matrix_model(matrix_tanh_model, tmp_path):
     y = lmu_edge.simulate(src, x_test)
     got = {}
     for mode in ("int8", "int16x8"):
-        art = lmu_edge.convert(src, "c", tmp_path / mode, quantize=mode, calibration=x_cal, measure=False)
+        plain = {"widen_db": None} if mode == "int8" else {}  # int8 all 8-bit (its default widens layers)
+        art = lmu_edge.convert(src, "c", tmp_path / mode, quantize=mode, calibration=x_cal, measure=False, **plain)
         got[mode] = sqnr_db(art.run(x_test), y)
     # measured: int8 24.8 dB, int16x8 51.7 dB (41.6 with int8 weights throughout; docs/matrix.md)
     assert got["int16x8"] > got["int8"] + 8, got
@@ -546,6 +547,91 @@ def test_int16x8_c_widens_the_weights_int8_cannot_carry(matrix_tanh_model, tmp_p
             assert "widened" not in info and ".w16 = " not in code and "16-bit in" not in header
     # measured: 51.7 dB widened, 41.6 with int8 weights everywhere
     assert got["auto"] >= 45.0 > got["int8"], got
+
+
+def _matrix(name):
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1] / "examples" / "matrix"
+    data = np.load(here / f"{name}.npz")
+    return lmu_edge.load(here / f"{name}.keras"), data["x_cal"], data["x_test"].astype(np.float64)
+
+
+def test_int8_c_gives_16_bits_to_the_layers_8_bits_cannot_carry(matrix_tanh_model, tmp_path):
+    """int8's mixed precision: the matrix's tanh model is 26.2 dB on its calibration data with 8-bit
+    activations throughout (24.8 on its test data), below widen_db (33); int8 gives the LMU layer and the
+    Dense after it 16-bit activations (measured 34.7 dB calibration, 32.5 test), converting up before the
+    LMU and back to int8 for the output. The API stays int8; the C is bit-exact with the integer reference;
+    each widened layer put back to 8 bits alone misses the goal; widen_db=None is all-int8."""
+    from lmu_edge import qir
+    from lmu_edge.metrics import sqnr_db
+
+    src, x_cal, x_test = matrix_tanh_model
+    y = lmu_edge.simulate(src, x_test)
+    art = lmu_edge.convert(src, "c", tmp_path / "w", quantize="int8", calibration=x_cal, measure=False)
+    plain = lmu_edge.convert(src, "c", tmp_path / "p", quantize="int8", calibration=x_cal, measure=False, widen_db=None)
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    info = qg.metadata["quantization"]
+    assert info["widen_db"] == c_target.WIDEN_DB["int8"] == 33.0
+    assert info["int8_sqnr_db"] < 30.0 and info["calibration_sqnr_db"] >= 33.0, info
+    assert info["widened"] == ["lmu_feedforward", "dense_2"], info["widened"]
+    assert [(lay.TYPE, intsim.layer_bits(lay)) for lay in qg.layers if isinstance(lay, qir.QConvert)] == [
+        ("q_convert", 16),
+        ("q_convert", 8),
+    ]
+    header = (art.path / "model.h").read_text()
+    assert "_step_int8(" in header and "16-bit in lmu_feedforward, dense_2; an int8 API" in header
+    assert (
+        art.manifest["c"]["activation_bits"] == 8
+        and json.loads((art.path / "report.json").read_text())["c"]["int_api"] == "int8"
+    )
+    xq = intsim.quantize_input(qg, x_test[:2])
+    y_c, _ = art.module.run_native(art, xq.astype(np.int8), "host")
+    assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq))
+    assert sqnr_db(art.run(x_test), y) >= 30.0 > sqnr_db(plain.run(x_test), y)
+    q_plain = lmu_edge.load(plain.path / "quantized.lmu.npz")
+    assert "widened" not in q_plain.metadata["quantization"] and not intsim.mixed(q_plain)
+    # the fewest: each widened layer back at 8 bits alone misses the goal (on the calibration data)
+    for keep in info["widened"]:
+        rest = [n for n in info["widened"] if n != keep]
+        trial = lmu_edge.quantize(art.graph, x_cal, wide_layers=rest).metadata["quantization"]
+        assert trial["calibration_sqnr_db"] < 33.0, (keep, trial["calibration_sqnr_db"])
+    again = lmu_edge.quantize(art.graph, x_cal, wide_layers=info["widened"])
+    assert again.metadata["quantization"]["calibration_sqnr_db"] == info["calibration_sqnr_db"]
+    with pytest.raises(lmu_edge.errors.QuantizationError, match="widen_db") as e:
+        lmu_edge.convert(src, "c", tmp_path / "b", quantize="int8", calibration=x_cal, widen_db="high")
+    assert "\n" not in str(e.value) and not (tmp_path / "b").exists()
+
+
+def test_int8_c_gives_an_int16_api_where_8_bits_of_input_cap_the_model(tmp_path):
+    """The matrix's RNN-path LMU: an int8 input alone holds it to 24.9 dB on its test data (18.7 dB all
+    int8). int8 makes the input 16-bit (and the C API int16 in and out: the input is where precision is
+    lost) with the LMU layer, and gives the LMU's loop weights 16 bits: measured 38.6 dB on the test
+    data. Bit-exact with the integer reference through the int16 API."""
+    from lmu_edge.metrics import sqnr_db
+
+    src, x_cal, x_test = _matrix("rnn_h2m_m2m_simplernn")
+    y = lmu_edge.simulate(src, x_test)
+    art = lmu_edge.convert(src, "c", tmp_path / "w", quantize="int8", calibration=x_cal, measure=False)
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    info = qg.metadata["quantization"]
+    assert "input" in info["widened"] and info["widened_weights"], info
+    assert intsim.act_bits(qg) == 16 and "_step_int16(" in (art.path / "model.h").read_text()
+    assert json.loads((art.path / "report.json").read_text())["c"]["int_api"] == "int16"
+    xq = intsim.quantize_input(qg, x_test[:2])
+    y_c, _ = art.module.run_native(art, xq.astype(np.int16), "host")
+    assert np.array_equal(y_c.astype(np.int64), intsim.run_int(qg, xq))
+    assert sqnr_db(art.run(x_test), y) >= 30.0
+
+
+def test_int8_c_leaves_a_model_at_its_target_alone(tmp_path):
+    """A model whose 8-bit activations reach widen_db is converted byte for byte as with widen_db=None."""
+    src, x_cal, _ = _matrix("ff_relu_i2h_bias_pool_softmax")  # 48.3 dB on its calibration data
+    a = lmu_edge.convert(src, "c", tmp_path / "a", quantize="int8", calibration=x_cal, measure=False)
+    b = lmu_edge.convert(src, "c", tmp_path / "b", quantize="int8", calibration=x_cal, measure=False, widen_db=None)
+    assert json.loads((a.path / "report.json").read_text())["quantization"]["widened"] == []
+    for f in ("model.c", "model.h"):
+        assert (a.path / f).read_text() == (b.path / f).read_text()
 
 
 # --- int16: int16 activations and int16 weights ---------------------------------------------------------
