@@ -277,7 +277,9 @@ def main(argv=None):
             g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=theta, units=8), a.realization)
             cal = rng.standard_normal((2, 2000, 1))
             x = rng.standard_normal((1, 40, 1))
-            art = lmu_edge.convert(g, "c", Path(tmp) / f"q{q}", quantize="int8", calibration=cal, measure=False)
+            art = lmu_edge.convert(
+                g, "c", Path(tmp) / f"q{q}", quantize="int8", calibration=cal, measure=False, widen_db=None
+            )  # all-int8: the int8 kernels, as TFLM int8 runs them
             qg = c_target._qgraph(art)
             xq = intsim.quantize_input(qg, x)
             ref = intsim.run_int(qg, xq)

@@ -71,7 +71,14 @@ def main():
     rows = []  # (section, what, value, unit, ratio text)
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
-        c = {q: lmu_edge.convert(g, "c", d / f"c_{q}", quantize=q, calibration=cal) for q in ("float", "int8")}
+        # C int8 all 8-bit (widen_db=None): this model is 28.6 dB in int8 on cal, below the 33 dB under which
+        # the C target's default gives layers 16-bit activations; the figures here are the int8 kernels'
+        c = {
+            q: lmu_edge.convert(
+                g, "c", d / f"c_{q}", quantize=q, calibration=cal, **({"widen_db": None} if q == "int8" else {})
+            )
+            for q in ("float", "int8")
+        }
         c_t = {q: c_harness_per_step(c[q], x, q == "int8") for q in c}
         lat = [
             ("C host -O2, float32", c_t["float"]),
@@ -150,6 +157,7 @@ def main():
                 calibration=cal[:, :500],
                 realization="zoh",
                 measure=False,
+                widen_db=None,
             )
             s = time.perf_counter() - t
             base = base or s

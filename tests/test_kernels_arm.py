@@ -84,7 +84,9 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     rng = np.random.default_rng(100 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
     x = rng.standard_normal((2, 60, 5))
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False)
+    art = lmu_edge.convert(
+        g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False, widen_db=None
+    )  # all-int8: these are the int8 kernels' tests
     src = (art.path / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in src
@@ -154,7 +156,7 @@ def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(tmp_path, mo
     rng = np.random.default_rng(7)
     g = lmu_edge.fold(chain(rng, n_in=1, q=12, theta=20.0, units=8), "zoh")
     x = rng.standard_normal((2, 30, 1))
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False, widen_db=None)
     src = (art.path / "model.c").read_text()
     first = src.split("static const lmu_qlinear_t model_l1_dense = {", 1)[1].split("};", 1)[0]
     assert ".acc30" not in first and "l2_hidden: one part" in src

@@ -54,7 +54,14 @@ def test_integer_c_matches_the_integer_oracle_bit_for_bit(tmp_path, state_bits, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an 8-bit state's bound is calibrated, not proven
         art = lmu_edge.convert(
-            g, "c", tmp_path / "q", quantize="int8", calibration=cal, state_bits=state_bits, measure=False
+            g,
+            "c",
+            tmp_path / "q",
+            quantize="int8",
+            calibration=cal,
+            state_bits=state_bits,
+            measure=False,
+            widen_db=None,
         )
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     assert isinstance(qg.layers[2].memory, pade.QPadeMemory)

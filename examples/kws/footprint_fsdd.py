@@ -47,6 +47,7 @@ def measure(work):
         # layers' flash for several times the memory's instructions, so operations decide here
         prefer="ops",
         overwrite=True,
+        widen_db=None,  # all int8, as evaluate_fsdd.convert
     )
     rep = json.loads((out / "report.json").read_text())
     x = fsdd.read_wav(HERE / "fsdd_george" / "recordings" / "7_george_3.wav")

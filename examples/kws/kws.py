@@ -479,7 +479,14 @@ def convert(out_dir, model_path=HERE / "kws_lmu.keras", calibration=HERE / "cali
     if out_dir.exists():
         shutil.rmtree(out_dir)
     art = lmu_edge.convert(
-        str(model_path), target="c", out_dir=out_dir, quantize="int8", calibration=calib, prefix="kws", measure=False
+        str(model_path),
+        target="c",
+        out_dir=out_dir,
+        quantize="int8",
+        calibration=calib,
+        prefix="kws",
+        measure=False,
+        widen_db=None,  # all int8: the front end's features are int8
     )
     qg = lmu_edge.load(out_dir / "quantized.lmu.npz")
     scale, zp = intsim.input_qparams(qg)
