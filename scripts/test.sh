@@ -36,8 +36,11 @@ if [ -f scripts/sinabs_venv.sh ]; then
         echo "scripts/sinabs_venv.sh failed: the nir target's sinabs tests will fail"
 fi
 echo "== pytest"
+# two workers (pytest-xdist), one test file each at a time: a file's module fixtures (the integer matrix's
+# images, the converted models) are built once; most tests are single-threaded (gcc, QEMU, numpy), so the
+# second core would otherwise sit idle. --durations lists the slowest, for whoever trims the suite next.
 set +e
-.venv/bin/python -m pytest "$@" 2>&1 | tee "$logs/main.log"
+.venv/bin/python -m pytest -n 2 --dist loadfile --durations=25 "$@" 2>&1 | tee "$logs/main.log"
 rc_main=${PIPESTATUS[0]}
 set -e
 if [ "$rc_main" -eq 5 ]; then
