@@ -425,7 +425,7 @@ def convert(
         click.echo(
             f"  16-bit activations in {', '.join(layers)}"
             + (f" and 16-bit weights in {', '.join(weights)}" if weights else "")
-            + (" (the C API is int16: the input is 16-bit)" if "input" in qinfo["widened"] else "")
+            + (" (the C API is int16, input and output)" if "input" in qinfo["widened"] else "")
             + f": 8 bits gave {qinfo['int8_sqnr_db']:.1f} dB against the source on the calibration data, below "
             f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --option widen_db=null keeps "
             f"every layer 8-bit"
@@ -438,13 +438,14 @@ def convert(
         def count(n, one, many):
             return f"{n} {one if n == 1 else many}"
 
-        parts = [count(n_a, "activation", "activations"), count(n_w, "weight matrix", "weight matrices")]
-        parts += ["the input"] * ("x" in names)
-        what = (
-            ", ".join(parts[:-1]) + " and " + parts[-1]
-            if target == "onnx"
-            else count(len(names), "more operator", "more operators") + " than the LMU state path"
-        )
+        if target == "onnx":
+            parts = [count(n_a, "activation", "activations")] * bool(n_a)
+            parts += [count(n_w, "weight matrix", "weight matrices")] * bool(n_w)
+        else:  # tflite: operators, and "input x"
+            n_ops = len(names) - ("input x" in names)
+            parts = [count(n_ops, "more operator", "more operators") + " than the LMU state path"] * bool(n_ops)
+        parts += ["the input"] * ("x" in names or "input x" in names)
+        what = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
         click.echo(
             f"  16 bits for {what} "
             f"({', '.join(escape.printable(n) for n in names)}): 8 bits gave {qinfo['int8_sqnr_db']:.1f} dB against "
@@ -622,16 +623,18 @@ def _report_budget(given, targets, quantize, state_bits) -> tuple:
     "--quantize",
     default="int8",
     show_default=True,
-    help="Number format of the artifacts and of the integer graph the report traces: int8, int16x8 (16-bit "
-    "activations, int8 weights; with c among the targets, some widened to 16 bits as the c target does) or "
-    "int16 (16-bit activations and weights, 32-bit state; c only).",
+    help="Number format of the artifacts and of the integer graph the report traces: int8 (with c among the "
+    "targets, the fewest layers given 16-bit activations that lift the model to 33 dB, as the c target "
+    "does), int16x8 (16-bit activations, int8 weights; with c among the targets, some widened to 16 bits "
+    "as the c target does) or int16 (16-bit activations and weights, 32-bit state; c only).",
 )
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
     help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default). Without it, "
     "int16x8 with c among the targets widens the fewest matrices to 16 bits that lift the model to 48 dB on "
-    "the data, as the c target does.",
+    "the data, and int8 the fewest layers to 16-bit activations (33 dB), as the c target does; with it, "
+    "nothing is widened.",
 )
 @click.option(
     "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
@@ -730,7 +733,7 @@ def report(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if quantize != "float":  # the integer reference the C target would build for this mode
-            # int16x8's widened weights are the C target's: traced only when c is among the targets
+            # int8's widened layers and int16x8's widened weights are the C target's: traced only with c
             widen = None if weight_bits or "c" not in targets else WIDEN_DB.get(quantize)
             qg = lmu_edge.quantize(
                 folded,

@@ -411,6 +411,9 @@ def check_widths(layers) -> None:
         elif cur is not None and b != cur:
             raise ShapeError(f"layer {lay.name!r}: reads {b}-bit activations, the layer before writes {cur}-bit ones")
         cur = b
+    first = next((lay for lay in layers if isinstance(lay, QInput)), None)
+    if first is not None and cur != first.bits:  # the integer API: input and output of one width
+        raise ShapeError(f"the graph takes {first.bits}-bit inputs and writes {cur}-bit outputs; they must agree")
 
 
 # --- validation of quantized layers read from files ---------------------------------------------

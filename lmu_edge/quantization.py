@@ -628,7 +628,8 @@ def quantize(
 def _convert(name, s, zp, rng, bits):
     """The :class:`qir.QConvert` from an activation ``(s, zp)`` (float range ``rng`` on the calibration
     data) to ``bits``, and the new ``(scale, zero point)``: to 16 bits exactly (x 128), to 8 bits at the
-    range an all-int8 graph gives that activation."""
+    activation's calibrated range ``rng`` (an all-int8 graph gives a tanh / sigmoid output its table's
+    reach and a softmax a fixed scale instead; here the 16-bit layer before has already rounded)."""
     if bits == 16:
         return qir.QConvert(name, int(zp), 0, 0, s / 128.0, 0, 16), s / 128.0, 0
     if zp != 0:  # pragma: no cover - every int16 activation has zero point 0
@@ -710,10 +711,18 @@ def _integer_graph(
             lay.name for i, lay in enumerate(graph.layers) if i in wide_acts
         ]
     cur, base = api, ab
+    taken = {"input"} | {lay.name for lay in graph.layers}
+
+    def fresh(name):  # a conversion's name, unlike every layer's (ir.Graph wants them unique)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return name
+
     for i, ((layer, _n_in, _n_out, _), rec) in enumerate(zip(graph.shapes(), recs, strict=True)):
         ab = 16 if i in wide_acts else base
         if ab != cur:  # mixed precision: the activation changes width here
-            conv, s, zp = _convert(f"{layer.name}_to{ab}", s, zp, rec["in"], ab)
+            conv, s, zp = _convert(fresh(f"{layer.name}_to{ab}"), s, zp, rec["in"], ab)
             layers.append(conv)
             cur = ab
         lay_info = {"name": layer.name, "type": layer.TYPE}
@@ -760,7 +769,7 @@ def _integer_graph(
         lay_info.update(out_scale=s, out_zero_point=zp)
         info["layers"].append(lay_info)
     if cur != api:  # the output at the API's width
-        conv, s, zp = _convert("output_to" + str(api), s, zp, recs[-1]["out"], api)
+        conv, s, zp = _convert(fresh("output_to" + str(api)), s, zp, recs[-1]["out"], api)
         layers.append(conv)
     meta = dict(graph.metadata)
     meta["quantization"] = info

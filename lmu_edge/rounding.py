@@ -265,6 +265,6 @@ def widen_db_option(v, target: str, default: float):
     if not ok:
         raise QuantizationError(
             f"{target}: widen_db={v!r} is not a number of dB: give the calibration SQNR int8 should reach "
-            f"(default {default:g}) or null to keep every activation but the LMU state path 8-bit"
+            f"(default {default:g}) or null to widen nothing to 16 bits"
         )
     return float(v)

@@ -253,7 +253,7 @@ def candidate_ops(model8: bytes, model16: bytes, state_names, state_readers: boo
     """The operators :func:`widen_state_path` can take into R as ``extra``, one at a time: ``{index:
     "OPNAME -> output tensor name"}``; not those whose splice fails (an output that is not int16 in the
     int16x8 conversion). An operator writing the model's output writes an int16 copy that a QUANTIZE
-    makes the int8 output: the I/O stays int8."""
+    makes the int8 output: the output stays int8 (the input is a candidate of its own: ``wide_input``)."""
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
     schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
     a = fb.convert_bytearray_to_object(bytearray(model8))

@@ -1,5 +1,6 @@
 """The C target, run for real: host gcc, and Cortex-M4 / M0 images under qemu-system-arm."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -598,6 +599,19 @@ def test_int8_c_gives_16_bits_to_the_layers_8_bits_cannot_carry(matrix_tanh_mode
         assert trial["calibration_sqnr_db"] < 33.0, (keep, trial["calibration_sqnr_db"])
     again = lmu_edge.quantize(art.graph, x_cal, wide_layers=info["widened"])
     assert again.metadata["quantization"]["calibration_sqnr_db"] == info["calibration_sqnr_db"]
+    # an explicit weight width keeps every layer 8-bit, as it keeps int16x8's weights int8
+    wb8 = lmu_edge.convert(src, "c", tmp_path / "wb", quantize="int8", calibration=x_cal, measure=False, weight_bits=8)
+    assert "widened" not in lmu_edge.load(wb8.path / "quantized.lmu.npz").metadata["quantization"]
+    # a conversion layer takes a name no layer has (ir.Graph wants them unique)
+    g = art.graph
+    k = next(i for i, lay in enumerate(g.layers) if lay.name != "lmu_feedforward")
+    clash = g.replace(
+        layers=tuple(
+            dataclasses.replace(lay, name="lmu_feedforward_to16") if i == k else lay for i, lay in enumerate(g.layers)
+        )
+    )
+    names = [lay.name for lay in lmu_edge.quantize(clash, x_cal, wide_layers=["lmu_feedforward"]).layers]
+    assert len(set(names)) == len(names) and "lmu_feedforward_to16_" in names, names
     with pytest.raises(lmu_edge.errors.QuantizationError, match="widen_db") as e:
         lmu_edge.convert(src, "c", tmp_path / "b", quantize="int8", calibration=x_cal, widen_db="high")
     assert "\n" not in str(e.value) and not (tmp_path / "b").exists()

@@ -150,13 +150,14 @@ def test_int8_with_an_int16_state_path_beats_the_plain_conversion(quantized):
     rep = json.loads((arts["int8"].path / "report.json").read_text())
     q = rep["quantization"]
     # plain full-int8 conversion: Abar as 8-bit weights and an 8-bit state (the issue measured 12.7 dB);
-    # split form with the int16 state path: 34.5 dB, below widen_db, so the hidden TANH joins it: 35.8
+    # split form with the int16 state path: 34.5 dB, below widen_db, so the hidden TANH and the input join
+    # it: 37.9 (the TANH alone gave 35.8, short of 36)
     assert q["state_path"] == "int16" and q["plain"]["sqnr_db_vs_float"] < 20
-    assert q["sqnr_db_vs_float"] >= 35, q
-    assert q["widened"] == ["TANH -> Tanh"] and 34.0 < q["int8_sqnr_db"] < 35.0, q
+    assert q["sqnr_db_vs_float"] >= 36, q
+    assert q["widened"] == ["TANH -> Tanh", "input x"] and 34.0 < q["int8_sqnr_db"] < 35.0, q
     io = json.loads((art_io := arts["int8"].path / "io.json").read_text())
     dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
-    assert dtypes == {"x": "int8", "y": "int8", "L1_m": "int16", "L1_m_out": "int16"}, art_io
+    assert dtypes == {"x": "int16", "y": "int8", "L1_m": "int16", "L1_m_out": "int16"}, art_io
     # builtin kernels that TFLite Micro has for int8 and int16x8 (FULLY_CONNECTED int16 in / int64 bias,
     # ADD and MUL int16, QUANTIZE int8 <-> int16)
     assert set(io["ops"]) == {"FULLY_CONNECTED", "ADD", "MUL", "QUANTIZE", "TANH"}
