@@ -140,20 +140,26 @@ def widen_state_path(
     graph_inputs = set(sa.inputs)
     state_inputs = {ins_a[n] for n in state_names}
     quant_ops = []
+
+    def make_int16(ta):
+        """Tensor ``ta`` int16 with the int16x8 model's quantization; operators outside R read an int8
+        copy of it (the int8 model's quantization) made by a QUANTIZE."""
+        outside = [
+            (k, j) for k, op in enumerate(sa.operators) if k not in region for j, t in enumerate(op.inputs) if t == ta
+        ]
+        if outside:
+            t8 = new_tensor(sa.tensors[ta], name_suffix="_int8")
+            for k, j in outside:
+                sa.operators[k].inputs[j] = t8
+            quant_ops.append((ta, t8))
+        sa.tensors[ta].type = _INT16
+        sa.tensors[ta].quantization = copy.deepcopy(sb.tensors[t_ab[ta]].quantization)
+
     x_in = ins_a["x"] if wide_input else None
     if x_in is not None:  # x itself int16: R reads it directly, int8 operators an int8 copy
         if sb.tensors[t_ab[x_in]].type != _INT16:
             raise SpliceError("the input x is not int16 in the int16x8 conversion")
-        outside = [
-            (k, j) for k, op in enumerate(sa.operators) if k not in region for j, t in enumerate(op.inputs) if t == x_in
-        ]
-        if outside:
-            t8 = new_tensor(sa.tensors[x_in], name_suffix="_int8")
-            for k, j in outside:
-                sa.operators[k].inputs[j] = t8
-            quant_ops.append((x_in, t8))
-        sa.tensors[x_in].type = _INT16
-        sa.tensors[x_in].quantization = copy.deepcopy(sb.tensors[t_ab[x_in]].quantization)
+        make_int16(x_in)
         region_tensors.discard(x_in)
     model_outputs = set(sa.outputs) - {outs_a[f"{n}_out"] for n in state_names}
     for ta in sorted(region_tensors):
@@ -178,21 +184,7 @@ def widen_state_path(
                     sc = (hi - lo) / 255.0
                     q.scale, q.zeroPoint = [sc], [int(np.clip(round(-128 - lo / sc), -128, 127))]
         elif made_in_r:
-            # int8 consumers outside R read an int8 copy (the int8 model's quantization)
-            outside = [
-                (k, j)
-                for k, op in enumerate(sa.operators)
-                if k not in region
-                for j, t in enumerate(op.inputs)
-                if t == ta
-            ]
-            if outside:
-                t8 = new_tensor(sa.tensors[ta], name_suffix="_int8")
-                for k, j in outside:
-                    sa.operators[k].inputs[j] = t8
-                quant_ops.append((ta, t8))
-            sa.tensors[ta].type = _INT16
-            sa.tensors[ta].quantization = copy.deepcopy(sb.tensors[tb].quantization)
+            make_int16(ta)  # int8 consumers outside R read an int8 copy (the int8 model's quantization)
         else:
             # made outside R (an int8 op, or the int8 input x): R reads an int16 copy
             if ta not in graph_inputs and producer.get(ta) is None:
