@@ -661,15 +661,10 @@ def _widen_activations(build, use_gptq, graph, start, target_db):
     wide, _, first = rounding.narrow(cands, score, target_db)
     acts, parts = split(wide)
     sqnr, qg, caught = runs[acts, parts]
-    meta = dict(qg.metadata)
-    info = meta["quantization"] = dict(meta["quantization"])
-    info["widen_db"] = target_db
-    info["int8_sqnr_db"] = first
-    info["widened"] = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
-    info["widened_weights"] = [
-        f"{graph.layers[i].name}.{f}" for i, f in rounding.weight_parts(graph) if (i, f) in parts
-    ]
-    return sqnr, qg.replace(metadata=meta), caught
+    widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
+    weights = [f"{graph.layers[i].name}.{f}" for i, f in rounding.weight_parts(graph) if (i, f) in parts]
+    qg = rounding.noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
+    return sqnr, qg, caught
 
 
 def _integer_graph(

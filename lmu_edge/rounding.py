@@ -210,13 +210,15 @@ def widen(build, use_gptq, graph, start, target_db):
         if trial[0] < floor:
             break
         best, wide = trial, wide - {key}
-    qg = best[1]
+    widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
+    return best[0], noted(best[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), best[2]
+
+
+def noted(qg, **fields):
+    """``qg`` with ``fields`` (what a widening search chose and why) added to its quantization metadata."""
     meta = dict(qg.metadata)
-    info = meta["quantization"] = dict(meta["quantization"])
-    info["widen_db"] = target_db
-    info["int8_weights_sqnr_db"] = start[0]
-    info["widened"] = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
-    return best[0], qg.replace(metadata=meta), best[2]
+    meta["quantization"] = {**meta["quantization"], **fields}
+    return qg.replace(metadata=meta)
 
 
 def narrow(candidates, score, target_db: float) -> tuple:

@@ -28,7 +28,8 @@ model keeps the LMU within ~60 dB of float. In full int8 the state itself is
 an 8-bit tensor, and its rounding every step limits the memory to ~20-25 dB
 (measured, see docs/tflite_onnx.md) whatever the weights are, so the int8
 model takes its state path from the int16x8 conversion (:mod:`._tflite_mixed`,
-:func:`convert_int8_wide_state`): int8 in and out, int16 state.
+:func:`convert_int8_pair` gives the two conversions it splices): int8 in and out,
+int16 state.
 
 Headroom on int16 ranges
 ------------------------
@@ -215,18 +216,6 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
         if quantize == "int16x8":
             model = widen_int16_ranges(model, RANGE16_HEADROOM)
     return model
-
-
-def convert_int8_wide_state(graph, plan: StatePlan, form: str, rep: dict) -> bytes:
-    """Full int8 with an int16 state path: the int8 and the int16x8 conversions, spliced.
-
-    See :mod:`._tflite_mixed`; raises :class:`._tflite_mixed.SpliceError` when the two
-    conversions cannot be spliced (the int16x8 converter failing included).
-    """
-    from ._tflite_mixed import widen_state_path
-
-    m8, m16 = convert_int8_pair(graph, plan, form, rep)
-    return widen_state_path(m8, m16, [n for n, *_ in plan.spec])
 
 
 def convert_int8_pair(graph, plan: StatePlan, form: str, rep: dict) -> tuple:

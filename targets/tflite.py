@@ -129,23 +129,18 @@ def _io_description(model_path: Path, variant: str, spec) -> dict:
     }
 
 
-def _stream_error(model_bytes: bytes, io: dict, graph, x: np.ndarray) -> tuple:
-    """(relative error, SQNR dB) of the step model against the float oracle over whole sequences."""
+def _stream_error(model_bytes: bytes, io, graph, x: np.ndarray, spec=None) -> tuple:
+    """(relative error, SQNR dB) of the step model against the float oracle over whole sequences; with
+    ``io`` None the model's io description is read from the same temporary file (``spec``: the states)."""
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / MODEL
         p.write_bytes(model_bytes)
+        io = _io_description(p, "external", spec) if io is None else io
         s = _tflite_session.Session(io, _tflite_session.SignatureBackend(_litert().Interpreter, p))
         y = _tflite_session.run_sequences(s, x)
     ref = reference.simulate(graph, x)
     y = y if graph.output_is_sequence else y[:, -1]
     return relative_error(y, ref), sqnr_db(y, ref)
-
-
-def _describe_bytes(model: bytes, variant, spec) -> dict:
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / MODEL
-        p.write_bytes(model)
-        return _io_description(p, variant, spec)
 
 
 def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
@@ -166,7 +161,7 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
 
     def score(wide):
         m = build(wide)
-        return _stream_error(m, _describe_bytes(m, "external", plan.spec), widen["graph"], widen["x"])[1]
+        return _stream_error(m, None, widen["graph"], widen["x"], plan.spec)[1]
 
     wide, _, start = rounding.narrow(cands, score, widen["db"])
     info = {"widen_db": widen["db"], "int8_sqnr_db": start, "widened": [v for k, v in cands.items() if k in wide]}
