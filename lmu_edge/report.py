@@ -137,8 +137,9 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     return rows
 
 
-def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
-    """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it."""
+def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = False) -> dict:
+    """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it
+    (``mixed``: an int8 graph whose search gave some layers 16-bit activations)."""
     if not rows:
         return {}
     worst = max(rows, key=lambda r: (r["sqnr_drop_db"], -(r["sqnr_db"] or 300)))
@@ -158,6 +159,13 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8) -> dict:
             ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); use --quantize int16x8 "
             "(16-bit activations, int8 weights: c and tflite), check that the calibration data covers the "
             "inputs' range, or use float for this model"
+        )
+    elif mixed:
+        text += (
+            ": a tensor the int8 scheme already carries in 16 bits (its mixed precision widened this layer "
+            "where 8 bits missed widen_db on the calibration data), so its int8 weights or the 8-bit tensors "
+            "it reads are the likely limit; use --quantize int16x8 (16-bit activations throughout), check "
+            "that the calibration data covers the inputs' range, or use float for this model"
         )
     elif weight_bits <= 8:
         text += (
@@ -369,7 +377,10 @@ def analyze(
         rows = tensor_table(folded, qg, x)
         rep["tensors"] = rows
         rep["diagnosis"] = diagnose(
-            rows, intsim.act_bits(qg), int(qg.metadata.get("quantization", {}).get("weight_bits", 8))
+            rows,
+            intsim.act_bits(qg),
+            int(qg.metadata.get("quantization", {}).get("weight_bits", 8)),
+            intsim.mixed(qg),
         )
         rep["lmu"] = lmu_memories(folded, qg)
         rep["quantization"] = qg.metadata.get("quantization", {})

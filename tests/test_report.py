@@ -98,6 +98,16 @@ def test_too_narrow_state_is_named_as_the_source_of_error(rng):
     assert rep16["diagnosis"]["kind"] == "out" and "int8 weights" in rep16["diagnosis"]["text"]
     assert "--quantize int16x8" not in rep16["diagnosis"]["text"]
     assert "--quantize int16 " in rep16["diagnosis"]["text"]  # and points at 16-bit weights
+    # int8 whose layers all carry 16-bit activations (mixed precision, the input 8-bit): the blame falls on a
+    # 16-bit tensor, and the advice is the int8 scheme's, not the int16x8 one's (which would say int16x8 is on)
+    qgm = lmu_edge.quantize(g, x, state_bits=32, wide_layers=[lay.name for lay in g.layers])
+    repm = report.analyze(g, g, qgm, x[:4])
+    assert (
+        intsim.mixed(qgm)
+        and next(r for r in repm["tensors"] if r["name"] == repm["diagnosis"]["tensor"])["type"] == "int16"
+    )
+    assert "already carries in 16 bits" in repm["diagnosis"]["text"]
+    assert "--quantize int16x8" in repm["diagnosis"]["text"] and "--quantize int16 " not in repm["diagnosis"]["text"]
     qgw = lmu_edge.quantize(g, x, state_bits=32, activation_bits=16, weight_bits=16)
     repw = report.analyze(g, g, qgw, x[:4])
     assert "16-bit weights" in repw["diagnosis"]["text"] and "int8 weights" not in repw["diagnosis"]["text"]
