@@ -51,7 +51,7 @@ from . import ir, lti, qir, reference, rounding
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
-from .rounding import LMU_PARTS, WIDE_BITS, compensate, per_channel, widen
+from .rounding import LMU_PARTS, WIDE_BITS, compensate, per_channel, widen, widen_activations
 
 #: the weight rounding lives in :mod:`lmu_edge.rounding`; these two stay reachable here, as before
 compensated, weight_parts = rounding.compensated, rounding.weight_parts
@@ -524,7 +524,7 @@ def quantize(
 
     With 8-bit activations (the C target's int8), ``widen_db`` instead gives the fewest layers (and the
     input: ``"input"``) 16-bit activations, and within them the fewest weight matrices 16-bit weights,
-    that reach it (:func:`_widen_activations`; the metadata's ``widened`` and ``widened_weights``);
+    that reach it (:func:`lmu_edge.rounding.widen_activations`; the metadata's ``widened`` and ``widened_weights``);
     ``wide_layers`` (layer names and ``"input"``) sets the 16-bit layers without a search.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
@@ -612,7 +612,7 @@ def quantize(
             acts = frozenset(names[n] if n != "input" else "x" for n in wide_layers)
             sqnr, qg, caught = build(use, frozenset(), acts)
         elif widen_db is not None:
-            sqnr, qg, caught = _widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db))
+            sqnr, qg, caught = widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db))
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
@@ -637,34 +637,6 @@ def _convert(name, s, zp, rng, bits):
     s8, z8 = qparams_bits(float(rng[0]), float(rng[1]), 8)
     m, sh = quantize_multiplier(s / s8)
     return qir.QConvert(name, 0, m, sh, s8, z8, 8), s8, z8
-
-
-def _widen_activations(build, use_gptq, graph, start, target_db):
-    """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
-    misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
-    or within :data:`lmu_edge.rounding.WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
-    (:func:`lmu_edge.rounding.narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
-    help with its neighbour's, as a feedback loop's weights do)."""
-    runs: dict = {(frozenset(), frozenset()): start}
-
-    def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
-        acts = frozenset(c for c in wide if not isinstance(c, tuple))
-        return acts, frozenset(c for c in wide if isinstance(c, tuple) and c[0] in acts)
-
-    def score(wide):
-        acts, parts = key = split(wide)
-        if key not in runs:
-            runs[key] = build(use_gptq, parts, acts)
-        return runs[key][0]
-
-    cands = [*range(len(graph.layers)), *rounding.weight_parts(graph), "x"]
-    wide, _, first = rounding.narrow(cands, score, target_db)
-    acts, parts = split(wide)
-    sqnr, qg, caught = runs[acts, parts]
-    widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
-    weights = [f"{graph.layers[i].name}.{f}" for i, f in rounding.weight_parts(graph) if (i, f) in parts]
-    qg = rounding.noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
-    return sqnr, qg, caught
 
 
 def _integer_graph(

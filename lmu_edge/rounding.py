@@ -270,3 +270,31 @@ def widen_db_option(v, target: str, default: float):
             f"(default {default:g}) or null to widen nothing to 16 bits"
         )
     return float(v)
+
+
+def widen_activations(build, use_gptq, graph, start, target_db):
+    """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
+    misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
+    or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
+    (:func:`narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
+    help with its neighbour's, as a feedback loop's weights do)."""
+    runs: dict = {(frozenset(), frozenset()): start}
+
+    def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
+        acts = frozenset(c for c in wide if not isinstance(c, tuple))
+        return acts, frozenset(c for c in wide if isinstance(c, tuple) and c[0] in acts)
+
+    def score(wide):
+        acts, parts = key = split(wide)
+        if key not in runs:
+            runs[key] = build(use_gptq, parts, acts)
+        return runs[key][0]
+
+    cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
+    wide, _, first = narrow(cands, score, target_db)
+    acts, parts = split(wide)
+    sqnr, qg, caught = runs[acts, parts]
+    widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
+    weights = [f"{graph.layers[i].name}.{f}" for i, f in weight_parts(graph) if (i, f) in parts]
+    qg = noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
+    return sqnr, qg, caught
