@@ -578,6 +578,7 @@ def quantize(
     y_f = reference.simulate(float_graph, x)
 
     compensated: dict = {}
+    memo: dict = {}  # each weight part rounded once, whatever the set of 16-bit parts (rounding.compensate)
 
     def build(use_gptq, wide=frozenset(), wide_acts=frozenset()):
         with warnings.catch_warnings(record=True) as caught:
@@ -585,7 +586,7 @@ def quantize(
             if use_gptq or correct:
                 key = (use_gptq, wide)
                 if key not in compensated:  # the rounding does not depend on the activations' widths
-                    compensated[key] = compensate(graph, recs, wb, use_gptq, correct, wide)
+                    compensated[key] = compensate(graph, recs, wb, use_gptq, correct, wide, memo)
                 g, w_scales = compensated[key]
             else:
                 g, w_scales = graph, {}
