@@ -458,6 +458,8 @@ def convert(
             f"{qinfo['int8_weights_sqnr_db']:.1f} dB against the source on the calibration data, below "
             f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
         )
+    if target == "c" and qinfo.get("widening_dropped"):  # c int8 on a device the 16-bit parts overfill
+        click.echo(f"  {escape.printable(qinfo['widening_dropped'])}")
     budget = rep.get("error_budget", {})
     if budget and not budget["why"].startswith("float target"):  # the float default goes unsaid
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")

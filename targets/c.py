@@ -202,22 +202,40 @@ def emit(graph, out_dir, options) -> dict:
     int_api = "int16" if act_bits == 16 else "int8"
     report = {}
     if quantized:
-        qg = _quantize(
-            graph,
-            options["calibration"],
-            weight_bits=int(options.get("weight_bits") or WEIGHT_BITS.get(mode, 8)),
-            state_bits=int(options.get("state_bits") or STATE_BITS.get(mode, 16)),
-            coeff_bits=options.get("coeff_bits"),
-            activation_bits=int(act_bits or 8),
-            weight_rounding=str(options.get("weight_rounding") or "auto"),
-            widen_db=widen_db_for(mode, options),
-        )
+
+        def quantized_code(widen_db):
+            qg = _quantize(
+                graph,
+                options["calibration"],
+                weight_bits=int(options.get("weight_bits") or WEIGHT_BITS.get(mode, 8)),
+                state_bits=int(options.get("state_bits") or STATE_BITS.get(mode, 16)),
+                coeff_bits=options.get("coeff_bits"),
+                activation_bits=int(act_bits or 8),
+                weight_rounding=str(options.get("weight_rounding") or "auto"),
+                widen_db=widen_db,
+            )
+            return qg, c_codegen.generate_int(qg, prefix)
+
+        widen_db = widen_db_for(mode, options)
+        qg, code = quantized_code(widen_db)
+        info = qg.metadata.get("quantization", {})
+        dropped = None
+        over = _over_device(device, code) if device is not None and widen_db is not None else None
+        if over and (info.get("widened") or info.get("widened_weights")):
+            # a device was given: fitting it comes first, and the 16-bit parts only add bytes
+            dropped = (
+                f"the model with 16 bits in {', '.join(info.get('widened', []) + info.get('widened_weights', []))} "
+                f"({info['calibration_sqnr_db']:.1f} dB on the calibration data) {over} of --device {device}, "
+                f"so every layer keeps 8 bits"
+            )
+            qg, code = quantized_code(None)
         int_api = "int16" if intsim.act_bits(qg) == 16 else "int8"  # int8 with a 16-bit input: an int16 API
         irfile.save(qg, out_dir / "quantized.lmu.npz")
-        code = c_codegen.generate_int(qg, prefix)
         in_s, in_zp = intsim.input_qparams(qg)
         out_s, out_zp = intsim.output_qparams(qg)
-        report["quantization"] = qg.metadata.get("quantization", {})
+        report["quantization"] = dict(qg.metadata.get("quantization", {}))
+        if dropped:
+            report["quantization"]["widening_dropped"] = dropped
     else:
         if device is not None and DEVICES[device]["cpu"] == "cortex-m0":
             raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
@@ -347,6 +365,17 @@ def _sections(obj: Path) -> dict:
                 if name.startswith("." + k):
                     sec[k] += int(parts[1])
     return sec
+
+
+def _over_device(device: str, code) -> str | None:
+    """What of the device generated ``code`` exceeds before it is built: its RAM (the state and scratch,
+    exact) or its flash (the constant data alone, a lower bound); None when neither does."""
+    dev = DEVICES[device]
+    if code.state_bytes > dev["ram"]:
+        return f"needs {code.state_bytes} bytes of RAM, over the {dev['ram']}"
+    if code.const_bytes > dev["flash"]:
+        return f"needs {code.const_bytes} bytes of constants, over the {dev['flash']} bytes of flash"
+    return None
 
 
 def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:

@@ -330,7 +330,8 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
 @needs_arm
 def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_not_fit(tmp_path):
     """--device cortex-m0-16k is QEMU's microbit (16 KB RAM): a small model fits and runs there bit for bit
-    (unaligned loads would fault on that core); a state over 16 KB is refused with the RAM figure."""
+    (unaligned loads would fault on that core); int8's 16-bit layers are given up where they alone overfill
+    it; a state over 16 KB is refused with the RAM figure."""
     rng = np.random.default_rng(1616)
     g = lmu_edge.fold(chain(rng, q=12, theta=30.0), "zoh")
     x = rng.standard_normal((1, 50, 2))
@@ -343,6 +344,16 @@ def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_no
     xq = intsim.quantize_input(qg, x)
     y, stats = art.module.run_native(art, xq.astype(np.int8), "microbit")
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq)) and stats["instructions_per_step"] > 0
+    # 16 bits in the LMU would take its state and buffers to 17,152 bytes: on this device int8 stays 8-bit
+    mid = lmu_edge.fold(chain(np.random.default_rng(7), d=100, q=40, theta=100.0), "zoh")
+    art = lmu_edge.convert(
+        mid, "c", tmp_path / "mid", quantize="int8", calibration=x, device="cortex-m0-16k", measure=False
+    )
+    rep = json.loads((art.path / "report.json").read_text())
+    dropped = rep["quantization"]["widening_dropped"]
+    assert "16 bits in input, pre, lmu" in dropped and "needs 17152 bytes of RAM, over the 16384" in dropped
+    assert not rep["quantization"].get("widened") and rep["c"]["ram_bytes"] <= 16 * 1024
+    assert rep["c"]["device"]["fits"] and rep["c"]["int_api"] == "int8"
     big = lmu_edge.fold(chain(rng, d=160, q=40, theta=100.0), "zoh")
     with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-16k.*RAM: needs \d+ bytes.*over by"):
         lmu_edge.convert(
