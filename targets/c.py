@@ -226,7 +226,7 @@ def emit(graph, out_dir, options) -> dict:
             dropped = (
                 f"the model with 16 bits in {', '.join(info.get('widened', []) + info.get('widened_weights', []))} "
                 f"({info['calibration_sqnr_db']:.1f} dB on the calibration data) {over} of --device {device}, "
-                f"so every layer keeps 8 bits"
+                f"so nothing is widened to 16 bits"
             )
             qg, code = quantized_code(None)
         int_api = "int16" if intsim.act_bits(qg) == 16 else "int8"  # int8 with a 16-bit input: an int16 API
