@@ -95,3 +95,35 @@ def test_a_bad_folder_or_missing_output_gets_one_line_and_a_non_zero_exit(tmp_pa
     assert train_fsdd_torch.main(["to-keras", str(tmp_path)]) == 2  # no results.json: train was not run
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not a folder" in err[0] and "results.json: no such file" in err[1]
+
+
+def _noise_features(path, per_speaker=12):
+    rng = np.random.default_rng(0)
+    n = per_speaker * len(fsdd.SPEAKERS)
+    np.savez(
+        path,
+        clean=rng.integers(-128, 128, (n, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        aug=rng.integers(-128, 128, (n, 4, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        digits=np.arange(n) % 10,
+        speakers=np.repeat(fsdd.SPEAKERS, per_speaker),
+    )
+    return path
+
+
+def test_baselines_are_trained_on_the_same_fold_and_reported_beside_the_lmu(tmp_path, capsys):
+    # docs/kws.md's CNN column comes from --baselines gru,cnn: each model gets a row in results.json and
+    # a line in the summary; an unknown name is refused before any training
+    feats = _noise_features(tmp_path / "feat.npz")
+    out = tmp_path / "out"
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
+    assert train_fsdd_torch.main(argv + ["--baselines", "gru,cnn", "--out", str(out)]) == 0
+    import json
+
+    row = json.loads((out / "results.json").read_text())["theo"]
+    assert sorted(row) == ["cnn", "gru", "lmu"]
+    assert row["cnn"]["params"] == 24170 and row["gru"]["params"] == 19466
+    summary = capsys.readouterr().out
+    assert "cnn: mean" in summary and "gru: mean" in summary
+    with pytest.raises(SystemExit, match="no baseline 'dscnn'; choose from gru, cnn"):
+        train_fsdd_torch.main(argv + ["--baselines", "dscnn", "--out", str(tmp_path / "other")])
+    assert not (tmp_path / "other").exists()

@@ -16,7 +16,8 @@ TensorFlow). ``to-keras`` writes ``lmu_<speaker>.keras`` and checks that keras-l
 held-out clips give the same digit as the torch model's for at least 99% of them (float32 FFT
 convolutions in two frameworks, and keras-lmu's impulse response is truncated at 1e-4, so a clip whose
 two best digits are nearly tied may flip). ``--features`` caches the features (``.npz``) so a GPU
-machine needs neither the WAV files nor the front end's time.
+machine needs neither the WAV files nor the front end's time. ``--baselines gru,cnn`` trains a small 2-D
+CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (docs/kws.md reports both).
 """
 
 import argparse
@@ -130,6 +131,35 @@ def torch_gru(units=train_fsdd.GRU_UNITS):
     return Net()
 
 
+def torch_cnn(channels=(16, 32, 64)):
+    """A second baseline, a small 2-D CNN over the (frames x mel bands) image: three blocks of 3x3
+    convolution, batch norm, relu and 2x2 max pooling, the last block's map averaged -> dropout ->
+    Linear(10) (24,170 parameters). It sees a whole clip at once, as the keyword-spotting CNNs of the
+    literature do (the MLPerf Tiny DS-CNN), so it is not a streaming model; it is here to judge the
+    LMU's accuracy against a different kind of model on the same folds."""
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers, cin = [], 1
+            for c in channels:
+                layers += [nn.Conv2d(cin, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(), nn.MaxPool2d(2)]
+                cin = c
+            self.features = nn.Sequential(*layers)
+            self.drop = nn.Dropout(0.3)
+            self.classifier = nn.Linear(cin, 10)
+
+        def forward(self, x):
+            return self.classifier(self.drop(self.features(x[:, None]).mean((2, 3))))
+
+    return Net()
+
+
+#: the models ``train`` can fit on each fold (the LMU always; --baselines picks the others)
+BASELINES = {"gru": torch_gru, "cnn": torch_cnn}
+
+
 def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
     """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask``; the held-out probabilities."""
     import torch
@@ -158,6 +188,10 @@ def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
 def cmd_train(a):
     import torch
 
+    baselines = [b for b in a.baselines.split(",") if b]
+    unknown = [b for b in baselines if b not in BASELINES]
+    if unknown:
+        raise SystemExit(f"--baselines {a.baselines}: no baseline {unknown[0]!r}; choose from {', '.join(BASELINES)}")
     rec = dict(train_fsdd.RECIPES[a.recipe])
     rec["copies"] = min(a.copies or rec["copies"], rec.get("draw", rec["copies"]))
     epochs = a.epochs or rec["epochs"]
@@ -184,9 +218,9 @@ def cmd_train(a):
         ytr = np.concatenate([y[tr]] * (1 + rec["copies"]))
         xte, yte = clean[spk == held] * fsdd.FEATURE_SCALE, y[spk == held]
         row = {}
-        for name in ("lmu", "gru"):
+        for name in ("lmu", *baselines):
             torch.manual_seed(a.seed)
-            net = torch_lmu(md, q, units, pool) if name == "lmu" else torch_gru()
+            net = torch_lmu(md, q, units, pool) if name == "lmu" else BASELINES[name]()
             t1 = time.time()
             prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, seed=a.seed)
             acc = float(np.mean(np.argmax(prob, -1) == yte))
@@ -202,8 +236,8 @@ def cmd_train(a):
         res_path.write_text(json.dumps({**results, "_recipe": {"recipe": a.recipe, "dropped": sorted(drop)}}, indent=1))
         results.pop("_recipe", None)
     done = [results[s] for s in fsdd.SPEAKERS if s in results]
-    for name in ("lmu", "gru"):
-        accs = [r[name]["accuracy"] for r in done]
+    for name in ("lmu", *baselines):
+        accs = [r[name]["accuracy"] for r in done if name in r]
         print(f"{name}: mean {np.mean(accs):.3f} over {len(accs)} folds, worst {min(accs):.3f}")
 
 
@@ -235,7 +269,7 @@ def cmd_to_keras(a):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="train both models on each held-out speaker's fold (torch)")
+    t = sub.add_parser("train", help="train the LMU and its baselines on each held-out speaker's fold (torch)")
     t.add_argument("folder", nargs="?", help="FSDD folder (with recordings/); not needed with a cached --features")
     t.add_argument(
         "--recipe",
@@ -252,6 +286,12 @@ def main(argv=None):
     t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
     t.add_argument(
         "--seed", type=int, default=0, help="seed of the initial weights and the batch order (not of the data)"
+    )
+    t.add_argument(
+        "--baselines",
+        default="gru",
+        help="comma-separated non-LMU models trained on the same data in the same run: gru (GRU(64), "
+        "the default), cnn (a 2-D CNN over the whole clip); empty for the LMU alone",
     )
     t.add_argument("--device", default="cpu", help="torch device (cuda, cpu)")
     t.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd_torch"))
