@@ -50,21 +50,25 @@ def test_torch_weights_give_keras_lmu_the_same_function(pool):
     assert np.array_equal(np.argmax(got, -1), np.argmax(want, -1))
 
 
+def _noise_features(path, per_speaker=12):
+    rng = np.random.default_rng(0)
+    n = per_speaker * len(fsdd.SPEAKERS)
+    np.savez(
+        path,
+        clean=rng.integers(-128, 128, (n, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        aug=rng.integers(-128, 128, (n, 4, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
+        digits=np.arange(n) % 10,
+        speakers=np.repeat(fsdd.SPEAKERS, per_speaker),
+    )
+    return path
+
+
 @pytest.mark.parametrize("recipe,seed", [("v2", 0), ("v3", 0), ("v3", 1)])
 def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_path, recipe, seed):
     # v3 trains on speaker-normalized features: the held-out clips the torch model was scored on must be
     # the ones evaluate_fsdd.normalized makes from the fold's prior (what evaluate_fsdd.py feeds the C),
     # whatever --seed (it seeds the weights and the batch order, not the order the clips are heard in)
-    rng = np.random.default_rng(0)
-    n = 12 * len(fsdd.SPEAKERS)  # 12 clips per speaker, noise features: this checks plumbing, not learning
-    feats = tmp_path / "feat.npz"
-    np.savez(
-        feats,
-        clean=rng.integers(-128, 128, (n, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
-        aug=rng.integers(-128, 128, (n, 4, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
-        digits=np.arange(n) % 10,
-        speakers=np.repeat(fsdd.SPEAKERS, 12),
-    )
+    feats = _noise_features(tmp_path / "feat.npz")  # 12 clips per speaker: this checks plumbing, not learning
     out = tmp_path / "out"
     argv = ["train_fsdd_torch.py", "train", "--features", str(feats), "--epochs", "1", "--speakers", "theo"]
     argv += ["--recipe", recipe, "--seed", str(seed)]
@@ -93,21 +97,11 @@ def test_train_then_to_keras_writes_a_keras_lmu_model_that_decides_as_torch(tmp_
 def test_a_bad_folder_or_missing_output_gets_one_line_and_a_non_zero_exit(tmp_path, capsys):
     assert train_fsdd_torch.main(["train", str(tmp_path / "nowhere")]) == 2
     assert train_fsdd_torch.main(["to-keras", str(tmp_path)]) == 2  # no results.json: train was not run
+    assert train_fsdd_torch.main(["train", "--out", str(tmp_path / "o")]) == 2  # neither folder nor features
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "not a folder" in err[0] and "results.json: no such file" in err[1]
-
-
-def _noise_features(path, per_speaker=12):
-    rng = np.random.default_rng(0)
-    n = per_speaker * len(fsdd.SPEAKERS)
-    np.savez(
-        path,
-        clean=rng.integers(-128, 128, (n, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
-        aug=rng.integers(-128, 128, (n, 4, fsdd.T, fsdd.CFG.n_mels), dtype=np.int8),
-        digits=np.arange(n) % 10,
-        speakers=np.repeat(fsdd.SPEAKERS, per_speaker),
-    )
-    return path
+    assert len(err) == 3 and "not a folder" in err[0] and "results.json: no such file" in err[1]
+    assert err[2] == "error: give the FSDD folder (or --features of a cached .npz)"
+    assert not (tmp_path / "o").exists()
 
 
 def test_baselines_are_trained_on_the_same_fold_and_reported_beside_the_lmu(tmp_path, capsys):
@@ -124,6 +118,7 @@ def test_baselines_are_trained_on_the_same_fold_and_reported_beside_the_lmu(tmp_
     assert row["cnn"]["params"] == 24170 and row["gru"]["params"] == 19466
     summary = capsys.readouterr().out
     assert "cnn: mean" in summary and "gru: mean" in summary
-    with pytest.raises(SystemExit, match="no baseline 'dscnn'; choose from gru, cnn"):
-        train_fsdd_torch.main(argv + ["--baselines", "dscnn", "--out", str(tmp_path / "other")])
+    assert train_fsdd_torch.main(argv + ["--baselines", "dscnn", "--out", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --baselines dscnn: no baseline 'dscnn'; choose from gru, cnn"]
     assert not (tmp_path / "other").exists()

@@ -31,6 +31,11 @@ class AudioFormatError(LmuEdgeError, ValueError):
     """A WAV file that is not 8 kHz mono 16-bit PCM, or is empty, truncated or corrupt."""
 
 
+class CommandError(LmuEdgeError, ValueError):
+    """A command that cannot go on: an unknown option value, inputs that do not fit the recipe, or a
+    check of its own result that failed."""
+
+
 def read_wav(path, rate: int = SR) -> np.ndarray:
     """The int16 samples (as int64) of a mono 16-bit PCM WAV at ``rate``; one-line error otherwise."""
     path = Path(path)
@@ -186,13 +191,14 @@ def speech_mean(qs) -> np.ndarray:
 
 
 def one_line_errors(run, cmd: str, missing_file_hint: str) -> int:
-    """``run()``'s exit status; a bad WAV or folder, a missing file (``missing_file_hint`` says which step
-    makes it) or a missing package becomes one line on stderr and exit status 2, with no traceback."""
+    """``run()``'s exit status; a bad WAV or folder, a :class:`CommandError`, a missing file
+    (``missing_file_hint`` says which step makes it) or a missing package becomes one line on stderr
+    and exit status 2, with no traceback."""
     import sys
 
     try:
         return run() or 0
-    except AudioFormatError as e:
+    except (AudioFormatError, CommandError) as e:
         print(f"error: {e}", file=sys.stderr)
     except FileNotFoundError as e:
         print(f"error: {e.filename}: no such file; {missing_file_hint}", file=sys.stderr)

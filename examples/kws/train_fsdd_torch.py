@@ -41,10 +41,10 @@ def load_features(folder, cache, rec, seed=0):
     if cache and Path(cache).exists():
         z = np.load(cache)
         if z["aug"].shape[1] < rec["copies"]:
-            raise SystemExit(f"{cache}: {z['aug'].shape[1]} augmented copies, the recipe needs {rec['copies']}")
+            raise fsdd.CommandError(f"{cache}: {z['aug'].shape[1]} augmented copies, the recipe needs {rec['copies']}")
         return z["clean"], z["aug"], z["digits"], z["speakers"]
     if folder is None:
-        raise SystemExit("give the FSDD folder (or --features of a cached .npz)")
+        raise fsdd.CommandError("give the FSDD folder (or --features of a cached .npz)")
     out = train_fsdd.features(folder, copies=rec.get("draw", rec["copies"]), seed=seed, speed=rec["speed"])
     if cache:
         np.savez_compressed(cache, clean=out[0], aug=out[1], digits=out[2], speakers=out[3])
@@ -191,15 +191,17 @@ def cmd_train(a):
     baselines = [b for b in a.baselines.split(",") if b]
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
-        raise SystemExit(f"--baselines {a.baselines}: no baseline {unknown[0]!r}; choose from {', '.join(BASELINES)}")
+        raise fsdd.CommandError(
+            f"--baselines {a.baselines}: no baseline {unknown[0]!r}; choose from {', '.join(BASELINES)}"
+        )
     rec = dict(train_fsdd.RECIPES[a.recipe])
     rec["copies"] = min(a.copies or rec["copies"], rec.get("draw", rec["copies"]))
     epochs = a.epochs or rec["epochs"]
     md, q, units, pool = rec["lmu"]
+    t0 = time.time()
+    clean0, aug0, y, spk = load_features(a.folder, a.features, rec)  # a bad folder fails before any output
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    clean0, aug0, y, spk = load_features(a.folder, a.features, rec)
     aug0 = aug0[:, : rec["copies"]]
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
     drop = set(a.drop.split(",")) if a.drop else set()
@@ -261,7 +263,7 @@ def cmd_to_keras(a):
             agree = float(np.mean(np.argmax(m.predict(x, verbose=0), -1) == np.argmax(z["probabilities"], -1)))
             print(f"{held}: keras-lmu and torch give the same digit for {agree:.3f} of {len(x)} clips")
             if agree < 0.99:
-                raise SystemExit(f"{npz}: keras-lmu disagrees with torch on {1 - agree:.3f} of the clips")
+                raise fsdd.CommandError(f"{npz}: keras-lmu disagrees with torch on {1 - agree:.3f} of the clips")
         m.save(folder / f"lmu_{held}.keras")
         print(f"wrote {folder / f'lmu_{held}.keras'}")
 
