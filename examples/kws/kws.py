@@ -195,23 +195,31 @@ def _cached(name, build):
     return audio, np.array(labels)
 
 
+def train_word_names(n_per_keyword=120, n_per_unknown=14) -> list:
+    """The word of each rendition :func:`train_words` returns, in its order (the unknown words include
+    the digits "zero" to "nine": unknown to this example, digits to the FSDD one)."""
+    return [w for w in KEYWORDS for _ in range(n_per_keyword)] + [
+        w for w in UNKNOWN_TRAIN for _ in range(n_per_unknown)
+    ]
+
+
 def train_words(n_per_keyword=120, n_per_unknown=14, seed=0):
     """espeak-ng renditions: (list of int16 arrays, class indices)."""
 
     def build():
         rng = np.random.default_rng(seed)
         jobs, labels = [], []
-        for word, n, cls in [(w, n_per_keyword, CLASSES.index(w)) for w in KEYWORDS] + [
-            (w, n_per_unknown, 1) for w in UNKNOWN_TRAIN
-        ]:
-            for _ in range(n):
-                jobs.append(
-                    (word, str(rng.choice(ESPEAK_VOICES)), int(rng.integers(110, 220)), int(rng.integers(20, 90)))
-                )
-                labels.append(cls)
+        for word in train_word_names(n_per_keyword, n_per_unknown):
+            jobs.append((word, str(rng.choice(ESPEAK_VOICES)), int(rng.integers(110, 220)), int(rng.integers(20, 90))))
+            labels.append(CLASSES.index(word) if word in KEYWORDS else 1)
         return _render(jobs, espeak), labels
 
     return _cached(f"espeak_{n_per_keyword}_{n_per_unknown}_{seed}_{len(ESPEAK_VOICES)}", build)
+
+
+def test_word_names(stretches=(0.8, 1.0, 1.25)) -> list:
+    """The word of each rendition :func:`test_words` returns, in its order."""
+    return [w for w in KEYWORDS + UNKNOWN_TEST for _ in FLITE_VOICES for _ in stretches]
 
 
 def test_words(stretches=(0.8, 1.0, 1.25)):
