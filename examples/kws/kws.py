@@ -217,22 +217,22 @@ def train_words(n_per_keyword=120, n_per_unknown=14, seed=0):
     return _cached(f"espeak_{n_per_keyword}_{n_per_unknown}_{seed}_{len(ESPEAK_VOICES)}", build)
 
 
+def _test_jobs(stretches) -> list:
+    """(word, flite voice, stretch) of each rendition :func:`test_words` makes, in its order."""
+    return [(w, v, s) for w in KEYWORDS + UNKNOWN_TEST for v in FLITE_VOICES for s in stretches]
+
+
 def test_word_names(stretches=(0.8, 1.0, 1.25)) -> list:
     """The word of each rendition :func:`test_words` returns, in its order."""
-    return [w for w in KEYWORDS + UNKNOWN_TEST for _ in FLITE_VOICES for _ in stretches]
+    return [w for w, _, _ in _test_jobs(stretches)]
 
 
 def test_words(stretches=(0.8, 1.0, 1.25)):
     """flite renditions of every keyword and the held-out unknown words, every voice and stretch."""
 
     def build():
-        jobs, labels = [], []
-        for word, cls in [(w, CLASSES.index(w)) for w in KEYWORDS] + [(w, 1) for w in UNKNOWN_TEST]:
-            for v in FLITE_VOICES:
-                for s in stretches:
-                    jobs.append((word, v, s))
-                    labels.append(cls)
-        return _render(jobs, flite), labels
+        jobs = _test_jobs(stretches)
+        return _render(jobs, flite), [CLASSES.index(w) if w in KEYWORDS else 1 for w, _, _ in jobs]
 
     return _cached("flite_" + "_".join(map(str, stretches)), build)
 
