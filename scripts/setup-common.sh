@@ -22,7 +22,7 @@ C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi q
 # the report test opens the HTML page in a real browser
 REPORT_TEST_PACKAGES=(chromium)
 # the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite)
-KWS_PACKAGES=(espeak-ng flite)
+KWS_PACKAGES=(espeak-ng flite festival festvox-kdlpc16k)
 # scripts/lint.sh and the pre-commit hooks: the C style check of firmware_templates (ruff, mypy come from pip)
 LINT_PACKAGES=(clang-format)
 

@@ -34,7 +34,8 @@ EXPECTED = {"digits": (96, 71), "real_negatives": (12, 0), "synthetic_negatives"
 def need(*tools):
     missing = [t for t in tools if shutil.which(t) is None]
     if missing:
-        msg = f"{', '.join(missing)} not installed (Debian: gcc gcc-arm-none-eabi qemu-system-arm flite)"
+        debian = "gcc gcc-arm-none-eabi qemu-system-arm flite espeak-ng festival festvox-kdlpc16k"
+        msg = f"{', '.join(missing)} not installed (Debian: {debian})"
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
@@ -73,6 +74,45 @@ def test_no_synthesized_digit_is_a_negative():
         assert not set(kept) & digits and len(set(kept)) == len(set(names)) - n_digit_words
         assert len(kept) == len([w for w in names if w not in digits])
     assert len(fsdd_stream.no_digits(kws.test_word_names(), kws.test_word_names())) == 22 * 5 * 3
+
+
+def test_the_extra_negative_words_hold_no_digit_and_no_test_word():
+    # --more-negatives adds these words as "not a digit": a digit or a word that sounds like one would
+    # teach the model to miss it, a test word or a flite voice would make the synthetic negatives heard
+    import kws
+
+    words = fsdd_stream.negative_words()
+    assert len(words) == len(set(words)) == 315
+    sound_alike = {"won", "to", "too", "for", "fore", "ate", "oh", "know", "nein", "sex", "sixty", "seventy", "forty"}
+    assert not set(words) & (set(fsdd_stream.DIGITS) | sound_alike | set(kws.KEYWORDS + kws.UNKNOWN_TEST))
+    assert all(w.isalpha() and w.islower() for w in words)
+    assert not {v.split("+")[0] for v in fsdd_stream.MORE_VOICES} & set(kws.FLITE_VOICES)
+
+
+def test_every_extra_negative_voice_and_variant_is_one_espeak_ng_has():
+    # espeak-ng says nothing for an unknown voice but falls back to the plain voice for an unknown
+    # variant ("+Belinda": the variant's file is "belinda"), so a misspelt variant would silently be
+    # the plain voice again
+    import subprocess
+
+    need("espeak-ng")
+
+    def say(voice):
+        return subprocess.run(["espeak-ng", "--stdout", "-v", voice, "hello"], capture_output=True).stdout
+
+    plain = say("en-us")
+    assert len(plain) > 10_000
+    assert all(len(say(v)) > 10_000 for v in fsdd_stream.MORE_VOICES)
+    variants = sorted(set(fsdd_stream.MORE_VARIANTS) - {""})
+    assert len(variants) == 27 and all(say("en-us+" + v) != plain for v in variants)
+
+
+def test_festival_says_a_word_slower_with_a_longer_stretch_and_names_a_missing_voice():
+    need("festival")
+    fast, slow = fsdd_stream.festival([("garden", "ked_diphone", 0.85), ("garden", "ked_diphone", 1.2)])
+    assert 0.3 * 16000 < len(fast) < len(slow) < 1.2 * 16000 and np.abs(fast).max() > 3000
+    with pytest.raises(fsdd_stream.fsdd.CommandError, match="no_such_voice did not say 'garden'"):
+        fsdd_stream.festival([("garden", "no_such_voice", 1.0)])
 
 
 def test_host_c_gives_the_python_integer_pipelines_outputs_and_detections(streamed):
@@ -142,6 +182,22 @@ def test_evaluate_exits_non_zero_with_one_line_on_a_folder_without_the_speaker(t
     assert fsdd_stream.main(["evaluate", str(tmp_path), "--runtime", "host"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no recordings of speaker 'george'" in err[0]
+
+
+def test_data_refuses_flite_words_with_norm_in_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "data.npz"
+    argv = ["data", str(KWS_DIR / "fsdd_george"), "--out", str(out), "--norm", "--flite-words"]
+    assert fsdd_stream.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--flite-words with --norm" in err[0] and not out.exists()
+
+
+def test_the_flite_experiments_words_are_no_test_word_nor_digit():
+    import kws
+
+    words = fsdd_stream.flite_words()
+    assert len(words) == 33 and "know" not in words
+    assert not set(words) & (set(kws.KEYWORDS + kws.UNKNOWN_TEST) | set(fsdd_stream.DIGITS))
 
 
 def test_speaker_normalization_in_c_is_the_python_one_on_host_and_cortex_m4(streamed):

@@ -111,6 +111,138 @@ def no_digits(items, names) -> list:
     return [w for w, name in zip(items, names, strict=True) if name not in DIGITS]
 
 
+NEGATIVE_WORDS = HERE / "negative_words.txt"
+# voices for the extra negatives: espeak-ng's English accents and other languages reading English text,
+# each with a random voice variant or none ("": in 13 of the 40 places, so the documented data is drawn
+# as measured); flite's voices, the test's, are not among them
+MORE_VOICES = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd",
+               "en-us-nyc", "de", "fr-fr", "es", "it", "nl", "pl", "sv", "pt", "ro", "cs", "hu", "fi"]  # fmt: skip
+MORE_VARIANTS = ["", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5", "klatt", "klatt2",
+                 "klatt4", "Andy", "Annie", "", "", "", "Diogo", "Gene", "Henrique", "Jacky", "Lee", "",
+                 "Michael", "Mike", "", "", "", "", "Storm", "grandpa", "", "", "Alicia", "", ""]  # fmt: skip
+
+
+def negative_words() -> list:
+    """The words of ``negative_words.txt`` (one per line, ``#`` comments)."""
+    lines = NEGATIVE_WORDS.read_text().splitlines()
+    return [w.strip() for w in lines if w.strip() and not w.startswith("#")]
+
+
+def more_negatives(per_word, seed=0) -> list:
+    """``per_word`` espeak-ng renditions of every word of ``negative_words.txt`` (none a digit), each in a
+    seeded random voice, variant, speed and pitch; 16 kHz int16, cached like the other renditions."""
+    words = negative_words()
+    key = hashlib.sha256(json.dumps([words, MORE_VOICES, MORE_VARIANTS]).encode()).hexdigest()[:10]
+
+    def build():
+        rng = np.random.default_rng(seed)
+        jobs = []
+        for w in words:
+            for _ in range(per_word):
+                v, var = str(rng.choice(MORE_VOICES)), str(rng.choice(MORE_VARIANTS))
+                jobs.append((w, v + ("+" + var if var else ""), int(rng.integers(110, 220)), int(rng.integers(20, 90))))
+        return kws._render(jobs, kws.espeak), [1] * len(jobs)
+
+    return kws._cached(f"espeak_more_{per_word}_{seed}_{key}", build)[0]
+
+
+# Festival's voices that read English text (Debian festvox-* packages): diphone, cluster-unit and HTS voices
+# made from human recordings, nearer a real voice than espeak-ng's formants; kal and slt (flite's, the
+# test's speakers) are not among them, the Indian-language voices crash on Latin text
+FESTIVAL_VOICES = {
+    "ked_diphone": "festvox-kdlpc16k",
+    "pc_diphone": "festvox-itapc16k",
+    "lp_diphone": "festvox-italp16k",
+    "suo_fi_lj_diphone": "festvox-suopuhe-lj",
+    "hy_fi_mv_diphone": "festvox-suopuhe-mv",
+    "upc_ca_ona_hts": "festvox-ca-ona-hts",
+    "msu_ru_nsh_clunits": "festvox-ru",
+    "czech_dita": "festvox-czech-dita",
+    "czech_krb": "festvox-czech-krb",
+    "czech_machac": "festvox-czech-machac",
+    "czech_ph": "festvox-czech-ph",
+}
+
+
+def festival(jobs) -> list:
+    """Festival renditions of ``jobs`` ((word, voice, duration stretch), in order): one ``festival``
+    process per voice; 16 kHz int16, silence trimmed."""
+    import subprocess
+    import tempfile
+    import wave
+
+    kws._need("festival", "festival and " + ", ".join(sorted(set(FESTIVAL_VOICES.values()))))
+    out = [None] * len(jobs)
+    with tempfile.TemporaryDirectory() as tmp:
+        for voice in sorted({v for _, v, _ in jobs}):
+            mine = [i for i, (_, v, _) in enumerate(jobs) if v == voice]
+            lines = [f"(voice_{voice})"]
+            for i in mine:
+                word, _, stretch = jobs[i]
+                lines += [
+                    f"(Parameter.set 'Duration_Stretch {stretch})",
+                    f'(utt.save.wave (SynthText "{word}") "{tmp}/{i}.wav" \'riff)',
+                ]
+            script = Path(tmp) / f"{voice}.scm"
+            script.write_text("\n".join(lines) + "\n")
+            r = subprocess.run(["festival", "-b", str(script)], capture_output=True, text=True)
+            for i in mine:
+                f = Path(tmp) / f"{i}.wav"
+                if not f.exists():
+                    raise fsdd.CommandError(
+                        f"festival voice {voice} did not say {jobs[i][0]!r} (exit {r.returncode}): is "
+                        f"{FESTIVAL_VOICES.get(voice, 'its voice package')} installed?"
+                    )
+                with wave.open(str(f)) as w:
+                    x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
+                    out[i] = kws._trim(kws._to16k(x, w.getframerate()))
+    return out
+
+
+def festival_negatives(per_word, seed=0) -> list:
+    """``per_word`` Festival renditions of every word of ``negative_words.txt``, each in a seeded random
+    :data:`FESTIVAL_VOICES` voice and duration stretch (0.85..1.2); 16 kHz int16, cached."""
+    words = negative_words()
+    key = hashlib.sha256(json.dumps([words, sorted(FESTIVAL_VOICES)]).encode()).hexdigest()[:10]
+
+    def build():
+        rng = np.random.default_rng(seed)
+        voices = sorted(FESTIVAL_VOICES)
+        jobs = [
+            (w, str(rng.choice(voices)), round(float(rng.uniform(0.85, 1.2)), 2))
+            for w in words
+            for _ in range(per_word)
+        ]
+        return festival(jobs), [1] * len(jobs)
+
+    return kws._cached(f"festival_more_{per_word}_{seed}_{key}", build)[0]
+
+
+FLITE_EXTRA = ["hello", "music", "coffee", "table", "paper", "garden", "river", "summer", "winter", "money",
+               "people", "letter", "again", "never", "maybe", "often", "sister", "window"]  # fmt: skip
+
+
+def flite_words() -> list:
+    """``data --flite-words`` (an experiment: the test's voices in training): the synthetic example's
+    training unknown words and :data:`FLITE_EXTRA`, less the test words, the digits and "know" (sounds as
+    "no"); 33 words."""
+    test = set(kws.KEYWORDS + kws.UNKNOWN_TEST) | set(DIGITS) | {"know"}
+    return sorted({w for w in kws.UNKNOWN_TRAIN + FLITE_EXTRA if w not in test})
+
+
+def flite_sequences(seed=5):
+    """Every :func:`flite_words` word in flite's 5 voices at 3 speeds, peak-normalized, twice (every other
+    sequence speed-perturbed), as "not a digit" training sequences: (features, targets, weights)."""
+    rng = np.random.default_rng(seed)
+    items = []
+    for w in flite_words():
+        for v in kws.FLITE_VOICES:
+            for s in (0.8, 1.0, 1.25):
+                a = to8k(kws.flite(w, v, s))
+                items.append(a * (8000 / max(1, np.abs(a).max())))
+    return zip(*(sequence(rng, a, 1, speed=bool(i % 2)) for i, a in enumerate(items + items)), strict=True)
+
+
 def noisy(rng, n) -> np.ndarray:
     """Background: white noise at -60..-25 dBFS (the clip models' augmentation) or coloured noise."""
     if rng.random() < 0.5:
@@ -137,17 +269,23 @@ def sequence(rng, word, cls, speed=False):
     return q, y, wt
 
 
-def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False):
+def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more=0, festival=0, flite=False):
     """The fold's training set: every other speaker's clip twice (once speed-perturbed) as its digit,
-    their reversed / spliced versions and espeak-ng's words that are no digit as "not a digit", and silence. ``drop``:
-    speakers also left out (development splits); ``cuts``: also each clip's first or last 40% as "not a
-    digit" (a partial word must not fire). Returns ``(q, y, w, prior)``; ``prior`` is None without ``norm``.
+    their reversed / spliced versions and espeak-ng's words that are no digit as "not a digit", and
+    silence. ``drop``: speakers also left out (development splits); ``cuts``: also each clip's first or
+    last 40% as "not a digit" (a partial word must not fire); ``more`` / ``festival``: also as many
+    :func:`more_negatives` (espeak-ng) / :func:`festival_negatives` renditions per word of
+    ``negative_words.txt`` as "not a digit"; ``flite``: :func:`flite_sequences` appended (an experiment:
+    the synthetic negatives' voices heard in training). Returns ``(q, y, w, prior)``; ``prior`` is None
+    without ``norm``.
 
     ``norm``: speaker-normalized features (:class:`fsdd.SpeakerNorm`, as ``stream.c`` with a
     ``kws_norm.h``). The sequences of one voice (a speaker's digits and his reversed and spliced clips,
     which then splice within the speaker; espeak-ng's words as one voice; silence with a random speaker)
     are heard in a seeded random order through one normalizer starting at the prior (the speech mean of
     the training speakers' digit sequences), each normalized by what was heard before it."""
+    if flite and norm:
+        raise fsdd.CommandError("--flite-words with --norm: give one of them")
     rng = np.random.default_rng(seed)
     index = [(p, d, s) for p, d, s, _ in fsdd.index(folder) if s != speaker and s not in drop]
     clips = [(fsdd.read_wav(p), d) for p, d, _ in index]
@@ -168,20 +306,31 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False):
     words = no_digits(kws.train_words()[0], kws.train_word_names())
     items += [(to8k(w), 1, False) for w in words]
     groups += ["espeak"] * len(words)
+    if more:
+        extra = more_negatives(more)
+        items += [(to8k(w), 1, False) for w in extra]
+        groups += ["espeak"] * len(extra)
+    if festival:
+        extra = festival_negatives(festival)
+        items += [(to8k(w), 1, False) for w in extra]
+        groups += ["festival"] * len(extra)
     n_sil = len(clips) // 5
     items += [(None, 0, False)] * n_sil
     groups += [sorted(set(voice))[int(i)] for i in rng.integers(0, len(set(voice)), n_sil)]
     qs, ys, ws = zip(*(sequence(rng, w, c, sp) for w, c, sp in items), strict=True)
-    q = np.stack(qs)
+    q, y, w = np.stack(qs), np.stack(ys), np.stack(ws)
+    if flite:
+        fq, fy, fw = (np.stack(v) for v in flite_sequences())
+        q, y, w = np.concatenate([q, fq]), np.concatenate([y, fy]), np.concatenate([w, fw])
     if not norm:
-        return q, np.stack(ys), np.stack(ws), None
+        return q, y, w, None
     prior = fsdd.speech_mean(q[: 2 * len(clips)])
     groups = np.asarray(groups)
     out = q.astype(np.int64)
     for g in sorted(set(groups)):
         idx = np.flatnonzero(groups == g)
         out[idx] = fsdd.SpeakerNorm(prior).clips(q[idx], rng.permutation(len(idx)))[0]
-    return out, np.stack(ys), np.stack(ws), prior
+    return out, y, w, prior
 
 
 # --- training (torch) and export --------------------------------------------------------------------
@@ -422,6 +571,28 @@ def main(argv=None):
     d.add_argument("--drop", default="", help="speakers also left out of training (development splits)")
     d.add_argument("--cuts", action="store_true", help="add each clip's first or last 40%% as 'not a digit'")
     d.add_argument("--norm", action="store_true", help="speaker-normalized features (fsdd.SpeakerNorm)")
+    d.add_argument(
+        "--more-negatives",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N espeak-ng renditions of each word of negative_words.txt (315 words, 20 accents and "
+        "languages, 27 voice variants) as 'not a digit' (default 0: none)",
+    )
+    d.add_argument(
+        "--festival-negatives",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N Festival renditions of each word of negative_words.txt (11 voices from human "
+        "recordings; needs festival and its festvox voices) as 'not a digit' (default 0: none)",
+    )
+    d.add_argument(
+        "--flite-words",
+        action="store_true",
+        help="an experiment: also 33 words that are no test word in flite's voices (the synthetic "
+        "negatives' voices) as 'not a digit' (needs flite)",
+    )
     t = sub.add_parser("train", help="train the per-frame LMU in torch")
     t.add_argument("data")
     t.add_argument("--epochs", type=int, default=30, help="training epochs (the shipped model: 30)")
@@ -446,7 +617,14 @@ def main(argv=None):
         if a.cmd == "data":
             t0 = time.time()
             q, y, w, prior = build_data(
-                a.folder, a.speaker, drop=[d for d in a.drop.split(",") if d], cuts=a.cuts, norm=a.norm
+                a.folder,
+                a.speaker,
+                drop=[d for d in a.drop.split(",") if d],
+                cuts=a.cuts,
+                norm=a.norm,
+                more=a.more_negatives,
+                festival=a.festival_negatives,
+                flite=a.flite_words,
             )
             extra = {} if prior is None else {"prior": prior}
             np.savez_compressed(a.out, q=q, y=y.astype(np.int8), w=w.astype(np.uint8), **extra)  # weights are 0 / 1
