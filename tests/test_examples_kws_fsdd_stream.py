@@ -184,12 +184,16 @@ def test_evaluate_exits_non_zero_with_one_line_on_a_folder_without_the_speaker(t
     assert len(err) == 1 and "no recordings of speaker 'george'" in err[0]
 
 
-def test_data_refuses_flite_words_with_norm_in_one_line_and_writes_nothing(tmp_path, capsys):
+def test_data_refuses_flite_words_with_norm_and_counts_below_zero_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "data.npz"
     argv = ["data", str(KWS_DIR / "fsdd_george"), "--out", str(out), "--norm", "--flite-words"]
     assert fsdd_stream.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--flite-words with --norm" in err[0] and not out.exists()
+    for bad in ("-1", "two"):
+        with pytest.raises(SystemExit) as e:
+            fsdd_stream.main(argv[:4] + ["--more-negatives", bad])
+        assert e.value.code == 2 and f"{bad!r} is not a whole number >= 0" in capsys.readouterr().err
 
 
 def test_the_flite_experiments_words_are_no_test_word_nor_digit():

@@ -269,11 +269,11 @@ def sequence(rng, word, cls, speed=False):
     return q, y, wt
 
 
-def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more=0, festival=0, flite=False):
+def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more_espeak=0, more_festival=0, flite=False):
     """The fold's training set: every other speaker's clip twice (once speed-perturbed) as its digit,
     their reversed / spliced versions and espeak-ng's words that are no digit as "not a digit", and
     silence. ``drop``: speakers also left out (development splits); ``cuts``: also each clip's first or
-    last 40% as "not a digit" (a partial word must not fire); ``more`` / ``festival``: also as many
+    last 40% as "not a digit" (a partial word must not fire); ``more_espeak`` / ``more_festival``: as many
     :func:`more_negatives` (espeak-ng) / :func:`festival_negatives` renditions per word of
     ``negative_words.txt`` as "not a digit"; ``flite``: :func:`flite_sequences` appended (an experiment:
     the synthetic negatives' voices heard in training). Returns ``(q, y, w, prior)``; ``prior`` is None
@@ -306,12 +306,12 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more=0,
     words = no_digits(kws.train_words()[0], kws.train_word_names())
     items += [(to8k(w), 1, False) for w in words]
     groups += ["espeak"] * len(words)
-    if more:
-        extra = more_negatives(more)
+    if more_espeak:
+        extra = more_negatives(more_espeak)
         items += [(to8k(w), 1, False) for w in extra]
         groups += ["espeak"] * len(extra)
-    if festival:
-        extra = festival_negatives(festival)
+    if more_festival:
+        extra = festival_negatives(more_festival)
         items += [(to8k(w), 1, False) for w in extra]
         groups += ["festival"] * len(extra)
     n_sil = len(clips) // 5
@@ -561,6 +561,13 @@ def cmd_evaluate(a):
     return 0
 
 
+def count(text) -> int:
+    """argparse type: a whole number >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -573,7 +580,7 @@ def main(argv=None):
     d.add_argument("--norm", action="store_true", help="speaker-normalized features (fsdd.SpeakerNorm)")
     d.add_argument(
         "--more-negatives",
-        type=int,
+        type=count,
         default=0,
         metavar="N",
         help="also N espeak-ng renditions of each word of negative_words.txt (315 words, 20 accents and "
@@ -581,7 +588,7 @@ def main(argv=None):
     )
     d.add_argument(
         "--festival-negatives",
-        type=int,
+        type=count,
         default=0,
         metavar="N",
         help="also N Festival renditions of each word of negative_words.txt (11 voices from human "
@@ -622,8 +629,8 @@ def main(argv=None):
                 drop=[d for d in a.drop.split(",") if d],
                 cuts=a.cuts,
                 norm=a.norm,
-                more=a.more_negatives,
-                festival=a.festival_negatives,
+                more_espeak=a.more_negatives,
+                more_festival=a.festival_negatives,
                 flite=a.flite_words,
             )
             extra = {} if prior is None else {"prior": prior}
