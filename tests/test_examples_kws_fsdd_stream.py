@@ -21,6 +21,7 @@ import lmu_edge
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
 import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path line)
+import negatives  # noqa: E402
 
 SUBSET = KWS_DIR / "fsdd_george"
 MINUTES = 1.0
@@ -81,12 +82,12 @@ def test_the_extra_negative_words_hold_no_digit_and_no_test_word():
     # teach the model to miss it, a test word or a flite voice would make the synthetic negatives heard
     import kws
 
-    words = fsdd_stream.negative_words()
+    words = negatives.negative_words()
     assert len(words) == len(set(words)) == 315
     sound_alike = {"won", "to", "too", "for", "fore", "ate", "oh", "know", "nein", "sex", "sixty", "seventy", "forty"}
     assert not set(words) & (set(fsdd_stream.DIGITS) | sound_alike | set(kws.KEYWORDS + kws.UNKNOWN_TEST))
     assert all(w.isalpha() and w.islower() for w in words)
-    assert not {v.split("+")[0] for v in fsdd_stream.MORE_VOICES} & set(kws.FLITE_VOICES)
+    assert not {v.split("+")[0] for v in negatives.ESPEAK_VOICES} & set(kws.FLITE_VOICES)
 
 
 def test_every_extra_negative_voice_and_variant_is_one_espeak_ng_has():
@@ -102,17 +103,17 @@ def test_every_extra_negative_voice_and_variant_is_one_espeak_ng_has():
 
     plain = say("en-us")
     assert len(plain) > 10_000
-    assert all(len(say(v)) > 10_000 for v in fsdd_stream.MORE_VOICES)
-    variants = sorted(set(fsdd_stream.MORE_VARIANTS) - {""})
+    assert all(len(say(v)) > 10_000 for v in negatives.ESPEAK_VOICES)
+    variants = sorted(set(negatives.ESPEAK_VARIANTS) - {""})
     assert len(variants) == 27 and all(say("en-us+" + v) != plain for v in variants)
 
 
 def test_festival_says_a_word_slower_with_a_longer_stretch_and_names_a_missing_voice():
     need("festival")
-    fast, slow = fsdd_stream.festival([("garden", "ked_diphone", 0.85), ("garden", "ked_diphone", 1.2)])
+    fast, slow = negatives.festival([("garden", "ked_diphone", 0.85), ("garden", "ked_diphone", 1.2)])
     assert 0.3 * 16000 < len(fast) < len(slow) < 1.2 * 16000 and np.abs(fast).max() > 3000
     with pytest.raises(fsdd_stream.fsdd.CommandError, match="no_such_voice did not say 'garden'"):
-        fsdd_stream.festival([("garden", "no_such_voice", 1.0)])
+        negatives.festival([("garden", "no_such_voice", 1.0)])
 
 
 def test_host_c_gives_the_python_integer_pipelines_outputs_and_detections(streamed):

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import evaluate_fsdd
 import fsdd
 import kws
+import negatives
 import train_fsdd
 import train_fsdd_torch
 
@@ -111,113 +112,6 @@ def no_digits(items, names) -> list:
     return [w for w, name in zip(items, names, strict=True) if name not in DIGITS]
 
 
-NEGATIVE_WORDS = HERE / "negative_words.txt"
-# voices for the extra negatives: espeak-ng's English accents and other languages reading English text,
-# each with a random voice variant or none ("": in 13 of the 40 places, so the documented data is drawn
-# as measured); flite's voices, the test's, are not among them
-MORE_VOICES = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-029", "en-gb-x-gbclan", "en-gb-x-gbcwmd",
-               "en-us-nyc", "de", "fr-fr", "es", "it", "nl", "pl", "sv", "pt", "ro", "cs", "hu", "fi"]  # fmt: skip
-MORE_VARIANTS = ["", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5", "klatt", "klatt2",
-                 "klatt4", "Andy", "Annie", "", "", "", "Diogo", "Gene", "Henrique", "Jacky", "Lee", "",
-                 "Michael", "Mike", "", "", "", "", "Storm", "grandpa", "", "", "Alicia", "", ""]  # fmt: skip
-
-
-def negative_words() -> list:
-    """The words of ``negative_words.txt`` (one per line, ``#`` comments)."""
-    lines = NEGATIVE_WORDS.read_text().splitlines()
-    return [w.strip() for w in lines if w.strip() and not w.startswith("#")]
-
-
-def more_negatives(per_word, seed=0) -> list:
-    """``per_word`` espeak-ng renditions of every word of ``negative_words.txt`` (none a digit), each in a
-    seeded random voice, variant, speed and pitch; 16 kHz int16, cached like the other renditions."""
-    words = negative_words()
-    key = hashlib.sha256(json.dumps([words, MORE_VOICES, MORE_VARIANTS]).encode()).hexdigest()[:10]
-
-    def build():
-        rng = np.random.default_rng(seed)
-        jobs = []
-        for w in words:
-            for _ in range(per_word):
-                v, var = str(rng.choice(MORE_VOICES)), str(rng.choice(MORE_VARIANTS))
-                jobs.append((w, v + ("+" + var if var else ""), int(rng.integers(110, 220)), int(rng.integers(20, 90))))
-        return kws._render(jobs, kws.espeak), [1] * len(jobs)
-
-    return kws._cached(f"espeak_more_{per_word}_{seed}_{key}", build)[0]
-
-
-# Festival's voices that read English text (Debian festvox-* packages): diphone, cluster-unit and HTS voices
-# made from human recordings, nearer a real voice than espeak-ng's formants; kal and slt (flite's, the
-# test's speakers) are not among them, the Indian-language voices crash on Latin text
-FESTIVAL_VOICES = {
-    "ked_diphone": "festvox-kdlpc16k",
-    "pc_diphone": "festvox-itapc16k",
-    "lp_diphone": "festvox-italp16k",
-    "suo_fi_lj_diphone": "festvox-suopuhe-lj",
-    "hy_fi_mv_diphone": "festvox-suopuhe-mv",
-    "upc_ca_ona_hts": "festvox-ca-ona-hts",
-    "msu_ru_nsh_clunits": "festvox-ru",
-    "czech_dita": "festvox-czech-dita",
-    "czech_krb": "festvox-czech-krb",
-    "czech_machac": "festvox-czech-machac",
-    "czech_ph": "festvox-czech-ph",
-}
-
-
-def festival(jobs) -> list:
-    """Festival renditions of ``jobs`` ((word, voice, duration stretch), in order): one ``festival``
-    process per voice; 16 kHz int16, silence trimmed."""
-    import subprocess
-    import tempfile
-    import wave
-
-    kws._need("festival", "festival and " + ", ".join(sorted(set(FESTIVAL_VOICES.values()))))
-    out = [None] * len(jobs)
-    with tempfile.TemporaryDirectory() as tmp:
-        for voice in sorted({v for _, v, _ in jobs}):
-            mine = [i for i, (_, v, _) in enumerate(jobs) if v == voice]
-            lines = [f"(voice_{voice})"]
-            for i in mine:
-                word, _, stretch = jobs[i]
-                lines += [
-                    f"(Parameter.set 'Duration_Stretch {stretch})",
-                    f'(utt.save.wave (SynthText "{word}") "{tmp}/{i}.wav" \'riff)',
-                ]
-            script = Path(tmp) / f"{voice}.scm"
-            script.write_text("\n".join(lines) + "\n")
-            r = subprocess.run(["festival", "-b", str(script)], capture_output=True, text=True)
-            for i in mine:
-                f = Path(tmp) / f"{i}.wav"
-                if not f.exists():
-                    raise fsdd.CommandError(
-                        f"festival voice {voice} did not say {jobs[i][0]!r} (exit {r.returncode}): is "
-                        f"{FESTIVAL_VOICES.get(voice, 'its voice package')} installed?"
-                    )
-                with wave.open(str(f)) as w:
-                    x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
-                    out[i] = kws._trim(kws._to16k(x, w.getframerate()))
-    return out
-
-
-def festival_negatives(per_word, seed=0) -> list:
-    """``per_word`` Festival renditions of every word of ``negative_words.txt``, each in a seeded random
-    :data:`FESTIVAL_VOICES` voice and duration stretch (0.85..1.2); 16 kHz int16, cached."""
-    words = negative_words()
-    key = hashlib.sha256(json.dumps([words, sorted(FESTIVAL_VOICES)]).encode()).hexdigest()[:10]
-
-    def build():
-        rng = np.random.default_rng(seed)
-        voices = sorted(FESTIVAL_VOICES)
-        jobs = [
-            (w, str(rng.choice(voices)), round(float(rng.uniform(0.85, 1.2)), 2))
-            for w in words
-            for _ in range(per_word)
-        ]
-        return festival(jobs), [1] * len(jobs)
-
-    return kws._cached(f"festival_more_{per_word}_{seed}_{key}", build)[0]
-
-
 FLITE_EXTRA = ["hello", "music", "coffee", "table", "paper", "garden", "river", "summer", "winter", "money",
                "people", "letter", "again", "never", "maybe", "often", "sister", "window"]  # fmt: skip
 
@@ -274,8 +168,8 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more_es
     their reversed / spliced versions and espeak-ng's words that are no digit as "not a digit", and
     silence. ``drop``: speakers also left out (development splits); ``cuts``: also each clip's first or
     last 40% as "not a digit" (a partial word must not fire); ``more_espeak`` / ``more_festival``: as many
-    :func:`more_negatives` (espeak-ng) / :func:`festival_negatives` renditions per word of
-    ``negative_words.txt`` as "not a digit"; ``flite``: :func:`flite_sequences` appended (an experiment:
+    :func:`negatives.espeak_renditions` / :func:`negatives.festival_renditions` per word
+    of ``negative_words.txt`` as "not a digit"; ``flite``: :func:`flite_sequences` appended (an experiment:
     the synthetic negatives' voices heard in training). Returns ``(q, y, w, prior)``; ``prior`` is None
     without ``norm``.
 
@@ -307,11 +201,11 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more_es
     items += [(to8k(w), 1, False) for w in words]
     groups += ["espeak"] * len(words)
     if more_espeak:
-        extra = more_negatives(more_espeak)
+        extra = negatives.espeak_renditions(more_espeak)
         items += [(to8k(w), 1, False) for w in extra]
         groups += ["espeak"] * len(extra)
     if more_festival:
-        extra = festival_negatives(more_festival)
+        extra = negatives.festival_renditions(more_festival)
         items += [(to8k(w), 1, False) for w in extra]
         groups += ["festival"] * len(extra)
     n_sil = len(clips) // 5
