@@ -197,6 +197,27 @@ def test_data_refuses_flite_words_with_norm_and_counts_below_zero_and_writes_not
         assert e.value.code == 2 and f"{bad!r} is not a whole number >= 0" in capsys.readouterr().err
 
 
+def test_a_missing_synthesizer_is_named_in_one_line(monkeypatch, tmp_path, capsys):
+    # kws._need's FileNotFoundError has no file name: the line names the tool and its Debian packages
+    import kws
+
+    monkeypatch.setattr(kws.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(kws, "CACHE", tmp_path / "cache")  # nothing cached: the renderers must run
+    out = tmp_path / "data.npz"
+    argv = ["data", str(KWS_DIR / "fsdd_george"), "--out", str(out), "--festival-negatives", "1"]
+    assert fsdd_stream.main(argv) == 2  # the shipped subset holds george only: nobody to train on
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no recordings of any speaker but 'george' to train on" in err[0]
+    (tmp_path / "recordings").mkdir()
+    shutil.copyfile(KWS_DIR / "fsdd_george" / "recordings" / "0_george_0.wav", tmp_path / "recordings" / "0_theo_0.wav")
+    argv[1] = str(tmp_path)
+    assert fsdd_stream.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: espeak-ng not installed (Debian: espeak-ng)"] and not out.exists()
+    with pytest.raises(FileNotFoundError, match="festival not installed .Debian: festival and festvox-"):
+        negatives.festival([("garden", "ked_diphone", 1.0)])
+
+
 def test_the_flite_experiments_words_are_no_test_word_nor_digit():
     import kws
 

@@ -201,7 +201,10 @@ def one_line_errors(run, cmd: str, missing_file_hint: str) -> int:
     except (AudioFormatError, CommandError) as e:
         print(f"error: {e}", file=sys.stderr)
     except FileNotFoundError as e:
-        print(f"error: {e.filename}: no such file; {missing_file_hint}", file=sys.stderr)
+        if e.filename is None:  # a missing tool (kws._need): its message says what to install
+            print(f"error: {e}", file=sys.stderr)
+        else:
+            print(f"error: {e.filename}: no such file; {missing_file_hint}", file=sys.stderr)
     except ImportError as e:
         print(f"error: {cmd} needs {e.name}: pip install 'lmu-edge[torch,keras]'", file=sys.stderr)
     return 2

@@ -182,6 +182,8 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more_es
         raise fsdd.CommandError("--flite-words with --norm: give one of them")
     rng = np.random.default_rng(seed)
     index = [(p, d, s) for p, d, s, _ in fsdd.index(folder) if s != speaker and s not in drop]
+    if not index:
+        raise fsdd.CommandError(f"{folder}: no recordings of any speaker but {speaker!r} to train on")
     clips = [(fsdd.read_wav(p), d) for p, d, _ in index]
     voice = [s for _, _, s in index]
     items = [(c, 2 + d, False) for c, d in clips] + [(c, 2 + d, True) for c, d in clips]
