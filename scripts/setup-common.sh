@@ -21,7 +21,8 @@ apt_install() {
 C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
 # the report test opens the HTML page in a real browser
 REPORT_TEST_PACKAGES=(chromium)
-# the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite)
+# the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite; the FSDD
+# stream's extra negatives: Festival, one voice here for its test)
 KWS_PACKAGES=(espeak-ng flite festival festvox-kdlpc16k)
 # scripts/lint.sh and the pre-commit hooks: the C style check of firmware_templates (ruff, mypy come from pip)
 LINT_PACKAGES=(clang-format)
