@@ -21,7 +21,7 @@ import lmu_edge
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
 import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path line)
-import negatives  # noqa: E402
+import negatives  # noqa: E402  (examples/kws, after the sys.path line as fsdd_stream)
 
 SUBSET = KWS_DIR / "fsdd_george"
 MINUTES = 1.0
