@@ -106,6 +106,12 @@ def not_digits(clips, rng) -> list:
     return out
 
 
+def peak_normalized(a, peak=None) -> np.ndarray:
+    """``a`` (float) scaled so that ``peak`` (default: its own peak) becomes 8000, as the synthetic words are
+    heard in the recordings and in training."""
+    return a * (8000 / max(1, np.abs(a).max() if peak is None else peak))
+
+
 def no_digits(items, names) -> list:
     """The ``items`` (synthesized words) whose name is no digit: the synthetic example's unknown words
     include "zero" to "nine", which here are digits, not negatives."""
@@ -133,7 +139,7 @@ def flite_sequences(seed=5):
         for v in kws.FLITE_VOICES:
             for s in (0.8, 1.0, 1.25):
                 a = to8k(kws.flite(w, v, s))
-                items.append(a * (8000 / max(1, np.abs(a).max())))
+                items.append(peak_normalized(a))
     return zip(*(sequence(rng, a, 1, speed=bool(i % 2)) for i, a in enumerate(items + items)), strict=True)
 
 
@@ -332,7 +338,7 @@ def test_recordings(folder, speaker, minutes=30.0, seed=7, limit=None):
     # a permutation of all 24 words, then the digits dropped: the other recordings stay as they were
     order = rng.permutation(len(words))
     order = no_digits(order, [names[i] for i in order])
-    synth = [to8k(words[i]) * (8000 / max(1, np.abs(words[i]).max())) for i in order]
+    synth = [peak_normalized(to8k(words[i]), np.abs(words[i]).max()) for i in order]
     return {
         "digits": recording([(c, 2 + d) for c, d in digits], rng),
         "real_negatives": recording([(c, 1) for c in real], rng, minutes * 60),

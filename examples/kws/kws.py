@@ -124,6 +124,12 @@ def _read_wav(raw: bytes) -> tuple:
     return np.frombuffer(raw[i : i + (len(raw) - i) // 2 * 2], "<i2").astype(np.int64), rate
 
 
+def _read_wav_file(path) -> tuple:
+    """(int16 samples, rate) of a mono 16-bit WAV file a synthesizer wrote."""
+    with wave.open(str(path)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64), w.getframerate()
+
+
 def _to16k(x, rate):
     if rate == SR:
         return x
@@ -166,9 +172,7 @@ def flite(word, voice, stretch) -> np.ndarray:
             capture_output=True,
             check=True,
         )
-        with wave.open(str(out)) as w:
-            rate = w.getframerate()
-            x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
+        x, rate = _read_wav_file(out)
     return _trim(_to16k(x, rate))
 
 

@@ -13,7 +13,6 @@ import hashlib
 import json
 import subprocess
 import tempfile
-import wave
 from pathlib import Path
 
 import fsdd
@@ -98,9 +97,7 @@ def festival(jobs) -> list:
                         f"festival voice {voice} did not say {jobs[i][0]!r} (exit {r.returncode}): is "
                         f"{FESTIVAL_VOICES.get(voice, 'its voice package')} installed?"
                     )
-                with wave.open(str(f)) as w:
-                    x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.int64)
-                    out[i] = kws._trim(kws._to16k(x, w.getframerate()))
+                out[i] = kws._trim(kws._to16k(*kws._read_wav_file(f)))
     return out
 
 
