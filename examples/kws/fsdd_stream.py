@@ -49,6 +49,7 @@ import kws
 import negatives
 import train_fsdd
 import train_fsdd_torch
+import verify
 
 from lmu_edge.audio import frontend
 
@@ -406,15 +407,28 @@ def prior_for(model):
 
 
 def evaluate(
-    folder, speaker="george", minutes=30.0, runtimes=("host",), work=None, limit=None, model=MODEL, calib=CALIB
+    folder,
+    speaker="george",
+    minutes=30.0,
+    runtimes=("host",),
+    work=None,
+    limit=None,
+    model=MODEL,
+    calib=CALIB,
+    verifier=None,
+    trigger=verify.TRIGGER,
 ):
     """Run the three recordings through the C on each runtime; results per recording and runtime. A model
     with a prior beside it (:func:`prior_for`) streams through the speaker normalizer, from the prior at
-    the start of each recording."""
+    the start of each recording. With a ``verifier`` (``verify.py``): also the two stages, detections at the
+    ``trigger`` threshold checked by the verifier's int8 C on each runtime (``res["verified"]``, and over
+    :data:`verify.THRESHOLDS` on the first runtime in ``res["verified_sweep"]``)."""
     import tempfile
 
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
     work = Path(work or tempfile.mkdtemp(prefix="fsdd_stream_"))
+    if verifier is not None:
+        vart, vprior = verify.load(verifier, work / "verifier_c")
     convert(work / "c", model, calib)
     det = detector()
     prior = prior_for(model)
@@ -434,21 +448,41 @@ def evaluate(
                 for th in THRESHOLDS:
                     d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)
                     sweep.setdefault(f"{th:.2f}", {})[name] = score(d.run(y), events, len(audio))
+        if verifier is not None:  # the streaming model's outputs are the same on every runtime (checked)
+            dets = kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES).run(y)
+            probs = verify.verified(vart, vprior, audio, dets, runtimes)
+            res.setdefault("verified", {})[name] = {
+                rt: {
+                    **score(verify.accept(dets, p, verify.THRESHOLDS[0]), events, len(audio)),
+                    "probabilities_sha256": hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest(),
+                }
+                for rt, p in probs.items()
+            }
+            for tau in verify.THRESHOLDS:
+                acc = verify.accept(dets, probs[runtimes[0]], tau)
+                res.setdefault("verified_sweep", {}).setdefault(f"{tau:.2f}", {})[name] = score(acc, events, len(audio))
     res["threshold_sweep"] = sweep
     return res
 
 
+def summary(r) -> str:
+    return (
+        f"detections {r['detections']:4d}  precision {r['precision']:.3f}  recall {r['recall']:.3f}  "
+        f"false alarms {r['false_alarms']} ({r['false_alarms_per_hour']:.1f} per hour)"
+    )
+
+
 def cmd_evaluate(a):
-    res = evaluate(a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib)
+    if not 0 < a.trigger <= 1:
+        raise fsdd.CommandError(f"--trigger {a.trigger}: give a mean posterior in (0, 1]")
+    res = evaluate(
+        a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib, a.verifier, a.trigger
+    )
     for name, per in res.items():
-        if name == "threshold_sweep":
+        if name in ("threshold_sweep", "verified", "verified_sweep"):
             continue
         for rt, r in per.items():
-            print(
-                f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  detections "
-                f"{r['detections']:4d}  precision {r['precision']:.3f}  recall {r['recall']:.3f}  "
-                f"false alarms {r['false_alarms']} ({r['false_alarms_per_hour']:.1f} per hour)"
-            )
+            print(f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  {summary(r)}")
         lines = [r["lines"] for r in per.values()]
         print(f"{name:20s} detections identical on {', '.join(per)}: {all(x == lines[0] for x in lines)}")
     print("threshold  precision  recall  false alarms per hour (real-voice / synthetic negatives), host")
@@ -458,6 +492,8 @@ def cmd_evaluate(a):
             f"{th:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  "
             f"{rn['false_alarms_per_hour']:.1f} / {sn['false_alarms_per_hour']:.1f}"
         )
+    if "verified" in res:
+        verify.print_two_stage(res, a.trigger, summary)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     return 0
@@ -518,6 +554,15 @@ def main(argv=None):
     e.add_argument("--runtime", nargs="+", default=["host", "cortex-m4"], choices=["host", "cortex-m4", "cortex-m0"])
     e.add_argument("--model", default=str(MODEL), help="the streaming model (.keras; default: the shipped one)")
     e.add_argument("--calib", default=str(CALIB), help="its int8 calibration sequences (.npy)")
+    e.add_argument(
+        "--verifier",
+        default=None,
+        help="also check each detection with this verify.py model (.keras; its verify_norm / verify_calib .npy "
+        f"beside it; the shipped one: {MODEL.parent.name}/{verify.MODEL.name})",
+    )
+    e.add_argument(
+        "--trigger", type=float, default=verify.TRIGGER, help="with --verifier: the streaming model's threshold"
+    )
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)
     a = ap.parse_args(argv)

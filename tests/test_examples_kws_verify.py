@@ -1,0 +1,126 @@
+"""The second stage of the FSDD stream (examples/kws/verify.py): a clip model over the 80 speaker-normalized
+frames that end where the streaming model fired, run as int8 C on the host and on Cortex-M4 under QEMU, bit
+for bit the Python integer pipeline, with fixed, measured counts on the shipped subset.
+
+No TensorFlow and no training: the committed verifier (``fsdd_model/verify_george.keras``, trained on the other
+five speakers) is read by lmu-edge. Tests that need gcc, QEMU or flite fail under CI=true when the tool is
+missing."""
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lmu_edge
+
+KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
+sys.path.insert(0, str(KWS_DIR))
+import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path line)
+import verify  # noqa: E402  (examples/kws, after the sys.path line as fsdd_stream)
+from test_examples_kws_fsdd_stream import MINUTES, SUBSET, need  # noqa: E402  (tests/ is on the path as rootdir)
+
+# measured with the committed models on the 100 shipped clips and 1-minute negative recordings (seed 7):
+# (detections, correct) of the two stages (trigger 0.3, the verifier's probability of the digit >= 0.5); the
+# streaming model alone (threshold 0.5) gives (96, 71), (12, 0) and (21, 0)
+EXPECTED = {"digits": (67, 63), "real_negatives": (2, 0), "synthetic_negatives": (11, 0)}
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    need("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "flite")
+    work = tmp_path_factory.mktemp("fsdd_verify")
+    res = fsdd_stream.evaluate(SUBSET, "george", MINUTES, ("host", "cortex-m4"), work=work, verifier=verify.MODEL)
+    return work, res, fsdd_stream.test_recordings(SUBSET, "george", MINUTES)
+
+
+def test_windows_end_at_each_frame_and_repeat_the_first_frame_before_the_start():
+    q = np.arange(200 * 3).reshape(200, 3)
+    w = verify.windows(q, [150, 79, 10])
+    assert w.shape == (3, verify.WINDOW, 3)
+    np.testing.assert_array_equal(w[0], q[71:151])  # the detecting frame is the last one read
+    np.testing.assert_array_equal(w[1], q[:80])
+    np.testing.assert_array_equal(w[2, 69:], q[:11])
+    assert (w[2, :69] == q[0]).all()
+
+
+def test_a_detection_stands_only_when_the_verifier_names_its_digit_confidently_enough():
+    probs = np.full((4, 11), 0.01)
+    probs[0, 3], probs[1, 3], probs[2, 10], probs[3, 4] = 0.6, 0.4, 0.8, 0.9
+    dets = [(10, 5, 0), (20, 5, 0), (30, 5, 0), (40, 5, 0)]  # all say "three" (class 5 = digit 3)
+    assert verify.accept(dets, probs, 0.5) == [(10, 5, 0)]  # 0.4 is below tau; "not a digit"; "four"
+    assert verify.accept(dets, probs, 0.0) == [(10, 5, 0), (20, 5, 0)]
+    assert verify.accept([(10, 1, 0)], probs[:1], 0.0) == []  # "not a digit" is never a detection
+
+
+def test_training_windows_end_in_the_target_window_and_carry_the_digit_or_not_a_digit():
+    T = 150
+    y = np.zeros((3, T), np.int8)
+    w = np.ones((3, T), np.uint8)
+    y[0, 60:90] = 2 + 7  # a "seven" whose target window is frames 60..89
+    w[0, 50:60] = 0  # "don't care" inside the word
+    y[1, 100:130] = 1  # not a digit
+    q = np.broadcast_to(np.arange(T)[None, :, None], (3, T, 32)).copy()  # each frame holds its index
+    x, labels = verify.training_windows(q, y, w, seed=3)
+    assert labels.tolist() == [7, 7, 10, 10, 10, 10] and x.shape == (6, verify.WINDOW, 32)
+    ends = x[:, -1, 0]
+    assert all(60 <= e < 90 for e in ends[:2]) and all(100 <= e < 130 for e in ends[2:4])
+    assert all(40 <= e < T for e in ends[4:])  # silence: anywhere from frame 40
+    for xi in x:  # the 80 frames ending there (every sequence holds the same frames here)
+        np.testing.assert_array_equal(xi, verify.windows(q[0], [xi[-1, 0]])[0])
+
+
+def test_the_verifier_in_c_is_the_python_integer_pipeline_on_host_and_cortex_m4(checked):
+    from lmu_edge import intsim
+
+    work, res, recs = checked
+    qg = lmu_edge.load(work / "c" / "quantized.lmu.npz")
+    vqg = lmu_edge.load(work / "verifier_c" / "quantized.lmu.npz")
+    prior = np.load(verify.companion(verify.MODEL, "norm"))
+    det = fsdd_stream.detector()
+    for name, (audio, _) in recs.items():
+        _, y = fsdd_stream.python_stream(qg, audio)
+        dets = fsdd_stream.kws.Detector(threshold=verify.TRIGGER * 256 * det.window).run(y)
+        q = verify.fsdd.SpeakerNorm(prior).frames(fsdd_stream.frontend.features(audio, fsdd_stream.CFG))
+        x = verify.windows(q, [f for f, _, _ in dets]) * verify.fsdd.FEATURE_SCALE
+        want = np.asarray(intsim.simulate_quantized(vqg, x)).reshape(len(x), -1, 11)[:, -1]
+        sha = hashlib.sha256(np.ascontiguousarray(want).tobytes()).hexdigest()
+        for rt in ("host", "cortex-m4"):
+            assert res["verified"][name][rt]["probabilities_sha256"] == sha, (name, rt)
+        assert len(dets) > 0, name
+
+
+def test_fixed_two_stage_counts_on_the_shipped_subset(checked):
+    _, res, _ = checked
+    for name, (n, correct) in EXPECTED.items():
+        for rt in ("host", "cortex-m4"):
+            r = res["verified"][name][rt]
+            assert (r["detections"], r["correct"]) == (n, correct), (name, rt)
+    one_stage = res["threshold_sweep"]["0.50"]
+    # on the subset too the second stage keeps fewer false alarms than the streaming model alone
+    for name in ("real_negatives", "synthetic_negatives"):
+        assert res["verified"][name]["host"]["false_alarms"] < one_stage[name]["false_alarms"], name
+
+
+def test_a_verifier_without_its_prior_is_one_line_and_exit_2(tmp_path, capsys):
+    model = tmp_path / "verify_x.keras"
+    model.write_bytes(verify.MODEL.read_bytes())
+    argv = ["evaluate", str(SUBSET), "--runtime", "host", "--minutes", "0.1", "--verifier", str(model)]
+    assert fsdd_stream.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no verify_norm_x.npy beside it" in err[0], err
+
+
+def test_the_verifier_fits_beside_the_streaming_model_on_a_64k_ram_256k_flash_cortex_m4(tmp_path):
+    need("arm-none-eabi-gcc", "qemu-system-arm")
+    import footprint_fsdd
+
+    rep, fe = footprint_fsdd.measure(tmp_path, verify.MODEL, verify.companion(verify.MODEL, "calib"))
+    c, per_step = rep["c"], rep["verification"]["instructions_per_step_m4"]
+    assert c["device"]["fits"] and c["ram_bytes"] == 3752  # docs/kws.md
+    # two such models (the streaming one has the same shapes, 12 classes) take under 160 of the profile's 256 KB
+    # of flash; their RAM, the front end's and normalizer's state and the verifier's 80-frame window under 16 KB
+    assert 2 * c["flash_bytes_m4"] < 160 * 1024
+    assert 2 * c["ram_bytes"] + fe["state_bytes"] + 132 + verify.WINDOW * 32 < 16 * 1024
+    assert 140_000 < per_step < 160_000  # docs/kws.md: about 12.1 million instructions per detection (80 steps)
