@@ -124,3 +124,20 @@ def test_the_verifier_fits_beside_the_streaming_model_on_a_64k_ram_256k_flash_co
     assert 2 * c["flash_bytes_m4"] < 160 * 1024
     assert 2 * c["ram_bytes"] + fe["state_bytes"] + 132 + verify.WINDOW * 32 < 16 * 1024
     assert 140_000 < per_step < 160_000  # docs/kws.md: about 12.1 million instructions per detection (80 steps)
+
+
+def test_to_keras_writes_the_verifier_only_when_keras_lmu_gives_torchs_probabilities(tmp_path, capsys):
+    import torch
+
+    torch.manual_seed(0)
+    net = verify.torch_net().eval()
+    x = np.random.default_rng(0).integers(-100, 60, (4, verify.WINDOW, 32)).astype(np.int8)
+    with torch.no_grad():
+        prob = torch.softmax(net(torch.as_tensor(x.astype(np.float32) / 128)), -1).numpy()
+    np.savez(tmp_path / "verify_weights.npz", probabilities=prob, x=x, **net.keras_weights())
+    assert verify.main(["to-keras", str(tmp_path)]) == 0 and (tmp_path / "verify.keras").is_file()
+    (tmp_path / "verify.keras").unlink()
+    np.savez(tmp_path / "verify_weights.npz", probabilities=prob + 0.01, x=x, **net.keras_weights())
+    assert verify.main(["to-keras", str(tmp_path)]) == 2 and not (tmp_path / "verify.keras").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "keras-lmu and torch differ by" in err[0] and "training windows" in err[0], err

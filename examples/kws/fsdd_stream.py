@@ -291,15 +291,7 @@ def cmd_train(a):
 
 
 def cmd_to_keras(a):
-    folder = Path(a.dir)
-    z = np.load(folder / "stream_weights.npz")
-    m = train_fsdd_torch.assign_keras(keras_model(), z)
-    got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
-    err = float(np.abs(got - z["probabilities"]).max())
-    if err > 1e-3:
-        raise fsdd.CommandError(f"keras-lmu and torch differ by {err:.2g} on the training sequences")
-    m.save(folder / "stream.keras")
-    print(f"wrote {folder / 'stream.keras'} (keras-lmu within {err:.1e} of torch)")
+    train_fsdd_torch.export_keras(a.dir, "stream", keras_model())
 
 
 # --- the test recordings and scoring ----------------------------------------------------------------

@@ -160,6 +160,22 @@ def torch_cnn(channels=(16, 32, 64)):
 BASELINES = {"gru": torch_gru, "cnn": torch_cnn}
 
 
+def export_keras(folder, stem, model, inputs="training sequences") -> Path:
+    """``<stem>_weights.npz`` of ``folder`` (``Net.keras_weights()``, the probabilities torch gave and the int8
+    ``x`` they came from) put into the keras model ``model`` and saved as ``<stem>.keras``, once keras-lmu
+    gives torch's probabilities within 1e-3 (else a one-line error naming the ``inputs``)."""
+    folder = Path(folder)
+    z = np.load(folder / f"{stem}_weights.npz")
+    m = assign_keras(model, z)
+    got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
+    err = float(np.abs(got - z["probabilities"]).max())
+    if err > 1e-3:
+        raise fsdd.CommandError(f"keras-lmu and torch differ by {err:.2g} on the {inputs}")
+    m.save(folder / f"{stem}.keras")
+    print(f"wrote {folder / f'{stem}.keras'} (keras-lmu within {err:.1e} of torch)")
+    return folder / f"{stem}.keras"
+
+
 def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
     """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask``; the held-out probabilities."""
     import torch

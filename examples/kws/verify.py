@@ -163,15 +163,7 @@ def cmd_train(a):
 
 
 def cmd_to_keras(a):
-    folder = Path(a.dir)
-    z = np.load(folder / "verify_weights.npz")
-    m = train_fsdd_torch.assign_keras(keras_model(), z)
-    got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
-    err = float(np.abs(got - z["probabilities"]).max())
-    if err > 1e-3:
-        raise fsdd.CommandError(f"keras-lmu and torch differ by {err:.2g} on the training windows")
-    m.save(folder / "verify.keras")
-    print(f"wrote {folder / 'verify.keras'} (keras-lmu matches torch within {err:.1g})")
+    train_fsdd_torch.export_keras(a.dir, "verify", keras_model(), "training windows")
     return 0
 
 
