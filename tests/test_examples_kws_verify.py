@@ -141,3 +141,11 @@ def test_to_keras_writes_the_verifier_only_when_keras_lmu_gives_torchs_probabili
     assert verify.main(["to-keras", str(tmp_path)]) == 2 and not (tmp_path / "verify.keras").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "keras-lmu and torch differ by" in err[0] and "training windows" in err[0], err
+
+
+def test_a_trigger_outside_zero_to_one_is_one_line_and_exit_2(capsys):
+    for bad in ("0", "1.5"):
+        argv = ["evaluate", str(SUBSET), "--runtime", "host", "--verifier", str(verify.MODEL), "--trigger", bad]
+        assert fsdd_stream.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"--trigger {float(bad)}: give a mean posterior in (0, 1]" in err[0], err

@@ -464,6 +464,14 @@ def summary(r) -> str:
     )
 
 
+def print_sweep(what, sweep):
+    """One line per operating point ``what`` of ``evaluate``'s results on the first runtime."""
+    print(f"{what:>9s}  precision  recall  false alarms per hour (real-voice / synthetic negatives), first runtime")
+    for k, r in sweep.items():
+        d, fa = r["digits"], [r[n]["false_alarms_per_hour"] for n in ("real_negatives", "synthetic_negatives")]
+        print(f"{k:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  {fa[0]:.1f} / {fa[1]:.1f}")
+
+
 def cmd_evaluate(a):
     if not 0 < a.trigger <= 1:
         raise fsdd.CommandError(f"--trigger {a.trigger}: give a mean posterior in (0, 1]")
@@ -477,15 +485,14 @@ def cmd_evaluate(a):
             print(f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  {summary(r)}")
         lines = [r["lines"] for r in per.values()]
         print(f"{name:20s} detections identical on {', '.join(per)}: {all(x == lines[0] for x in lines)}")
-    print("threshold  precision  recall  false alarms per hour (real-voice / synthetic negatives), host")
-    for th, r in res["threshold_sweep"].items():
-        d, rn, sn = r["digits"], r["real_negatives"], r["synthetic_negatives"]
-        print(
-            f"{th:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  "
-            f"{rn['false_alarms_per_hour']:.1f} / {sn['false_alarms_per_hour']:.1f}"
-        )
+    print_sweep("threshold", res["threshold_sweep"])
     if "verified" in res:
-        verify.print_two_stage(res, a.trigger, summary)
+        print(f"two stages: trigger at {a.trigger}, then the verifier's probability of the digit >= tau")
+        for name, per in res["verified"].items():
+            print(f"{name:20s} tau {verify.THRESHOLDS[0]}  {summary(per[a.runtime[0]])}")
+            same = len({r["probabilities_sha256"] for r in per.values()}) == 1
+            print(f"{name:20s} verifier outputs identical on {', '.join(per)}: {same}")
+        print_sweep("tau", res["verified_sweep"])
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     return 0

@@ -123,22 +123,6 @@ def verified(art, prior, audio, detections, runtimes) -> dict:
     return {rt: np.asarray(art.run(x, rt)).reshape(len(x), -1, NOT_A_DIGIT + 1)[:, -1] for rt in runtimes}
 
 
-def print_two_stage(res, trigger, summary):
-    """Print ``fsdd_stream.evaluate``'s two-stage results (``summary``: one result's counts as text)."""
-    print(f"two stages: trigger at {trigger}, then the verifier's probability of the digit >= tau")
-    for name, per in res["verified"].items():
-        print(f"{name:20s} tau {THRESHOLDS[0]}  {summary(next(iter(per.values())))}")
-        same = len({r["probabilities_sha256"] for r in per.values()}) == 1
-        print(f"{name:20s} verifier outputs identical on {', '.join(per)}: {same}")
-    print("      tau  precision  recall  false alarms per hour (real-voice / synthetic negatives), first runtime")
-    for tau, r in res["verified_sweep"].items():
-        d, rn, sn = r["digits"], r["real_negatives"], r["synthetic_negatives"]
-        print(
-            f"{tau:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  "
-            f"{rn['false_alarms_per_hour']:.1f} / {sn['false_alarms_per_hour']:.1f}"
-        )
-
-
 def cmd_train(a):
     z = np.load(a.data)
     if "prior" not in z:
