@@ -409,12 +409,13 @@ def evaluate(
     calib=CALIB,
     verifier=None,
     trigger=verify.TRIGGER,
+    delay=verify.DELAY,
 ):
     """Run the three recordings through the C on each runtime; results per recording and runtime. A model
     with a prior beside it (:func:`prior_for`) streams through the speaker normalizer, from the prior at
     the start of each recording. With a ``verifier`` (``verify.py``): also the two stages, detections at the
-    ``trigger`` threshold checked by the verifier's int8 C on each runtime (``res["verified"]``, and over
-    :data:`verify.THRESHOLDS` on the first runtime in ``res["verified_sweep"]``)."""
+    ``trigger`` threshold checked ``delay`` frames later by the verifier's int8 C on each runtime
+    (``res["verified"]``; over :data:`verify.THRESHOLDS` on the first runtime: ``res["verified_sweep"]``)."""
     import tempfile
 
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
@@ -442,7 +443,7 @@ def evaluate(
                     sweep.setdefault(f"{th:.2f}", {})[name] = score(d.run(y), events, len(audio))
         if verifier is not None:  # the streaming model's outputs are the same on every runtime (checked)
             dets = kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES).run(y)
-            probs = verify.verified(vart, vprior, audio, dets, runtimes)
+            probs = verify.verified(vart, vprior, audio, dets, runtimes, delay)
             res.setdefault("verified", {})[name] = {
                 rt: {
                     **score(verify.accept(dets, p, verify.THRESHOLDS[0]), events, len(audio)),
@@ -475,9 +476,8 @@ def print_sweep(what, sweep):
 def cmd_evaluate(a):
     if not 0 < a.trigger <= 1:
         raise fsdd.CommandError(f"--trigger {a.trigger}: give a mean posterior in (0, 1]")
-    res = evaluate(
-        a.folder, a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib, a.verifier, a.trigger
-    )
+    args = (a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib, a.verifier, a.trigger, a.delay)
+    res = evaluate(a.folder, *args)
     for name, per in res.items():
         if name in ("threshold_sweep", "verified", "verified_sweep"):
             continue
@@ -487,7 +487,7 @@ def cmd_evaluate(a):
         print(f"{name:20s} detections identical on {', '.join(per)}: {all(x == lines[0] for x in lines)}")
     print_sweep("threshold", res["threshold_sweep"])
     if "verified" in res:
-        print(f"two stages: trigger at {a.trigger}, then the verifier's probability of the digit >= tau")
+        print(f"two stages: trigger {a.trigger}, the verifier {a.delay} frames later: its digit's probability >= tau")
         for name, per in res["verified"].items():
             print(f"{name:20s} tau {verify.THRESHOLDS[0]}  {summary(per[a.runtime[0]])}")
             same = len({r["probabilities_sha256"] for r in per.values()}) == 1
@@ -561,6 +561,9 @@ def main(argv=None):
     )
     e.add_argument(
         "--trigger", type=float, default=verify.TRIGGER, help="with --verifier: the streaming model's threshold"
+    )
+    e.add_argument(
+        "--delay", type=count, default=verify.DELAY, help="with --verifier: frames it waits after a detection"
     )
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)
