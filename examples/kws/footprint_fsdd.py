@@ -10,7 +10,7 @@ instructions, not cycles; flash wait states and multi-cycle loads make a real pa
     python examples/kws/footprint_fsdd.py [--json FILE]
 
 ``--verifier`` measures the stream's second stage instead (``verify.py``: the same per-step model with an
-11th class, run over the 80 frames before each detection): instructions per step and per detection.
+11th class, run over the 80 frames up to 10 after each detection): instructions per step and per detection.
 """
 
 import argparse
@@ -88,7 +88,7 @@ def main(argv=None):
         "fits": c["device"]["fits"],
         "cpi_assumed": CPI,
     }
-    if a.verifier:  # once per detection, over the 80 frames before it; the front end is the stream's
+    if a.verifier:  # once per detection, over 80 frames up to 10 after it; the front end is the stream's
         row = {k: v for k, v in row.items() if not k.startswith("frontend")}
         row["window_bytes"] = 80 * fsdd.CFG.n_mels  # the int8 normalized frames a device keeps for it
         row["instructions_per_detection"] = round(80 * model)

@@ -418,6 +418,8 @@ def evaluate(
     (``res["verified"]``; over :data:`verify.THRESHOLDS` on the first runtime: ``res["verified_sweep"]``)."""
     import tempfile
 
+    if verifier is not None:
+        verify.check(verifier)  # before any work, as a bad folder below
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
     work = Path(work or tempfile.mkdtemp(prefix="fsdd_stream_"))
     if verifier is not None:
@@ -438,11 +440,12 @@ def evaluate(
             r["stats"] = {k: v for k, v in stats.items() if k != "wall_s"}
             res[name][rt] = r
             if rt == runtimes[0]:  # the same int8 outputs through other thresholds (operating points)
+                y0 = y
                 for th in THRESHOLDS:
                     d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)
                     sweep.setdefault(f"{th:.2f}", {})[name] = score(d.run(y), events, len(audio))
-        if verifier is not None:  # the streaming model's outputs are the same on every runtime (checked)
-            dets = kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES).run(y)
+        if verifier is not None:  # on the first runtime's outputs (each runtime's SHA-256 is in res)
+            dets = kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES).run(y0)
             probs = verify.verified(vart, vprior, audio, dets, runtimes, delay)
             res.setdefault("verified", {})[name] = {
                 rt: {
@@ -468,7 +471,7 @@ def summary(r) -> str:
 def print_sweep(what, sweep):
     """One line per operating point ``what`` of ``evaluate``'s results on the first runtime."""
     print(f"{what:>9s}  precision  recall  false alarms per hour (real-voice / synthetic negatives), first runtime")
-    for k, r in sweep.items():
+    for k, r in sorted(sweep.items(), key=lambda kv: float(kv[0])):
         d, fa = r["digits"], [r[n]["false_alarms_per_hour"] for n in ("real_negatives", "synthetic_negatives")]
         print(f"{k:>9s}  {d['precision']:9.3f}  {d['recall']:6.3f}  {fa[0]:.1f} / {fa[1]:.1f}")
 
