@@ -70,9 +70,15 @@ def test_training_windows_end_in_the_target_window_and_carry_the_digit_or_not_a_
     assert all(40 <= e < T for e in ends[4:])  # silence: anywhere from frame 40
     for xi in x:  # the 80 frames ending there (every sequence holds the same frames here)
         np.testing.assert_array_equal(xi, verify.windows(q[0], [xi[-1, 0]])[0])
+    # --early 10: windows may also end up to 10 frames before the target window, with its label
+    x, labels = verify.training_windows(q, y, w, seed=3, per_sequence=40, early=10)
+    ends = x[:, -1, 0]
+    assert labels[:40].tolist() == [7] * 40 and labels[40:].tolist() == [10] * 80
+    assert 60 <= ends[:40].min() < 70 and ends[:40].max() < 90  # the seven: target 70..89, from 60 now
+    assert 90 <= ends[40:80].min() < 100 and ends[40:80].max() < 130  # not a digit: target 100..129
 
 
-def test_the_verifier_in_c_is_the_python_integer_pipeline_on_host_and_cortex_m4(checked):
+def test_the_two_stages_in_stream_c_are_the_python_integer_pipeline_on_host_and_cortex_m4(checked):
     from lmu_edge import intsim
 
     work, res, recs = checked
@@ -82,14 +88,70 @@ def test_the_verifier_in_c_is_the_python_integer_pipeline_on_host_and_cortex_m4(
     det = fsdd_stream.detector()
     for name, (audio, _) in recs.items():
         _, y = fsdd_stream.python_stream(qg, audio)
-        dets = fsdd_stream.kws.Detector(threshold=verify.TRIGGER * 256 * det.window).run(y)
-        q = verify.fsdd.SpeakerNorm(prior).frames(fsdd_stream.frontend.features(audio, fsdd_stream.CFG))
-        x = verify.windows(q, [min(f + verify.DELAY, len(q) - 1) for f, _, _ in dets]) * verify.fsdd.FEATURE_SCALE
-        want = np.asarray(intsim.simulate_quantized(vqg, x)).reshape(len(x), -1, 11)[:, -1]
-        sha = hashlib.sha256(np.ascontiguousarray(want).tobytes()).hexdigest()
+        rows = verify.python_rows(vqg, prior, audio, y)
+        # every first-stage detection, the verifier's 11 int8 outputs and its decision, bit for bit
+        sha = hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest()
+        stood = [fsdd_stream.format_detection(f, c, s, det.window) for f, c, s, ok in rows[:, :4] if ok]
         for rt in ("host", "cortex-m4"):
-            assert res["verified"][name][rt]["probabilities_sha256"] == sha, (name, rt)
-        assert len(dets) > 0, name
+            assert res["verified"][name][rt]["rows_sha256"] == sha, (name, rt)
+            assert res["verified"][name][rt]["lines"] == stood, (name, rt)
+        assert 0 < len(stood) < len(rows), name  # the verifier let some detections stand and stopped others
+    # the C's rule, int8 output >= KWSV_MIN_Q, is accept()'s probability >= tau at the boundary
+    m = verify.min_q(vqg, verify.THRESHOLDS[0])
+    below, at = intsim.dequantize_output(vqg, [m - 1, m])
+    assert below < verify.THRESHOLDS[0] <= at and -128 < m < 127, m
+    stats = res["digits"]["cortex-m4"]["stats"]
+    # the verifier's 80 steps per detection on the M4: about 12M instructions (docs/kws.md); its normalizer
+    # and 80-frame ring about 3 KB more RAM beside the streaming model
+    assert stats["verifications"] > 0 and 8e6 < stats["ver_insn"] < 16e6, stats
+    # one verifier step per frame (verify.STEPS_PER_FRAME): the costliest frame is front end, streaming model
+    # and one step, about 350k instructions, not the 12M of a burst
+    assert verify.STEPS_PER_FRAME == 1 and 250_000 < stats["frame_insn_max"] < 400_000, stats
+    assert verify.WINDOW * 32 < stats["ver_bytes"] < 8 * 1024, stats
+
+
+def test_a_burst_gives_the_same_outputs_and_a_probability_equal_to_tau_stands(checked, tmp_path):
+    from lmu_edge import intsim
+
+    work, res, recs = checked
+    vqg = lmu_edge.load(work / "verifier_c" / "quantized.lmu.npz")
+    prior = np.load(verify.companion(verify.MODEL, "norm"))
+    rows = np.asarray(res["verified"]["digits"]["host"]["rows"])
+    # tau exactly the probability of a digit the verifier named: that detection sits on the boundary
+    named = [r for r in rows if int(np.argmax(r[4:])) == r[1] - 2]
+    edge = int(named[len(named) // 2][4 + named[len(named) // 2][1] - 2])
+    tau = float(intsim.dequantize_output(vqg, edge))
+    assert verify.min_q(vqg, tau) == edge
+    window = fsdd_stream.detector().window
+    first = fsdd_stream.kws.Detector(threshold=verify.TRIGGER * 256 * window, names=fsdd_stream.CLASSES)
+    stages = (work / "verifier_c", verify.header(vqg, prior, tau, verify.DELAY, steps=0))
+    exe = fsdd_stream.kws.build_stream(work / "c", tmp_path, first, ("host",), cfg=fsdd_stream.CFG, verifier=stages)[
+        "host"
+    ]
+    _, _, stats = fsdd_stream.kws.run_stream(exe, "host", recs["digits"][0], len(fsdd_stream.CLASSES))
+    burst = stats["verify"]
+    np.testing.assert_array_equal(np.delete(burst, 3, axis=1), np.delete(rows, 3, axis=1))  # all but the decision
+    dets = [tuple(int(v) for v in r[:3]) for r in rows]
+    stood = verify.accept(dets, intsim.dequantize_output(vqg, rows[:, 4:]), tau)
+    assert [d for d, r in zip(dets, burst, strict=True) if r[3]] == stood
+    assert any(r[4 + r[1] - 2] == edge for r in burst if r[3])  # the boundary itself stood
+
+
+def test_windows_reaching_before_the_recording_or_past_its_end_are_pythons_in_c(checked):
+    work, _, _ = checked
+    qg = lmu_edge.load(work / "c" / "quantized.lmu.npz")
+    vqg = lmu_edge.load(work / "verifier_c" / "quantized.lmu.npz")
+    prior = np.load(verify.companion(verify.MODEL, "norm"))
+    clips = sorted((SUBSET / "recordings").glob("*.wav"))
+    # three words with no silence around them: a detection 60 frames in (its window starts before the
+    # recording: the first frame repeated) and one 4 frames before the end (the window ends at the end)
+    audio = np.concatenate([verify.fsdd.read_wav(clips[i]) for i in (3, 40, 77)])
+    _, y = fsdd_stream.python_stream(qg, audio)
+    rows = verify.python_rows(vqg, prior, audio, y)
+    ends = rows[:, 0] + verify.DELAY
+    assert (ends - verify.WINDOW + 1 < 0).any() and (ends > len(y) - 1).any(), rows[:, :4]
+    _, _, stats = fsdd_stream.kws.run_stream(work / "build" / "stream_host", "host", audio, len(fsdd_stream.CLASSES))
+    np.testing.assert_array_equal(stats["verify"], rows)
 
 
 def test_fixed_two_stage_counts_on_the_shipped_subset(checked):
@@ -162,6 +224,18 @@ def test_a_trigger_outside_zero_to_one_is_one_line_and_exit_2(capsys):
         assert fsdd_stream.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"--trigger {float(bad)}: give a mean posterior in (0, 1]" in err[0], err
+
+
+def test_second_stage_options_without_a_verifier_or_a_wait_past_the_refractory_period_are_one_line(capsys):
+    cases = [
+        (["--trigger", "0.3"], "--trigger sets the second stage: give --verifier too"),
+        (["--delay", "5"], "--delay sets the second stage: give --verifier too"),
+        (["--verifier", str(verify.MODEL), "--delay", "80"], "--delay 80: give fewer frames than the detector's"),
+    ]
+    for extra, msg in cases:
+        assert fsdd_stream.main(["evaluate", str(SUBSET), "--runtime", "host", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
 
 
 def test_train_refuses_bad_data_and_an_out_file_in_one_line_before_training(tmp_path, capsys):

@@ -27,8 +27,9 @@ import fsdd
 HERE = Path(__file__).resolve().parent
 
 
-def convert(model, calib_path, out_dir):
-    """int8 C artifact of a trained fold; the int8 input is the front end's int8 output (scale 1/128)."""
+def convert(model, calib_path, out_dir, prefix="kws"):
+    """int8 C artifact of a trained fold (C symbols ``prefix``_...); the int8 input is the front end's int8
+    output (scale 1/128)."""
     import lmu_edge
     from lmu_edge import intsim
 
@@ -40,7 +41,7 @@ def convert(model, calib_path, out_dir):
         out_dir=out_dir,
         quantize="int8",
         calibration=calib * fsdd.FEATURE_SCALE,
-        prefix="kws",
+        prefix=prefix,
         measure=False,
         overwrite=True,
         # all int8: the front end hands the model int8 features, and these numbers are int8's (the C

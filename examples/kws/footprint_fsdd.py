@@ -88,12 +88,13 @@ def main(argv=None):
         "fits": c["device"]["fits"],
         "cpi_assumed": CPI,
     }
-    if a.verifier:  # once per detection, over 80 frames up to 10 after it; the front end is the stream's
+    if a.verifier:  # once per detection, over its window up to 10 frames after it; the front end is the stream's
+        n = verify.WINDOW
         row = {k: v for k, v in row.items() if not k.startswith("frontend")}
-        row["window_bytes"] = 80 * fsdd.CFG.n_mels  # the int8 normalized frames a device keeps for it
-        row["instructions_per_detection"] = round(80 * model)
+        row["window_bytes"] = n * fsdd.CFG.n_mels  # the int8 normalized frames a device keeps for it
+        row["instructions_per_detection"] = round(n * model)
         for mhz in (64, 168):
-            row[f"milliseconds_per_detection_{mhz}mhz"] = round(80 * model * CPI / (mhz * 1e3), 1)
+            row[f"milliseconds_per_detection_{mhz}mhz"] = round(n * model * CPI / (mhz * 1e3), 1)
     else:
         for mhz in (64, 168):
             row[f"real_time_factor_{mhz}mhz"] = round(total * CPI / (mhz * 1e6 * 0.010), 3)

@@ -413,50 +413,61 @@ def evaluate(
 ):
     """Run the three recordings through the C on each runtime; results per recording and runtime. A model
     with a prior beside it (:func:`prior_for`) streams through the speaker normalizer, from the prior at
-    the start of each recording. With a ``verifier`` (``verify.py``): also the two stages, detections at the
-    ``trigger`` threshold checked ``delay`` frames later by the verifier's int8 C on each runtime
-    (``res["verified"]``; over :data:`verify.THRESHOLDS` on the first runtime: ``res["verified_sweep"]``)."""
+    the start of each recording. With a ``verifier`` (``verify.py``): the two stages in stream.c, detections
+    at the ``trigger`` threshold checked ``delay`` frames later by the verifier's int8 C in the same program
+    (``res["verified"]``: scores of the detections it printed, the SHA-256 of the verifier's outputs; over
+    :data:`verify.THRESHOLDS` from the first runtime's outputs: ``res["verified_sweep"]``); the per-runtime
+    ``lines`` are then its two-stage detection lines, the single-stage scores still those of the streaming
+    model's outputs at 0.5."""
     import tempfile
+
+    from lmu_edge import intsim
 
     if verifier is not None:
         verify.check(verifier)  # before any work, as a bad folder below
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
     work = Path(work or tempfile.mkdtemp(prefix="fsdd_stream_"))
+    stages = None
     if verifier is not None:
-        vart, vprior = verify.load(verifier, work / "verifier_c")
+        vqg, vprior = verify.load(verifier, work / "verifier_c")
+        stages = (work / "verifier_c", verify.header(vqg, vprior, verify.THRESHOLDS[0], delay))
     convert(work / "c", model, calib)
     det = detector()
+    first = det if verifier is None else kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES)
     prior = prior_for(model)
     hdr = None if prior is None else fsdd.norm_header(prior)
-    exes = kws.build_stream(work / "c", work / "build", det, runtimes, cfg=CFG, norm_header=hdr)
+    exes = kws.build_stream(work / "c", work / "build", first, runtimes, cfg=CFG, norm_header=hdr, verifier=stages)
     res, sweep = {}, {}
     for name, (audio, events) in recs.items():
         res[name] = {}
         for rt in runtimes:
             lines, y, stats = kws.run_stream(exes[rt], rt, audio, len(CLASSES))
+            rows = stats.pop("verify", np.zeros((0, 4 + verify.NOT_A_DIGIT + 1), np.int64))
             r = score(det.run(y), events, len(audio))
             r["lines"] = lines
             r["outputs_sha256"] = hashlib.sha256(y.tobytes()).hexdigest()
             r["stats"] = {k: v for k, v in stats.items() if k != "wall_s"}
             res[name][rt] = r
+            if verifier is not None:  # what the C decided and printed, and the verifier's int8 outputs
+                stood = [tuple(int(v) for v in row[:3]) for row in rows if row[3]]
+                res.setdefault("verified", {}).setdefault(name, {})[rt] = {
+                    **score(stood, events, len(audio)),
+                    "lines": lines,
+                    "rows_sha256": hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest(),
+                    "rows": rows.tolist(),  # per first-stage detection: frame, class, score, stood, 11 int8
+                }
+                if rt == runtimes[0]:
+                    dets = [tuple(int(v) for v in row[:3]) for row in rows]
+                    probs = intsim.dequantize_output(vqg, rows[:, 4:])
+                    for tau in verify.THRESHOLDS:
+                        acc = verify.accept(dets, probs, tau)
+                        res.setdefault("verified_sweep", {}).setdefault(f"{tau:.2f}", {})[name] = score(
+                            acc, events, len(audio)
+                        )
             if rt == runtimes[0]:  # the same int8 outputs through other thresholds (operating points)
-                y0 = y
                 for th in THRESHOLDS:
                     d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)
                     sweep.setdefault(f"{th:.2f}", {})[name] = score(d.run(y), events, len(audio))
-        if verifier is not None:  # on the first runtime's outputs (each runtime's SHA-256 is in res)
-            dets = kws.Detector(threshold=trigger * 256 * det.window, names=CLASSES).run(y0)
-            probs = verify.verified(vart, vprior, audio, dets, runtimes, delay)
-            res.setdefault("verified", {})[name] = {
-                rt: {
-                    **score(verify.accept(dets, p, verify.THRESHOLDS[0]), events, len(audio)),
-                    "probabilities_sha256": hashlib.sha256(np.ascontiguousarray(p).tobytes()).hexdigest(),
-                }
-                for rt, p in probs.items()
-            }
-            for tau in verify.THRESHOLDS:
-                acc = verify.accept(dets, probs[runtimes[0]], tau)
-                res.setdefault("verified_sweep", {}).setdefault(f"{tau:.2f}", {})[name] = score(acc, events, len(audio))
     res["threshold_sweep"] = sweep
     return res
 
@@ -477,6 +488,15 @@ def print_sweep(what, sweep):
 
 
 def cmd_evaluate(a):
+    for opt in ("trigger", "delay"):
+        if getattr(a, opt) is not None and a.verifier is None:
+            raise fsdd.CommandError(f"--{opt} sets the second stage: give --verifier too")
+    a.trigger = verify.TRIGGER if a.trigger is None else a.trigger
+    a.delay = verify.DELAY if a.delay is None else a.delay
+    if a.delay >= detector().refractory:
+        raise fsdd.CommandError(
+            f"--delay {a.delay}: give fewer frames than the detector's refractory period ({detector().refractory})"
+        )
     if not 0 < a.trigger <= 1:
         raise fsdd.CommandError(f"--trigger {a.trigger}: give a mean posterior in (0, 1]")
     args = (a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib, a.verifier, a.trigger, a.delay)
@@ -493,8 +513,8 @@ def cmd_evaluate(a):
         print(f"two stages: trigger {a.trigger}, the verifier {a.delay} frames later: its digit's probability >= tau")
         for name, per in res["verified"].items():
             print(f"{name:20s} tau {verify.THRESHOLDS[0]}  {summary(per[a.runtime[0]])}")
-            same = len({r["probabilities_sha256"] for r in per.values()}) == 1
-            print(f"{name:20s} verifier outputs identical on {', '.join(per)}: {same}")
+            same = len({(r["rows_sha256"], tuple(r["lines"])) for r in per.values()}) == 1
+            print(f"{name:20s} two-stage detections and verifier outputs identical on {', '.join(per)}: {same}")
         print_sweep("tau", res["verified_sweep"])
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
@@ -563,10 +583,10 @@ def main(argv=None):
         f"beside it; the shipped one: {MODEL.parent.name}/{verify.MODEL.name})",
     )
     e.add_argument(
-        "--trigger", type=float, default=verify.TRIGGER, help="with --verifier: the streaming model's threshold"
+        "--trigger", type=float, help=f"with --verifier: the streaming model's threshold (default {verify.TRIGGER})"
     )
     e.add_argument(
-        "--delay", type=count, default=verify.DELAY, help="with --verifier: frames it waits after a detection"
+        "--delay", type=count, help=f"with --verifier: frames it waits after a detection (default {verify.DELAY})"
     )
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)

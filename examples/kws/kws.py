@@ -433,30 +433,44 @@ def score(detections, events, tol_before=0.3, tol_after=0.7, sr=SR, end_of=None)
 
 
 def build_stream(
-    art_dir, build_dir, detector, runtimes=("host", "cortex-m4", "cortex-m0"), cfg=CFG, norm_header=None
+    art_dir,
+    build_dir,
+    detector,
+    runtimes=("host", "cortex-m4", "cortex-m0"),
+    cfg=CFG,
+    norm_header=None,
+    verifier=None,
 ) -> dict:
     """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
     (``frontend.emit_c``), the detection header, the speaker normalization header (``norm_header``, the
     text of ``fsdd.norm_header``; none by default) and ``stream.c`` into ``build_dir`` and compile them
-    for each runtime. Returns ``{runtime: executable}``."""
+    for each runtime. ``verifier``: ``(its C artifact folder, prefix kwsv; the text of kws_verify.h)``
+    (``verify.header``), the second stage, built from ``build_dir/verify``. Returns ``{runtime: executable}``."""
     art_dir, d = Path(art_dir), Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    for f in ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h"):
+    files = ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h")
+    for f in files:
         shutil.copyfile(art_dir / f, d / f)
+    sources = ["stream.c", "kws_frontend.c", "model.c"]
+    if verifier is not None:  # its own folder: its model.c includes its own "model.h"
+        (d / "verify").mkdir(exist_ok=True)
+        for f in files:
+            shutil.copyfile(Path(verifier[0]) / f, d / "verify" / f)
+        sources.append("verify/model.c")
+    (d / "kws_verify.h").write_text(verifier[1] if verifier is not None else "/* no second stage */\n")
     frontend.emit_c(d, cfg, "kws")
     (d / "kws_detect.h").write_text(detector.header("kws"))
     (d / "kws_norm.h").write_text(norm_header or "/* no speaker normalization */\n")
     shutil.copyfile(HERE / "stream.c", d / "stream.c")
-    return {
-        rt: frontend.build_c(d, ["stream.c", "kws_frontend.c", "model.c"], rt, "stream_" + rt.replace("-", "_"))
-        for rt in runtimes
-    }
+    return {rt: frontend.build_c(d, sources, rt, "stream_" + rt.replace("-", "_")) for rt in runtimes}
 
 
 def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     """Stream int16 ``audio`` through a built ``stream`` executable. Returns ``(detection lines,
     int8 outputs (frames, n_outputs), stats)``; on Cortex-M stats also has instructions per frame
-    for the front end (``fe_insn``) and the model (``net_insn``)."""
+    for the front end (``fe_insn``) and the model (``net_insn``), and with a verifier per verification
+    (``ver_insn``). A build with a verifier: ``stats["verify"]``, the integers of its kws-verify lines
+    (frame, class, score, accepted, its int8 outputs) per first-stage detection."""
     import tempfile
     import time
 
@@ -475,6 +489,12 @@ def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
     if runtime != "host" and stats.get("frames"):
         stats["fe_insn"] = toolchain.instructions(stats["fe_ticks"], runtime) / stats["frames"]
         stats["net_insn"] = toolchain.instructions(stats["net_ticks"], runtime) / stats["frames"]
+        stats["frame_insn_max"] = toolchain.instructions(stats.get("frame_ticks_max", 0), runtime)
+        if stats.get("verifications"):
+            stats["ver_insn"] = toolchain.instructions(stats["ver_ticks"], runtime) / stats["verifications"]
+    rows = [ln.split()[1:] for ln in r.stdout.splitlines() if ln.startswith("kws-verify:")]
+    if rows:
+        stats["verify"] = np.asarray(rows, np.int64)
     return lines, y, stats
 
 

@@ -5,12 +5,19 @@
  * rule (posterior smoothing over KWS_DET_WINDOW frames, threshold, refractory period: kws_detect.h,
  * mirrored by kws.Detector in examples/kws/kws.py). With a kws_norm.h that defines KWS_NORM_SHIFT, each
  * frame is speaker-normalized before the model (the running mean of the speech frames subtracted:
- * fsdd.SpeakerNorm in examples/kws/fsdd.py). Constant memory: the state structs and the smoothing ring,
- * all static; no malloc, no floating point.
+ * fsdd.SpeakerNorm in examples/kws/fsdd.py). With a kws_verify.h that defines KWS_VERIFY, a detection is
+ * the first of two stages: KWSV_DELAY frames later a second model (verify/model.h, prefix kwsv: the
+ * verifier of examples/kws/verify.py) reads the last KWSV_WINDOW speaker-normalized frames (a ring
+ * buffer; before the first frame, the first frame repeated), at most KWSV_STEPS_PER_FRAME of them per
+ * frame, and the detection stands when its top class is the detected digit with an int8 output >=
+ * KWSV_MIN_Q. Constant memory: the state structs and the
+ * rings, all static; no malloc, no floating point.
  *
  * Host: stream IN.raw [OUT.bin]; Cortex-M under QEMU (semihosting): reads stream.raw, writes
  * stream_out.bin. OUT gets the model's int8 outputs of every frame (KWS_N_OUTPUTS bytes each).
- * Prints one line per detection, "1.23 s: yes (0.91)", then a "kws-stats:" line of counters
+ * Prints one line per detection, "1.23 s: yes (0.91)", then a "kws-stats:" line of counters. With the
+ * verifier: a "kws-verify: FRAME CLASS SCORE ACCEPTED Q0 .. Q10" line for each first-stage detection (its
+ * int8 outputs), and the detection line only for those that stand, when the verifier has decided.
  * (SysTick ticks on Cortex-M: 25 MHz, with QEMU's -icount shift=5 one tick is 1.25 instructions).
  */
 #include <stdio.h>
@@ -19,6 +26,10 @@
 #include "model.h"
 #include "kws_detect.h"
 #include "kws_norm.h"
+#include "kws_verify.h"
+#ifdef KWS_VERIFY
+#include "verify/model.h"
+#endif
 
 #if defined(__arm__)
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u)
@@ -48,21 +59,34 @@ static kws_fe_state_t fe;
 static kws_state_t net;
 static kws_det_state_t det;
 
-#ifdef KWS_NORM_SHIFT
+/* the speaker normalizer's gate and shift: the streaming model's (kws_norm.h), the verifier's
+   (kws_verify.h), or both when they agree; each has its own prior and state */
+#if defined(KWS_NORM_SHIFT) && defined(KWSV_NORM_SHIFT)
+#if KWS_NORM_SHIFT != KWSV_NORM_SHIFT || KWS_NORM_GATE != KWSV_NORM_GATE
+#error "the streaming model's and the verifier's speaker normalizers differ in gate or shift"
+#endif
+#endif
+#if defined(KWS_NORM_SHIFT)
+#define NORM_SHIFT KWS_NORM_SHIFT
+#define NORM_GATE KWS_NORM_GATE
+#elif defined(KWSV_NORM_SHIFT)
+#define NORM_SHIFT KWSV_NORM_SHIFT
+#define NORM_GATE KWSV_NORM_GATE
+#endif
+
+#ifdef NORM_SHIFT
 typedef struct {
     int32_t mu[KWS_FE_N_MELS]; /* running mean of the speech frames, Q8 feature steps */
-    int32_t n;                 /* speech frames heard, capped at 2^KWS_NORM_SHIFT */
+    int32_t n;                 /* speech frames heard, capped at 2^NORM_SHIFT */
 } kws_norm_state_t;
 
-static kws_norm_state_t nrm;
-
-static void norm_reset(kws_norm_state_t *s) {
-    memcpy(s->mu, kws_norm_prior, sizeof(s->mu));
+static void norm_reset(kws_norm_state_t *s, const int32_t *prior) {
+    memcpy(s->mu, prior, sizeof(s->mu));
     s->n = 0;
 }
 
 /* f <- clamp(f - round(mu / 256)); then, on a speech frame (sum of f above the gate), mu moves 2^-k of the
-   way to it, k = min(bitlen(n), KWS_NORM_SHIFT). >> of a negative int32 is arithmetic in gcc (floor), as
+   way to it, k = min(bitlen(n), NORM_SHIFT). >> of a negative int32 is arithmetic in gcc (floor), as
    numpy's on int64 in fsdd.SpeakerNorm. */
 static void norm_step(kws_norm_state_t *s, int8_t *f) {
     int32_t b, sum = 0, k = 0, v;
@@ -73,18 +97,115 @@ static void norm_step(kws_norm_state_t *s, int8_t *f) {
         v = (int32_t)f[b] - ((s->mu[b] + 128) >> 8);
         f[b] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
     }
-    if (sum > KWS_NORM_GATE) {
-        if (s->n < (1 << KWS_NORM_SHIFT)) ++s->n;
-        for (v = s->n; v > 0 && k < KWS_NORM_SHIFT; v >>= 1) ++k;
+    if (sum > NORM_GATE) {
+        if (s->n < (1 << NORM_SHIFT)) ++s->n;
+        for (v = s->n; v > 0 && k < NORM_SHIFT; v >>= 1) ++k;
         for (b = 0; b < KWS_FE_N_MELS; ++b) s->mu[b] += ((int32_t)raw[b] * 256 - s->mu[b]) >> k;
     }
 }
 #endif
 
 #ifdef KWS_NORM_SHIFT
+static kws_norm_state_t nrm;
 #define NORM_BYTES sizeof(nrm)
 #else
 #define NORM_BYTES 0u
+#endif
+
+/* the detection line: the time of the detecting frame's end (in samples, then milliseconds without
+   forming samples * 1000, which overflowed 32 bits after about 4.5 minutes of 16 kHz audio) and the
+   smoothed posterior in % */
+static void print_detection(unsigned long frame, int cls, int32_t score) {
+    const unsigned long end = frame * KWS_FE_HOP + KWS_FE_FRAME_LEN;
+    const unsigned long ms = end / KWS_FE_SAMPLE_RATE * 1000ul + end % KWS_FE_SAMPLE_RATE * 1000ul / KWS_FE_SAMPLE_RATE;
+    const unsigned long pct = (unsigned long)score * 100ul / (256ul * KWS_DET_WINDOW);
+    printf("%lu.%02lu s: %s (0.%02lu)\n", ms / 1000ul, (ms % 1000ul) / 10ul, kws_class_names[cls], pct);
+}
+
+#ifdef KWS_VERIFY
+#if KWSV_DELAY >= KWS_DET_REFRACTORY || KWSV_DELAY >= KWSV_WINDOW
+#error "KWSV_DELAY must be below the refractory period (no detection while one waits) and the window"
+#endif
+#if KWSV_STEPS_PER_FRAME > 0 && KWS_DET_REFRACTORY < KWSV_WINDOW
+#error "one step per frame takes KWSV_WINDOW frames: the refractory period must cover them"
+#endif
+#if KWSV_N_INPUTS != KWS_FE_N_MELS || KWSV_N_OUTPUTS != KWS_DET_N_CLASSES - 1
+#error "the verifier reads the front end's frames and names the digits and 'not a digit'"
+#endif
+/* The verifier's window: the KWSV_WINDOW normalized frames ending KWSV_DELAY frames after the detecting
+   frame (before the recording, its first frame). KWSV_STEPS_PER_FRAME 0 runs its steps in one burst at
+   the frame the window ends; k > 0 runs at most k of them per frame from the detecting frame on, each
+   on a frame that has arrived (the same steps on the same frames: the same outputs), so no frame costs
+   more than k steps and a device needs no audio buffer for the burst; the decision comes after the
+   last step (k = 1: about KWSV_WINDOW frames after the detection). A frame is stepped before the ring
+   overwrites it: from the detecting frame on at least one step per frame keeps the next frame to step
+   within the last KWSV_WINDOW - KWSV_DELAY frames. */
+typedef struct {
+    int8_t ring[KWSV_WINDOW][KWS_FE_N_MELS]; /* normalized frame j in ring[j % KWSV_WINDOW] */
+    int8_t first[KWS_FE_N_MELS];             /* frame 0: the frames before the recording */
+    int8_t q[KWSV_N_OUTPUTS];                /* the verifier's outputs after its last step */
+    int32_t next;                            /* the next frame to step; the window ends at end */
+    int32_t end;                             /* -1: no detection waiting */
+    int32_t frame, cls, score;               /* the first-stage detection it checks */
+} kws_ver_state_t;
+
+static kws_norm_state_t vnrm;
+static kws_ver_state_t ver;
+static kwsv_state_t vnet;
+#define VER_BYTES (sizeof(vnrm) + sizeof(ver) + sizeof(vnet))
+
+/* frame (raw features) through the verifier's normalizer into the ring */
+static void ver_push(const int8_t *raw, int32_t frame) {
+    int8_t f[KWS_FE_N_MELS];
+    memcpy(f, raw, sizeof(f));
+    norm_step(&vnrm, f);
+    memcpy(ver.ring[frame % KWSV_WINDOW], f, sizeof(f));
+    if (frame == 0) memcpy(ver.first, f, sizeof(f));
+}
+
+/* a detection at frame: the window that ends KWSV_DELAY frames later, or at last (the last frame heard)
+   when the recording ended sooner, from its first frame */
+static void ver_start(int32_t frame, int32_t cls, int32_t score, int32_t last) {
+    ver.end = frame + KWSV_DELAY < last ? frame + KWSV_DELAY : last;
+    ver.next = ver.end - KWSV_WINDOW + 1;
+    ver.frame = frame;
+    ver.cls = cls;
+    ver.score = score;
+    kwsv_reset(&vnet);
+}
+
+/* at most max_steps (0: all) of the waiting verifier's steps on the frames up to now; 1 when it has run
+   its last. Each step is timed alone: a whole window's steps would wrap SysTick's 24 bits. */
+static int ver_steps(int32_t now, int32_t max_steps, uint64_t *ticks) {
+    int32_t n = 0;
+    while (ver.next <= ver.end && ver.next <= now && (max_steps == 0 || n < max_steps)) {
+        const uint32_t t0 = ticks_now();
+        kwsv_step_int8(&vnet, ver.next < 0 ? ver.first : ver.ring[ver.next % KWSV_WINDOW], ver.q);
+        *ticks += ticks_since(t0);
+        ++ver.next;
+        ++n;
+    }
+    return ver.next > ver.end;
+}
+
+/* the verifier's decision: its top class (the first on ties, as numpy's argmax) is the detected digit
+   and its output >= KWSV_MIN_Q. Prints the kws-verify line, and the detection line when it stands;
+   returns 1 then. */
+static int ver_decide(void) {
+    int32_t k, best = 0, ok;
+    for (k = 1; k < KWSV_N_OUTPUTS; ++k) {
+        if (ver.q[k] > ver.q[best]) best = k;
+    }
+    ok = best == ver.cls - 2 && (int32_t)ver.q[best] >= KWSV_MIN_Q;
+    printf("kws-verify: %ld %ld %ld %d", (long)ver.frame, (long)ver.cls, (long)ver.score, (int)ok);
+    for (k = 0; k < KWSV_N_OUTPUTS; ++k) printf(" %d", (int)ver.q[k]);
+    printf("\n");
+    if (ok) print_detection((unsigned long)ver.frame, (int)ver.cls, ver.score);
+    ver.end = -1;
+    return (int)ok;
+}
+#else
+#define VER_BYTES 0u
 #endif
 
 static void det_reset(kws_det_state_t *d) {
@@ -129,9 +250,9 @@ int main(int argc, char **argv) {
     FILE *fo = fopen(argc > 2 ? argv[2] : "stream_out.bin", "wb");
     int16_t buf[256];
     int8_t feat[KWS_FE_N_MELS], y[KWS_N_OUTPUTS];
-    unsigned long samples = 0, frames = 0, detections = 0;
-    uint64_t fe_ticks = 0, net_ticks = 0;
-    char fe_text[21], net_text[21];
+    unsigned long samples = 0, frames = 0, detections = 0, verifications = 0;
+    uint64_t fe_ticks = 0, net_ticks = 0, ver_ticks = 0, mark = 0, worst = 0; /* worst: the costliest frame */
+    char fe_text[21], net_text[21], ver_text[21], worst_text[21];
     size_t n, i;
     if (!fi || !fo) {
         printf("stream: cannot open the input or output file\n");
@@ -141,7 +262,12 @@ int main(int argc, char **argv) {
     kws_reset(&net);
     det_reset(&det);
 #ifdef KWS_NORM_SHIFT
-    norm_reset(&nrm);
+    norm_reset(&nrm, kws_norm_prior);
+#endif
+#ifdef KWS_VERIFY
+    norm_reset(&vnrm, kwsv_norm_prior);
+    memset(&ver, 0, sizeof(ver));
+    ver.end = -1;
 #endif
     ticks_start();
     while ((n = fread(buf, sizeof(int16_t), 256, fi)) > 0) {
@@ -153,6 +279,11 @@ int main(int argc, char **argv) {
             if (got) {
                 int32_t score;
                 int cls;
+#ifdef KWS_VERIFY
+                t0 = ticks_now(); /* the verifier's normalizer and ring: counted with the front end */
+                ver_push(feat, (int32_t)frames); /* before the streaming model's normalizer changes feat */
+                fe_ticks += ticks_since(t0);
+#endif
 #ifdef KWS_NORM_SHIFT
                 t0 = ticks_now();
                 norm_step(&nrm, feat);
@@ -163,25 +294,40 @@ int main(int argc, char **argv) {
                 net_ticks += ticks_since(t0);
                 fwrite(y, 1, sizeof(y), fo);
                 cls = det_step(&det, y, (int32_t)frames, &score);
+#ifdef KWS_VERIFY
+                if (cls >= 0) ver_start((int32_t)frames, cls, score, (int32_t)frames + KWSV_DELAY);
+                if (ver.end >= 0 && (KWSV_STEPS_PER_FRAME > 0 || ver.end == (int32_t)frames)
+                    && ver_steps((int32_t)frames, KWSV_STEPS_PER_FRAME, &ver_ticks)) {
+                    detections += (unsigned long)ver_decide();
+                    ++verifications;
+                }
+#else
                 if (cls >= 0) {
-                    /* the end of the frame in samples, then milliseconds without forming samples * 1000
-                       (which overflowed 32 bits after about 4.5 minutes of 16 kHz audio) */
-                    const unsigned long end = frames * KWS_FE_HOP + KWS_FE_FRAME_LEN;
-                    const unsigned long ms = end / KWS_FE_SAMPLE_RATE * 1000ul
-                                             + end % KWS_FE_SAMPLE_RATE * 1000ul / KWS_FE_SAMPLE_RATE;
-                    const unsigned long pct = (unsigned long)score * 100ul / (256ul * KWS_DET_WINDOW);
-                    printf("%lu.%02lu s: %s (0.%02lu)\n", ms / 1000ul, (ms % 1000ul) / 10ul, kws_class_names[cls], pct);
+                    print_detection(frames, cls, score);
                     ++detections;
                 }
+#endif
                 ++frames;
+                if (fe_ticks + net_ticks + ver_ticks - mark > worst) worst = fe_ticks + net_ticks + ver_ticks - mark;
+                mark = fe_ticks + net_ticks + ver_ticks;
             }
         }
     }
+#ifdef KWS_VERIFY
+    if (ver.end >= 0) { /* a detection waits: its window ends at the last frame if it has not come yet */
+        const int32_t last = (int32_t)frames - 1;
+        if (ver.end > last) ver_start(ver.frame, ver.cls, ver.score, last);
+        ver_steps(last, 0, &ver_ticks);
+        detections += (unsigned long)ver_decide();
+        ++verifications;
+    }
+#endif
     fclose(fi);
     fclose(fo);
     printf("kws-stats: samples=%lu frames=%lu fe_ticks=%s net_ticks=%s detections=%lu fe_bytes=%lu net_bytes=%lu "
-           "det_bytes=%lu\n", samples, frames, u64_text(fe_ticks, fe_text), u64_text(net_ticks, net_text),
-           detections, (unsigned long)(sizeof(fe) + NORM_BYTES), (unsigned long)sizeof(net),
-           (unsigned long)sizeof(det));
+           "det_bytes=%lu verifications=%lu ver_ticks=%s ver_bytes=%lu frame_ticks_max=%s\n", samples, frames,
+           u64_text(fe_ticks, fe_text), u64_text(net_ticks, net_text), detections,
+           (unsigned long)(sizeof(fe) + NORM_BYTES), (unsigned long)sizeof(net), (unsigned long)sizeof(det),
+           verifications, u64_text(ver_ticks, ver_text), (unsigned long)VER_BYTES, u64_text(worst, worst_text));
     return 0;
 }

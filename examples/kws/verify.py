@@ -19,6 +19,11 @@ window (its per-frame targets: 50 ms before a word's end to 250 ms after it), la
 or "not a digit" for the reversed, spliced and synthetic words and for silence. A detection the verifier
 rejects still starts the streaming detector's refractory period (0.8 s): a wrong trigger can hide a
 digit that follows within 0.8 s.
+
+``evaluate --verifier`` runs both stages in ``stream.c`` (:func:`header` writes its ``kws_verify.h``; the
+verifier's C, prefix kwsv, sits in ``verify/``): the verifier's own normalizer and an 80-frame ring,
+:data:`STEPS_PER_FRAME` verifier steps per frame from the detection on; :func:`python_rows` is what it
+must print.
 """
 
 from __future__ import annotations
@@ -47,6 +52,11 @@ TRIGGER = 0.3  # the streaming model's threshold (mean posterior) in front of th
 #: edge to well inside it. Chosen on the development split (yweweler held out, george unused): recall 0.20
 #: without the wait, 0.54 with it
 DELAY = 10
+#: the verifier's steps per frame in stream.c (KWSV_STEPS_PER_FRAME; 0: all 80 at the frame its window ends).
+#: One keeps a Cortex-M4 at 64 MHz within each 10 ms frame (front end, streaming model and one step: about
+#: 350k instructions) and needs no audio buffer for an 80-step burst (12M instructions, 237 ms); the
+#: decision comes about 0.8 s after the detection instead of 0.1 s. The outputs are the same either way.
+STEPS_PER_FRAME = 1
 THRESHOLDS = (0.5, 0.0, 0.7, 0.8, 0.9)  # tau, the verifier's probability of the detected digit (the first: reported)
 MODEL = HERE / "fsdd_model" / "verify_george.keras"  # its prior and calibration windows: companion()
 
@@ -63,20 +73,23 @@ def windows(q, ends, n=WINDOW) -> np.ndarray:
     return out
 
 
-def training_windows(q, y, w, seed=0, per_sequence=2) -> tuple:
+def training_windows(q, y, w, seed=0, per_sequence=2, early=0) -> tuple:
     """``(windows, labels)`` from ``fsdd_stream.build_data``'s sequences ``q``, targets ``y`` and weights
-    ``w``: ``per_sequence`` windows per sequence ending at random frames of its target window (a sequence
-    without one, silence: frames 40 on), labelled with the digit (target class - 2) or :data:`NOT_A_DIGIT`."""
+    ``w``: ``per_sequence`` windows per sequence ending at random frames of its target window, extended
+    ``early`` frames before its start (a sequence without one, silence: frames 40 on), labelled with the
+    target window's class: the digit (class - 2) or :data:`NOT_A_DIGIT`."""
     rng = np.random.default_rng(seed)
     ends, labels, rows = [], [], []
     for i in range(len(q)):
         target = np.flatnonzero((y[i] >= 1) & (w[i] > 0))
         if len(target) == 0:
             target = np.arange(40, q.shape[1])
+        label = int(y[i, target[0]])
+        target = np.arange(max(0, target[0] - early), target[-1] + 1)
         for t in rng.choice(target, per_sequence):
             rows.append(i)
             ends.append(int(t))
-            labels.append(int(y[i, t]) - 2 if y[i, t] >= 2 else NOT_A_DIGIT)
+            labels.append(label - 2 if label >= 2 else NOT_A_DIGIT)
     x = np.stack([windows(q[i], [e])[0] for i, e in zip(rows, ends, strict=True)])
     return x, np.asarray(labels)
 
@@ -120,27 +133,63 @@ def check(model):
 
 
 def load(model, out_dir):
-    """``(int8 C artifact, prior)`` of a verifier model, converted as the clip models are
-    (``evaluate_fsdd.convert``); a one-line error when it, its prior or its calibration file is missing."""
+    """``(quantized graph, prior)`` of a verifier model, converted to int8 C in ``out_dir`` as the clip
+    models are (``evaluate_fsdd.convert``) with C symbols kwsv_...; a one-line error when it, its prior or
+    its calibration file is missing."""
     import evaluate_fsdd
 
+    import lmu_edge
+
     check(model)
-    return evaluate_fsdd.convert(model, companion(model, "calib"), out_dir), np.load(companion(model, "norm"))
+    evaluate_fsdd.convert(model, companion(model, "calib"), out_dir, prefix="kwsv")
+    return lmu_edge.load(Path(out_dir) / "quantized.lmu.npz"), np.load(companion(model, "norm"))
 
 
-def verified(art, prior, audio, detections, runtimes, delay=DELAY) -> dict:
-    """The verifier's int8 C on each runtime over the 80 normalized frames ending ``delay`` frames after each
-    of the streaming model's ``detections`` ``(frame, class, score)`` in ``audio`` (at the last frame where
-    the recording ends sooner; the normalizer from ``prior``, run over the whole recording as a device
-    would). Returns ``{runtime: probabilities (detections x 11)}``."""
+def min_q(qg, tau) -> int:
+    """The least int8 output of the verifier graph ``qg`` whose probability (dequantized) is >= ``tau``:
+    the C's form of :func:`accept`'s rule (128, never, when none is)."""
+    from lmu_edge import intsim
+
+    q = np.arange(-128, 128)
+    ok = q[intsim.dequantize_output(qg, q) >= tau]
+    return int(ok.min()) if len(ok) else 128
+
+
+def header(qg, prior, tau=THRESHOLDS[0], delay=DELAY, steps=STEPS_PER_FRAME) -> str:
+    """``kws_verify.h`` for ``stream.c``: the second stage with the verifier graph ``qg`` (its C prefixed
+    kwsv), its normalizer's ``prior``, the acceptance rule at ``tau``, the wait ``delay`` and ``steps``
+    per frame."""
+    return (
+        "/* the second stage of examples/kws/verify.py; generated, do not edit */\n"
+        f"#define KWS_VERIFY 1\n#define KWSV_WINDOW {WINDOW}\n#define KWSV_DELAY {int(delay)}\n"
+        f"#define KWSV_STEPS_PER_FRAME {int(steps)}\n"
+        f"#define KWSV_MIN_Q ({min_q(qg, tau)}) /* tau {tau} */\n" + fsdd.norm_header(prior, "kwsv")
+    )
+
+
+def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOLDS[0]) -> np.ndarray:
+    """The integer pipeline in Python of what ``stream.c`` with the verifier prints in its kws-verify lines:
+    the detections at ``trigger`` in the streaming model's int8 outputs ``y`` (``fsdd_stream.python_stream``),
+    the verifier ``vqg`` (``intsim.run_int``) over the 80 frames of ``audio`` normalized from ``prior``
+    ending ``delay`` frames after each (at the last frame where the recording ends sooner). Rows (frame,
+    class, score, accepted at ``tau``, its 11 int8 outputs)."""
+    import kws
+
+    from lmu_edge import intsim
     from lmu_edge.audio import frontend
 
+    dets = kws.Detector(threshold=trigger * 256 * kws.Detector().window).run(y)
+    rows = np.zeros((len(dets), 4 + NOT_A_DIGIT + 1), np.int64)
+    if not dets:
+        return rows
     q = fsdd.SpeakerNorm(prior).frames(frontend.features(np.asarray(audio, np.int64), fsdd.CFG))
-    ends = [min(f + delay, len(q) - 1) for f, _, _ in detections]
-    x = windows(q, ends).astype(np.float64) * fsdd.FEATURE_SCALE
-    if not len(x):
-        return {rt: np.zeros((0, NOT_A_DIGIT + 1)) for rt in runtimes}
-    return {rt: np.asarray(art.run(x, rt)).reshape(len(x), -1, NOT_A_DIGIT + 1)[:, -1] for rt in runtimes}
+    x = windows(q, [min(f + delay, len(q) - 1) for f, _, _ in dets])
+    out = np.asarray(intsim.run_int(vqg, x)).reshape(len(x), -1, NOT_A_DIGIT + 1)[:, -1]
+    ok = accept(dets, intsim.dequantize_output(vqg, out), tau)
+    for i, (f, c, s) in enumerate(dets):
+        rows[i, :4] = f, c, s, (f, c, s) in ok
+    rows[:, 4:] = out
+    return rows
 
 
 def cmd_train(a):
@@ -155,7 +204,7 @@ def cmd_train(a):
     if "prior" not in z:
         raise fsdd.CommandError(f"{a.data}: not speaker-normalized; make it with fsdd_stream.py data --norm")
     t0 = time.time()
-    x, labels = training_windows(z["q"], z["y"], z["w"], a.seed)
+    x, labels = training_windows(z["q"], z["y"], z["w"], a.seed, early=a.early)
     print(f"{len(x)} windows ({np.bincount(labels).tolist()} per class)", flush=True)
     import torch
 
@@ -184,6 +233,9 @@ def main(argv=None):
     t.add_argument("data", help="the .npz of fsdd_stream.py data --norm")
     t.add_argument("--epochs", type=int, default=15, help="training epochs (the shipped verifier: 15)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--early", type=int, default=0, help="training windows may end this many frames before the target window"
+    )
     t.add_argument("--device", default="cpu")
     t.add_argument("--out", default=str(HERE.parents[1] / "out" / "kws_fsdd_verify"))
     k = sub.add_parser("to-keras", help="write the trained weights as a keras-lmu model (verify.keras)")
