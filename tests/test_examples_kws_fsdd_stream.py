@@ -257,4 +257,6 @@ def test_speaker_normalization_in_c_is_the_python_one_on_host_and_cortex_m4(stre
     exe = kws.build_stream(work / "c", work / "build_plain", fsdd_stream.detector(), ("cortex-m4",), fsdd_stream.CFG)
     _, y_plain_m4, plain = kws.run_stream(exe["cortex-m4"], "cortex-m4", audio, len(y[0]))
     np.testing.assert_array_equal(y_plain_m4, y_plain)
-    assert 700 < stats["fe_insn"] - plain["fe_insn"] < 1000 and abs(stats["net_insn"] - plain["net_insn"]) < 5
+    # (the model's cost does not change: SysTick counts 1.25 instructions per tick and the model's
+    # saturating branches see other values, a few instructions per frame either way)
+    assert 700 < stats["fe_insn"] - plain["fe_insn"] < 1000 and abs(stats["net_insn"] - plain["net_insn"]) < 10

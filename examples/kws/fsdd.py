@@ -190,6 +190,15 @@ def speech_mean(qs) -> np.ndarray:
     return np.round(f.mean(0) * 256).astype(np.int64)
 
 
+def count(text) -> int:
+    """argparse type: a whole number >= 0."""
+    import argparse
+
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return int(text)
+
+
 def one_line_errors(run, cmd: str, missing_file_hint: str) -> int:
     """``run()``'s exit status; a bad WAV or folder, a :class:`CommandError`, a missing file
     (``missing_file_hint`` says which step makes it) or a missing package becomes one line on stderr

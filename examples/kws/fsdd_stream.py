@@ -493,9 +493,11 @@ def cmd_evaluate(a):
             raise fsdd.CommandError(f"--{opt} sets the second stage: give --verifier too")
     a.trigger = verify.TRIGGER if a.trigger is None else a.trigger
     a.delay = verify.DELAY if a.delay is None else a.delay
-    if a.delay >= detector().refractory:
+    most = min(detector().refractory, verify.WINDOW)
+    if a.delay >= most:
         raise fsdd.CommandError(
-            f"--delay {a.delay}: give fewer frames than the detector's refractory period ({detector().refractory})"
+            f"--delay {a.delay}: give fewer frames than the detector's refractory period and the verifier's "
+            f"window ({most})"
         )
     if not 0 < a.trigger <= 1:
         raise fsdd.CommandError(f"--trigger {a.trigger}: give a mean posterior in (0, 1]")
@@ -506,8 +508,8 @@ def cmd_evaluate(a):
             continue
         for rt, r in per.items():
             print(f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  {summary(r)}")
-        lines = [r["lines"] for r in per.values()]
-        print(f"{name:20s} detections identical on {', '.join(per)}: {all(x == lines[0] for x in lines)}")
+        same = len({(r["outputs_sha256"], tuple(r["lines"])) for r in per.values()}) == 1
+        print(f"{name:20s} model outputs and detections identical on {', '.join(per)}: {same}")
     print_sweep("threshold", res["threshold_sweep"])
     if "verified" in res:
         print(f"two stages: trigger {a.trigger}, the verifier {a.delay} frames later: its digit's probability >= tau")
@@ -519,13 +521,6 @@ def cmd_evaluate(a):
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     return 0
-
-
-def count(text) -> int:
-    """argparse type: a whole number >= 0."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
-    return int(text)
 
 
 def main(argv=None):
@@ -540,7 +535,7 @@ def main(argv=None):
     d.add_argument("--norm", action="store_true", help="speaker-normalized features (fsdd.SpeakerNorm)")
     d.add_argument(
         "--more-negatives",
-        type=count,
+        type=fsdd.count,
         default=0,
         metavar="N",
         help="also N espeak-ng renditions of each word of negative_words.txt (315 words, 20 accents and "
@@ -548,7 +543,7 @@ def main(argv=None):
     )
     d.add_argument(
         "--festival-negatives",
-        type=count,
+        type=fsdd.count,
         default=0,
         metavar="N",
         help="also N Festival renditions of each word of negative_words.txt (11 voices from human "
@@ -586,7 +581,7 @@ def main(argv=None):
         "--trigger", type=float, help=f"with --verifier: the streaming model's threshold (default {verify.TRIGGER})"
     )
     e.add_argument(
-        "--delay", type=count, help=f"with --verifier: frames it waits after a detection (default {verify.DELAY})"
+        "--delay", type=fsdd.count, help=f"with --verifier: frames it waits after a detection (default {verify.DELAY})"
     )
     e.add_argument("--work", default=None, help="keep the C build here")
     e.add_argument("--json", default=None)

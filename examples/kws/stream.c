@@ -17,7 +17,9 @@
  * stream_out.bin. OUT gets the model's int8 outputs of every frame (KWS_N_OUTPUTS bytes each).
  * Prints one line per detection, "1.23 s: yes (0.91)", then a "kws-stats:" line of counters. With the
  * verifier: a "kws-verify: FRAME CLASS SCORE ACCEPTED Q0 .. Q10" line for each first-stage detection (its
- * int8 outputs), and the detection line only for those that stand, when the verifier has decided.
+ * int8 outputs), and the detection line only for those that stand, when the verifier has decided
+ * (detections= counts those); kws-stats adds verifications=, ver_ticks= (its steps), ver_bytes= (its
+ * normalizer, ring and state) and frame_ticks_max= (the costliest frame: front end, model(s), detector).
  * (SysTick ticks on Cortex-M: 25 MHz, with QEMU's -icount shift=5 one tick is 1.25 instructions).
  */
 #include <stdio.h>
@@ -52,7 +54,7 @@ typedef struct {
     uint8_t ring[KWS_DET_WINDOW][KWS_DET_N_CLASSES]; /* p = y + 128 of the last frames */
     int32_t sum[KWS_DET_N_CLASSES];                  /* their sums */
     int32_t pos;
-    int32_t last;                                    /* frame of the last detection */
+    int32_t quiet;                                   /* frames since the last detection, up to the period */
 } kws_det_state_t;
 
 static kws_fe_state_t fe;
@@ -116,18 +118,19 @@ static kws_norm_state_t nrm;
    forming samples * 1000, which overflowed 32 bits after about 4.5 minutes of 16 kHz audio) and the
    smoothed posterior in % */
 static void print_detection(unsigned long frame, int cls, int32_t score) {
-    const unsigned long end = frame * KWS_FE_HOP + KWS_FE_FRAME_LEN;
-    const unsigned long ms = end / KWS_FE_SAMPLE_RATE * 1000ul + end % KWS_FE_SAMPLE_RATE * 1000ul / KWS_FE_SAMPLE_RATE;
+    const uint64_t end = (uint64_t)frame * KWS_FE_HOP + KWS_FE_FRAME_LEN; /* 32 bits wrap after 6 days */
+    const uint64_t ms = end / KWS_FE_SAMPLE_RATE * 1000u + end % KWS_FE_SAMPLE_RATE * 1000u / KWS_FE_SAMPLE_RATE;
     const unsigned long pct = (unsigned long)score * 100ul / (256ul * KWS_DET_WINDOW);
-    printf("%lu.%02lu s: %s (0.%02lu)\n", ms / 1000ul, (ms % 1000ul) / 10ul, kws_class_names[cls], pct);
+    printf("%lu.%02lu s: %s (0.%02lu)\n", (unsigned long)(ms / 1000u), (unsigned long)(ms % 1000u / 10u),
+           kws_class_names[cls], pct);
 }
 
 #ifdef KWS_VERIFY
 #if KWSV_DELAY >= KWS_DET_REFRACTORY || KWSV_DELAY >= KWSV_WINDOW
 #error "KWSV_DELAY must be below the refractory period (no detection while one waits) and the window"
 #endif
-#if KWSV_STEPS_PER_FRAME > 0 && KWS_DET_REFRACTORY < KWSV_WINDOW
-#error "one step per frame takes KWSV_WINDOW frames: the refractory period must cover them"
+#if KWSV_STEPS_PER_FRAME > 0 && (KWSV_WINDOW + KWSV_STEPS_PER_FRAME - 1) / KWSV_STEPS_PER_FRAME > KWS_DET_REFRACTORY
+#error "KWSV_STEPS_PER_FRAME steps per frame take longer than the refractory period: a detection would come while one waits"
 #endif
 #if KWSV_N_INPUTS != KWS_FE_N_MELS || KWSV_N_OUTPUTS != KWS_DET_N_CLASSES - 1
 #error "the verifier reads the front end's frames and names the digits and 'not a digit'"
@@ -137,16 +140,21 @@ static void print_detection(unsigned long frame, int cls, int32_t score) {
    the frame the window ends; k > 0 runs at most k of them per frame from the detecting frame on, each
    on a frame that has arrived (the same steps on the same frames: the same outputs), so no frame costs
    more than k steps and a device needs no audio buffer for the burst; the decision comes after the
-   last step (k = 1: about KWSV_WINDOW frames after the detection). A frame is stepped before the ring
-   overwrites it: from the detecting frame on at least one step per frame keeps the next frame to step
-   within the last KWSV_WINDOW - KWSV_DELAY frames. */
+   last step (k = 1: about KWSV_WINDOW frames after the detection). From the detecting frame on at least
+   one step per frame keeps the next frame to step within the last KWSV_WINDOW - KWSV_DELAY frames, so
+   the ring never overwrites it. Positions are relative (slots and counts, no frame numbers), so nothing
+   overflows in a long run. */
 typedef struct {
-    int8_t ring[KWSV_WINDOW][KWS_FE_N_MELS]; /* normalized frame j in ring[j % KWSV_WINDOW] */
+    int8_t ring[KWSV_WINDOW][KWS_FE_N_MELS]; /* the last normalized frames; head: the slot of the next */
     int8_t first[KWS_FE_N_MELS];             /* frame 0: the frames before the recording */
     int8_t q[KWSV_N_OUTPUTS];                /* the verifier's outputs after its last step */
-    int32_t next;                            /* the next frame to step; the window ends at end */
-    int32_t end;                             /* -1: no detection waiting */
-    int32_t frame, cls, score;               /* the first-stage detection it checks */
+    int32_t head;
+    int32_t heard;                           /* frames heard, up to KWSV_WINDOW */
+    int32_t left;                            /* steps left; 0: no detection waiting */
+    int32_t lag;                             /* the next frame to step, in frames before the newest */
+    int32_t wait;                            /* frames until the window's last frame arrives */
+    int32_t cls, score;                      /* the first-stage detection it checks */
+    unsigned long frame;
 } kws_ver_state_t;
 
 static kws_norm_state_t vnrm;
@@ -154,38 +162,47 @@ static kws_ver_state_t ver;
 static kwsv_state_t vnet;
 #define VER_BYTES (sizeof(vnrm) + sizeof(ver) + sizeof(vnet))
 
-/* frame (raw features) through the verifier's normalizer into the ring */
-static void ver_push(const int8_t *raw, int32_t frame) {
+/* a frame (raw features) through the verifier's normalizer into the ring */
+static void ver_push(const int8_t *raw) {
     int8_t f[KWS_FE_N_MELS];
     memcpy(f, raw, sizeof(f));
     norm_step(&vnrm, f);
-    memcpy(ver.ring[frame % KWSV_WINDOW], f, sizeof(f));
-    if (frame == 0) memcpy(ver.first, f, sizeof(f));
+    memcpy(ver.ring[ver.head], f, sizeof(f));
+    if (++ver.head == KWSV_WINDOW) ver.head = 0;
+    if (ver.heard == 0) memcpy(ver.first, f, sizeof(f));
+    if (ver.heard < KWSV_WINDOW) ++ver.heard;
+    if (ver.left > 0) { /* a detection waits: its frames move one further back */
+        ++ver.lag;
+        if (ver.wait > 0) --ver.wait;
+    }
 }
 
-/* a detection at frame: the window that ends KWSV_DELAY frames later, or at last (the last frame heard)
-   when the recording ended sooner, from its first frame */
-static void ver_start(int32_t frame, int32_t cls, int32_t score, int32_t last) {
-    ver.end = frame + KWSV_DELAY < last ? frame + KWSV_DELAY : last;
-    ver.next = ver.end - KWSV_WINDOW + 1;
+/* the window of a detection at the newest frame, wait frames ahead (0: the newest frame ends it) */
+static void ver_start(unsigned long frame, int32_t cls, int32_t score, int32_t wait) {
+    ver.left = KWSV_WINDOW;
+    ver.wait = wait;
+    ver.lag = KWSV_WINDOW - 1 - wait;
     ver.frame = frame;
     ver.cls = cls;
     ver.score = score;
     kwsv_reset(&vnet);
 }
 
-/* at most max_steps (0: all) of the waiting verifier's steps on the frames up to now; 1 when it has run
-   its last. Each step is timed alone: a whole window's steps would wrap SysTick's 24 bits. */
-static int ver_steps(int32_t now, int32_t max_steps, uint64_t *ticks) {
+/* at most max_steps (0: all) of the waiting verifier's steps on the frames that have arrived; 1 when it
+   has run its last. Each step is timed alone: a whole window's steps would wrap SysTick's 24 bits. */
+static int ver_steps(int32_t max_steps, uint64_t *ticks) {
     int32_t n = 0;
-    while (ver.next <= ver.end && ver.next <= now && (max_steps == 0 || n < max_steps)) {
+    while (ver.left > 0 && ver.lag >= 0 && (max_steps == 0 || n < max_steps)) {
+        int32_t slot = ver.head - 1 - ver.lag;
         const uint32_t t0 = ticks_now();
-        kwsv_step_int8(&vnet, ver.next < 0 ? ver.first : ver.ring[ver.next % KWSV_WINDOW], ver.q);
+        if (slot < 0) slot += KWSV_WINDOW;
+        kwsv_step_int8(&vnet, ver.lag >= ver.heard ? ver.first : ver.ring[slot], ver.q);
         *ticks += ticks_since(t0);
-        ++ver.next;
+        --ver.lag;
+        --ver.left;
         ++n;
     }
-    return ver.next > ver.end;
+    return ver.left == 0;
 }
 
 /* the verifier's decision: its top class (the first on ties, as numpy's argmax) is the detected digit
@@ -197,11 +214,10 @@ static int ver_decide(void) {
         if (ver.q[k] > ver.q[best]) best = k;
     }
     ok = best == ver.cls - 2 && (int32_t)ver.q[best] >= KWSV_MIN_Q;
-    printf("kws-verify: %ld %ld %ld %d", (long)ver.frame, (long)ver.cls, (long)ver.score, (int)ok);
+    printf("kws-verify: %lu %ld %ld %d", ver.frame, (long)ver.cls, (long)ver.score, (int)ok);
     for (k = 0; k < KWSV_N_OUTPUTS; ++k) printf(" %d", (int)ver.q[k]);
     printf("\n");
-    if (ok) print_detection((unsigned long)ver.frame, (int)ver.cls, ver.score);
-    ver.end = -1;
+    if (ok) print_detection(ver.frame, (int)ver.cls, ver.score);
     return (int)ok;
 }
 #else
@@ -210,11 +226,11 @@ static int ver_decide(void) {
 
 static void det_reset(kws_det_state_t *d) {
     memset(d, 0, sizeof(*d));
-    d->last = -KWS_DET_REFRACTORY;
+    d->quiet = KWS_DET_REFRACTORY;
 }
 
 /* returns the detected class (>= 2) or -1; *score gets its smoothed sum */
-static int det_step(kws_det_state_t *d, const int8_t *y, int32_t frame, int32_t *score) {
+static int det_step(kws_det_state_t *d, const int8_t *y, int32_t *score) {
     int32_t c, best = 2;
     for (c = 0; c < KWS_DET_N_CLASSES; ++c) {
         const int32_t p = (int32_t)y[c] + 128;
@@ -226,8 +242,9 @@ static int det_step(kws_det_state_t *d, const int8_t *y, int32_t frame, int32_t 
         if (d->sum[c] > d->sum[best]) best = c;
     }
     *score = d->sum[best];
-    if (d->sum[best] >= KWS_DET_THRESHOLD && frame - d->last >= KWS_DET_REFRACTORY) {
-        d->last = frame;
+    if (d->quiet < KWS_DET_REFRACTORY) ++d->quiet; /* no frame numbers: nothing wraps in a long run */
+    if (d->sum[best] >= KWS_DET_THRESHOLD && d->quiet >= KWS_DET_REFRACTORY) {
+        d->quiet = 0;
         return (int)best;
     }
     return -1;
@@ -267,7 +284,6 @@ int main(int argc, char **argv) {
 #ifdef KWS_VERIFY
     norm_reset(&vnrm, kwsv_norm_prior);
     memset(&ver, 0, sizeof(ver));
-    ver.end = -1;
 #endif
     ticks_start();
     while ((n = fread(buf, sizeof(int16_t), 256, fi)) > 0) {
@@ -281,7 +297,7 @@ int main(int argc, char **argv) {
                 int cls;
 #ifdef KWS_VERIFY
                 t0 = ticks_now(); /* the verifier's normalizer and ring: counted with the front end */
-                ver_push(feat, (int32_t)frames); /* before the streaming model's normalizer changes feat */
+                ver_push(feat); /* before the streaming model's normalizer changes feat */
                 fe_ticks += ticks_since(t0);
 #endif
 #ifdef KWS_NORM_SHIFT
@@ -293,11 +309,11 @@ int main(int argc, char **argv) {
                 kws_step_int8(&net, feat, y);
                 net_ticks += ticks_since(t0);
                 fwrite(y, 1, sizeof(y), fo);
-                cls = det_step(&det, y, (int32_t)frames, &score);
+                cls = det_step(&det, y, &score);
 #ifdef KWS_VERIFY
-                if (cls >= 0) ver_start((int32_t)frames, cls, score, (int32_t)frames + KWSV_DELAY);
-                if (ver.end >= 0 && (KWSV_STEPS_PER_FRAME > 0 || ver.end == (int32_t)frames)
-                    && ver_steps((int32_t)frames, KWSV_STEPS_PER_FRAME, &ver_ticks)) {
+                if (cls >= 0) ver_start(frames, cls, score, KWSV_DELAY);
+                if (ver.left > 0 && (KWSV_STEPS_PER_FRAME > 0 || ver.wait == 0)
+                    && ver_steps(KWSV_STEPS_PER_FRAME, &ver_ticks)) {
                     detections += (unsigned long)ver_decide();
                     ++verifications;
                 }
@@ -314,10 +330,9 @@ int main(int argc, char **argv) {
         }
     }
 #ifdef KWS_VERIFY
-    if (ver.end >= 0) { /* a detection waits: its window ends at the last frame if it has not come yet */
-        const int32_t last = (int32_t)frames - 1;
-        if (ver.end > last) ver_start(ver.frame, ver.cls, ver.score, last);
-        ver_steps(last, 0, &ver_ticks);
+    if (ver.left > 0) { /* a detection waits: the window ends at the last frame if its end has not come */
+        if (ver.wait > 0) ver_start(ver.frame, ver.cls, ver.score, 0); /* (its steps so far counted too) */
+        ver_steps(0, &ver_ticks);
         detections += (unsigned long)ver_decide();
         ++verifications;
     }
