@@ -156,6 +156,49 @@ def test_windows_reaching_before_the_recording_or_past_its_end_are_pythons_in_c(
     np.testing.assert_array_equal(stats["verify"], rows)
 
 
+STUB_H = """#include <stdint.h>
+#define KWSV_N_INPUTS 32
+#define KWSV_N_OUTPUTS 11
+typedef struct { int32_t steps; } kwsv_state_t;
+void kwsv_reset(kwsv_state_t *s);
+void kwsv_step_int8(kwsv_state_t *s, const int8_t *x, int8_t *y);
+"""
+# a stand-in verifier whose 11 outputs are all equal: the decision rule's ties, which real outputs rarely hit
+STUB_C = """#include "model.h"
+void kwsv_reset(kwsv_state_t *s) { s->steps = 0; }
+void kwsv_step_int8(kwsv_state_t *s, const int8_t *x, int8_t *y) {
+    int k;
+    (void)x;
+    ++s->steps;
+    for (k = 0; k < KWSV_N_OUTPUTS; ++k) y[k] = 100;
+}
+"""
+
+
+def test_on_a_tie_the_first_class_is_the_verifiers_answer_as_numpys_argmax(checked, tmp_path):
+    work, res, recs = checked
+    vqg = lmu_edge.load(work / "verifier_c" / "quantized.lmu.npz")
+    prior = np.load(verify.companion(verify.MODEL, "norm"))
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (stub / "model.h").write_text(STUB_H)
+    (stub / "model.c").write_text(STUB_C)
+    for f in ("lmu_runtime.h", "lmu_kernels_arm.h"):
+        (stub / f).write_text("/* not used by the stand-in */\n")
+    first = fsdd_stream.kws.Detector(
+        threshold=verify.TRIGGER * 256 * fsdd_stream.detector().window, names=fsdd_stream.CLASSES
+    )
+    stages = (stub, verify.header(vqg, prior, 0.0, verify.DELAY))  # tau 0: only the top class decides
+    exe = fsdd_stream.kws.build_stream(work / "c", tmp_path / "b", first, ("host",), fsdd_stream.CFG, verifier=stages)
+    _, _, stats = fsdd_stream.kws.run_stream(exe["host"], "host", recs["digits"][0], len(fsdd_stream.CLASSES))
+    rows = stats["verify"]
+    assert (rows[:, 4:] == 100).all() and (rows[:, 1] == 2).any() and (rows[:, 1] != 2).any(), rows[:, :4]
+    dets = [tuple(int(v) for v in r[:3]) for r in rows]
+    stood = verify.accept(dets, np.full((len(rows), 11), 0.5), 0.0)  # numpy: the first of equal maxima
+    assert stood == [d for d in dets if d[1] == 2]  # "zero", class 0 of the verifier
+    assert [d for d, r in zip(dets, rows, strict=True) if r[3]] == stood
+
+
 def test_fixed_two_stage_counts_on_the_shipped_subset(checked):
     _, res, _ = checked
     for name, (n, correct) in EXPECTED.items():

@@ -209,11 +209,12 @@ static int ver_steps(int32_t max_steps, uint64_t *ticks) {
    and its output >= KWSV_MIN_Q. Prints the kws-verify line, and the detection line when it stands;
    returns 1 then. */
 static int ver_decide(void) {
-    int32_t k, best = 0, ok;
+    int32_t k, best = 0, top, ok;
     for (k = 1; k < KWSV_N_OUTPUTS; ++k) {
         if (ver.q[k] > ver.q[best]) best = k;
     }
-    ok = best == ver.cls - 2 && (int32_t)ver.q[best] >= KWSV_MIN_Q;
+    top = ver.q[best]; /* an int32 variable: with tau 0, KWSV_MIN_Q -128 would make an int8 test always true */
+    ok = best == ver.cls - 2 && top >= KWSV_MIN_Q;
     printf("kws-verify: %lu %ld %ld %d", ver.frame, (long)ver.cls, (long)ver.score, (int)ok);
     for (k = 0; k < KWSV_N_OUTPUTS; ++k) printf(" %d", (int)ver.q[k]);
     printf("\n");
