@@ -421,8 +421,6 @@ def evaluate(
     model's outputs at 0.5."""
     import tempfile
 
-    from lmu_edge import intsim
-
     if verifier is not None:
         verify.check(verifier)  # before any work, as a bad folder below
     recs = test_recordings(folder, speaker, minutes, limit=limit)  # a bad folder fails before any work
@@ -442,28 +440,18 @@ def evaluate(
         res[name] = {}
         for rt in runtimes:
             lines, y, stats = kws.run_stream(exes[rt], rt, audio, len(CLASSES))
-            rows = stats.pop("verify", np.zeros((0, 4 + verify.NOT_A_DIGIT + 1), np.int64))
+            rows = stats.pop("verify", [])
             r = score(det.run(y), events, len(audio))
             r["lines"] = lines
             r["outputs_sha256"] = hashlib.sha256(y.tobytes()).hexdigest()
             r["stats"] = {k: v for k, v in stats.items() if k != "wall_s"}
             res[name][rt] = r
-            if verifier is not None:  # what the C decided and printed, and the verifier's int8 outputs
-                stood = [tuple(int(v) for v in row[:3]) for row in rows if row[3]]
-                res.setdefault("verified", {}).setdefault(name, {})[rt] = {
-                    **score(stood, events, len(audio)),
-                    "lines": lines,
-                    "rows_sha256": hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest(),
-                    "rows": rows.tolist(),  # per first-stage detection: frame, class, score, stood, 11 int8
-                }
+            if verifier is not None:  # what the C decided and printed; the first runtime's rows through each tau
+                decided, by_tau = verify.scores(vqg, rows, lambda d, a=audio, e=events: score(d, e, len(a)))
+                res.setdefault("verified", {}).setdefault(name, {})[rt] = {**decided, "lines": lines}
                 if rt == runtimes[0]:
-                    dets = [tuple(int(v) for v in row[:3]) for row in rows]
-                    probs = intsim.dequantize_output(vqg, rows[:, 4:])
-                    for tau in verify.THRESHOLDS:
-                        acc = verify.accept(dets, probs, tau)
-                        res.setdefault("verified_sweep", {}).setdefault(f"{tau:.2f}", {})[name] = score(
-                            acc, events, len(audio)
-                        )
+                    for tau, at in by_tau.items():
+                        res.setdefault("verified_sweep", {}).setdefault(tau, {})[name] = at
             if rt == runtimes[0]:  # the same int8 outputs through other thresholds (operating points)
                 for th in THRESHOLDS:
                     d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)

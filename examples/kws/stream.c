@@ -164,12 +164,11 @@ static kwsv_state_t vnet;
 
 /* a frame (raw features) through the verifier's normalizer into the ring */
 static void ver_push(const int8_t *raw) {
-    int8_t f[KWS_FE_N_MELS];
-    memcpy(f, raw, sizeof(f));
+    int8_t *f = ver.ring[ver.head]; /* normalized in its slot */
+    memcpy(f, raw, KWS_FE_N_MELS);
     norm_step(&vnrm, f);
-    memcpy(ver.ring[ver.head], f, sizeof(f));
     if (++ver.head == KWSV_WINDOW) ver.head = 0;
-    if (ver.heard == 0) memcpy(ver.first, f, sizeof(f));
+    if (ver.heard == 0) memcpy(ver.first, f, KWS_FE_N_MELS);
     if (ver.heard < KWSV_WINDOW) ++ver.heard;
     if (ver.left > 0) { /* a detection waits: its frames move one further back */
         ++ver.lag;

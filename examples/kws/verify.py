@@ -196,6 +196,26 @@ def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOL
     return rows
 
 
+def scores(vqg, rows, score) -> tuple:
+    """``(decided, sweep)`` of ``stream.c``'s kws-verify ``rows`` on one recording (the form of
+    :func:`python_rows`): ``score`` (a list of detections -> its numbers, as ``fsdd_stream.score`` with the
+    recording's events) of the detections the C let stand, with the rows and their SHA-256; and of the
+    same first-stage detections through each tau of :data:`THRESHOLDS`, from the rows' int8 outputs."""
+    import hashlib
+
+    from lmu_edge import intsim
+
+    rows = np.asarray(rows, np.int64).reshape(-1, 4 + NOT_A_DIGIT + 1)
+    dets = [tuple(int(v) for v in row[:3]) for row in rows]
+    decided = {
+        **score([d for d, row in zip(dets, rows, strict=True) if row[3]]),
+        "rows_sha256": hashlib.sha256(np.ascontiguousarray(rows).tobytes()).hexdigest(),
+        "rows": rows.tolist(),  # per first-stage detection: frame, class, score, stood, 11 int8
+    }
+    probs = intsim.dequantize_output(vqg, rows[:, 4:])
+    return decided, {f"{tau:.2f}": score(accept(dets, probs, tau)) for tau in THRESHOLDS}
+
+
 def cmd_train(a):
     try:
         z = np.load(a.data)
