@@ -35,5 +35,5 @@ make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     fi
     echo "== installing lmu-edge${1:+[$1]} into .venv"
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${1:+[$1]}"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -c scripts/constraints.txt -e ".${1:+[$1]}"
 }

@@ -10,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
+# the environments and the suite need about 6 GB of disk (docs/testing.md); say what there is, for a run that fails
+echo "== disk: $(df -Ph . | awk 'NR == 2 {print $4}') free here, $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}') in the temporary folder"
 
 apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}" "${LINT_PACKAGES[@]}"
 make_venv "test,keras,nengo,tflite,onnx,torch,nir"
