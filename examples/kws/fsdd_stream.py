@@ -438,7 +438,8 @@ def evaluate(
     res, sweep = {}, {}
     for name, (audio, events) in recs.items():
         res[name] = {}
-        for rt in runtimes:
+        for rt in runtimes:  # minutes of work per recording on QEMU: say what runs
+            print(f"streaming {name} ({len(audio) / SR / 60:.1f} min of audio) on {rt}", file=sys.stderr, flush=True)
             lines, y, stats = kws.run_stream(exes[rt], rt, audio, len(CLASSES))
             rows = stats.pop("verify", [])
             r = score(det.run(y), events, len(audio))
