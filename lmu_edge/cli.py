@@ -1,9 +1,9 @@
-"""The ``lmu-edge`` command line: inspect, convert, run, verify (mirrors the Python API)."""
+"""The ``lmu-edge`` command line: inspect, convert, run, verify and report (mirrors the Python API); the
+error handling all commands share is in ``_cli_base``, ``report`` in ``_cli_report``."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -11,128 +11,11 @@ import click
 import numpy as np
 
 from . import __version__, escape
-
-EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a traceback."
-
-
-class _Interrupted(BaseException):
-    """Raised by the SIGTERM / SIGHUP / SIGINT handler, so that every ``finally`` and cleanup runs."""
-
-    def __init__(self, signum):
-        super().__init__(signum)
-        self.signum = signum
+from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, target_names
+from ._cli_report import report
 
 
-def _on_signal(signum, frame):
-    raise _Interrupted(signum)
-
-
-class _Group(click.Group):
-    """Turns every error, usage errors included, into one line on stderr and a non-zero exit code.
-
-    Warnings (numpy's, the converters') are collected while a command runs and printed, one line each,
-    only when it succeeds: an error is never preceded by a warning it explains better."""
-
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        import signal
-
-        previous = {}
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            try:
-                previous[sig] = signal.signal(sig, _on_signal)
-            except (ValueError, OSError):  # not the main thread (e.g. a test runner): leave it alone
-                pass
-        try:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Exit as e:
-            sys.exit(e.exit_code)
-        except click.UsageError as e:
-            cmd = e.ctx.command_path if e.ctx is not None else "lmu-edge"
-            self._fail(f"{e.format_message()} (see '{cmd} --help')", e.exit_code)
-        except click.ClickException as e:
-            self._fail(e.format_message(), e.exit_code)
-        except (click.exceptions.Abort, KeyboardInterrupt):
-            self._fail("interrupted; nothing was left half-written", 130)
-        except _Interrupted as e:
-            what = "interrupted" if e.signum == signal.SIGINT else f"stopped by signal {e.signum}"
-            self._fail(f"{what}; nothing was left half-written", 128 + e.signum)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    def invoke(self, ctx):
-        import warnings
-
-        from .errors import LmuEdgeError
-
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                result = super().invoke(ctx)
-            except (
-                click.exceptions.Exit,
-                click.exceptions.Abort,
-                click.ClickException,
-                _Interrupted,
-                KeyboardInterrupt,
-            ):
-                raise
-            except BrokenPipeError:  # e.g. "lmu-edge inspect --json | head": not an error
-                sys.stderr.close()
-                sys.exit(0)
-            except LmuEdgeError as e:
-                self._fail(e, 1)
-            except (OSError, MemoryError) as e:
-                self._fail(f"{type(e).__name__}: {e}", 1)
-            except Exception as e:  # a bug of ours: still one line, with the way to see more
-                self._fail(
-                    f"internal error ({type(e).__name__}: {e}); please report it with "
-                    f"the command you ran (LMU_EDGE_DEBUG=1 shows the traceback)",
-                    70,
-                )
-        seen = set()
-        for w in caught:
-            msg = " ".join(str(w.message).split())
-            if msg not in seen:
-                seen.add(msg)
-                click.echo(f"lmu-edge: warning: {msg}", err=True)
-        return result
-
-    @staticmethod
-    def _fail(msg, code):
-        if os.environ.get("LMU_EDGE_DEBUG") and isinstance(msg, BaseException):
-            raise msg
-        click.echo(f"lmu-edge: error: {' '.join(str(msg).split())}", err=True)
-        sys.exit(code)
-
-
-class _Finite(click.ParamType):
-    """A finite float in a range (click's FloatRange accepts inf and nan)."""
-
-    name = "number"
-
-    def __init__(self, lo: float, hi: float, low_open: bool = False):
-        self.lo, self.hi, self.low_open = lo, hi, low_open
-
-    def convert(self, value, param, ctx):
-        import math
-
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        bad_lo = v <= self.lo if self.low_open else v < self.lo
-        if not math.isfinite(v) or bad_lo or v > self.hi:
-            span = f"{'(' if self.low_open else '['}{self.lo:g}, {self.hi:g}]"
-            self.fail(f"{value!r} is not a finite number in {span}", param, ctx)
-        return v
-
-
-BUDGET = _Finite(0.0, 1.0, low_open=True)
-TOLERANCE = _Finite(0.0, 1e300)
-
-
-@click.group(cls=_Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="lmu-edge")
 def main():
     """Convert Legendre Memory Unit models trained in parallel form into
@@ -146,16 +29,6 @@ def main():
       lmu-edge verify out/model_c --input x.npy
       lmu-edge report model.keras --data x.npy -o out/model_report
     """
-
-
-def _progress(quiet):
-    return None if quiet else (lambda msg: click.echo(msg, err=True))
-
-
-def _targets():
-    from .registry import TARGETS
-
-    return sorted(TARGETS)
 
 
 @main.command()
@@ -275,7 +148,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--target", "-t", type=click.Choice(_targets()), required=True, help="What to emit.")
+@click.option("--target", "-t", type=click.Choice(target_names()), required=True, help="What to emit.")
 @click.option(
     "--output",
     "-o",
@@ -355,7 +228,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
     help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).",
 )
-@click.option("--tau", type=_Finite(0.0, 10.0, low_open=True), help="[nengo] Lowpass synapse time constant (seconds).")
+@click.option("--tau", type=Finite(0.0, 10.0, low_open=True), help="[nengo] Lowpass synapse time constant (seconds).")
 @click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
 @click.option(
     "--option",
@@ -408,7 +281,7 @@ def convert(
         prefer=prefer,
         tolerance=tolerance,
         overwrite=force,
-        progress=_progress(quiet),
+        progress=progress_printer(quiet),
         **options,
     )
     rep = json.loads((art.path / "report.json").read_text())
@@ -567,255 +440,7 @@ def verify(out_dir, input_path, runtime, tolerance):
     )
 
 
-def _report_budget(given, targets, quantize, state_bits) -> tuple:
-    """``(error budget, why)`` of the ``report`` command: the given one, or the strictest default among
-    the targets and the integer reference (the widest state decides, :func:`lmu_edge.folding.default_budget`)."""
-    from .folding import default_budget, state_bits_for
-    from .registry import target as target_module
-
-    if given is not None:
-        return float(given), "given"
-    if quantize == "float":
-        return default_budget(None)
-    widths = {int(state_bits)}  # the integer reference the report quantizes
-    for t in targets:
-        accepts = getattr(target_module(t), "OPTIONS", {})
-        bits = state_bits_for(t, quantize, {"state_bits": state_bits} if "state_bits" in accepts else {})
-        if bits is not None:
-            widths.add(bits)
-    budget, why = default_budget(max(widths))
-    if len(widths) > 1:
-        why += f" (the widest of the states: {', '.join(f'{b}-bit' for b in sorted(widths))})"
-    return budget, why
-
-
-@main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--data",
-    "data_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.",
-)
-@click.option(
-    "--labels",
-    "labels_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Labels (.npy): integer classes give accuracy, anything else NRMSE.",
-)
-@click.option(
-    "--output",
-    "-o",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="Directory for report.json, report.html and the artifacts.",
-)
-@click.option(
-    "--target",
-    "-t",
-    "targets",
-    multiple=True,
-    default=["c"],
-    show_default=True,
-    help="Targets to emit and run (repeatable).",
-)
-@click.option(
-    "--quantize",
-    default="int8",
-    show_default=True,
-    help="Number format of the artifacts and of the integer graph the report traces: int8 (with c among the "
-    "targets, the fewest layers given 16-bit activations that lift the model to 33 dB, as the c target "
-    "does), int16x8 (16-bit activations, int8 weights; with c among the targets, some widened to 16 bits "
-    "as the c target does) or int16 (16-bit activations and weights, 32-bit state; c only).",
-)
-@click.option(
-    "--weight-bits",
-    type=click.IntRange(2, 16),
-    help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default). Without it, "
-    "int16x8 with c among the targets widens the fewest matrices to 16 bits that lift the model to 48 dB on "
-    "the data, and int8 the fewest layers to 16-bit activations (33 dB), as the c target does; with it, "
-    "nothing is widened.",
-)
-@click.option(
-    "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
-)
-@click.option(
-    "--realization",
-    default="auto",
-    show_default=True,
-    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
-)
-@click.option(
-    "--error-budget",
-    type=BUDGET,
-    default=None,
-    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
-    "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
-)
-@click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
-@click.option(
-    "--sweep",
-    is_flag=True,
-    help="Also sweep weight bits 2..8 against state bits 8..32, with 8-bit activations whatever --quantize (slow).",
-)
-@click.option(
-    "--max-sequences",
-    type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Evaluate on at most this many sequences of --data.",
-)
-@click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
-def report(
-    model,
-    data_path,
-    labels_path,
-    out_dir,
-    targets,
-    quantize,
-    weight_bits,
-    state_bits,
-    realization,
-    error_budget,
-    tolerance,
-    sweep,
-    max_sequences,
-    force,
-    quiet,
-):
-    """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
-    each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
-    bit-width sweep. Writes report.json and a self-contained report.html."""
-    import warnings
-
-    import lmu_edge
-
-    from . import outdir
-    from . import report as rep_mod
-    from .arrays import load_array
-    from .artifact import QUANTIZE_ALIASES
-    from .targets.c import ACTIVATION_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # the report traces the C target's graph
-
-    quantize = QUANTIZE_ALIASES.get(quantize, quantize)
-    state_bits = state_bits or STATE_BITS.get(quantize, 16)
-    from .errors import ShapeError
-    from .reference import check_input
-    from .registry import target as target_module
-
-    for t in targets:  # an option the mode cannot take is refused before any work
-        check = getattr(target_module(t), "check_options", None)
-        if check is not None and quantize in getattr(target_module(t), "QUANTIZE", ()):
-            check(quantize, {"weight_bits": weight_bits})
-
-    outdir.check_replaceable(out_dir, force)
-    source = lmu_edge.load(model)
-    x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
-    x = x[:max_sequences]
-    labels = None
-    if labels_path is not None:
-        labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
-        expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
-        if labels.shape[: len(expect)] != expect:
-            raise ShapeError(
-                f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
-                f"class indices of shape {expect} or targets of shape "
-                f"{expect + (source.output_features,)}"
-            )
-    say = _progress(quiet)
-    error_budget, budget_why = _report_budget(error_budget, targets, quantize, state_bits)
-    if say:
-        say(f"error budget {error_budget:.3g}: {budget_why}")
-    folded = lmu_edge.fold(
-        source, realization, error_budget, progress=say, target=tuple(targets), quantized=quantize != "float"
-    )
-    qg = None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if quantize != "float":  # the integer reference the C target would build for this mode
-            # int8's widened layers and int16x8's widened weights are the C target's: traced only with c
-            widen = None if weight_bits or "c" not in targets else WIDEN_DB.get(quantize)
-            qg = lmu_edge.quantize(
-                folded,
-                x,
-                weight_bits=weight_bits or WEIGHT_BITS.get(quantize, 8),
-                state_bits=state_bits,
-                activation_bits=ACTIVATION_BITS.get(quantize, 8),
-                widen_db=widen,
-            )
-    for w in caught:
-        if say:
-            say(f"warning: {w.message}")
-    with outdir.writing(out_dir, force) as tmp:
-        arts = []
-        for t in targets:
-            accepts = getattr(target_module(t), "OPTIONS", {})
-            opts = {
-                k: v
-                for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
-                if k in accepts and quantize != "float" and v is not None
-            }
-            arts.append(
-                lmu_edge.convert(
-                    folded if t != "ir" else source,
-                    t,
-                    tmp / t,
-                    quantize=quantize,
-                    calibration=x if quantize != "float" else None,
-                    realization=realization,
-                    error_budget=error_budget,
-                    progress=None,
-                    **opts,
-                )
-            )
-        data = rep_mod.analyze(
-            source,
-            folded,
-            qg,
-            x,
-            labels=labels,
-            artifacts=tuple(arts),
-            tolerance=tolerance,
-            progress=say,
-            budget_why=budget_why,
-        )
-        if sweep:
-            grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
-            n_sweep = min(16, len(x))
-            with click.progressbar(
-                length=len(grid), label="bit-width sweep", file=open(os.devnull, "w") if quiet else None, show_pos=True
-            ) as bar:
-                data["sweep"] = rep_mod.sweep(
-                    folded, x[:n_sweep], None if labels is None else labels[:n_sweep], progress=lambda m: bar.update(1)
-                )
-            data["sweep_data"] = f"calibrated and evaluated on the first {n_sweep} sequences of --data"
-        for t in data["targets"]:  # the artifacts move with the directory
-            t["path"] = str(out_dir / Path(t["path"]).name)
-        rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
-    j, h = out_dir / "report.json", out_dir / "report.html"
-
-    click.echo(f"wrote {j} and {h}")
-    click.echo(f"error budget {error_budget:.3g}: {budget_why}")
-    for r in data.get("realizations", []):
-        err = "not measured (already recurrent)" if r["error"] is None else f"measured error {r['error']:.2e}"
-        click.echo(f"  {r['layer']}: {r['realization']}, {err}")
-    if data.get("diagnosis"):
-        click.echo(data["diagnosis"]["text"])
-    for v in data["variants"]:
-        metric = f", {v['metric']['name']} {v['metric']['value']:.4f}" if "metric" in v else ""
-        sq = "inf" if v["sqnr_db"] is None else f"{v['sqnr_db']:.1f}"
-        click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
-    failed = [t for t in data["targets"] if not t["passed"]]
-    if failed:
-        click.echo(
-            "FAIL: "
-            + ", ".join(f"{t['target']} (error {t['error_vs_source']:.3g} > {t['tolerance']:g})" for t in failed),
-            err=True,
-        )
-        sys.exit(1)
-
+main.add_command(report)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

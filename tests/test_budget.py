@@ -89,9 +89,9 @@ def test_the_report_command_says_which_budget_it_used_and_why(tmp_path):
     assert lay["layer"] == g.layers[1].name and 0 <= lay["error"] <= 0.25 * 2.0**-7
     assert f"{lay['layer']}: {lay['realization']}, measured error" in out
     # TFLite keeps a 16-bit state next to an 8-bit C state: the widest state decides
-    from lmu_edge.cli import _report_budget
+    from lmu_edge._cli_report import report_budget
 
-    b, why = _report_budget(None, ("c", "tflite"), "int8", 8)
+    b, why = report_budget(None, ("c", "tflite"), "int8", 8)
     assert b == pytest.approx(0.25 * 2.0**-15) and "16-bit state" in why and "widest" in why
     # float: 1e-6; a given budget is reported as given
     out, rep, html = report("f", "--quantize", "float", "-t", "ir")

@@ -1,0 +1,261 @@
+"""``lmu-edge report``: the quantization accuracy report of a model on data (``lmu_edge.report`` writes it)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ._cli_base import BUDGET, TOLERANCE, progress_printer
+
+
+def report_budget(given, targets, quantize, state_bits) -> tuple:
+    """``(error budget, why)`` of the ``report`` command: the given one, or the strictest default among
+    the targets and the integer reference (the widest state decides, :func:`lmu_edge.folding.default_budget`)."""
+    from .folding import default_budget, state_bits_for
+    from .registry import target as target_module
+
+    if given is not None:
+        return float(given), "given"
+    if quantize == "float":
+        return default_budget(None)
+    widths = {int(state_bits)}  # the integer reference the report quantizes
+    for t in targets:
+        accepts = getattr(target_module(t), "OPTIONS", {})
+        bits = state_bits_for(t, quantize, {"state_bits": state_bits} if "state_bits" in accepts else {})
+        if bits is not None:
+            widths.add(bits)
+    budget, why = default_budget(max(widths))
+    if len(widths) > 1:
+        why += f" (the widest of the states: {', '.join(f'{b}-bit' for b in sorted(widths))})"
+    return budget, why
+
+
+@click.command()
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.",
+)
+@click.option(
+    "--labels",
+    "labels_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Labels (.npy): integer classes give accuracy, anything else NRMSE.",
+)
+@click.option(
+    "--output",
+    "-o",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for report.json, report.html and the artifacts.",
+)
+@click.option(
+    "--target",
+    "-t",
+    "targets",
+    multiple=True,
+    default=["c"],
+    show_default=True,
+    help="Targets to emit and run (repeatable).",
+)
+@click.option(
+    "--quantize",
+    default="int8",
+    show_default=True,
+    help="Number format of the artifacts and of the integer graph the report traces: int8 (with c among the "
+    "targets, the fewest layers given 16-bit activations that lift the model to 33 dB, as the c target "
+    "does), int16x8 (16-bit activations, int8 weights; with c among the targets, some widened to 16 bits "
+    "as the c target does) or int16 (16-bit activations and weights, 32-bit state; c only).",
+)
+@click.option(
+    "--weight-bits",
+    type=click.IntRange(2, 16),
+    help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default). Without it, "
+    "int16x8 with c among the targets widens the fewest matrices to 16 bits that lift the model to 48 dB on "
+    "the data, and int8 the fewest layers to 16-bit activations (33 dB), as the c target does; with it, "
+    "nothing is widened.",
+)
+@click.option(
+    "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
+)
+@click.option(
+    "--realization",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
+)
+@click.option(
+    "--error-budget",
+    type=BUDGET,
+    default=None,
+    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
+    "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
+)
+@click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Also sweep weight bits 2..8 against state bits 8..32, with 8-bit activations whatever --quantize (slow).",
+)
+@click.option(
+    "--max-sequences",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Evaluate on at most this many sequences of --data.",
+)
+@click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
+def report(
+    model,
+    data_path,
+    labels_path,
+    out_dir,
+    targets,
+    quantize,
+    weight_bits,
+    state_bits,
+    realization,
+    error_budget,
+    tolerance,
+    sweep,
+    max_sequences,
+    force,
+    quiet,
+):
+    """Quantization accuracy report for MODEL on --data: every tensor's error, the error over time,
+    each LMU memory's impulse response and poles, task metrics, per-target cost, and with --sweep a
+    bit-width sweep. Writes report.json and a self-contained report.html."""
+    import warnings
+
+    import lmu_edge
+
+    from . import outdir
+    from . import report as rep_mod
+    from .arrays import load_array
+    from .artifact import QUANTIZE_ALIASES
+    from .targets.c import ACTIVATION_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # the report traces the C target's graph
+
+    quantize = QUANTIZE_ALIASES.get(quantize, quantize)
+    state_bits = state_bits or STATE_BITS.get(quantize, 16)
+    from .errors import ShapeError
+    from .reference import check_input
+    from .registry import target as target_module
+
+    for t in targets:  # an option the mode cannot take is refused before any work
+        check = getattr(target_module(t), "check_options", None)
+        if check is not None and quantize in getattr(target_module(t), "QUANTIZE", ()):
+            check(quantize, {"weight_bits": weight_bits})
+
+    outdir.check_replaceable(out_dir, force)
+    source = lmu_edge.load(model)
+    x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
+    x = x[:max_sequences]
+    labels = None
+    if labels_path is not None:
+        labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
+        expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
+        if labels.shape[: len(expect)] != expect:
+            raise ShapeError(
+                f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
+                f"class indices of shape {expect} or targets of shape "
+                f"{expect + (source.output_features,)}"
+            )
+    say = progress_printer(quiet)
+    error_budget, budget_why = report_budget(error_budget, targets, quantize, state_bits)
+    if say:
+        say(f"error budget {error_budget:.3g}: {budget_why}")
+    folded = lmu_edge.fold(
+        source, realization, error_budget, progress=say, target=tuple(targets), quantized=quantize != "float"
+    )
+    qg = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if quantize != "float":  # the integer reference the C target would build for this mode
+            # int8's widened layers and int16x8's widened weights are the C target's: traced only with c
+            widen = None if weight_bits or "c" not in targets else WIDEN_DB.get(quantize)
+            qg = lmu_edge.quantize(
+                folded,
+                x,
+                weight_bits=weight_bits or WEIGHT_BITS.get(quantize, 8),
+                state_bits=state_bits,
+                activation_bits=ACTIVATION_BITS.get(quantize, 8),
+                widen_db=widen,
+            )
+    for w in caught:
+        if say:
+            say(f"warning: {w.message}")
+    with outdir.writing(out_dir, force) as tmp:
+        arts = []
+        for t in targets:
+            accepts = getattr(target_module(t), "OPTIONS", {})
+            opts = {
+                k: v
+                for k, v in (("weight_bits", weight_bits), ("state_bits", state_bits))
+                if k in accepts and quantize != "float" and v is not None
+            }
+            arts.append(
+                lmu_edge.convert(
+                    folded if t != "ir" else source,
+                    t,
+                    tmp / t,
+                    quantize=quantize,
+                    calibration=x if quantize != "float" else None,
+                    realization=realization,
+                    error_budget=error_budget,
+                    progress=None,
+                    **opts,
+                )
+            )
+        data = rep_mod.analyze(
+            source,
+            folded,
+            qg,
+            x,
+            labels=labels,
+            artifacts=tuple(arts),
+            tolerance=tolerance,
+            progress=say,
+            budget_why=budget_why,
+        )
+        if sweep:
+            grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
+            n_sweep = min(16, len(x))
+            with click.progressbar(
+                length=len(grid), label="bit-width sweep", file=open(os.devnull, "w") if quiet else None, show_pos=True
+            ) as bar:
+                data["sweep"] = rep_mod.sweep(
+                    folded, x[:n_sweep], None if labels is None else labels[:n_sweep], progress=lambda m: bar.update(1)
+                )
+            data["sweep_data"] = f"calibrated and evaluated on the first {n_sweep} sequences of --data"
+        for t in data["targets"]:  # the artifacts move with the directory
+            t["path"] = str(out_dir / Path(t["path"]).name)
+        rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
+    j, h = out_dir / "report.json", out_dir / "report.html"
+
+    click.echo(f"wrote {j} and {h}")
+    click.echo(f"error budget {error_budget:.3g}: {budget_why}")
+    for r in data.get("realizations", []):
+        err = "not measured (already recurrent)" if r["error"] is None else f"measured error {r['error']:.2e}"
+        click.echo(f"  {r['layer']}: {r['realization']}, {err}")
+    if data.get("diagnosis"):
+        click.echo(data["diagnosis"]["text"])
+    for v in data["variants"]:
+        metric = f", {v['metric']['name']} {v['metric']['value']:.4f}" if "metric" in v else ""
+        sq = "inf" if v["sqnr_db"] is None else f"{v['sqnr_db']:.1f}"
+        click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
+    failed = [t for t in data["targets"] if not t["passed"]]
+    if failed:
+        click.echo(
+            "FAIL: "
+            + ", ".join(f"{t['target']} (error {t['error_vs_source']:.3g} > {t['tolerance']:g})" for t in failed),
+            err=True,
+        )
+        sys.exit(1)
