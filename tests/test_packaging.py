@@ -96,3 +96,25 @@ def test_wheel_holds_the_three_sub_packages(tmp_path):
     assert "Requires-Dist: numpy" in text and "tensorflow" not in text.split("Provides-Extra")[0]
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "lmu-edge = lmu_edge.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_the_test_environments_take_the_torch_scripts_constraints_pins():
+    # scripts/test.sh makes .venv (and scripts/sinabs_venv.sh .venv-sinabs) with -c scripts/constraints.txt;
+    # without it pip takes PyPI's newest torch, whose CUDA libraries (about 4 GB per environment) once filled
+    # CI's disk. Catches a pip call that drops the constraint.
+    import os
+
+    pins = dict(
+        line.split("==")
+        for line in (ROOT / "scripts" / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+    assert set(pins) == {"torch"}, pins
+    pythons = [sys.executable] + [os.environ[v] for v in ("LMU_EDGE_SINABS_PYTHON",) if os.environ.get(v)]
+    if os.environ.get("CI") == "true":
+        assert len(pythons) == 2, "scripts/test.sh sets LMU_EDGE_SINABS_PYTHON"
+    for py in pythons:
+        r = subprocess.run(
+            [py, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True
+        )
+        assert r.returncode == 0 and r.stdout.split("+")[0].strip() == pins["torch"], (py, r.stdout, r.stderr)
