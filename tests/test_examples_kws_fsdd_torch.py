@@ -122,3 +122,64 @@ def test_baselines_are_trained_on_the_same_fold_and_reported_beside_the_lmu(tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --baselines dscnn: no baseline 'dscnn'; choose from gru, cnn"]
     assert not (tmp_path / "other").exists()
+
+
+def test_units_sizes_the_hidden_layer_and_to_keras_builds_that_size(tmp_path):
+    # docs/kws.md's 256-unit rows come from --units: the trained width must reach results.json and the
+    # .keras file (to-keras building the recipe's 128 units would fail to take the weights)
+    feats = _noise_features(tmp_path / "feat.npz")
+    out = tmp_path / "out"
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
+    assert train_fsdd_torch.main(argv + ["--units", "24", "--baselines", "", "--out", str(out)]) == 0
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["_recipe"]["lmu"] == [32, 16, 24, True]
+    assert res["theo"]["lmu"]["params"] == 32 * 32 + (32 * 16 + 32) * 24 + 24 + 24 * 10 + 10
+    assert train_fsdd_torch.main(["to-keras", str(out)]) == 0
+    import keras
+
+    m = keras.models.load_model(out / "lmu_theo.keras")
+    assert m.get_layer("classifier").get_weights()[0].shape == (24, 10)
+    assert m.count_params() == res["theo"]["lmu"]["params"]
+
+
+def _run(folder, accs, probs, digits):
+    import json
+
+    folder.mkdir()
+    res = {s: {m: {"accuracy": a} for m, a in row.items()} for s, row in accs.items()}
+    (folder / "results.json").write_text(json.dumps({**res, "_recipe": {"recipe": "v3"}}))
+    for s, p in probs.items():
+        np.savez(folder / f"lmu_{s}.npz", probabilities=p, digits=digits)
+    return str(folder)
+
+
+def test_summary_gives_each_run_the_mean_of_runs_and_the_ensemble(tmp_path, capsys):
+    # four clips of digits 0-3; each run right on three, wrong on a different one, so the average of
+    # their probabilities is right on all four: the ensemble row must score the averaged probabilities,
+    # not average the runs' accuracies (0.75)
+    digits = np.arange(4)
+    right = np.eye(10)[digits] * 0.6 + 0.04
+    wrong = [right.copy(), right.copy()]
+    wrong[0][0] = np.eye(10)[5] * 0.5 + 0.05
+    wrong[1][1] = np.eye(10)[6] * 0.5 + 0.05
+    runs = [
+        _run(tmp_path / f"s{k}", {"george": {"lmu": 0.75, "gru": g}, "theo": {"lmu": t}}, {"george": w}, digits)
+        for k, (w, g, t) in enumerate(zip(wrong, (0.5, 0.7), (0.9, 0.8), strict=True))
+    ]
+    assert train_fsdd_torch.main(["summary", *runs]) == 0
+    rows = [r.split() for r in capsys.readouterr().out.strip().splitlines()]
+    assert rows[0] == ["run", "model", "george", "theo", "mean", "worst"]  # only the speakers run
+    assert rows[1][1:] == ["lmu", "0.750", "0.900", "0.825", "0.750", "(george,", "2", "folds)"]
+    assert rows[2][1:] == ["gru", "0.500", "-", "0.500", "0.500", "(george,", "1", "folds)"]
+    assert rows[5][4:9] == ["lmu", "0.750", "0.850", "0.800", "0.750"]
+    assert rows[6][:5] == ["mean", "of", "2", "runs", "gru"] and rows[6][5] == "0.600"
+    assert rows[7][:4] == ["ensemble", "of", "2", "lmu"] and rows[7][4] == "1.000"  # theo has no npz: no cell
+    assert rows[7][-3:] == ["(george,", "1", "folds)"]
+    other = _run(tmp_path / "other", {"george": {"lmu": 0.75}}, {"george": right}, digits[::-1])
+    assert train_fsdd_torch.main(["summary", runs[0], other]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "scored different held-out clips" in err[0]
+    assert train_fsdd_torch.main(["summary", str(tmp_path / "none")]) == 2
+    assert "results.json: no such file" in capsys.readouterr().err

@@ -9,6 +9,7 @@ function) so ``evaluate_fsdd.py`` and the converter read a ``.keras`` file as us
 
     python examples/kws/train_fsdd_torch.py train FSDD_FOLDER [--device cuda] [--speakers george,...]
     python examples/kws/train_fsdd_torch.py to-keras out/kws_fsdd_torch    # needs keras-lmu
+    python examples/kws/train_fsdd_torch.py summary out/run_s0 out/run_s1 ...   # runs side by side
 
 ``train`` writes ``lmu_<speaker>.npz`` (the weights under their keras names and the held-out clips'
 probabilities), ``calib_<speaker>.npy`` and ``results.json``; it needs torch and numpy only (not
@@ -18,6 +19,9 @@ convolutions in two frameworks, and keras-lmu's impulse response is truncated at
 two best digits are nearly tied may flip). ``--features`` caches the features (``.npz``) so a GPU
 machine needs neither the WAV files nor the front end's time. ``--baselines gru,cnn`` trains a small 2-D
 CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (docs/kws.md reports both).
+``--units`` widens the LMU's hidden layer. ``summary`` reads several runs' folders (one per seed, say): each
+run's accuracy per held-out speaker, the mean of the runs, and the LMUs' ensemble (probabilities averaged).
+Give each run its own ``--out``: two train commands writing one folder at once would race on results.json.
 """
 
 import argparse
@@ -214,6 +218,7 @@ def cmd_train(a):
     rec["copies"] = min(a.copies or rec["copies"], rec.get("draw", rec["copies"]))
     epochs = a.epochs or rec["epochs"]
     md, q, units, pool = rec["lmu"]
+    units = a.units or units
     t0 = time.time()
     clean0, aug0, y, spk = load_features(a.folder, a.features, rec)  # a bad folder fails before any output
     out = Path(a.out)
@@ -251,7 +256,8 @@ def cmd_train(a):
                 pick = np.random.default_rng(2).permutation(int(tr.sum()))[:32]
                 np.save(out / f"calib_{held}.npy", clean[tr][pick].astype(np.int8))
         results[held] = row
-        res_path.write_text(json.dumps({**results, "_recipe": {"recipe": a.recipe, "dropped": sorted(drop)}}, indent=1))
+        meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
+        res_path.write_text(json.dumps({**results, "_recipe": meta}, indent=1))
         results.pop("_recipe", None)
     done = [results[s] for s in fsdd.SPEAKERS if s in results]
     for name in ("lmu", *baselines):
@@ -261,8 +267,8 @@ def cmd_train(a):
 
 def cmd_to_keras(a):
     folder = Path(a.dir)
-    recipe = json.loads((folder / "results.json").read_text()).get("_recipe", {}).get("recipe", "v2")
-    md, q, units, pool = train_fsdd.RECIPES[recipe]["lmu"]
+    meta = json.loads((folder / "results.json").read_text()).get("_recipe", {})
+    md, q, units, pool = meta.get("lmu") or train_fsdd.RECIPES[meta.get("recipe", "v2")]["lmu"]
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
         m = assign_keras(train_fsdd.lmu_model(md, q, units, pool), z)
@@ -284,6 +290,54 @@ def cmd_to_keras(a):
         print(f"wrote {folder / f'lmu_{held}.keras'}")
 
 
+def cmd_summary(a):
+    """Per run (a train command's --out folder): each model's accuracy per held-out speaker, mean and worst;
+    over several runs (seeds, say): the mean of the runs and the LMUs' ensemble (probabilities averaged)."""
+    runs = {}
+    for d in map(Path, a.dirs):
+        res = json.loads((d / "results.json").read_text())
+        res.pop("_recipe", None)
+        runs[str(d)] = res
+    speakers = [s for s in fsdd.SPEAKERS if any(s in r for r in runs.values())]
+    width = max(8, *map(len, runs))
+    print(f"{'run':{width}s} model " + " ".join(f"{s:>8s}" for s in speakers) + "     mean    worst")
+
+    def line(label, model, accs):
+        got = {s: v for s, v in accs.items() if v is not None}
+        cells = " ".join(f"{got[s]:8.3f}" if s in got else f"{'-':>8s}" for s in speakers)
+        worst = min(got, key=got.get)
+        mean = np.mean(list(got.values()))
+        print(f"{label:{width}s} {model:5s} {cells} {mean:8.3f} {got[worst]:.3f} ({worst}, {len(got)} folds)")
+
+    models = [m for m in ("lmu", *BASELINES) if any(m in row for r in runs.values() for row in r.values())]
+    for name, r in runs.items():
+        for m in models:
+            if any(m in row for row in r.values()):
+                line(name, m, {s: r[s][m]["accuracy"] for s in speakers if m in r.get(s, {})})
+    if len(runs) < 2:
+        return
+    for m in models:  # folds every run has: a mean over runs of different folds would mix speakers
+        both = [s for s in speakers if all(m in r.get(s, {}) for r in runs.values())]
+        if both:
+            line(
+                f"mean of {len(runs)} runs", m, {s: np.mean([r[s][m]["accuracy"] for r in runs.values()]) for s in both}
+            )
+    ens = {}
+    for s in speakers:
+        files = [Path(d) / f"lmu_{s}.npz" for d in runs]
+        if not all(f.is_file() for f in files):
+            continue
+        zs = [np.load(f) for f in files]
+        if any(not np.array_equal(z["digits"], zs[0]["digits"]) for z in zs):
+            raise fsdd.CommandError(
+                f"lmu_{s}.npz: the runs scored different held-out clips; compare runs of one dataset"
+            )
+        prob = np.mean([z["probabilities"] for z in zs], 0)
+        ens[s] = float(np.mean(np.argmax(prob, -1) == zs[0]["digits"]))
+    if ens:
+        line(f"ensemble of {len(runs)}", "lmu", ens)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -299,6 +353,7 @@ def main(argv=None):
     t.add_argument(
         "--copies", type=int, help="augmented copies per clip (default: the recipe's; at most the copies it draws)"
     )
+    t.add_argument("--units", type=int, help="the LMU's hidden units (default: the recipe's, 128 for v2 and v3)")
     t.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
     t.add_argument("--drop", default="", help="speakers left out of training too (development splits)")
     t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
@@ -316,8 +371,14 @@ def main(argv=None):
     k = sub.add_parser("to-keras", help="write each fold's LMU as a keras-lmu .keras file")
     k.add_argument("dir", help="the train command's --out folder")
     k.add_argument("--folder", help="FSDD folder: check keras-lmu's decisions against torch's on the held-out clips")
+    m = sub.add_parser(
+        "summary",
+        help="accuracy per held-out speaker, mean and worst of each train run; over several runs (seeds) "
+        "the mean of the runs and the LMUs' ensemble (their probabilities averaged)",
+    )
+    m.add_argument("dirs", nargs="+", help="train command --out folders, one per run")
     a = ap.parse_args(argv)
-    run = cmd_train if a.cmd == "train" else cmd_to_keras
+    run = {"train": cmd_train, "to-keras": cmd_to_keras, "summary": cmd_summary}[a.cmd]
     return fsdd.one_line_errors(lambda: run(a), a.cmd, "give the train command's --out folder")
 
 
