@@ -199,6 +199,36 @@ def test_on_a_tie_the_first_class_is_the_verifiers_answer_as_numpys_argmax(check
     assert [d for d, r in zip(dets, rows, strict=True) if r[3]] == stood
 
 
+def test_relabel_reports_the_verifiers_digit_and_drops_not_a_digit_and_low_probabilities():
+    # docs/kws.md's "let the verifier name the digit" rows come from this rule: the verifier's top class,
+    # if a digit at >= tau, replaces the first stage's digit; frame and score are kept
+    probs = np.full((4, 11), 0.01)
+    probs[0, 3], probs[1, 7], probs[2, 10], probs[3, 4] = 0.6, 0.55, 0.8, 0.4
+    dets = [(10, 5, 90), (20, 5, 91), (30, 5, 92), (40, 5, 93)]  # all say "three" (class 5 = digit 3)
+    assert verify.relabel(dets, probs, 0.5) == [(10, 5, 90), (20, 9, 91)]  # "seven" stands as seven
+    assert verify.relabel(dets, probs, 0.0) == [(10, 5, 90), (20, 9, 91), (40, 6, 93)]  # not "not a digit"
+    assert verify.accept(dets, probs, 0.0) == [(10, 5, 90)]  # the adopted rule needs the same digit
+
+
+def test_the_relabel_sweep_scores_the_rows_under_its_rule(checked):
+    # evaluate's relabel_sweep is relabel() over the first runtime's kws-verify rows, tau by tau; at tau 0
+    # it keeps at least the detections the agreeing rule keeps, and the scoring counts its digits
+    from lmu_edge import intsim
+
+    work, res, recs = checked
+    vqg = lmu_edge.load(work / "verifier_c" / "quantized.lmu.npz")
+    for name, (audio, events) in recs.items():
+        rows = np.asarray(res["verified"][name]["host"]["rows"], np.int64).reshape(-1, 15)
+        dets = [tuple(int(v) for v in r[:3]) for r in rows]
+        probs = intsim.dequantize_output(vqg, rows[:, 4:])
+        for tau in verify.THRESHOLDS:
+            want = fsdd_stream.score(verify.relabel(dets, probs, tau), events, len(audio))
+            assert res["relabel_sweep"][f"{tau:.2f}"][name] == want, (name, tau)
+        zero = res["relabel_sweep"]["0.00"][name]
+        assert zero["detections"] >= res["verified_sweep"]["0.00"][name]["detections"]
+    assert any(r["detections"] > 0 for r in res["relabel_sweep"]["0.50"].values())
+
+
 def test_fixed_two_stage_counts_on_the_shipped_subset(checked):
     _, res, _ = checked
     for name, (n, correct) in EXPECTED.items():

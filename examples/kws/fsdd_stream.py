@@ -416,7 +416,8 @@ def evaluate(
     the start of each recording. With a ``verifier`` (``verify.py``): the two stages in stream.c, detections
     at the ``trigger`` threshold checked ``delay`` frames later by the verifier's int8 C in the same program
     (``res["verified"]``: scores of the detections it printed, the SHA-256 of the verifier's outputs; over
-    :data:`verify.THRESHOLDS` from the first runtime's outputs: ``res["verified_sweep"]``); the per-runtime
+    :data:`verify.THRESHOLDS` from the first runtime's outputs: ``res["verified_sweep"]``, and under
+    ``verify.relabel``'s rule: ``res["relabel_sweep"]``); the per-runtime
     ``lines`` are then its two-stage detection lines, the single-stage scores still those of the streaming
     model's outputs at 0.5."""
     import tempfile
@@ -448,11 +449,12 @@ def evaluate(
             r["stats"] = {k: v for k, v in stats.items() if k != "wall_s"}
             res[name][rt] = r
             if verifier is not None:  # what the C decided and printed; the first runtime's rows through each tau
-                decided, by_tau = verify.scores(vqg, rows, lambda d, a=audio, e=events: score(d, e, len(a)))
+                decided, *swept = verify.scores(vqg, rows, lambda d, a=audio, e=events: score(d, e, len(a)))
                 res.setdefault("verified", {}).setdefault(name, {})[rt] = {**decided, "lines": lines}
                 if rt == runtimes[0]:
-                    for tau, at in by_tau.items():
-                        res.setdefault("verified_sweep", {}).setdefault(tau, {})[name] = at
+                    for key, by_tau in zip(("verified_sweep", "relabel_sweep"), swept, strict=True):
+                        for tau, at in by_tau.items():
+                            res.setdefault(key, {}).setdefault(tau, {})[name] = at
             if rt == runtimes[0]:  # the same int8 outputs through other thresholds (operating points)
                 for th in THRESHOLDS:
                     d = kws.Detector(threshold=th * 256 * det.window, names=CLASSES)
@@ -493,7 +495,7 @@ def cmd_evaluate(a):
     args = (a.speaker, a.minutes, tuple(a.runtime), a.work, a.limit, a.model, a.calib, a.verifier, a.trigger, a.delay)
     res = evaluate(a.folder, *args)
     for name, per in res.items():
-        if name in ("threshold_sweep", "verified", "verified_sweep"):
+        if name in ("threshold_sweep", "verified", "verified_sweep", "relabel_sweep"):
             continue
         for rt, r in per.items():
             print(f"{name:20s} {rt:9s} {r['minutes']:6.1f} min  digits {r['digits']:4d}  {summary(r)}")
@@ -507,6 +509,8 @@ def cmd_evaluate(a):
             same = len({(r["rows_sha256"], tuple(r["lines"])) for r in per.values()}) == 1
             print(f"{name:20s} two-stage detections and verifier outputs identical on {', '.join(per)}: {same}")
         print_sweep("tau", res["verified_sweep"])
+        print("the same detections if the verifier named the digit (its top digit, probability >= tau; not adopted):")
+        print_sweep("tau", res["relabel_sweep"])
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     return 0

@@ -118,6 +118,18 @@ def accept(detections, probs, tau) -> list:
     ]
 
 
+def relabel(detections, probs, tau) -> list:
+    """The rule measured and not adopted (docs/kws.md, "Let the verifier name the digit?"): each detection
+    ``(frame, class, score)`` whose verifier's top class is a digit with probability >= ``tau`` stands as
+    that digit (class top + 2), whatever digit the first stage said; the others are dropped."""
+    out = []
+    for (frame, _, sc), p in zip(detections, probs, strict=True):
+        top = int(np.argmax(p))
+        if top != NOT_A_DIGIT and p[top] >= tau:
+            out.append((frame, top + 2, sc))
+    return out
+
+
 def companion(model, kind) -> Path:
     """The file that goes with a verifier model: ``kind`` "norm" (the normalizer's prior) or "calib" (int8
     calibration windows), ``verify_<kind>*.npy`` beside ``verify*.keras``."""
@@ -197,10 +209,11 @@ def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOL
 
 
 def scores(vqg, rows, score) -> tuple:
-    """``(decided, sweep)`` of ``stream.c``'s kws-verify ``rows`` on one recording (the form of
+    """``(decided, sweep, relabelled)`` of ``stream.c``'s kws-verify ``rows`` on one recording (the form of
     :func:`python_rows`): ``score`` (a list of detections -> its numbers, as ``fsdd_stream.score`` with the
-    recording's events) of the detections the C let stand, with the rows and their SHA-256; and of the
-    same first-stage detections through each tau of :data:`THRESHOLDS`, from the rows' int8 outputs."""
+    recording's events) of the detections the C let stand, with the rows and their SHA-256; of the same
+    first-stage detections through each tau of :data:`THRESHOLDS` (:func:`accept`), from the rows' int8
+    outputs; and through each tau under :func:`relabel`'s rule."""
     import hashlib
 
     from lmu_edge import intsim
@@ -213,7 +226,8 @@ def scores(vqg, rows, score) -> tuple:
         "rows": rows.tolist(),  # per first-stage detection: frame, class, score, stood, 11 int8
     }
     probs = intsim.dequantize_output(vqg, rows[:, 4:])
-    return decided, {f"{tau:.2f}": score(accept(dets, probs, tau)) for tau in THRESHOLDS}
+    sweep = {f"{tau:.2f}": score(accept(dets, probs, tau)) for tau in THRESHOLDS}
+    return decided, sweep, {f"{tau:.2f}": score(relabel(dets, probs, tau)) for tau in THRESHOLDS}
 
 
 def cmd_train(a):
