@@ -183,3 +183,8 @@ def test_summary_gives_each_run_the_mean_of_runs_and_the_ensemble(tmp_path, caps
     assert len(err) == 1 and "scored different held-out clips" in err[0]
     assert train_fsdd_torch.main(["summary", str(tmp_path / "none")]) == 2
     assert "results.json: no such file" in capsys.readouterr().err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "results.json").write_text("[1, 2")  # cut short
+    assert train_fsdd_torch.main(["summary", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "results.json: not a train command's results.json" in err[0]

@@ -205,6 +205,17 @@ def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
         return torch.softmax(net(xt), -1).cpu().numpy()
 
 
+def read_results(path) -> dict:
+    """A train command's ``results.json``; anything else is a :class:`fsdd.CommandError` naming the file."""
+    try:
+        res = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise fsdd.CommandError(f"{path}: not a train command's results.json ({e})") from None
+    if not isinstance(res, dict):
+        raise fsdd.CommandError(f"{path}: not a train command's results.json (no object at its top)")
+    return res
+
+
 def cmd_train(a):
     import torch
 
@@ -227,7 +238,7 @@ def cmd_train(a):
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
     drop = set(a.drop.split(",")) if a.drop else set()
     res_path = out / "results.json"
-    results = json.loads(res_path.read_text()) if res_path.exists() else {}
+    results = read_results(res_path) if res_path.exists() else {}
     for held in a.speakers.split(","):
         tr = (spk != held) & ~np.isin(spk, list(drop))
         if rec.get("norm"):  # speaker normalization: the prior from this fold's training clips
@@ -267,7 +278,7 @@ def cmd_train(a):
 
 def cmd_to_keras(a):
     folder = Path(a.dir)
-    meta = json.loads((folder / "results.json").read_text()).get("_recipe", {})
+    meta = read_results(folder / "results.json").get("_recipe", {})
     md, q, units, pool = meta.get("lmu") or train_fsdd.RECIPES[meta.get("recipe", "v2")]["lmu"]
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
@@ -295,7 +306,7 @@ def cmd_summary(a):
     over several runs (seeds, say): the mean of the runs and the LMUs' ensemble (probabilities averaged)."""
     runs = {}
     for d in map(Path, a.dirs):
-        res = json.loads((d / "results.json").read_text())
+        res = read_results(d / "results.json")
         res.pop("_recipe", None)
         runs[str(d)] = res
     speakers = [s for s in fsdd.SPEAKERS if any(s in r for r in runs.values())]
