@@ -142,6 +142,11 @@ def test_units_sizes_the_hidden_layer_and_to_keras_builds_that_size(tmp_path):
     m = keras.models.load_model(out / "lmu_theo.keras")
     assert m.get_layer("classifier").get_weights()[0].shape == (24, 10)
     assert m.count_params() == res["theo"]["lmu"]["params"]
+    for bad in ("0", "-3", "two"):  # argparse: one usage line and exit 2, before any work
+        with pytest.raises(SystemExit) as e:
+            train_fsdd_torch.main(argv + ["--units", bad, "--out", str(tmp_path / "bad")])
+        assert e.value.code == 2
+    assert not (tmp_path / "bad").exists()
 
 
 def _run(folder, accs, probs, digits):

@@ -349,6 +349,17 @@ def cmd_summary(a):
         line(f"ensemble of {len(runs)}", "lmu", ens)
 
 
+def positive(text) -> int:
+    """argparse type: a whole number >= 1 (0 would silently mean "the recipe's")."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number >= 1")
+    return n
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -360,11 +371,11 @@ def main(argv=None):
         default="v2",
         help="v2: plain features; v3: speaker-normalized (fsdd.SpeakerNorm), sized for a CPU; v1: the first",
     )
-    t.add_argument("--epochs", type=int, help="epochs (default: the recipe's)")
+    t.add_argument("--epochs", type=positive, help="epochs (default: the recipe's)")
     t.add_argument(
-        "--copies", type=int, help="augmented copies per clip (default: the recipe's; at most the copies it draws)"
+        "--copies", type=positive, help="augmented copies per clip (default: the recipe's; at most the copies it draws)"
     )
-    t.add_argument("--units", type=int, help="the LMU's hidden units (default: the recipe's, 128 for v2 and v3)")
+    t.add_argument("--units", type=positive, help="the LMU's hidden units (default: the recipe's, 128 for v2 and v3)")
     t.add_argument("--speakers", default=",".join(fsdd.SPEAKERS), help="held-out speakers to run")
     t.add_argument("--drop", default="", help="speakers left out of training too (development splits)")
     t.add_argument("--features", help="cache of the features (.npz): read if it exists, else written")
