@@ -15,7 +15,7 @@ from graphs import chain
 
 import lmu_edge
 from lmu_edge import intsim, lti, qir
-from lmu_edge.quantization import _rk_map_coeffs
+from lmu_edge._quantization_memory import rk_map_coeffs
 
 # (realization, order, theta, state bits, RK substeps, least fraction of the bound reached)
 CASES = [
@@ -46,7 +46,7 @@ def _impulse(lmu: qir.QLMU, T: int) -> np.ndarray:
         A = mem.coeffs * 2.0**-mem.coeff_frac + (np.eye(q) if mem.form == "delta" else 0)
         B = mem.B * 2.0**-mem.b_frac  # real state per real u
     else:
-        A, B = _rk_map_coeffs(q, mem.hc * 2.0**-mem.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
+        A, B = rk_map_coeffs(q, mem.hc * 2.0**-mem.hc_frac * mem.substeps, mem.rk_order, mem.substeps)
     H, v = np.zeros((T, q)), np.asarray(B, np.float64)
     for k in range(T):
         H[k] = v
