@@ -313,8 +313,7 @@ def cmd_summary(a):
     width = max(8, *map(len, runs))
     print(f"{'run':{width}s} model " + " ".join(f"{s:>8s}" for s in speakers) + "     mean    worst")
 
-    def line(label, model, accs):
-        got = {s: v for s, v in accs.items() if v is not None}
+    def line(label, model, got):
         cells = " ".join(f"{got[s]:8.3f}" if s in got else f"{'-':>8s}" for s in speakers)
         worst = min(got, key=got.get)
         mean = np.mean(list(got.values()))
