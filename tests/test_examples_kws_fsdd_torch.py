@@ -193,3 +193,53 @@ def test_summary_gives_each_run_the_mean_of_runs_and_the_ensemble(tmp_path, caps
     assert train_fsdd_torch.main(["summary", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "results.json: not a train command's results.json" in err[0]
+
+
+def test_front_end_is_causal_in_time_and_pools_over_bands_only():
+    # the --front experiment must stay a streaming model: one LMU input per 10 ms frame, and what the LMU
+    # gets at frame t depends on frames t-6..t only (three causal 3-frame blocks), never on later frames
+    torch.manual_seed(0)
+    net = train_fsdd_torch.torch_lmu(32, 16, 128, True, front=(8, 16, 32)).eval()
+    assert sum(p.numel() for p in net.parameters()) == 93434  # docs/kws.md's count for 8,16,32
+    x = torch.as_tensor(np.random.default_rng(1).uniform(-1, 1, (1, 40, fsdd.CFG.n_mels)), dtype=torch.float32)
+    with torch.no_grad():
+        h = net.front(x[:, None]).permute(0, 2, 1, 3).flatten(2)
+        assert h.shape == (1, 40, 32 * fsdd.CFG.n_mels // 8)
+        later = x.clone()
+        later[:, 20:] = 0
+        h2 = net.front(later[:, None]).permute(0, 2, 1, 3).flatten(2)
+        assert torch.equal(h[:, :20], h2[:, :20])  # frames 20.. changed, frames before them did not
+        assert not torch.equal(h[:, 20:], h2[:, 20:])
+        earlier = x.clone()
+        earlier[:, 13] += 1
+        h3 = net.front(earlier[:, None]).permute(0, 2, 1, 3).flatten(2)
+        moved = (h3 - h).abs().amax(-1)[0] > 0
+        assert moved[13:20].all() and not moved[:13].any() and not moved[20:].any()
+
+
+def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
+    feats = _noise_features(tmp_path / "feat.npz")
+    out = tmp_path / "out"
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
+    assert train_fsdd_torch.main(argv + ["--front", "2,4", "--baselines", "", "--out", str(out)]) == 0
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["_recipe"]["front"] == [2, 4] and res["theo"]["lmu"]["front"] == [2, 4]
+    # 2 and 4 channels leave 4 x 8 = 32 values per frame, the plain model's 32 mel bands: only the front's
+    # own weights (3x3 convolutions and batch norm scale / shift) differ in the count
+    front = (9 * 1 * 2 + 2 + 2 * 2) + (9 * 2 * 4 + 4 + 2 * 4)
+    assert res["theo"]["lmu"]["params"] == 32 * 32 + (32 * 16 + 32) * 128 + 128 + 128 * 10 + 10 + front
+    capsys.readouterr()
+    assert train_fsdd_torch.main(["to-keras", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trained with --front 2,4" in err[0] and "no 2-D convolution" in err[0]
+    assert not list(out.glob("*.keras"))
+    assert train_fsdd_torch.main(argv + ["--front", "8,8,8,8,8,8", "--out", str(tmp_path / "deep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "use at most 5 blocks" in err[0] and not (tmp_path / "deep").exists()
+    for bad in ("0", "8,,16", "eight", "8,-1"):  # argparse: one usage line and exit 2, before any work
+        with pytest.raises(SystemExit) as e:
+            train_fsdd_torch.main(argv + ["--front", bad, "--out", str(tmp_path / "bad")])
+        assert e.value.code == 2
+    assert not (tmp_path / "bad").exists()

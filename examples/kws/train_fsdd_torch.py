@@ -19,7 +19,8 @@ convolutions in two frameworks, and keras-lmu's impulse response is truncated at
 two best digits are nearly tied may flip). ``--features`` caches the features (``.npz``) so a GPU
 machine needs neither the WAV files nor the front end's time. ``--baselines gru,cnn`` trains a small 2-D
 CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (docs/kws.md reports both).
-``--units`` widens the LMU's hidden layer. ``summary`` reads several runs' folders (one per seed, say): each
+``--units`` widens the LMU's hidden layer; ``--front 8,16,32`` trains it behind a convolutional front end
+(an experiment, see :func:`torch_lmu`). ``summary`` reads several runs' folders (one per seed, say): each
 run's accuracy per held-out speaker, the mean of the runs, and the LMUs' ensemble (probabilities averaged).
 Give each run its own ``--out``: two train commands writing one folder at once would race on results.json.
 """
@@ -58,18 +59,37 @@ def load_features(folder, cache, rec, seed=0):
 KERAS_NAMES = ("lmu/kernel", "lmu/hidden/kernel", "lmu/hidden/bias", "classifier/kernel", "classifier/bias")
 
 
-def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, classes=10):
+def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, classes=10, front=()):
     """``train_fsdd.lmu_model`` in PyTorch: LMU(parallel) -> [mean over frames] -> dropout -> Linear(classes)
-    (at every frame with ``every_frame``)."""
+    (at every frame with ``every_frame``). ``front`` (channels per block, say ``(8, 16, 32)``) puts a
+    convolutional front end before the LMU: per block a 3x3 convolution over (frames x mel bands), causal in
+    time (it sees this frame and the two before), batch norm, relu and max pooling over pairs of mel bands
+    only, so the LMU still gets one vector per 10 ms frame (channels x remaining bands). An experiment:
+    lmu-edge's converter has no 2-D convolution, so such a model has no keras export (``to-keras`` says so)."""
     from torch import nn
 
     from lmu_edge.torch import LMU
 
+    bands = fsdd.CFG.n_mels
+    blocks, cin = [], 1
+    for c in front:
+        if bands < 2:
+            raise fsdd.CommandError(
+                f"--front {','.join(map(str, front))}: {len(front)} blocks halve the "
+                f"{fsdd.CFG.n_mels} mel bands below one; use at most "
+                f"{fsdd.CFG.n_mels.bit_length() - 1} blocks"
+            )
+        # pad two frames before (causal in time) and one band each side (same in frequency)
+        blocks += [nn.ZeroPad2d((1, 1, 2, 0)), nn.Conv2d(cin, c, 3), nn.BatchNorm2d(c), nn.ReLU()]
+        blocks += [nn.MaxPool2d((1, 2))]
+        cin, bands = c, bands // 2
+
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
+            self.front = nn.Sequential(*blocks) if blocks else None
             self.lmu = LMU(
-                fsdd.CFG.n_mels,
+                cin * bands,
                 memory_d,
                 order,
                 train_fsdd.THETA,
@@ -84,6 +104,8 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, clas
             nn.init.zeros_(self.classifier.bias)
 
         def forward(self, x):
+            if self.front is not None:  # (batch, frames, bands) -> (batch, frames, channels x bands / 2^blocks)
+                x = self.front(x[:, None]).permute(0, 2, 1, 3).flatten(2)
             h = self.lmu(x)
             return self.classifier(self.drop(h.mean(1) if pool else h))
 
@@ -230,6 +252,7 @@ def cmd_train(a):
     epochs = a.epochs or rec["epochs"]
     md, q, units, pool = rec["lmu"]
     units = a.units or units
+    torch_lmu(md, q, units, pool, front=a.front)  # a --front too deep for the bands fails before any output
     t0 = time.time()
     clean0, aug0, y, spk = load_features(a.folder, a.features, rec)  # a bad folder fails before any output
     out = Path(a.out)
@@ -254,13 +277,15 @@ def cmd_train(a):
         row = {}
         for name in ("lmu", *baselines):
             torch.manual_seed(a.seed)
-            net = torch_lmu(md, q, units, pool) if name == "lmu" else BASELINES[name]()
+            net = torch_lmu(md, q, units, pool, front=a.front) if name == "lmu" else BASELINES[name]()
             t1 = time.time()
             prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, seed=a.seed)
             acc = float(np.mean(np.argmax(prob, -1) == yte))
             n = int(sum(p.numel() for p in net.parameters()))
             row[name] = {"accuracy": acc, "params": n, "train_s": round(time.time() - t1), "recipe": a.recipe}
             row[name].update(epochs=epochs, seed=a.seed, framework="torch", device=str(a.device))
+            if name == "lmu" and a.front:
+                row[name]["front"] = list(a.front)
             print(f"{held}: {name} accuracy {acc:.3f} ({n} params, {time.time() - t1:.0f} s)", flush=True)
             if name == "lmu":
                 np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
@@ -268,6 +293,8 @@ def cmd_train(a):
                 np.save(out / f"calib_{held}.npy", clean[tr][pick].astype(np.int8))
         results[held] = row
         meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
+        if a.front:
+            meta["front"] = list(a.front)
         res_path.write_text(json.dumps({**results, "_recipe": meta}, indent=1))
         results.pop("_recipe", None)
     done = [results[s] for s in fsdd.SPEAKERS if s in results]
@@ -279,6 +306,11 @@ def cmd_train(a):
 def cmd_to_keras(a):
     folder = Path(a.dir)
     meta = read_results(folder / "results.json").get("_recipe", {})
+    if meta.get("front"):
+        raise fsdd.CommandError(
+            f"{folder}: trained with --front {','.join(map(str, meta['front']))}; lmu-edge's converter has no "
+            "2-D convolution yet, so that model has no keras export (train without --front to export)"
+        )
     md, q, units, pool = meta.get("lmu") or train_fsdd.RECIPES[meta.get("recipe", "v2")]["lmu"]
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
@@ -359,6 +391,17 @@ def positive(text) -> int:
     return n
 
 
+def channels(text) -> tuple:
+    """argparse type: comma-separated whole numbers >= 1 (``--front 8,16,32``)."""
+    try:
+        out = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        out = (0,)
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give channels per block, e.g. 8,16,32")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -386,6 +429,13 @@ def main(argv=None):
         default="gru",
         help="comma-separated non-LMU models trained on the same data in the same run: gru (GRU(64), "
         "the default), cnn (a 2-D CNN over the whole clip); empty for the LMU alone",
+    )
+    t.add_argument(
+        "--front",
+        type=channels,
+        default=(),
+        help="experiment: a convolutional front end before the LMU, channels per block (e.g. 8,16,32): 3x3 "
+        "convolutions causal in time, batch norm, relu, pooling over mel bands only; no keras export",
     )
     t.add_argument("--device", default="cpu", help="torch device (cuda, cpu)")
     t.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd_torch"))
