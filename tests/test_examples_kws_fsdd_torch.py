@@ -243,3 +243,38 @@ def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
             train_fsdd_torch.main(argv + ["--front", bad, "--out", str(tmp_path / "bad")])
         assert e.value.code == 2
     assert not (tmp_path / "bad").exists()
+
+
+def _record_many(path, speaker, n):
+    meta = {"recipe": "v3", "seed": 0}
+    for k in range(n):
+        train_fsdd_torch.record_folds(path, meta, {f"{speaker}{k}": {"lmu": {"accuracy": k / n}}})
+
+
+def test_folds_trained_side_by_side_into_one_folder_keep_each_others_rows(tmp_path, capsys):
+    # a GPU sweep runs one train command per held-out speaker into one --out: read-modify-write without the
+    # lock loses rows (each process writes back what it read before the other's write)
+    import json
+    import multiprocessing
+
+    path = tmp_path / "results.json"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_record_many, args=(path, s, 40)) for s in fsdd.SPEAKERS]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    res = json.loads(path.read_text())
+    assert res.pop("_recipe") == {"recipe": "v3", "seed": 0}
+    assert sorted(res) == sorted(f"{s}{k}" for s in fsdd.SPEAKERS for k in range(40))
+    assert not list(tmp_path.glob(".results.*.tmp"))
+    # another run's settings in the same folder: one line, exit 2, and the folder's rows untouched
+    feats = _noise_features(tmp_path / "feat.npz")
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
+    before = path.read_text()
+    capsys.readouterr()
+    assert train_fsdd_torch.main(argv + ["--seed", "1", "--baselines", "", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {path}: holds a run with seed 0, this one has 1; give this run its own --out"]
+    assert path.read_text() == before and not (tmp_path / "lmu_theo.npz").exists()

@@ -22,11 +22,13 @@ CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (doc
 ``--units`` widens the LMU's hidden layer; ``--front 8,16,32`` trains it behind a convolutional front end
 (an experiment, see :func:`torch_lmu`). ``summary`` reads several runs' folders (one per seed, say): each
 run's accuracy per held-out speaker, the mean of the runs, and the LMUs' ensemble (probabilities averaged).
-Give each run its own ``--out``: two train commands writing one folder at once would race on results.json.
+Folds of one run may train side by side into one ``--out`` (one command per ``--speakers``, on a GPU): each
+merges its rows into results.json under a lock; a folder holding a run with other settings is refused.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -238,6 +240,34 @@ def read_results(path) -> dict:
     return res
 
 
+def record_folds(path, meta, rows) -> dict:
+    """Merge ``rows`` (held-out speaker -> row) into the run's ``results.json`` under an exclusive lock and
+    replace the file whole, so train commands running folds side by side into one ``--out`` keep each
+    other's rows; returns the merged rows (with no ``rows``, writes nothing). Refuses
+    (:class:`fsdd.CommandError`) a file whose ``_recipe`` differs from ``meta`` in a setting both name: one
+    folder holds one run."""
+    import fcntl
+
+    path = Path(path)
+    with open(path.with_name(".results.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = read_results(path) if path.exists() else {}
+        old = results.pop("_recipe", {})
+        differ = sorted(k for k in meta if k in old and old[k] != meta[k])
+        if differ:
+            k = differ[0]
+            raise fsdd.CommandError(
+                f"{path}: holds a run with {k} {old[k]}, this one has {meta[k]}; give this run its own --out"
+            )
+        if not rows:  # only the check
+            return results
+        results.update(rows)
+        tmp = path.with_name(f".results.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**results, "_recipe": {**old, **meta}}, indent=1))
+        os.replace(tmp, path)
+    return results
+
+
 def cmd_train(a):
     import torch
 
@@ -260,8 +290,12 @@ def cmd_train(a):
     aug0 = aug0[:, : rec["copies"]]
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
     drop = set(a.drop.split(",")) if a.drop else set()
+    meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
+    meta.update(seed=a.seed, epochs=epochs, copies=rec["copies"])
+    if a.front:
+        meta["front"] = list(a.front)
     res_path = out / "results.json"
-    results = read_results(res_path) if res_path.exists() else {}
+    results = record_folds(res_path, meta, {})  # a folder holding another run's results fails before training
     for held in a.speakers.split(","):
         tr = (spk != held) & ~np.isin(spk, list(drop))
         if rec.get("norm"):  # speaker normalization: the prior from this fold's training clips
@@ -291,12 +325,7 @@ def cmd_train(a):
                 np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
                 pick = np.random.default_rng(2).permutation(int(tr.sum()))[:32]
                 np.save(out / f"calib_{held}.npy", clean[tr][pick].astype(np.int8))
-        results[held] = row
-        meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
-        if a.front:
-            meta["front"] = list(a.front)
-        res_path.write_text(json.dumps({**results, "_recipe": meta}, indent=1))
-        results.pop("_recipe", None)
+        results = record_folds(res_path, meta, {held: row})
     done = [results[s] for s in fsdd.SPEAKERS if s in results]
     for name in ("lmu", *baselines):
         accs = [r[name]["accuracy"] for r in done if name in r]
