@@ -44,6 +44,9 @@ class Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
+        except click.exceptions.NoArgsIsHelpError as e:  # "lmu-edge" alone: the help as it reads, exit 2
+            click.echo(e.ctx.get_help(), err=True)
+            sys.exit(e.exit_code)
         except click.UsageError as e:
             cmd = e.ctx.command_path if e.ctx is not None else "lmu-edge"
             self._fail(f"{e.format_message()} (see '{cmd} --help')", e.exit_code)
@@ -81,7 +84,9 @@ class Group(click.Group):
                 sys.exit(0)
             except LmuEdgeError as e:
                 self._fail(e, 1)
-            except (OSError, MemoryError) as e:
+            except OSError as e:
+                self._fail(os_error_line(e), 1)
+            except MemoryError as e:
                 self._fail(f"{type(e).__name__}: {e}", 1)
             except Exception as e:  # a bug of ours: still one line, with the way to see more
                 self._fail(
@@ -103,6 +108,14 @@ class Group(click.Group):
             raise msg
         click.echo(f"lmu-edge: error: {' '.join(str(msg).split())}", err=True)
         sys.exit(code)
+
+
+def os_error_line(e: OSError) -> str:
+    """An operating system's error as the project's one line: the path, the reason, what to do."""
+    from .errors import os_refusal
+
+    where = f"{e.filename}: " if e.filename is not None else ""
+    return f"{where}{e.strerror or e}; {os_refusal(e) or 'check the path'}"
 
 
 class Finite(click.ParamType):

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import folding, ir, irfile, limits, outdir, reference, registry
 from .arrays import load_array
-from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError
+from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError, os_refusal
 from .metrics import relative_error
 from .report import json_default
 from .targets import CheckedTarget, Target
@@ -194,12 +194,23 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
         raise ArtifactError(
             f"converting {_describe(model)} for {target!r} needs more memory than this machine has; nothing was written"
         ) from None
-    except Exception as e:
-        msg = " ".join(str(e).split())[:300]
+    except OSError as e:
+        todo = os_refusal(e)
+        if todo is None or e.filename is None:
+            raise _internal(e, model, target) from e
         raise ArtifactError(
-            f"converting {_describe(model)} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
-            f"{msg}); nothing was written; please report it with the model"
-        ) from e
+            f"converting {_describe(model)} for {target!r}: {e.filename}: {e.strerror}; nothing was written; {todo}"
+        ) from None
+    except Exception as e:
+        raise _internal(e, model, target) from e
+
+
+def _internal(e: Exception, model, target) -> ArtifactError:
+    msg = " ".join(str(e).split())[:300]
+    return ArtifactError(
+        f"converting {_describe(model)} for {target!r} failed inside lmu-edge ({type(e).__name__}: "
+        f"{msg}); nothing was written; please report it with the model"
+    )
 
 
 def _convert(

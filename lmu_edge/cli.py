@@ -4,13 +4,14 @@ error handling all commands share is in ``_cli_base``, ``report`` in ``_cli_repo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 import numpy as np
 
-from . import __version__, escape
+from . import __version__, escape, outdir
 from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, target_names
 from ._cli_report import report
 
@@ -389,15 +390,38 @@ def _load_input(path):
     "cortex-m55, microbit; tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
     "nengo: nengo, loihi-emulator; nir: rockpool, sinabs; ir: reference, reference-float32.",
 )
-def run(out_dir, input_path, output_path, runtime):
+@click.option("--force", is_flag=True, help="Replace an existing --output file.")
+def run(out_dir, input_path, output_path, runtime, force):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
     import lmu_edge
 
+    from .errors import ArtifactError, OutputExistsError
+
     art = lmu_edge.open_artifact(out_dir)
+    o = output_path.resolve()
+    if o == input_path.resolve():
+        raise OutputExistsError(f"--output {output_path} is the --input file; choose another name")
+    if o.is_relative_to(out_dir.resolve()):
+        raise ArtifactError(f"--output {output_path} lies inside the artifact {out_dir}; write it elsewhere")
+    if os.path.lexists(output_path) and not (force and o.is_file()):
+        how = "pass --force to replace it, or " if o.is_file() else ""
+        raise OutputExistsError(f"--output {output_path} exists; {how}choose another name")
+    outdir.check_writable(output_path)
     y = art.run(_load_input(input_path), runtime=runtime)
     output_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(output_path, "wb") as fh:  # the exact name given (np.save would append .npy)
-        np.save(fh, y)
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{output_path.name}.", suffix=".partial", dir=output_path.parent)
+    try:  # written whole, then renamed over the name given (np.save would append .npy to it)
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, y)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the user's usual mode
+        os.replace(tmp, output_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
 
 

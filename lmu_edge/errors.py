@@ -59,6 +59,10 @@ class OutputExistsError(LmuEdgeError, FileExistsError):
     """The output directory exists and is not empty."""
 
 
+class OutputNotWritableError(LmuEdgeError, PermissionError):
+    """The output's place cannot be written (permissions, a read-only file system, a full disk)."""
+
+
 class ArtifactError(LmuEdgeError, ValueError):
     """An artifact directory is missing, incomplete or of an unknown target."""
 
@@ -69,3 +73,17 @@ class VerificationError(LmuEdgeError, AssertionError):
 
 class LimitError(LmuEdgeError, ValueError):
     """An input exceeds a documented limit (size, depth, name pattern): see docs/security.md."""
+
+
+def os_refusal(e: OSError):
+    """What to do about an operating system's refusal the user can fix (permissions, a read-only file
+    system, a full disk), or None for any other ``OSError``."""
+    import errno
+
+    return {
+        errno.EACCES: "check the permissions there or choose another path",
+        errno.EPERM: "check the permissions there or choose another path",
+        errno.EROFS: "the file system is read-only; choose another path",
+        errno.ENOSPC: "the disk is full; free space or choose another path",
+        errno.EDQUOT: "the disk quota is used up; free space or choose another path",
+    }.get(e.errno or 0)

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator, Optional
 
-from .errors import OutputExistsError
+from .errors import OutputExistsError, OutputNotWritableError, os_refusal
 
 RECORD = "lmu-edge-files.json"
 RECORD_FORMAT = "lmu-edge-files"
@@ -112,9 +112,24 @@ def unowned_files(directory: Path) -> Optional[list]:
     return sorted(bad)
 
 
+def check_writable(out_dir: Path) -> None:
+    """Refuse early (:class:`OutputNotWritableError`) an output whose nearest existing parent directory
+    cannot take the run's temporary directory: a hidden directory is made there and removed at once."""
+    p = Path(os.path.abspath(out_dir)).parent
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".lmu-edge-probe.", dir=p))
+    except OSError as e:
+        raise OutputNotWritableError(
+            f"{out_dir}: cannot write in {p} ({e.strerror}); {os_refusal(e) or 'choose another path'}"
+        ) from None
+
+
 def check_replaceable(out_dir: Path, overwrite: bool) -> None:
     """Refuse early (before any work) to write where the run could not publish."""
     out_dir = Path(out_dir)
+    check_writable(out_dir)
     if not os.path.lexists(out_dir):
         return
     if out_dir.is_symlink() or not out_dir.is_dir():

@@ -15,8 +15,8 @@ set -x
 $LMU inspect "$MODEL"
 $LMU convert "$MODEL" --target c --quantize int8 --calibration examples/models/digits_calibration_x.npy \
     --prefix digits -o out/digits_c --force --quiet
-$LMU run out/digits_c --input "$X" -o out/digits_pred_host.npy
-$LMU run out/digits_c --input "$X" -o out/digits_pred_m4.npy --runtime cortex-m4
+$LMU run out/digits_c --input "$X" -o out/digits_pred_host.npy --force
+$LMU run out/digits_c --input "$X" -o out/digits_pred_m4.npy --runtime cortex-m4 --force
 set +x
 .venv/bin/python - <<'PY'
 import json
@@ -33,5 +33,5 @@ print(f"accuracy on {len(labels)} held-out digits: float model {acc(float_model)
 print(f"host and Cortex-M4 outputs identical: {np.array_equal(host, m4)}")
 c, v = rep["c"], rep["verification"]
 print(f"flash {c['flash_bytes_m4']} B (M4), RAM {c['ram_bytes']} B, {c['macs_per_step']} MACs/step, "
-      f"{v.get('instructions_per_step_m4')} instructions/step on M4, {v.get('instructions_per_step_m0')} on M0")
+      f"{v.get('instructions_per_step_m4')} instructions/step on M4, {v.get('instructions_per_step_m0')} on M0 (means over the steps run)")
 PY

@@ -249,3 +249,54 @@ def test_int16_mode_from_the_command_line(tmp_path, rng):
     assert not (tmp_path / "w").exists()
     r = cli("convert", "--help")
     assert "int16 (16-bit activations and weights: c)" in " ".join(r.stdout.split())
+
+
+def test_no_arguments_print_the_help_as_it_reads():
+    # the first command a newcomer types: the help over many lines (exit 2, as click's), not one error line
+    r = cli()
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("Usage: lmu-edge") and "Commands:" in lines and len(lines) > 15
+
+
+def test_run_never_replaces_a_file_unasked_nor_its_input_nor_the_artifact(tmp_path):
+    out = tmp_path / "out"
+    assert cli("convert", EXAMPLES / "digits_lmu.lmu.npz", "-t", "ir", "-o", out, "-q").returncode == 0
+    x = tmp_path / "x.npy"
+    np.save(x, np.load(EXAMPLES / "digits_test_x.npy")[:3])
+    keep = x.read_bytes()
+    mine = tmp_path / "notes.npy"
+    mine.write_bytes(b"a user's file")
+    r = cli("run", out, "-i", x, "-o", mine)
+    assert_one_line_error(r, f"--output {mine} exists", "--force")
+    assert mine.read_bytes() == b"a user's file"
+    r = cli("run", out, "-i", x, "-o", x, "--force")
+    assert_one_line_error(r, "is the --input file")
+    assert x.read_bytes() == keep
+    record = (out / "lmu-edge-files.json").read_bytes()
+    for inside in (out / "lmu-edge-files.json", out / "y.npy"):
+        r = cli("run", out, "-i", x, "-o", inside, "--force")
+        assert_one_line_error(r, "lies inside the artifact")
+    assert (out / "lmu-edge-files.json").read_bytes() == record and not (out / "y.npy").exists()
+    r = cli("run", out, "-i", x, "-o", mine, "--force")
+    assert r.returncode == 0, r.stderr
+    assert np.load(mine).shape == (3, 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.npy", "out", "x.npy"]  # no .partial left
+    (tmp_path / "adir").mkdir()
+    assert_one_line_error(cli("run", out, "-i", x, "-o", tmp_path / "adir", "--force"), "is a directory")
+
+
+@pytest.mark.parametrize("command", ["convert", "report", "run"])
+def test_an_output_place_that_cannot_be_written_is_one_line_before_any_work(command, tmp_path):
+    # /sys refuses new directories to root too (EPERM; EACCES to a user; EROFS where it is mounted read-only)
+    where = "/sys/lmu-edge-test"
+    model, x = EXAMPLES / "digits_lmu.lmu.npz", EXAMPLES / "digits_test_x.npy"
+    if command == "convert":
+        r = cli("convert", model, "-t", "c", "-o", f"{where}/out")
+    elif command == "report":
+        r = cli("report", model, "--data", x, "-o", f"{where}/rep")
+    else:
+        assert cli("convert", model, "-t", "ir", "-o", tmp_path / "a", "-q").returncode == 0
+        r = cli("run", tmp_path / "a", "-i", x, "-o", f"{where}/y.npy")
+    assert_one_line_error(r, "cannot write in /sys (", "choose another path")
+    assert r.stdout == ""  # refused before any work: no measuring, no "wrote"

@@ -58,7 +58,7 @@ def test_python_api_snippet_runs_and_its_results_agree(tmp_path, monkeypatch):
     assert y.shape == y_dev.shape == (64, 10)
     assert np.max(np.abs(y_dev - y)) <= 1e-9 * np.max(np.abs(y))
     assert np.asarray(y_t).shape == (1, 10) or np.asarray(y_t).shape == (10,)
-    assert (tmp_path / "model.lmu.npz").is_file() and (tmp_path / "out" / "digits").is_dir()
+    assert (tmp_path / "out" / "model.lmu.npz").is_file() and (tmp_path / "out" / "digits").is_dir()
 
 
 def tour():
