@@ -137,7 +137,8 @@ class Artifact:
 
 
 def open_artifact(out_dir) -> Artifact:
-    """Reopen an output directory written by :func:`convert`."""
+    """Reopen an output directory written by :func:`convert`: refused (:class:`ArtifactError`) when a file
+    convert wrote there is missing or changed since (each one's SHA-256 is in ``lmu-edge-files.json``)."""
     path = Path(out_dir)
     man = path / MANIFEST
     if not man.is_file():
@@ -160,6 +161,15 @@ def open_artifact(out_dir) -> Artifact:
         raise ArtifactError(
             f"{man}: unknown target {manifest.get('target')!r}; "
             f"available targets: {', '.join(sorted(registry.TARGETS))}"
+        )
+    changed = outdir.changed_files(path)
+    if changed is None:
+        raise ArtifactError(f"{path}: no valid {outdir.RECORD} (the record of the files convert wrote); convert again")
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise ArtifactError(
+            f"{path}: {', '.join(changed[:3])}{more} changed or missing since lmu-edge wrote "
+            f"{'it' if len(changed) == 1 else 'them'} (SHA-256 against {outdir.RECORD}); convert the model again"
         )
     return Artifact(path, manifest)
 

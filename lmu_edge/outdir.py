@@ -87,8 +87,24 @@ def seal(root: Path) -> dict:
     return record
 
 
-def unowned_files(directory: Path) -> Optional[list]:
-    """Files in ``directory`` that lmu-edge did not write (or that changed since); ``None`` if it has no record."""
+def changed_files(directory: Path) -> Optional[list]:
+    """Files :data:`RECORD` lists that are missing or changed since lmu-edge wrote them (the build outputs
+    a target declares aside: a later build replaces them); ``None`` if ``directory`` has no valid record."""
+    files = _recorded(directory)
+    if files is None:
+        return None
+    allowed = _build_outputs(directory)
+    bad = []
+    for rel, digest in files.items():
+        p = directory / rel
+        if rel in allowed:
+            continue
+        if p.is_symlink() or not p.is_file() or _sha256(p) != digest:
+            bad.append(rel)
+    return sorted(bad)
+
+
+def _recorded(directory: Path) -> Optional[dict]:
     from . import limits
 
     rec_path = directory / RECORD
@@ -97,9 +113,19 @@ def unowned_files(directory: Path) -> Optional[list]:
     try:
         record = limits.load_json(rec_path.read_bytes(), str(rec_path))
         files = record["files"] if record.get("format") == RECORD_FORMAT else None
-        if not isinstance(files, dict):
-            return None
     except Exception:
+        return None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        return None
+    if any(Path(k).is_absolute() or ".." in Path(k).parts for k in files):
+        return None  # a record naming files outside its directory is no record of lmu-edge's
+    return files
+
+
+def unowned_files(directory: Path) -> Optional[list]:
+    """Files in ``directory`` that lmu-edge did not write (or that changed since); ``None`` if it has no record."""
+    files = _recorded(directory)
+    if files is None:
         return None
     allowed = _build_outputs(directory)
     bad = []

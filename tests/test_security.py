@@ -680,3 +680,31 @@ def test_a_quantized_graph_is_refused_by_name_not_by_repr(tmp_path):
                 lmu_edge.convert(model, target, tmp_path / "b")
             assert len(str(e.value)) < 400 and "array(" not in str(e.value)
             assert not (tmp_path / "b").exists()
+
+
+def test_an_artifact_whose_files_changed_since_convert_is_refused_in_one_line(tmp_path):
+    # a damaged step.onnx used to pass verify (only sequence.onnx was run) and a damaged sequence.onnx was
+    # an "internal error" (exit 70): the record's SHA-256s are checked whenever an artifact is opened
+    out = tmp_path / "out"
+    assert cli("convert", DIGITS_IR, "-t", "onnx", "-o", out, "-q").returncode == 0
+    np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:2])
+    assert cli("verify", out, "-i", tmp_path / "x.npy").returncode == 0
+    step = out / "step.onnx"
+    good = step.read_bytes()
+    step.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # one bit
+    for command in (
+        ["verify", out, "-i", tmp_path / "x.npy"],
+        ["run", out, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy"],
+    ):
+        err = one_line_error(cli(*command), 1)
+        assert "step.onnx changed or missing since lmu-edge wrote it" in err and "convert the model again" in err
+    assert not (tmp_path / "y.npy").exists()
+    with pytest.raises(lmu_edge.errors.ArtifactError, match="step.onnx changed or missing"):
+        lmu_edge.open_artifact(out)
+    step.unlink()
+    assert "step.onnx changed or missing" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
+    step.write_bytes(good)
+    (out / "my_notes.txt").write_text("files lmu-edge did not write do not stop a run")
+    assert cli("verify", out, "-i", tmp_path / "x.npy").returncode == 0
+    (out / "lmu-edge-files.json").write_text("{}")
+    assert "no valid lmu-edge-files.json" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
