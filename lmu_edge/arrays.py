@@ -29,6 +29,14 @@ def load_array(source, what: str = "input") -> np.ndarray:
             if zipfile.is_zipfile(path):
                 with zipfile.ZipFile(path) as zf:
                     limits.check_zip(zf, f"{what}: {path}")
+            else:
+                with open(path, "rb") as fh:
+                    head = fh.read(6)
+                if head != b"\x93NUMPY":  # numpy's own message for this speaks of pickles and allow_pickle
+                    raise ShapeError(
+                        f"{what}: {path} is neither a .npy nor a .npz file (it starts with {head!r}); "
+                        f"save arrays with numpy.save or numpy.savez"
+                    )
             data = np.load(path, allow_pickle=False)
             if isinstance(data, np.lib.npyio.NpzFile):
                 with data:

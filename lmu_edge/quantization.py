@@ -292,6 +292,8 @@ def quantize(
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
     x, _ = reference.check_input(graph, x, "calibration")
+    if not np.any(x):  # every scale would be 0: later layers then fail with advice that does not apply
+        raise QuantizationError(f"calibration: all {x.size} values are 0, no range to quantize to; give typical inputs")
     recs = reference.record_ranges(graph, x)
     wb, sb = int(weight_bits), int(state_bits)
     float_graph = graph

@@ -583,7 +583,7 @@ def test_fifo_named_like_a_model_is_refused_without_blocking(tmp_path):
     assert "regular file" in one_line_error(r, 1)
 
 
-@pytest.mark.parametrize("case", ["object", "nan", "huge", "empty", "no file", "fifo"])
+@pytest.mark.parametrize("case", ["object", "nan", "huge", "empty", "no file", "fifo", "text", "zeros"])
 def test_bad_input_arrays_get_one_line_errors(tmp_path, case):
     out = tmp_path / "out"
     assert cli("convert", DIGITS_IR, "-t", "ir", "-o", out).returncode == 0
@@ -598,12 +598,24 @@ def test_bad_input_arrays_get_one_line_errors(tmp_path, case):
         np.savez(x, x=np.zeros((0, 64, 1)))
     elif case == "fifo":
         os.mkfifo(x)
+    elif case == "text":
+        x.write_text("hi")
+    elif case == "zeros":
+        np.savez(x, x=np.zeros((4, 64, 1)))
     r = cli("run", out, "-i", x, "-o", tmp_path / "y.npy", timeout=60)
-    one_line_error(r, 1)
+    if case == "zeros":  # fine to run on
+        assert r.returncode == 0, r.stderr
+        (tmp_path / "y.npy").unlink()
+    else:
+        err = one_line_error(r, 1)
+    if case == "text":  # not numpy's advice to load it with allow_pickle: it is no pickle, and that is unsafe
+        assert "is neither a .npy nor a .npz file (it starts with b'hi')" in err and "pickle" not in err
     r = cli(
         "convert", DIGITS_IR, "-t", "c", "--quantize", "int8", "--calibration", x, "-o", tmp_path / "o2", timeout=60
     )
-    one_line_error(r, 1)
+    err = one_line_error(r, 1)
+    if case == "zeros":  # not "the bias does not fit int32 ...; use --quantize int8" when int8 was asked for
+        assert err == "lmu-edge: error: calibration: all 256 values are 0, no range to quantize to; give typical inputs"
     assert not (tmp_path / "y.npy").exists() and not (tmp_path / "o2").exists()
 
 
