@@ -367,10 +367,10 @@ def open_model(path) -> KerasModelFile:
         return _open_zip(p)
     if head == _HDF5_SIGNATURE or h5py.is_hdf5(str(p)):
         return _open_h5(p)
-    what = "empty" if not head else f"starts with bytes {head[:4]!r}"
+    what = "is empty" if not head else f"starts with bytes {head[:4]!r}"
     raise ModelFormatError(
         f"{p}: not a Keras model file (a .keras file is a zip archive and a .h5 file an "
-        f"HDF5 file; this one is {what}); {_RESAVE}"
+        f"HDF5 file; this one {what}); {_RESAVE}"
     )
 
 

@@ -116,7 +116,9 @@ def read_safetensors(path) -> dict:
             and all(isinstance(o, int) for o in offs)
             and 0 <= offs[0] <= offs[1] <= len(body)
         ):
-            raise ModelFormatError(f"{where}: data offsets {offs!r} lie outside the file")
+            raise ModelFormatError(
+                f"{where}: data offsets {offs!r} lie outside the file (truncated or damaged); save the weights again"
+            )
         raw = body[offs[0] : offs[1]]
         if len(shape) > 8 or any(s > limits.MAX_MODEL_ELEMENTS for s in shape):
             raise ModelFormatError(f"{where}: shape {shape!r} is not a layer's weights")

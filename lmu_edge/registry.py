@@ -91,6 +91,7 @@ def converter_for(path) -> str:
     if suffix not in CONVERTERS:
         known = ", ".join(f"{s} ({d})" for s, (_, d) in sorted(CONVERTERS.items()))
         raise ModelFormatError(
-            f"{path}: no converter reads {suffix or 'files without a suffix'!r}; supported model files: {known}"
+            f"{path}: no converter reads {repr(suffix) + ' files' if suffix else 'a file without a suffix'}; "
+            f"supported model files: {known}"
         )
     return CONVERTERS[suffix][0]

@@ -138,7 +138,17 @@ def widen_db_for(quantize: str, options: dict):
 
 def check_options(quantize: str, options: dict) -> None:
     """Refuse, before any work, a weight width the mode cannot take: int8 and int16x8 store int8 weights
-    (2..8 bits), int16 int16 ones (2..16); and a ``widen_db`` that is no number."""
+    (2..8 bits), int16 int16 ones (2..16); a ``widen_db`` that is no number; a ``prefix`` that cannot start
+    C identifiers; an unknown ``device``, or float C for a device without an FPU."""
+    try:
+        c_codegen.check_prefix(options.get("prefix") or "model")
+    except ValueError as e:
+        raise ArtifactError(str(e)) from None
+    device = options.get("device")
+    if device is not None and device not in DEVICES:
+        raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
+    if device is not None and quantize == "float" and DEVICES[device]["cpu"] == "cortex-m0":
+        raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
     widen = widen_db_for(quantize, options)
     if widen is not None and quantize == "int16":
         raise QuantizationError("c: widen_db does not apply to --quantize int16, whose weights are 16-bit already")

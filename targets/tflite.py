@@ -307,6 +307,14 @@ def gptq_weights(graph, plan, cal, correct_bias: bool):
     return graph.replace(layers=tuple(layers))
 
 
+def check_options(quantize: str, options: dict) -> None:
+    """Refuse, before any work, a ``variant`` or ``form`` this target does not have."""
+    if (options.get("variant") or "external") not in ("external", "internal"):
+        raise ArtifactError(f"tflite: unknown variant {options.get('variant')!r}; known: external, internal")
+    if options.get("form", "auto") not in ("auto", "split", "plain"):
+        raise ArtifactError(f"tflite: unknown form {options.get('form')!r}; known: auto, split, plain")
+
+
 def emit(graph, out_dir, options) -> dict:
     """Write ``model.tflite`` and ``io.json`` for the folded graph (see the module docstring)."""
     out_dir = Path(out_dir)

@@ -300,3 +300,20 @@ def test_an_output_place_that_cannot_be_written_is_one_line_before_any_work(comm
         r = cli("run", tmp_path / "a", "-i", x, "-o", f"{where}/y.npy")
     assert_one_line_error(r, "cannot write in /sys (", "choose another path")
     assert r.stdout == ""  # refused before any work: no measuring, no "wrote"
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["-t", "c", "--prefix", "1bad"], "--prefix '1bad' is not usable"),
+        (["-t", "c", "--device", "foo"], "unknown --device 'foo'"),
+        (["-t", "c", "--device", "cortex-m0-16k"], "has no FPU"),
+        (["-t", "tflite", "-O", "variant=foo"], "unknown variant 'foo'"),
+        (["-t", "tflite", "-O", "form=foo"], "unknown form 'foo'"),
+    ],
+)
+def test_option_values_a_target_cannot_take_are_refused_before_any_work(args, words, tmp_path):
+    # without --quiet: a refusal after the fold would follow its progress lines on stderr
+    r = cli("convert", EXAMPLES / "digits_lmu.lmu.npz", *args, "-o", tmp_path / "o")
+    assert_one_line_error(r, words)
+    assert r.returncode == 1 and "inside lmu-edge" not in r.stderr and not (tmp_path / "o").exists()
