@@ -96,6 +96,8 @@ class Group(click.Group):
                 )
         seen = set()
         for w in caught:
+            if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning, ResourceWarning)):
+                continue  # libraries' notes to developers (numpy.core in nengo, say), hidden as Python hides them
             msg = " ".join(str(w.message).split())
             if msg not in seen:
                 seen.add(msg)
@@ -143,6 +145,32 @@ class Finite(click.ParamType):
 
 BUDGET = Finite(0.0, 1.0, low_open=True)
 TOLERANCE = Finite(0.0, 1e300)
+
+
+def quiet_means_quiet(command):
+    """Decorator (innermost, under click's) for a command with ``--quiet``: while it works, what native
+    code writes straight to the stderr descriptor (TensorFlow's C++ logs, LiteRT's delegate notice) is
+    dropped, as are Python libraries' log lines; lmu-edge's warnings and its error line are printed after
+    the descriptor is restored. ``LMU_EDGE_DEBUG=1`` keeps everything."""
+    import functools
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        if not kwargs.get("quiet") or os.environ.get("LMU_EDGE_DEBUG"):
+            return command(*args, **kwargs)
+        sys.stderr.flush()
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        try:
+            return command(*args, **kwargs)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+    return run
 
 
 def progress_printer(quiet):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._cli_base import BUDGET, TOLERANCE, progress_printer
+from ._cli_base import BUDGET, TOLERANCE, progress_printer, quiet_means_quiet
 
 
 def report_budget(given, targets, quantize, state_bits) -> tuple:
@@ -113,6 +113,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
+@quiet_means_quiet
 def report(
     model,
     data_path,

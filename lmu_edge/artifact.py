@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import folding, ir, irfile, limits, outdir, reference, registry
+from . import folding, ir, irfile, limits, outdir, quantization, reference, registry
 from .arrays import load_array
 from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError, os_refusal
 from .metrics import relative_error
@@ -320,6 +320,8 @@ def _convert(
         )
     if cal is not None:
         cal, _ = reference.check_input(source, cal, "calibration")
+        if quantize != "float":
+            quantization.check_calibration(cal)
     if prefer is None:
         prefer, prefer_why = ("flash", "a device was given") if options.get("device") else ("ops", "the default")
     else:

@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from . import __version__, escape, outdir
-from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, target_names
+from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, quiet_means_quiet, target_names
 from ._cli_report import report
 
 
@@ -239,6 +239,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     metavar="KEY=VALUE",
     help="Any other target option (VALUE parsed as JSON when it can be). Repeatable.",
 )
+@quiet_means_quiet
 def convert(
     model,
     target,

@@ -220,6 +220,13 @@ def _softmax(name, scale, act_bits):
 # --- the graph -------------------------------------------------------------------------------
 
 
+def check_calibration(x: np.ndarray) -> None:
+    """Refuse calibration inputs that are all 0: every scale would be 0, and later layers would fail with
+    advice that does not apply (any target, any mode)."""
+    if not np.any(x):
+        raise QuantizationError(f"calibration: all {x.size} values are 0, no range to quantize to; give typical inputs")
+
+
 def quantize(
     graph: ir.Graph,
     calibration,
@@ -292,8 +299,7 @@ def quantize(
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
     x, _ = reference.check_input(graph, x, "calibration")
-    if not np.any(x):  # every scale would be 0: later layers then fail with advice that does not apply
-        raise QuantizationError(f"calibration: all {x.size} values are 0, no range to quantize to; give typical inputs")
+    check_calibration(x)
     recs = reference.record_ranges(graph, x)
     wb, sb = int(weight_bits), int(state_bits)
     float_graph = graph

@@ -124,6 +124,7 @@ class TFOps:
 
     def memory_path(self, on):
         """Nothing: the TFLite converter chooses every tensor's type itself."""
+        return None  # a body: AutoGraph cannot transform a function that is only a docstring (it warns)
 
 
 def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
@@ -210,7 +211,11 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
             io = tf.int16
         conv.inference_input_type = io
         conv.inference_output_type = io
-    model = conv.convert()
+    import warnings
+
+    with warnings.catch_warnings():  # TF's own calibrator still builds a tf.lite.Interpreter: not the user's to fix
+        warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
+        model = conv.convert()
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
         if quantize == "int16x8":
@@ -300,7 +305,8 @@ def widen_int16_ranges(model: bytes, factor: float) -> bytes:
             _rescale_fc_bias(m, sg, op, factor)
     out = bytes(fb.convert_object_to_bytearray(m))
     try:
-        _tf().lite.Interpreter(model_content=out).allocate_tensors()
+        interpreter = require("ai_edge_litert.interpreter", "tflite", "running TFLite models in LiteRT").Interpreter
+        interpreter(model_content=out).allocate_tensors()  # LiteRT: tf.lite.Interpreter is deprecated
     except Exception:  # noqa: BLE001 (an op this function does not know: keep the calibrated ranges)
         return model
     return out

@@ -21,6 +21,7 @@ writes its RMSE and output agreement against the float reference, per
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import json
@@ -310,7 +311,15 @@ def emit(graph: ir.Graph, out_dir, options: dict) -> dict:
 # --- running ----------------------------------------------------------------------------------
 
 _MODULES: dict = {}
-_MODELS: dict = {}
+_MODELS: dict = {}  # (artifact, runtime, options) -> (built network, its open simulator)
+
+
+@atexit.register
+def _close_simulators() -> None:
+    """Close the cached simulators at exit: nengo warns (ResourceWarning) about one collected while open."""
+    while _MODELS:
+        _, (_, sim) = _MODELS.popitem()
+        sim.close()
 
 
 def _network_module_from(path: Path):

@@ -317,3 +317,14 @@ def test_option_values_a_target_cannot_take_are_refused_before_any_work(args, wo
     r = cli("convert", EXAMPLES / "digits_lmu.lmu.npz", *args, "-o", tmp_path / "o")
     assert_one_line_error(r, words)
     assert r.returncode == 1 and "inside lmu-edge" not in r.stderr and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("target", ["tflite", "nengo"])
+def test_quiet_means_nothing_on_stderr(target, tmp_path):
+    # TensorFlow's C++ logs, an AutoGraph "please report this" warning, TF's own deprecation of the
+    # interpreter its calibrator builds, nengo's numpy.core notice and its unclosed simulators all used to
+    # reach the terminal of a user who asked for --quiet
+    args = ["--quantize", "int8", "--calibration", EXAMPLES / "digits_calibration_x.npy"] if target == "tflite" else []
+    r = cli("convert", EXAMPLES / "keras_digits.h5", "-t", target, *args, "-o", tmp_path / "o", "-q")
+    assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path / 'o'} (target {target}"), r.stderr
+    assert r.stderr == ""

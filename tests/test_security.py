@@ -616,6 +616,9 @@ def test_bad_input_arrays_get_one_line_errors(tmp_path, case):
     err = one_line_error(r, 1)
     if case == "zeros":  # not "the bias does not fit int32 ...; use --quantize int8" when int8 was asked for
         assert err == "lmu-edge: error: calibration: all 256 values are 0, no range to quantize to; give typical inputs"
+        for t in ("onnx", "tflite"):  # the targets that calibrate in their own toolchain are refused alike
+            r = cli("convert", DIGITS_IR, "-t", t, "--quantize", "int8", "--calibration", x, "-o", tmp_path / "o3")
+            assert one_line_error(r, 1) == err and not (tmp_path / "o3").exists()
     assert not (tmp_path / "y.npy").exists() and not (tmp_path / "o2").exists()
 
 
