@@ -278,3 +278,65 @@ def test_folds_trained_side_by_side_into_one_folder_keep_each_others_rows(tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {path}: holds a run with seed 0, this one has 1; give this run its own --out"]
     assert path.read_text() == before and not (tmp_path / "lmu_theo.npz").exists()
+
+
+def test_band_shift_moves_whole_sequences_by_at_most_the_given_bands():
+    x = np.random.default_rng(0).integers(1, 100, (400, 5, fsdd.CFG.n_mels)).astype(np.float32)
+    got = train_fsdd_torch.band_shifted(x, 2, np.random.default_rng(1))
+    seen = set()
+    for a, b in zip(x, got, strict=True):  # each is its input moved by one s in -2..2, the bands moved in 0
+        fits = [s for s in range(-2, 3) if np.array_equal(b, np.roll(a, s, 1) * _kept(s, a.shape[1]))]
+        assert len(fits) == 1
+        seen.add(fits[0])
+    assert seen == {-2, -1, 0, 1, 2}
+    again = train_fsdd_torch.band_shifted(x, 2, np.random.default_rng(1))
+    assert np.array_equal(got, again)  # seeded: a run's augmentation is repeatable
+
+
+def _kept(s, n):
+    keep = np.ones(n, np.float32)
+    if s > 0:
+        keep[:s] = 0
+    elif s < 0:
+        keep[s:] = 0
+    return keep
+
+
+def test_shift_reaches_results_and_a_run_without_it_is_another_run(tmp_path, capsys):
+    feats = _noise_features(tmp_path / "feat.npz")
+    out = tmp_path / "out"
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
+    assert train_fsdd_torch.main(argv + ["--shift", "2", "--baselines", "gru", "--out", str(out)]) == 0
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["_recipe"]["shift"] == 2 and res["theo"]["lmu"]["shift"] == 2
+    assert "shift" not in res["theo"]["gru"]  # the baseline trains on the data as before
+    capsys.readouterr()
+    assert train_fsdd_torch.main(argv + ["--shift", "1", "--out", str(out)]) == 2
+    assert "holds a run with shift 2, this one has 1" in capsys.readouterr().err
+    assert train_fsdd_torch.main(argv + ["--out", str(out)]) == 2  # no --shift is shift 0: another run too
+    assert "holds a run with shift 2, this one has 0" in capsys.readouterr().err
+    for bad in ("5", "-1", "x"):
+        with pytest.raises(SystemExit) as e:
+            train_fsdd_torch.main(argv + ["--shift", bad, "--out", str(tmp_path / "bad")])
+        assert e.value.code == 2
+
+
+def test_unknown_or_untrainable_held_out_speakers_are_one_line_before_any_output(tmp_path, capsys):
+    feats = _noise_features(tmp_path / "feat.npz")
+    argv = ["train", "--features", str(feats), "--epochs", "1", "--recipe", "v3", "--out", str(tmp_path / "o")]
+    capsys.readouterr()
+    assert train_fsdd_torch.main(argv + ["--speakers", "theo,bob"]) == 2  # a typo used to train on no test clips
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no clips of 'bob'" in err[0] and "george, jackson" in err[0]
+    z = dict(np.load(feats))
+    one = tmp_path / "one.npz"  # a folder of one speaker (the shipped fsdd_george, say): nothing to train on
+    np.savez(one, **{k: v[z["speakers"] == "george"] for k, v in z.items()})
+    argv[2] = str(one)
+    assert train_fsdd_torch.main(argv + ["--speakers", "george"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: holding george out leaves no training clips (the features hold george only); train on the whole FSDD"
+    ]
+    assert not (tmp_path / "o").exists()

@@ -20,7 +20,8 @@ two best digits are nearly tied may flip). ``--features`` caches the features (`
 machine needs neither the WAV files nor the front end's time. ``--baselines gru,cnn`` trains a small 2-D
 CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (docs/kws.md reports both).
 ``--units`` widens the LMU's hidden layer; ``--front 8,16,32`` trains it behind a convolutional front end
-(an experiment, see :func:`torch_lmu`). ``summary`` reads several runs' folders (one per seed, say): each
+(an experiment, see :func:`torch_lmu`); ``--shift N`` moves its training sequences by up to N mel bands
+(:func:`band_shifted`). ``summary`` reads several runs' folders (one per seed, say): each
 run's accuracy per held-out speaker, the mean of the runs, and the LMUs' ensemble (probabilities averaged).
 Folds of one run may train side by side into one ``--out`` (one command per ``--speakers``, on a GPU): each
 merges its rows into results.json under a lock; a folder holding a run with other settings is refused.
@@ -204,17 +205,35 @@ def export_keras(folder, stem, model, inputs="training sequences") -> Path:
     return folder / f"{stem}.keras"
 
 
-def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64):
-    """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask``; the held-out probabilities."""
+def band_shifted(x, most, rng):
+    """Each sequence of ``x`` (sequences x frames x mel bands) moved by a random whole number of mel bands
+    in ``-most..most`` (bands moved past an edge are dropped, the ones moved in are 0): one band is about
+    8-14% in frequency over 0.5-2 kHz, so this stands in for speakers' different vocal tract lengths
+    (VTLP-style augmentation) without a layer the converter lacks."""
+    out = np.zeros_like(x)
+    shifts = rng.integers(-most, most + 1, len(x))
+    for s in range(-most, most + 1):
+        i = shifts == s
+        if s >= 0:
+            out[i, :, s:] = x[i, :, : x.shape[2] - s]
+        else:
+            out[i, :, :s] = x[i, :, -s:]
+    return out
+
+
+def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shift=0):
+    """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask`` (and mel bands moved by up to
+    ``shift``, :func:`band_shifted`); the held-out probabilities."""
     import torch
 
     torch.manual_seed(seed)
     net.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr, eps=1e-7)  # keras' Adam defaults
-    rng, order_rng = np.random.default_rng(1), np.random.default_rng(seed)
+    rng, order_rng, shift_rng = np.random.default_rng(1), np.random.default_rng(seed), np.random.default_rng(3)
     yt = torch.as_tensor(ytr, device=device)
     for _ in range(epochs):
         xe = train_fsdd.masked(xtr, rng) if mask else xtr
+        xe = band_shifted(xe, shift, shift_rng) if shift else xe
         xe = torch.as_tensor(xe, dtype=torch.float32, device=device)
         net.train()
         for idx in np.array_split(order_rng.permutation(len(xe)), max(1, len(xe) // batch)):
@@ -249,7 +268,8 @@ def record_folds(path, meta, rows) -> dict:
     import fcntl
 
     path = Path(path)
-    with open(path.with_name(".results.lock"), "w") as lock:
+    lock = os.open(path.parent, os.O_RDONLY)  # the folder itself is the lock: no lock file left behind
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         results = read_results(path) if path.exists() else {}
         old = results.pop("_recipe", {})
@@ -265,6 +285,8 @@ def record_folds(path, meta, rows) -> dict:
         tmp = path.with_name(f".results.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({**results, "_recipe": {**old, **meta}}, indent=1))
         os.replace(tmp, path)
+    finally:
+        os.close(lock)
     return results
 
 
@@ -285,15 +307,23 @@ def cmd_train(a):
     torch_lmu(md, q, units, pool, front=a.front)  # a --front too deep for the bands fails before any output
     t0 = time.time()
     clean0, aug0, y, spk = load_features(a.folder, a.features, rec)  # a bad folder fails before any output
+    drop = set(a.drop.split(",")) if a.drop else set()
+    for held in a.speakers.split(","):  # before any output
+        if held not in set(spk):
+            raise fsdd.CommandError(
+                f"--speakers {a.speakers}: no clips of {held!r} (the features hold {', '.join(sorted(set(spk)))})"
+            )
+        if not np.any((spk != held) & ~np.isin(spk, list(drop))):
+            raise fsdd.CommandError(
+                f"holding {held} out leaves no training clips (the features hold {', '.join(sorted(set(spk)))} "
+                "only); train on the whole FSDD"
+            )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     aug0 = aug0[:, : rec["copies"]]
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
-    drop = set(a.drop.split(",")) if a.drop else set()
     meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
-    meta.update(seed=a.seed, epochs=epochs, copies=rec["copies"])
-    if a.front:
-        meta["front"] = list(a.front)
+    meta.update(seed=a.seed, epochs=epochs, copies=rec["copies"], front=list(a.front), shift=a.shift)
     res_path = out / "results.json"
     results = record_folds(res_path, meta, {})  # a folder holding another run's results fails before training
     for held in a.speakers.split(","):
@@ -313,13 +343,16 @@ def cmd_train(a):
             torch.manual_seed(a.seed)
             net = torch_lmu(md, q, units, pool, front=a.front) if name == "lmu" else BASELINES[name]()
             t1 = time.time()
-            prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, seed=a.seed)
+            shift = a.shift if name == "lmu" else 0
+            prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, a.seed, shift=shift)
             acc = float(np.mean(np.argmax(prob, -1) == yte))
             n = int(sum(p.numel() for p in net.parameters()))
             row[name] = {"accuracy": acc, "params": n, "train_s": round(time.time() - t1), "recipe": a.recipe}
             row[name].update(epochs=epochs, seed=a.seed, framework="torch", device=str(a.device))
             if name == "lmu" and a.front:
                 row[name]["front"] = list(a.front)
+            if shift:
+                row[name]["shift"] = shift
             print(f"{held}: {name} accuracy {acc:.3f} ({n} params, {time.time() - t1:.0f} s)", flush=True)
             if name == "lmu":
                 np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
@@ -465,6 +498,14 @@ def main(argv=None):
         default=(),
         help="experiment: a convolutional front end before the LMU, channels per block (e.g. 8,16,32): 3x3 "
         "convolutions causal in time, batch norm, relu, pooling over mel bands only; no keras export",
+    )
+    t.add_argument(
+        "--shift",
+        type=int,
+        default=0,
+        choices=range(0, 5),
+        metavar="{0..4}",
+        help="augmentation: move each LMU training sequence by up to this many mel bands each epoch (default 0)",
     )
     t.add_argument("--device", default="cpu", help="torch device (cuda, cpu)")
     t.add_argument("--out", default=str(ROOT / "out" / "kws_fsdd_torch"))
