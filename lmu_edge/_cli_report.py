@@ -150,7 +150,13 @@ def report(
     from .reference import check_input
     from .registry import target as target_module
 
-    for t in targets:  # an option the mode cannot take is refused before any work
+    for t in targets:  # a mode or an option the target cannot take is refused before any work
+        modes = getattr(target_module(t), "QUANTIZE", ())
+        if modes and quantize not in modes:
+            raise ShapeError(
+                f"-t {t} does not take --quantize {quantize} (report's default is int8); it takes "
+                f"{', '.join(modes)}: pass --quantize {modes[0]}, or report {t} on its own"
+            )
         check = getattr(target_module(t), "check_options", None)
         if check is not None and quantize in getattr(target_module(t), "QUANTIZE", ()):
             check(quantize, {"weight_bits": weight_bits})
@@ -158,17 +164,17 @@ def report(
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
-    x = x[:max_sequences]
     labels = None
-    if labels_path is not None:
-        labels = load_array(labels_path, f"--labels {labels_path}")[:max_sequences]
+    if labels_path is not None:  # checked against all of --data: the --max-sequences cut could hide a mismatch
+        labels = load_array(labels_path, f"--labels {labels_path}")
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
         if labels.shape[: len(expect)] != expect:
             raise ShapeError(
-                f"--labels {labels_path}: shape {labels.shape} does not match the data: expected "
-                f"class indices of shape {expect} or targets of shape "
-                f"{expect + (source.output_features,)}"
+                f"--labels {labels_path}: shape {labels.shape} does not match --data's {len(x)} sequences: "
+                f"expected class indices of shape {expect} or targets of shape {expect + (source.output_features,)}"
             )
+        labels = labels[:max_sequences]
+    x = x[:max_sequences]
     say = progress_printer(quiet)
     error_budget, budget_why = report_budget(error_budget, targets, quantize, state_bits)
     if say:

@@ -205,8 +205,10 @@ def test_cli_report_writes_json_and_html(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
 
 
-def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path):
-    np.save(tmp_path / "wrong.npy", np.zeros((8, 128, 1)))
+@pytest.mark.parametrize("wrong", [(8, 128, 1), (100,)], ids=["shape", "count-hidden-by-the-cut"])
+def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path, wrong):
+    # 100 labels for 200 sequences used to pass: both were cut to --max-sequences' 64 before the check
+    np.save(tmp_path / "wrong.npy", np.zeros(wrong, dtype=np.int64))
     r = subprocess.run(
         lmu_edge_cli()
         + [
@@ -224,9 +226,24 @@ def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path):
         text=True,
         timeout=300,
     )
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match the data" in r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match --data's 200 sequences" in r.stderr
     assert not (tmp_path / "rep").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["wrong.npy"]
+
+
+def test_cli_report_names_the_mode_a_float_only_target_needs(tmp_path):
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["report", str(ROOT / "examples/models/keras_digits.keras"), "--data"]
+        + [str(ROOT / "examples/models/keras_digits_test_x.npy"), "-t", "nengo", "-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and r.stdout == "", r.stderr  # before any progress line
+    assert "-t nengo does not take --quantize int8 (report's default is int8)" in lines[0]
+    assert "pass --quantize float" in lines[0] and not (tmp_path / "rep").exists()
 
 
 def test_sweep_memory_is_the_c_targets_count(tmp_path):
