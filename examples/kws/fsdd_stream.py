@@ -517,10 +517,14 @@ def cmd_evaluate(a):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="steps: data -> train -> to-keras -> evaluate (evaluate alone runs the shipped model); "
+        "FSDD: github.com/Jakobovski/free-spoken-digit-dataset (the shipped subset: examples/kws/fsdd_george)",
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("data", help="the fold's training sequences (features, targets, weights) as .npz")
-    d.add_argument("folder", help="FSDD folder (its recordings/ and speakers.json)")
+    d.add_argument("folder", help="FSDD folder (with its recordings/ of WAV files)")
     d.add_argument("--speaker", default="george", help="held-out speaker (left out of training)")
     d.add_argument("--out", required=True, help="the .npz to write")
     d.add_argument("--drop", default="", help="speakers also left out of training (development splits)")
@@ -559,9 +563,15 @@ def main(argv=None):
     e = sub.add_parser("evaluate", help="stream the held-out speaker's recordings through the int8 C")
     e.add_argument("folder", help="FSDD folder (or the shipped subset examples/kws/fsdd_george)")
     e.add_argument("--speaker", default="george", help="held-out speaker whose digits are streamed (default george)")
-    e.add_argument("--minutes", type=float, default=30.0, help="length of each negative recording")
+    e.add_argument("--minutes", type=float, default=30.0, help="length of each negative recording (default 30)")
     e.add_argument("--limit", type=int, default=None, help="only recordings 0..LIMIT-1 of each digit")
-    e.add_argument("--runtime", nargs="+", default=["host", "cortex-m4"], choices=["host", "cortex-m4", "cortex-m0"])
+    e.add_argument(
+        "--runtime",
+        nargs="+",
+        default=["host", "cortex-m4"],
+        choices=["host", "cortex-m4", "cortex-m0"],
+        help="where the int8 C runs (default: host cortex-m4; the detections must be the same on each)",
+    )
     e.add_argument("--model", default=str(MODEL), help="the streaming model (.keras; default: the shipped one)")
     e.add_argument("--calib", default=str(CALIB), help="its int8 calibration sequences (.npy)")
     e.add_argument(
