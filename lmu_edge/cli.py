@@ -263,6 +263,12 @@ def convert(
     import lmu_edge
 
     options = {k: v for k, v in target_flags.items() if v is not None}
+    given = [f"--{k.replace('_', '-')}" for k in ("weight_bits", "state_bits") if k in options]
+    if given and quantize in ("float", "float32"):  # a float artifact would silently ignore them
+        raise click.UsageError(
+            f"{' and '.join(given)} set the widths of a quantized artifact; add --quantize int8, int16x8 or "
+            f"int16 (with --calibration), or leave {'them' if len(given) > 1 else 'it'} out for float"
+        )
     for item in extra_options:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

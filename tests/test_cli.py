@@ -328,3 +328,35 @@ def test_quiet_means_nothing_on_stderr(target, tmp_path):
     r = cli("convert", EXAMPLES / "keras_digits.h5", "-t", target, *args, "-o", tmp_path / "o", "-q")
     assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path / 'o'} (target {target}"), r.stderr
     assert r.stderr == ""
+
+
+@pytest.mark.parametrize("quantize", ["float", "float32"])
+def test_bit_widths_without_a_quantized_mode_are_refused_not_ignored(quantize, tmp_path):
+    r = cli(
+        "convert",
+        EXAMPLES / "digits_lmu.lmu.npz",
+        "-t",
+        "c",
+        "--quantize",
+        quantize,
+        "--state-bits",
+        "8",
+        "-o",
+        tmp_path / "o",
+    )
+    assert_one_line_error(r, "--state-bits set the widths of a quantized artifact", "--quantize int8")
+    assert r.returncode == 2
+    r = cli(
+        "convert",
+        EXAMPLES / "digits_lmu.lmu.npz",
+        "-t",
+        "c",
+        "--weight-bits",
+        "4",
+        "--state-bits",
+        "8",
+        "-o",
+        tmp_path / "o",
+    )
+    assert_one_line_error(r, "--weight-bits and --state-bits set", "leave them out for float")
+    assert not (tmp_path / "o").exists()
