@@ -217,14 +217,19 @@ def test_front_end_is_causal_in_time_and_pools_over_bands_only():
         assert moved[13:20].all() and not moved[:13].any() and not moved[20:].any()
 
 
-def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
+def _train_theo(tmp_path, *flags):
+    """One epoch of theo's fold on noise features with ``flags``: (argv without the flags, --out, results)."""
+    import json
+
     feats = _noise_features(tmp_path / "feat.npz")
     out = tmp_path / "out"
     argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
-    assert train_fsdd_torch.main(argv + ["--front", "2,4", "--baselines", "", "--out", str(out)]) == 0
-    import json
+    assert train_fsdd_torch.main(argv + [*flags, "--out", str(out)]) == 0
+    return argv, out, json.loads((out / "results.json").read_text())
 
-    res = json.loads((out / "results.json").read_text())
+
+def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
+    argv, out, res = _train_theo(tmp_path, "--front", "2,4", "--baselines", "")
     assert res["_recipe"]["front"] == [2, 4] and res["theo"]["lmu"]["front"] == [2, 4]
     # 2 and 4 channels leave 4 x 8 = 32 values per frame, the plain model's 32 mel bands: only the front's
     # own weights (3x3 convolutions and batch norm scale / shift) differ in the count
@@ -303,13 +308,7 @@ def _kept(s, n):
 
 
 def test_shift_reaches_results_and_a_run_without_it_is_another_run(tmp_path, capsys):
-    feats = _noise_features(tmp_path / "feat.npz")
-    out = tmp_path / "out"
-    argv = ["train", "--features", str(feats), "--epochs", "1", "--speakers", "theo", "--recipe", "v3"]
-    assert train_fsdd_torch.main(argv + ["--shift", "2", "--baselines", "gru", "--out", str(out)]) == 0
-    import json
-
-    res = json.loads((out / "results.json").read_text())
+    argv, out, res = _train_theo(tmp_path, "--shift", "2", "--baselines", "gru")
     assert res["_recipe"]["shift"] == 2 and res["theo"]["lmu"]["shift"] == 2
     assert "shift" not in res["theo"]["gru"]  # the baseline trains on the data as before
     capsys.readouterr()
