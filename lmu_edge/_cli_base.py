@@ -24,6 +24,10 @@ def on_signal(signum, frame):
     raise Interrupted(signum)
 
 
+#: click >= 8.2 raises this for a group called without arguments (8.1 prints the help itself)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class Group(click.Group):
     """Turns every error, usage errors included, into one line on stderr and a non-zero exit code.
 
@@ -44,7 +48,7 @@ class Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
-        except click.exceptions.NoArgsIsHelpError as e:  # "lmu-edge" alone: the help as it reads, exit 2
+        except _NO_ARGS_IS_HELP as e:  # "lmu-edge" alone: the help as it reads, exit 2
             click.echo(e.ctx.get_help(), err=True)
             sys.exit(e.exit_code)
         except click.UsageError as e:
@@ -150,23 +154,29 @@ TOLERANCE = Finite(0.0, 1e300)
 def quiet_means_quiet(command):
     """Decorator (innermost, under click's) for a command with ``--quiet``: while it works, what native
     code writes straight to the stderr descriptor (TensorFlow's C++ logs, LiteRT's delegate notice) is
-    dropped, as are Python libraries' log lines; lmu-edge's warnings and its error line are printed after
-    the descriptor is restored. ``LMU_EDGE_DEBUG=1`` keeps everything."""
+    dropped; what Python writes to ``sys.stderr`` (lmu-edge's FAIL and warning lines among it) still
+    reaches the terminal through a copy of the descriptor. ``LMU_EDGE_DEBUG=1`` keeps everything, and a
+    closed stderr is left as it is."""
     import functools
 
     @functools.wraps(command)
     def run(*args, **kwargs):
-        if not kwargs.get("quiet") or os.environ.get("LMU_EDGE_DEBUG"):
+        if not kwargs.get("quiet") or os.environ.get("LMU_EDGE_DEBUG") or sys.stderr is None:
             return command(*args, **kwargs)
-        sys.stderr.flush()
-        saved = os.dup(2)
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError):  # no descriptor 2 (stderr closed): nothing to keep quiet
+            return command(*args, **kwargs)
+        ours, sys.stderr = sys.stderr, os.fdopen(os.dup(saved), "w", buffering=1, errors="backslashreplace")
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)
         os.close(devnull)
         try:
             return command(*args, **kwargs)
         finally:
-            sys.stderr.flush()
+            sys.stderr.close()
+            sys.stderr = ours
             os.dup2(saved, 2)
             os.close(saved)
 

@@ -155,7 +155,8 @@ def report(
         if modes and quantize not in modes:
             raise ShapeError(
                 f"-t {t} does not take --quantize {quantize} (report's default is int8); it takes "
-                f"{', '.join(modes)}: pass --quantize {modes[0]}, or report {t} on its own"
+                f"{', '.join(modes)}: pass --quantize {modes[0]} (in a report run of its own if other targets "
+                f"need {quantize})"
             )
         check = getattr(target_module(t), "check_options", None)
         if check is not None and quantize in getattr(target_module(t), "QUANTIZE", ()):
@@ -164,6 +165,8 @@ def report(
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
+    if quantize != "float":  # the data calibrates the integer reference too
+        lmu_edge.quantization.check_calibration(x, f"--data {data_path}")
     labels = None
     if labels_path is not None:  # checked against all of --data: the --max-sequences cut could hide a mismatch
         labels = load_array(labels_path, f"--labels {labels_path}")

@@ -206,10 +206,11 @@ def convert(model, target: str = "ir", out_dir=None, **kw) -> "Artifact":
         ) from None
     except OSError as e:
         todo = os_refusal(e)
-        if todo is None or e.filename is None:
+        if todo is None:
             raise _internal(e, model, target) from e
+        where = f"{e.filename}: " if e.filename is not None else ""  # a full disk names no file
         raise ArtifactError(
-            f"converting {_describe(model)} for {target!r}: {e.filename}: {e.strerror}; nothing was written; {todo}"
+            f"converting {_describe(model)} for {target!r}: {where}{e.strerror}; nothing was written; {todo}"
         ) from None
     except Exception as e:
         raise _internal(e, model, target) from e

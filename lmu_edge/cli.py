@@ -263,12 +263,6 @@ def convert(
     import lmu_edge
 
     options = {k: v for k, v in target_flags.items() if v is not None}
-    given = [f"--{k.replace('_', '-')}" for k in ("weight_bits", "state_bits") if k in options]
-    if given and quantize in ("float", "float32"):  # a float artifact would silently ignore them
-        raise click.UsageError(
-            f"{' and '.join(given)} set the widths of a quantized artifact; add --quantize int8, int16x8 or "
-            f"int16 (with --calibration), or leave {'them' if len(given) > 1 else 'it'} out for float"
-        )
     for item in extra_options:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -277,6 +271,12 @@ def convert(
             options[key.strip().replace("-", "_")] = json.loads(value)
         except ValueError:
             options[key.strip().replace("-", "_")] = value
+    given = [f"--{k.replace('_', '-')}" for k in ("weight_bits", "state_bits") if k in options]
+    if given and quantize in ("float", "float32"):  # a float artifact would silently ignore them (-O too)
+        raise click.UsageError(
+            f"{' and '.join(given)} set the widths of a quantized artifact; add --quantize int8, int16x8 or "
+            f"int16 (with --calibration), or leave {'them' if len(given) > 1 else 'it'} out for float"
+        )
     art = lmu_edge.convert(
         model,
         target=target,
@@ -425,9 +425,22 @@ def run(out_dir, input_path, output_path, runtime, force):
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; the user's usual mode
-        os.replace(tmp, output_path)
+        if force:
+            os.replace(tmp, output_path)
+        else:  # a link fails if the name appeared while the artifact ran: never replace a file unasked
+            try:
+                os.link(tmp, output_path)
+                os.unlink(tmp)
+            except FileExistsError:
+                raise OutputExistsError(
+                    f"--output {output_path} appeared while the artifact ran; pass --force to replace it, or "
+                    "choose another name"
+                ) from None
+            except OSError:  # a file system without hard links: the check before the run must do
+                os.replace(tmp, output_path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
         raise
     click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
 

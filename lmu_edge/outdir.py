@@ -52,8 +52,11 @@ def _sha256(path: Path) -> str:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """``(relative path, lstat)`` of every entry below ``root`` that is not a directory; links not followed."""
+    """``(relative path, lstat)`` of every entry below ``root`` that is not a directory; links not followed.
+    Python's ``__pycache__`` directories are skipped: importing an artifact's ``network.py`` may write one, and
+    Python rewrites it whenever the file's times change (a copy, a checkout), so it is nobody's content."""
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, name)
             yield os.path.relpath(full, root), os.lstat(full)
@@ -97,7 +100,7 @@ def changed_files(directory: Path) -> Optional[list]:
     bad = []
     for rel, digest in files.items():
         p = directory / rel
-        if rel in allowed:
+        if rel in allowed or "__pycache__" in Path(rel).parts:  # sealed by an earlier lmu-edge: see _walk
             continue
         if p.is_symlink() or not p.is_file() or _sha256(p) != digest:
             bad.append(rel)

@@ -220,11 +220,11 @@ def _softmax(name, scale, act_bits):
 # --- the graph -------------------------------------------------------------------------------
 
 
-def check_calibration(x: np.ndarray) -> None:
-    """Refuse calibration inputs that are all 0: every scale would be 0, and later layers would fail with
-    advice that does not apply (any target, any mode)."""
+def check_calibration(x: np.ndarray, what: str = "calibration") -> None:
+    """Refuse calibration inputs (``what``, for the message) that are all 0: every scale would be 0, and
+    later layers would fail with advice that does not apply (any target, any mode)."""
     if not np.any(x):
-        raise QuantizationError(f"calibration: all {x.size} values are 0, no range to quantize to; give typical inputs")
+        raise QuantizationError(f"{what}: all {x.size} values are 0, no range to quantize to; give typical inputs")
 
 
 def quantize(

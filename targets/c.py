@@ -145,7 +145,7 @@ def check_options(quantize: str, options: dict) -> None:
     except ValueError as e:
         raise ArtifactError(str(e)) from None
     device = options.get("device")
-    if device is not None and device not in DEVICES:
+    if device is not None and (not isinstance(device, str) or device not in DEVICES):
         raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
     if device is not None and quantize == "float" and DEVICES[device]["cpu"] == "cortex-m0":
         raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")

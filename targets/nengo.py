@@ -334,7 +334,11 @@ def _network_module_from(path: Path):
         assert spec is not None and spec.loader is not None, path  # a .py path always has a source loader
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        before, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the artifact
+        try:
+            spec.loader.exec_module(mod)
+        finally:
+            sys.dont_write_bytecode = before
         _MODULES[key] = mod
     return _MODULES[key]
 

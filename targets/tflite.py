@@ -313,6 +313,11 @@ def check_options(quantize: str, options: dict) -> None:
         raise ArtifactError(f"tflite: unknown variant {options.get('variant')!r}; known: external, internal")
     if options.get("form", "auto") not in ("auto", "split", "plain"):
         raise ArtifactError(f"tflite: unknown form {options.get('form')!r}; known: auto, split, plain")
+    if options.get("variant") == "internal" and quantize != "float":
+        raise QuantizationError(
+            "tflite: the internal-state variant is float32 only for now; quantize the "
+            "external variant (variant='external') and keep the state on the device"
+        )
 
 
 def emit(graph, out_dir, options) -> dict:

@@ -339,3 +339,12 @@ def test_unknown_or_untrainable_held_out_speakers_are_one_line_before_any_output
         "error: holding george out leaves no training clips (the features hold george only); train on the whole FSDD"
     ]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_new_folder_is_claimed_for_one_runs_settings_before_training(tmp_path):
+    # two runs with other settings starting together into one new folder: the second is refused before it
+    # trains (not after, with its lmu_*.npz already beside the first run's)
+    path = tmp_path / "results.json"
+    assert train_fsdd_torch.record_folds(path, {"seed": 0}, {}) == {}
+    with pytest.raises(fsdd.CommandError, match="holds a run with seed 0, this one has 1"):
+        train_fsdd_torch.record_folds(path, {"seed": 1}, {})

@@ -308,3 +308,20 @@ def test_cli_report_traces_the_widened_int16x8_graph_only_for_the_c_target(tmp_p
         got[target] = json.loads((out / "report.json").read_text())["quantization"]
     assert "widened" not in got["tflite"]
     assert got["c"]["widened"] == ["dense.kernel", "lmu_feedforward.hidden"]
+
+
+def test_cli_report_names_its_data_when_it_is_all_zero(tmp_path):
+    np.save(tmp_path / "zeros.npy", np.zeros((4, 64, 1)))
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["report", str(ROOT / "examples/models/digits_lmu.lmu.npz"), "--data", str(tmp_path / "zeros.npy")]
+        + ["-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        f"lmu-edge: error: --data {tmp_path / 'zeros.npy'}: all 256 values are 0, no range to quantize to; "
+        "give typical inputs"
+    ]
+    assert not (tmp_path / "rep").exists()

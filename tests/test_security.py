@@ -723,3 +723,26 @@ def test_an_artifact_whose_files_changed_since_convert_is_refused_in_one_line(tm
     assert cli("verify", out, "-i", tmp_path / "x.npy").returncode == 0
     (out / "lmu-edge-files.json").write_text("{}")
     assert "no valid lmu-edge-files.json" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
+
+
+def test_a_copied_nengo_artifact_still_opens_where_python_writes_bytecode(tmp_path):
+    # importing network.py wrote __pycache__/*.pyc into the artifact before it was sealed, and Python
+    # rewrites that file whenever network.py's times change (cp -r, touch, git checkout): the record check
+    # then refused the artifact. The suite's own environment may set PYTHONDONTWRITEBYTECODE: not here.
+    import shutil
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def run(*args):
+        argv = lmu_edge_cli() + [str(a) for a in args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+    r = run("convert", DIGITS_IR, "-t", "nengo", "-o", tmp_path / "n", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "__pycache__" not in (tmp_path / "n" / "lmu-edge-files.json").read_text()
+    shutil.copytree(tmp_path / "n", tmp_path / "n2")
+    os.utime(tmp_path / "n2" / "network.py", (1e9, 1e9))
+    np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:1])
+    for i in range(2):
+        r = run("run", tmp_path / "n2", "-i", tmp_path / "x.npy", "-o", tmp_path / f"y{i}.npy")
+        assert r.returncode == 0, r.stderr

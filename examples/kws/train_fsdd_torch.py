@@ -262,7 +262,7 @@ def read_results(path) -> dict:
 def record_folds(path, meta, rows) -> dict:
     """Merge ``rows`` (held-out speaker -> row) into the run's ``results.json`` under an exclusive lock and
     replace the file whole, so train commands running folds side by side into one ``--out`` keep each
-    other's rows; returns the merged rows (with no ``rows``, writes nothing). Refuses
+    other's rows; returns the merged rows (with no ``rows`` it only checks, or claims a new folder). Refuses
     (:class:`fsdd.CommandError`) a file whose ``_recipe`` differs from ``meta`` in a setting both name: one
     folder holds one run."""
     import fcntl
@@ -279,7 +279,7 @@ def record_folds(path, meta, rows) -> dict:
             raise fsdd.CommandError(
                 f"{path}: holds a run with {k} {old[k]}, this one has {meta[k]}; give this run its own --out"
             )
-        if not rows:  # only the check
+        if not rows and path.exists():  # only the check (a new folder is claimed for this run's settings)
             return results
         results.update(rows)
         tmp = path.with_name(f".results.{os.getpid()}.tmp")
