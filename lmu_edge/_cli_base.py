@@ -8,7 +8,10 @@ import sys
 
 import click
 
-EPILOG = "Docs: README.md. Errors print one line; set LMU_EDGE_DEBUG=1 to see a traceback."
+EPILOG = (
+    "Docs: README.md and docs/ of the lmu-edge source tree. Errors print one line; set LMU_EDGE_DEBUG=1 to see a "
+    "traceback."
+)
 
 
 class Interrupted(BaseException):
