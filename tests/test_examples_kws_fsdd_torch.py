@@ -201,6 +201,10 @@ def test_front_end_is_causal_in_time_and_pools_over_bands_only():
     torch.manual_seed(0)
     net = train_fsdd_torch.torch_lmu(32, 16, 128, True, front=(8, 16, 32)).eval()
     assert sum(p.numel() for p in net.parameters()) == 93434  # docs/kws.md's count for 8,16,32
+    convs = [m for m in net.front if isinstance(m, torch.nn.Conv2d)]
+    bands = [fsdd.CFG.n_mels >> k for k in range(3)]  # each block's output bands, before its pooling
+    macs = [c.out_channels * c.in_channels * 9 * b for c, b in zip(convs, bands, strict=True)]
+    assert macs == [2304, 18432, 36864]  # docs/kws.md's multiply-accumulates per frame
     x = torch.as_tensor(np.random.default_rng(1).uniform(-1, 1, (1, 40, fsdd.CFG.n_mels)), dtype=torch.float32)
     with torch.no_grad():
         h = net.front(x[:, None]).permute(0, 2, 1, 3).flatten(2)
