@@ -147,7 +147,7 @@ def check_options(quantize: str, options: dict) -> None:
     device = options.get("device")
     if device is not None and (not isinstance(device, str) or device not in DEVICES):
         raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
-    if device is not None and quantize == "float" and DEVICES[device]["cpu"] == "cortex-m0":
+    if device is not None and quantize not in ACTIVATION_BITS and DEVICES[device]["cpu"] == "cortex-m0":
         raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
     widen = widen_db_for(quantize, options)
     if widen is not None and quantize == "int16":
@@ -199,14 +199,10 @@ def emit(graph, out_dir, options) -> dict:
     from ..quantization import quantize as _quantize
 
     out_dir = Path(out_dir)
-    try:
-        prefix = c_codegen.check_prefix(options.get("prefix") or "model")
-    except ValueError as e:
-        raise ArtifactError(str(e)) from None
-    device = options.get("device")
-    if device is not None and device not in DEVICES:
-        raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
     mode = str(options.get("quantize"))
+    check_options(mode, options)  # the one place the options are checked (convert checks before any work)
+    prefix = options.get("prefix") or "model"
+    device = options.get("device")
     act_bits = ACTIVATION_BITS.get(mode)
     quantized = act_bits is not None
     int_api = "int16" if act_bits == 16 else "int8"
@@ -247,8 +243,6 @@ def emit(graph, out_dir, options) -> dict:
         if dropped:
             report["quantization"]["widening_dropped"] = dropped
     else:
-        if device is not None and DEVICES[device]["cpu"] == "cortex-m0":
-            raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
         code = c_codegen.generate_float(graph, prefix)
     ctx = {
         "prefix": prefix,

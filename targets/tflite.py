@@ -314,6 +314,8 @@ def check_options(quantize: str, options: dict) -> None:
     if options.get("form", "auto") not in ("auto", "split", "plain"):
         raise ArtifactError(f"tflite: unknown form {options.get('form')!r}; known: auto, split, plain")
     if options.get("variant") == "internal" and quantize != "float":
+        # TF 2.21's calibrator cannot load a model whose step_reset signature has no inputs
+        # ("NULL SignatureDef inputs for exported method step_reset")
         raise QuantizationError(
             "tflite: the internal-state variant is float32 only for now; quantize the "
             "external variant (variant='external') and keep the state on the device"
@@ -323,20 +325,10 @@ def check_options(quantize: str, options: dict) -> None:
 def emit(graph, out_dir, options) -> dict:
     """Write ``model.tflite`` and ``io.json`` for the folded graph (see the module docstring)."""
     out_dir = Path(out_dir)
-    variant = options.get("variant") or "external"
-    if variant not in ("external", "internal"):
-        raise ArtifactError(f"tflite: unknown variant {variant!r}; known: external, internal")
     quantize = options.get("quantize", "float")
+    check_options(quantize, options)  # the one place the options are checked (convert checks before any work)
+    variant = options.get("variant") or "external"
     form = options.get("form", "auto")
-    if form not in ("auto", "split", "plain"):
-        raise ArtifactError(f"tflite: unknown form {form!r}; known: auto, split, plain")
-    if variant == "internal" and quantize != "float":
-        # TF 2.21's calibrator cannot load a model whose step_reset signature has no inputs
-        # ("NULL SignatureDef inputs for exported method step_reset")
-        raise QuantizationError(
-            "tflite: the internal-state variant is float32 only for now; quantize the "
-            "external variant (variant='external') and keep the state on the device"
-        )
     if form == "auto":
         form = "plain" if quantize == "float" else "split"
     require("tensorflow", "tflite", "building TFLite models")
