@@ -43,6 +43,10 @@ import numpy as np
 from lmu_edge import ir, limits, lti
 from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError
 
+from . import _conv2d
+from ._keras_common import activation as _activation
+from ._keras_common import check_shapes as _check
+from ._keras_common import flag as _flag
 from .keras_files import KerasModelFile, class_name, layer_name, open_model
 
 __all__ = ["load", "SUPPORTED_LAYERS"]
@@ -64,20 +68,9 @@ SUPPORTED_LAYERS = (
     "LMUFeedforward",
     "LMU",
     "RNN(LMUCell)",
+    "Reshape, ZeroPadding2D, Conv2D, BatchNormalization, MaxPooling2D (a causal front end: docs/keras.md)",
 )
 HIDDEN_CELLS = ("Dense", "SimpleRNNCell", "none")
-#: Keras activation names -> IR activation names
-ACTIVATIONS = {
-    None: "linear",
-    "linear": "linear",
-    "relu": "relu",
-    "relu6": "relu6",
-    "tanh": "tanh",
-    "sigmoid": "sigmoid",
-    "softmax": "softmax",
-    "silu": "silu",
-    "swish": "silu",
-}
 DISCRETIZERS = ("zoh", "euler")
 CONV_MODES = ("fft", "raw")
 _INFERENCE_IDENTITY = ("Dropout", "SpatialDropout1D", "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity")
@@ -136,7 +129,10 @@ class _Converter:
     def graph(self) -> ir.Graph:
         T, F, chain = self.mf.chain()
         self.seq_len = T
-        layers, n = [], F
+        self.grid, self.pad = None, None  # the 2-D front end's (bands, channels) and pending ZeroPadding2D
+        layers: list = []
+        n = n_last = F
+        self.layers = layers
         for layer in chain:
             cls, name = class_name(layer), layer_name(layer)
             handler = _HANDLERS.get(cls)
@@ -145,12 +141,22 @@ class _Converter:
                 raise UnsupportedLayerError(
                     f"{where} is not supported; supported layers: {', '.join(SUPPORTED_LAYERS)}"
                 )
+            if self.grid is not None and cls not in _conv2d.GRID_LAYERS + _INFERENCE_IDENTITY:
+                raise UnsupportedLayerError(
+                    f"{where} is not supported inside a convolutional front end (between Reshape((-1, bands, "
+                    f"channels)) and the Reshape that flattens it); supported there: {', '.join(_conv2d.GRID_LAYERS)}"
+                )
             try:
                 if not isinstance(layer.get("config"), dict):
                     raise ModelFormatError("no config in the file; re-save the model")
                 node = handler(self, layer, layer["config"], n)
+                if isinstance(node, _conv2d.Amend):
+                    node = node.node
+                    n = node.out_features(n_last)
+                    layers[-1] = node
+                    continue
                 if node is not None:
-                    n = node.out_features(n)
+                    n_last, n = n, node.out_features(n)
             except LmuEdgeError as e:
                 msg = str(e)
                 raise type(e)(msg if msg.startswith(str(self.file)) else f"{where}: {msg}") from None
@@ -160,6 +166,11 @@ class _Converter:
                 ) from None
             if node is not None:
                 layers.append(node)
+        if self.grid is not None:
+            raise UnsupportedLayerError(
+                f"{self.file}: the convolutional front end is not flattened back to one vector per frame; "
+                f"end it with Reshape((-1, bands * channels))"
+            )
         meta = {
             "source": "keras",
             "file": limits.safe_name(self.file.name),
@@ -184,29 +195,6 @@ class _Converter:
 
     def weights(self, layer, names, part="own", hidden=None) -> dict:
         return self.mf.weights(layer, names, part, hidden)
-
-
-def _activation(value, what="activation") -> str:
-    if isinstance(value, dict):  # a serialized function: {"class_name": "function", "config": "relu"}
-        value = value.get("config") if isinstance(value.get("config"), str) else value.get("class_name")
-    if value not in ACTIVATIONS:
-        known = ", ".join(k for k in ACTIVATIONS if k)
-        raise UnsupportedLayerError(f"{what} {value!r} is not supported; supported: {known}")
-    return ACTIVATIONS[value]
-
-
-def _check(arrays: dict, shapes: dict) -> None:
-    for k, shape in shapes.items():
-        if k in arrays and tuple(arrays[k].shape) != tuple(shape):
-            raise ShapeError(
-                f"weight {k!r} has shape {tuple(arrays[k].shape)}, but the config implies "
-                f"{tuple(shape)}; the weights do not belong to this config; re-save the model"
-            )
-
-
-def _flag(cfg, key, default=False) -> bool:
-    v = cfg.get(key, default)
-    return bool(v)
 
 
 # --- plain layers -------------------------------------------------------------------------------
@@ -240,15 +228,22 @@ def _time_distributed(conv, layer, cfg, n_in):
 
 
 def _activation_layer(conv, layer, cfg, n_in):
+    if conv.grid is not None:
+        return _conv2d.activation(conv, layer, cfg, n_in, _activation(cfg.get("activation")))
     return ir.Activation(layer_name(layer), _activation(cfg.get("activation")))
 
 
 def _relu(conv, layer, cfg, n_in):
     mx, slope, thr = cfg.get("max_value"), cfg.get("negative_slope", 0) or 0, cfg.get("threshold", 0) or 0
+    act = None
     if slope == 0 and thr == 0 and mx is None:
-        return ir.Activation(layer_name(layer), "relu")
+        act = "relu"
     if slope == 0 and thr == 0 and mx is not None and float(mx) == 6.0:
-        return ir.Activation(layer_name(layer), "relu6")
+        act = "relu6"
+    if act is not None:
+        if conv.grid is not None:
+            return _conv2d.activation(conv, layer, cfg, n_in, act)
+        return ir.Activation(layer_name(layer), act)
     raise UnsupportedLayerError(
         f"ReLU with max_value={mx}, negative_slope={slope}, threshold={thr} is not supported; "
         f"supported: plain ReLU and ReLU(max_value=6)"
@@ -465,5 +460,10 @@ _HANDLERS = {
     "LMUFeedforward": _lmu_feedforward,
     "LMU": _lmu_layer,
     "RNN": _rnn,
+    "Reshape": _conv2d.reshape,
+    "ZeroPadding2D": _conv2d.zero_padding,
+    "Conv2D": _conv2d.conv2d,
+    "BatchNormalization": _conv2d.batch_norm,
+    "MaxPooling2D": _conv2d.max_pooling,
     **{c: _identity for c in _INFERENCE_IDENTITY},
 }

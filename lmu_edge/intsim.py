@@ -85,6 +85,29 @@ class _DenseRun(_Run):
         return linear(self.L.linear, [x])
 
 
+class _BandConvRun(_Run):
+    def __init__(self, layer: qir.QBandConv):
+        self.L = layer
+        self.zp = int(layer.linear.parts[0].in_zp)
+
+    def reset(self, batch):
+        L = self.L
+        self.hist = np.full((batch, L.kernel_t - 1, L.bands * L.channels_in), self.zp, np.int64)
+
+    def step(self, x):
+        L = self.L
+        N, c = x.shape[0], L.channels_in
+        frames = np.concatenate([self.hist, np.asarray(x, np.int64)[:, None]], axis=1)
+        self.hist = frames[:, 1:]
+        grid = frames.reshape(N, L.kernel_t, L.bands, c)
+        grid = np.pad(grid, ((0, 0), (0, 0), (L.pad_lo, L.pad_hi), (0, 0)), constant_values=self.zp)
+        nb = L.conv_bands
+        patches = np.stack([grid[:, :, b : b + L.kernel_f].reshape(N, -1) for b in range(nb)], axis=1)
+        y = linear(L.linear, [patches.reshape(N * nb, -1)]).reshape(N, nb, -1)
+        y = y[:, : L.out_bands * L.pool].reshape(N, L.out_bands, L.pool, -1).max(axis=2)
+        return y.reshape(N, -1)
+
+
 class _LutRun(_Run):
     def __init__(self, layer):
         self.lut, self.bits = layer.lut.astype(np.int64), layer.bits
@@ -299,6 +322,8 @@ def _runners(graph: ir.Graph):
             r = _InputRun(layer)
         elif isinstance(layer, qir.QDense):
             r = _DenseRun(layer)
+        elif isinstance(layer, qir.QBandConv):
+            r = _BandConvRun(layer)
         elif isinstance(layer, qir.QLut):
             r = _LutRun(layer)
         elif isinstance(layer, qir.QSoftmax):
@@ -328,7 +353,7 @@ def act_bits(graph: ir.Graph) -> int:
 
 def layer_bits(layer) -> int:
     """Width of a quantized layer's input and output activations (a :class:`qir.QConvert`: its output's)."""
-    if isinstance(layer, qir.QDense):
+    if isinstance(layer, (qir.QDense, qir.QBandConv)):
         return int(layer.linear.in_bits)
     if isinstance(layer, qir.QLMU):
         return int(layer.act_bits)

@@ -137,6 +137,99 @@ class TimePooling:
         return n_in
 
 
+@dataclass(frozen=True, eq=False)
+class BandConv:
+    """A 2-D convolution over (time, frequency bands), causal in time, applied one frame at a time.
+
+    The layer's input frame holds ``bands`` bands of ``channels_in`` values, band-major
+    (``band * channels_in + c``, as Keras's ``Reshape((-1, bands, channels))`` lays them out). Per frame::
+
+        window = the last kernel_t frames (zeros before the first), each padded with
+                 pad_lo / pad_hi zero bands
+        y[b, o] = activation(bias[o] + sum_{j, k, c} kernel[j, k, c, o] * window[j, b + k, c])
+        out[p, o] = max(y[p * pool + i, o] for i < pool)                (pool 1: no pooling)
+
+    ``window[kernel_t - 1]`` is the current frame, ``window[0]`` the oldest. Keras's ZeroPadding2D
+    ``((kernel_t - 1, 0), (pad_lo, pad_hi))``, Conv2D (valid, stride 1), BatchNormalization (folded
+    into kernel and bias), ReLU and MaxPooling2D ``(1, pool)`` make one such layer. The state is the
+    last ``kernel_t - 1`` input frames."""
+
+    TYPE: ClassVar[str] = "band_conv"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
+    name: str
+    bands: int
+    kernel: np.ndarray  # (kernel_t, kernel_f, channels_in, channels_out)
+    bias: Optional[np.ndarray] = None  # (channels_out,)
+    pad_lo: int = 0
+    pad_hi: int = 0
+    activation: str = "linear"
+    pool: int = 1
+
+    def __post_init__(self):
+        w = f"BandConv {self.name!r}"
+        _freeze_arrays(self, {"kernel": 4, "bias": 1})
+        _check_activation(self.activation, w)
+        if self.activation == "softmax":
+            raise ShapeError(f"{w}: softmax over a convolution's outputs is not a band-wise activation")
+        kt, kf, _, _ = self.kernel.shape
+        limits.check_int(kt, 1, limits.MAX_CONV_KERNEL, f"{w}: kernel_t")
+        limits.check_int(kf, 1, limits.MAX_CONV_KERNEL, f"{w}: kernel_f")
+        limits.check_int(self.bands, 1, limits.MAX_FEATURES, f"{w}: bands")
+        limits.check_int(self.pad_lo, 0, limits.MAX_CONV_KERNEL - 1, f"{w}: pad_lo")
+        limits.check_int(self.pad_hi, 0, limits.MAX_CONV_KERNEL - 1, f"{w}: pad_hi")
+        limits.check_int(self.pool, 1, limits.MAX_CONV_KERNEL, f"{w}: pool")
+        _expect(self.bias, (self.channels_out,), f"{w}.bias")
+        if self.conv_bands < 1 or self.out_bands < 1:
+            raise ShapeError(
+                f"{w}: {self.bands} bands padded by {self.pad_lo} + {self.pad_hi} leave {self.conv_bands} "
+                f"outputs of a {kf}-band kernel, {self.out_bands} after pooling by {self.pool}"
+            )
+
+    @property
+    def kernel_t(self) -> int:
+        """Frames the kernel spans (the current one and ``kernel_t - 1`` before it)."""
+        return int(self.kernel.shape[0])
+
+    @property
+    def kernel_f(self) -> int:
+        """Bands the kernel spans."""
+        return int(self.kernel.shape[1])
+
+    @property
+    def channels_in(self) -> int:
+        """Values per input band."""
+        return int(self.kernel.shape[2])
+
+    @property
+    def channels_out(self) -> int:
+        """Values per output band (filters)."""
+        return int(self.kernel.shape[3])
+
+    @property
+    def conv_bands(self) -> int:
+        """Bands the convolution produces before pooling."""
+        return int(self.bands) + int(self.pad_lo) + int(self.pad_hi) - self.kernel_f + 1
+
+    @property
+    def out_bands(self) -> int:
+        """Bands after pooling (a remainder of fewer than ``pool`` bands is dropped, as Keras's valid pooling)."""
+        return self.conv_bands // int(self.pool)
+
+    def out_features(self, n_in: int) -> int:
+        """Output features for ``n_in`` input features (checks ``n_in = bands * channels_in``)."""
+        if n_in != self.bands * self.channels_in:
+            raise ShapeError(
+                f"BandConv {self.name!r}: input has {n_in} features, but {self.bands} bands of "
+                f"{self.channels_in} channels need {self.bands * self.channels_in}"
+            )
+        return self.out_bands * self.channels_out
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates per frame (the bands pooling would drop are not computed)."""
+        return self.out_bands * int(self.pool) * self.kernel_t * self.kernel_f * self.channels_in * self.channels_out
+
+
 # --- LMU pieces -------------------------------------------------------------------------------
 
 
@@ -406,10 +499,10 @@ class LMU:
         return self.hidden.units
 
 
-Layer = Union[Dense, Activation, TimePooling, LMU]
+Layer = Union[Dense, Activation, TimePooling, BandConv, LMU]
 
 #: every class that may stand in a Graph's layer chain (quantized layers register themselves in lmu_edge.qir)
-LAYER_CLASSES = [Dense, Activation, TimePooling, LMU]
+LAYER_CLASSES = [Dense, Activation, TimePooling, BandConv, LMU]
 
 
 def _is_layer(layer) -> bool:
@@ -529,6 +622,7 @@ NODE_TYPES = {
         Dense,
         Activation,
         TimePooling,
+        BandConv,
         HiddenDense,
         HiddenSimpleRNN,
         ImpulseResponse,

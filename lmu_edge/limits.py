@@ -41,6 +41,8 @@ MAX_SEQ_LEN = 1_000_000
 MAX_SUBSTEPS = 4096
 #: length of a stored impulse-response or FIR kernel
 MAX_KERNEL_LEN = 100_000
+#: a convolution kernel's extent in frames or bands, its band padding and pooling
+MAX_CONV_KERNEL = 64
 #: layers in a chain
 MAX_LAYERS = 256
 #: elements of all arrays of one model (float64: 1 GiB)

@@ -182,6 +182,63 @@ class QDense(_QLayer):
 
 
 @dataclass(frozen=True, eq=False)
+class QBandConv(_QLayer):
+    """Integer :class:`lmu_edge.ir.BandConv`: per output band ``b``, the patch of the last ``kernel_t``
+    frames (oldest first) by ``kernel_f`` bands from ``b - pad_lo`` by all channels, ordered
+    ``(frame, band, channel)``, goes through ``linear`` (one part; a band outside the frame, and every
+    frame before the first, reads the input zero point); then the maximum over each ``pool`` bands.
+    The state is the last ``kernel_t - 1`` input frames."""
+
+    TYPE: ClassVar[str] = "q_band_conv"
+    NEEDS_SEQUENCE: ClassVar[bool] = True
+    name: str
+    bands: int
+    kernel_t: int
+    kernel_f: int
+    pad_lo: int
+    pad_hi: int
+    pool: int
+    linear: QLinear
+    out_scale: float
+    out_zp: int
+
+    def __post_init__(self):
+        from . import limits
+
+        w = f"QBandConv {self.name!r}"
+        for f in ("kernel_t", "kernel_f", "pool"):
+            limits.check_int(getattr(self, f), 1, limits.MAX_CONV_KERNEL, f"{w}: {f}")
+        for f in ("pad_lo", "pad_hi"):
+            limits.check_int(getattr(self, f), 0, limits.MAX_CONV_KERNEL - 1, f"{w}: {f}")
+        limits.check_int(self.bands, 1, limits.MAX_FEATURES, f"{w}: bands")
+        if len(self.linear.parts) != 1 or self.linear.in_sizes[0] % (self.kernel_t * self.kernel_f):
+            raise ShapeError(f"{w}: the kernel takes {self.linear.in_sizes} inputs, not kernel_t * kernel_f * channels")
+        if self.conv_bands < 1 or self.out_bands < 1:
+            raise ShapeError(f"{w}: no output band ({self.conv_bands} before pooling by {self.pool})")
+
+    @property
+    def channels_in(self) -> int:
+        """Values per input band."""
+        return self.linear.in_sizes[0] // (self.kernel_t * self.kernel_f)
+
+    @property
+    def conv_bands(self) -> int:
+        """Bands the convolution produces before pooling."""
+        return int(self.bands) + int(self.pad_lo) + int(self.pad_hi) - int(self.kernel_f) + 1
+
+    @property
+    def out_bands(self) -> int:
+        """Bands after pooling."""
+        return self.conv_bands // int(self.pool)
+
+    def out_features(self, n_in):
+        """Output width for ``n_in`` inputs (``bands * channels_in`` of them, else :class:`ShapeError`)."""
+        if n_in != self.bands * self.channels_in:
+            raise ShapeError(f"QBandConv {self.name!r}: takes {self.bands * self.channels_in} inputs, gets {n_in}")
+        return self.out_bands * self.linear.units
+
+
+@dataclass(frozen=True, eq=False)
 class QLut(_QLayer):
     """An activation as a table from the 256 int8 inputs to int8 outputs, or (``bits=16``) a 513-entry
     int16 table read with linear interpolation (:func:`lut16`)."""
@@ -377,7 +434,7 @@ class QConvert(_QLayer):
         return n_in
 
 
-QLAYERS = (QInput, QDense, QLut, QSoftmax, QPool, QLMU, QConvert)
+QLAYERS = (QInput, QDense, QBandConv, QLut, QSoftmax, QPool, QLMU, QConvert)
 # ir.NODE_TYPES's type is inferred from the float node classes; the registry is open to these as well
 _node_types = cast("dict[str, type]", ir.NODE_TYPES)
 for _c in QLAYERS + (QPart, QLinear, QDenseMemory, QRKMemory, QFIRMemory, FixedType):
@@ -392,7 +449,7 @@ def check_widths(layers) -> None:
     to an 8-bit table)."""
 
     def bits(lay):
-        if isinstance(lay, QDense):
+        if isinstance(lay, (QDense, QBandConv)):
             return lay.linear.in_bits
         if isinstance(lay, QLMU):
             return lay.act_bits

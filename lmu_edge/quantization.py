@@ -448,6 +448,15 @@ def _integer_graph(
             if act == "softmax":
                 sm, s, zp = _softmax(layer.name + "_softmax", s, ab)
                 layers.append(sm)
+        elif isinstance(layer, ir.BandConv):
+            patch = np.asarray(layer.kernel).reshape(-1, layer.channels_out)  # rows (frame, band, channel)
+            wbits = WIDE_BITS if (i, "kernel") in wide else wb
+            lin, os_, oz = _linear(
+                [(patch, s, zp, wbits)], layer.bias, layer.activation, rec["pre"], rec["out"], layer.name, ab
+            )
+            q = (layer.bands, layer.kernel_t, layer.kernel_f, layer.pad_lo, layer.pad_hi, layer.pool)
+            layers.append(qir.QBandConv(layer.name, *q, lin, os_, oz))
+            s, zp = os_, oz
         elif isinstance(layer, ir.Activation):
             if layer.activation == "softmax":
                 sm, s, zp = _softmax(layer.name, s, ab)

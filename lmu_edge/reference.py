@@ -251,7 +251,50 @@ def parallel_memory(layer: ir.LMU, U: np.ndarray, dtype=np.float64) -> np.ndarra
     return out
 
 
-_RUNNERS = {ir.Dense: _DenseRun, ir.Activation: _ActRun, ir.TimePooling: _PoolRun}
+class _BandConvRun(_Recorder):
+    """A :class:`~lmu_edge.ir.BandConv`: the last ``kernel_t`` frames, padded, convolved, pooled."""
+
+    def __init__(self, layer: ir.BandConv, dtype):
+        self.L, self.dtype = layer, dtype
+        self.W, self.b = _c(layer.kernel, dtype), _c(layer.bias, dtype)
+
+    def reset(self, batch):
+        L = self.L
+        self.hist = np.zeros((batch, L.kernel_t - 1, L.bands * L.channels_in), dtype=self.dtype)
+
+    def _conv(self, X, T):
+        """``X (N, T + kernel_t - 1, bands * channels_in)`` -> the activated, pooled ``(N, T, features)``."""
+        L = self.L
+        N = X.shape[0]
+        X = X.reshape(N, X.shape[1], L.bands, L.channels_in)
+        X = np.pad(X, ((0, 0), (0, 0), (L.pad_lo, L.pad_hi), (0, 0)))
+        nb = L.conv_bands
+        y = np.zeros((N, T, nb, L.channels_out), dtype=self.dtype)
+        for j in range(L.kernel_t):
+            for k in range(L.kernel_f):
+                y += X[:, j : j + T, k : k + nb] @ self.W[j, k]
+        if self.b is not None:
+            y = y + self.b
+        self._rec("pre", y)
+        y = activation(L.activation, y)
+        p = L.pool
+        y = y[:, :, : L.out_bands * p].reshape(N, T, L.out_bands, p, L.channels_out).max(axis=3)
+        return y.reshape(N, T, -1)
+
+    def step(self, x):
+        frames = np.concatenate([self.hist, x[:, None]], axis=1)
+        self.hist = frames[:, 1:]
+        return self._conv(frames, 1)[:, 0]
+
+    def seq(self, X):
+        N, T = X.shape[:2]
+        self.reset(N)
+        frames = np.concatenate([self.hist, X], axis=1)
+        self.hist = frames[:, frames.shape[1] - (self.L.kernel_t - 1) :]
+        return self._conv(frames, T)
+
+
+_RUNNERS = {ir.Dense: _DenseRun, ir.Activation: _ActRun, ir.TimePooling: _PoolRun, ir.BandConv: _BandConvRun}
 
 
 def _runners(graph: ir.Graph, dtype):

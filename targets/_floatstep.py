@@ -15,6 +15,9 @@ coordinates of :class:`._stepplan.StatePlan`, ``m = sigma * mt``)::
     Dense            y = act(x W + b)
     Activation       y = act(x)
     TimePooling      n' = n + 1,  mean' = mean + (x - mean) / n'
+    BandConv         w = [hist, x],  hist' = w without its oldest frame,
+                     y_r = act(w T_r + b)  (T_r: the convolution as one matrix, pool member r's bands),
+                     y = max_r y_r  as  y_0 + relu(y_1 - y_0) ...
     LMU              u  = x E_x + b_u [+ h E_h] [+ m E_m]           (encoders)
                      m' = memory update of u (below)
                      h  = act(m' W_m + [x W_x] + [h R] + b)  or  [m', x] without a hidden layer
@@ -114,6 +117,24 @@ def split_weights(W: np.ndarray) -> tuple:
     return hi, W - hi
 
 
+def conv_matrix(layer: ir.BandConv) -> np.ndarray:
+    """``T (pool, kernel_t * bands * channels_in, out_bands * channels_out)``: the band convolution as
+    matrices on the window of frames (oldest first), one per pool member ``r`` (output band
+    ``p * pool + r`` in column block ``p``); the zero padding is the rows left out."""
+    kt, kf, ci, co = layer.kernel.shape
+    B, P = layer.bands, layer.out_bands
+    K = np.asarray(layer.kernel, np.float64)
+    T = np.zeros((layer.pool, kt, B, ci, P, co))
+    for r in range(layer.pool):
+        for p in range(P):
+            b_out = p * layer.pool + r
+            for k in range(kf):
+                band = b_out + k - layer.pad_lo
+                if 0 <= band < B:
+                    T[r, :, band, :, p, :] = K[:, k]
+    return T.reshape(layer.pool, kt * B * ci, P * co)
+
+
 def _lookup(table: dict, obj: Any, what: str, where: str):
     """The entry of ``table`` for ``type(obj)`` or its nearest base class."""
     for t in type(obj).__mro__:
@@ -138,7 +159,13 @@ class FloatStep:
     """
 
     #: layer type -> the method that writes it: ``(self, ops, i, layer, x, states, new) -> y``
-    LAYERS = {ir.Dense: "_dense", ir.Activation: "_activation", ir.TimePooling: "_pooling", ir.LMU: "_lmu"}
+    LAYERS = {
+        ir.Dense: "_dense",
+        ir.Activation: "_activation",
+        ir.TimePooling: "_pooling",
+        ir.BandConv: "_band_conv",
+        ir.LMU: "_lmu",
+    }
     #: memory realization -> the method that writes its update: ``(self, ops, i, L, m2, u2) -> m2'``
     MEMORIES = {ir.DenseSS: "_dense_memory", ir.RungeKutta: "_rk_memory"}
 
@@ -171,6 +198,20 @@ class FloatStep:
         ops.memory_path(False)
         new[f"L{i}_mean"], new[f"L{i}_n"] = mean, n1
         return mean
+
+    def _band_conv(self, ops, i, layer: ir.BandConv, x, states, new):
+        n = layer.bands * layer.channels_in
+        w = x
+        if layer.kernel_t > 1:
+            w = ops.concat([states[f"L{i}_hist"], x], axis=1)
+            new[f"L{i}_hist"] = ops.cols(w, n, layer.kernel_t * n)
+        T = conv_matrix(layer)
+        b = None if layer.bias is None else np.tile(np.asarray(layer.bias, np.float64), layer.out_bands)
+        y = None
+        for r in range(layer.pool):
+            y_r = activation(ops, layer.activation, ops.matmul(w, T[r], b))
+            y = y_r if y is None else ops.add(y, ops.unary("relu", ops.sub(y_r, y)))
+        return y
 
     def _loop_matmul(self, ops, x, W, b=None):
         """``x @ W (+ b)`` for a weight inside a feedback loop, as ``hi @ x + lo @ x`` with ``split_loop``."""

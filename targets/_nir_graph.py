@@ -65,6 +65,11 @@ def check_spiking_layer(graph: ir.Graph, i: int, layer) -> None:
 def check_lmu(layer) -> None:
     """Refuse, in one line, a layer that is not an LMU both variants can write: an LMU with the RNN path,
     input_to_hidden, or a hidden cell other than a linear Dense."""
+    if isinstance(layer, ir.BandConv):
+        raise UnsupportedLayerError(
+            f"layer {layer.name!r} (BandConv): a band convolution has no NIR form here; "
+            f"convert this model for c, tflite or onnx"
+        )
     if not isinstance(layer, ir.LMU):
         refuse(layer, "this layer kind has no NIR form")
     if layer.hidden_encoders is not None or layer.memory_encoders is not None:

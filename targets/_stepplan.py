@@ -12,6 +12,8 @@ LMU with a recurrent      ``L<i>_h``  (units)    the hidden output of the previo
 hidden or hidden_to_memory
 TimePooling               ``L<i>_mean`` (F),     running mean ``mean += (x - mean) / (n + 1)``
                           ``L<i>_n`` (1)         and the step count
+BandConv                  ``L<i>_hist``          the last ``kernel_t - 1`` input frames, oldest first
+                          ((kt-1)*F)
 ========================  =====================  ===========================================
 
 Every state starts at zero. :func:`record` runs the float oracle
@@ -51,6 +53,8 @@ def state_spec(graph: ir.Graph) -> list:
         elif isinstance(layer, ir.TimePooling):
             out.append((f"L{i}_mean", i, "mean", n_in))
             out.append((f"L{i}_n", i, "n", 1))
+        elif isinstance(layer, ir.BandConv) and layer.kernel_t > 1:
+            out.append((f"L{i}_hist", i, "hist", (layer.kernel_t - 1) * n_in))
     return out
 
 
@@ -93,6 +97,8 @@ def _read_state(runner, kind, batch):
         return runner.sum / runner.n if runner.sum is not None else None
     if kind == "n":
         return np.full((batch, 1), float(runner.n))
+    if kind == "hist":
+        return runner.hist.reshape(batch, -1)
     raise AssertionError(kind)
 
 

@@ -282,7 +282,14 @@ def emit(graph, out_dir, options) -> dict:
         ("Makefile", "Makefile.j2"),
     ):
         (out_dir / name).write_text(env.get_template(template).render(**ctx))
-    for name in ("lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c", *toolchain.LINKER_SCRIPTS):
+    for name in (
+        "lmu_runtime.h",
+        "lmu_kernels_arm.h",
+        "lmu_pade.h",
+        "lmu_bandconv.h",
+        "startup.c",
+        *toolchain.LINKER_SCRIPTS,
+    ):
         shutil.copyfile(TEMPLATES / name, out_dir / name)
     files = [
         "model.c",
@@ -290,6 +297,7 @@ def emit(graph, out_dir, options) -> dict:
         "lmu_runtime.h",
         "lmu_kernels_arm.h",
         "lmu_pade.h",
+        "lmu_bandconv.h",
         "harness.c",
         "startup.c",
         *toolchain.LINKER_SCRIPTS,

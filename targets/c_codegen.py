@@ -284,7 +284,7 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
     at = act_ctype(graph)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]
-    units = [lay.linear.units for lay in graph.layers if isinstance(lay, qir.QDense)]
+    units = [lay.linear.units for lay in graph.layers if isinstance(lay, (qir.QDense, qir.QBandConv))]
     for lay in graph.layers:
         if isinstance(lay, qir.QLMU):
             units += [lay.encoder.units] + ([lay.hidden.units] if lay.hidden is not None else [])
@@ -323,6 +323,16 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
             code.step_lines.append(
                 f"{{ const {lt} *in_[1]; in_[0] = {view(cur, lb)}; lmu_qlinear_i{lb}(&{lin}, in_, {acc}, "
                 f"{view(nxt, lb)}); }}  /* {c_comment(layer.name)} */"
+            )
+            cur = nxt
+        elif isinstance(layer, qir.QBandConv):
+            lin = _qlinear(code, f"{tag}_conv", layer.linear)
+            code.macs += int(layer.linear.parts[0].kernel.size) * (layer.out_bands * layer.pool - 1)
+            zp = int(layer.linear.parts[0].in_zp)
+            assert not w16 or zp == 0, f"{layer.name}: an int16 activation has zero point 0"
+            call = f"lmu_qlinear_i{lb}(&{lin}, in_, {acc}, row_);"
+            code.step_lines.append(
+                band_conv_lines(code, tag, layer, view(cur, lb), view(nxt, lb), lt, zp, layer.linear.units, call)
             )
             cur = nxt
         elif isinstance(layer, qir.QLut):
@@ -515,6 +525,34 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     return out
 
 
+def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: int, cout: int, call: str) -> str:
+    """The step's lines of a band convolution (:class:`lmu_edge.ir.BandConv` or :class:`lmu_edge.qir.QBandConv`,
+    ``lmu_bandconv.h``): per output band the patch, ``call`` (patch ``in_[0]`` -> ``row_``), the max pooling;
+    then the history keeps ``x``. ``ct``: the activations' C type; ``zp``: the input's zero point."""
+    if '#include "lmu_bandconv.h"' not in code.objects:
+        code.objects.insert(0, '#include "lmu_bandconv.h"')
+    kt, kf, ci = layer.kernel_t, layer.kernel_f, layer.channels_in
+    n_in, size = layer.bands * ci, SIZES[ct]
+    hist = code.state(ct, f"{tag}_hist", (kt - 1) * n_in) if kt > 1 else "NULL"
+    patch = code.state(ct, f"{tag}_patch", kt * kf * ci)
+    row = code.state(ct, f"{tag}_row", cout)
+    if kt > 1 and zp != 0:
+        code.reset_lines.append(f"memset({hist}, {zp}, {(kt - 1) * n_in});  /* no frames yet: the zero point */")
+    suffix = {"int8_t": "i8", "int16_t": "i16", "float": "f"}[ct]
+    lines = [
+        f"{{ int32_t b_; {ct} *row_ = {row}; const {ct} *in_[1]; in_[0] = {patch};  /* {c_comment(layer.name)}: "
+        f"band convolution {kt}x{kf}, {ci} -> {cout} channels, pool {layer.pool} */",
+        f"    for (b_ = 0; b_ < {layer.out_bands * layer.pool}; ++b_) {{",
+        f"        lmu_band_patch({patch}, {hist}, {x}, b_, {layer.bands}, {ci}, {kt}, {kf}, {layer.pad_lo}, "
+        f"{size}, {zp});",
+        f"        {call}",
+        f"        lmu_band_max_{suffix}({y} + (b_ / {layer.pool}) * {cout}, row_, {cout}, b_ % {layer.pool} == 0);",
+        "    }" + (f"\n    lmu_band_push({hist}, {x}, {n_in * size}, {kt}); }}" if kt > 1 else " }"),
+    ]
+    text = "\n".join(lines)
+    return text.replace("\n", "\n    ")  # the step's body is indented once
+
+
 def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
     """The implicit Pade memory: its constants and parameter struct, ``#include "lmu_pade.h"`` once per
     model, and the one call of ``lmu_pade_memory_s<bits>`` (integer :class:`lmu_edge.pade.QPadeMemory`,
@@ -680,6 +718,20 @@ def generate_float(graph: ir.Graph, prefix: str) -> Code:
                 f"lmu_f_activation({ACT_CODES[layer.activation]}, {nxt}, {n_out});",
             ]
             code.macs += n_in * n_out
+        elif isinstance(layer, ir.BandConv):
+            co = layer.channels_out
+            W = np.asarray(layer.kernel).reshape(-1, co).T  # (out, patch)
+            W = code.array(
+                f"{tag}_kernel", "float", W, f"{c_comment(layer.name)}: kernel (out, frame x band x channel)"
+            )
+            b = "NULL" if layer.bias is None else code.array(f"{tag}_bias", "float", layer.bias, "bias")
+            k = layer.kernel_t * layer.kernel_f * layer.channels_in
+            call = (
+                f"lmu_f_matvec({W}, in_[0], row_, {k}, {co}, 0); lmu_f_add_bias(row_, {b}, {co}); "
+                f"lmu_f_activation({ACT_CODES[layer.activation]}, row_, {co});"
+            )
+            code.step_lines.append(band_conv_lines(code, tag, layer, cur, nxt, "float", 0, co, call))
+            code.macs += layer.macs
         elif isinstance(layer, ir.Activation):
             code.step_lines += [
                 f"memcpy({nxt}, {cur}, sizeof(float) * {n_in});  /* {c_comment(layer.name)} */",

@@ -186,6 +186,11 @@ def _layer_spec(i: int, layer, n_in: int, options: dict, arrays: dict) -> dict:
         return {"kind": "activation", "name": layer.name, "activation": layer.activation}
     if isinstance(layer, ir.TimePooling):
         return {"kind": "time_pooling", "name": layer.name}
+    if isinstance(layer, ir.BandConv):
+        raise UnsupportedLayerError(
+            f"layer {layer.name!r} (BandConv): a band convolution has no Nengo form here; "
+            f"convert this model for c, tflite or onnx"
+        )
     if not isinstance(layer, ir.LMU):
         raise UnsupportedLayerError(f"layer {layer.name!r} ({type(layer).__name__}) has no Nengo form")
     put("enc", layer.input_encoders)

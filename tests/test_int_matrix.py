@@ -264,7 +264,14 @@ def _cache_key(mode: str) -> str:
 def _refresh_templates(root: Path) -> None:
     """Overwrite every copy of a verbatim firmware template under ``root`` with the package's current one
     (a cached tree then builds with the C runtime as it is now: the mutation harness mutates it)."""
-    names = {"lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "startup.c", *toolchain.LINKER_SCRIPTS}
+    names = {
+        "lmu_runtime.h",
+        "lmu_kernels_arm.h",
+        "lmu_pade.h",
+        "lmu_bandconv.h",
+        "startup.c",
+        *toolchain.LINKER_SCRIPTS,
+    }
     for f in root.rglob("*"):
         if f.name in names and f.is_file():
             shutil.copyfile(c_target.TEMPLATES / f.name, f)
@@ -399,6 +406,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
         "lmu_runtime.h",
         "lmu_kernels_arm.h",
         "lmu_pade.h",
+        "lmu_bandconv.h",
         "startup.c",
         *toolchain.LINKER_SCRIPTS,
     ):

@@ -649,6 +649,7 @@ def test_docs_state_the_limits_the_code_enforces():
         "MAX_SEQ_LEN",
         "MAX_SUBSTEPS",
         "MAX_KERNEL_LEN",
+        "MAX_CONV_KERNEL",
         "MAX_LAYERS",
         "MAX_MODEL_ELEMENTS",
         "MAX_PLANNED_BYTES",

@@ -1,0 +1,284 @@
+"""The band convolution (a causal convolutional front end over time x bands): read from Keras, run by the
+float reference frame by frame, quantized, and emitted as C (host and Cortex-M4 bit for bit with the
+integer reference, its frame history included), TFLite and ONNX; refused clearly where it cannot go."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import lmu_edge_cli
+
+import lmu_edge
+from lmu_edge import intsim, ir, irfile, qir, reference
+from lmu_edge.errors import LimitError, ShapeError, UnsupportedLayerError
+from lmu_edge.metrics import relative_error
+
+ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
+needs_arm = pytest.mark.skipif(not ARM, reason="arm-none-eabi-gcc / qemu-system-arm not installed")
+
+
+def band_graph(rng, bands=10, kt=3, kf=3, pads=(1, 1), pool=2, act="relu", cin=1, cout=4, second=True):
+    """A front end (one or two band convolutions) and a Dense head, random weights."""
+    a = ir.BandConv(
+        "c1",
+        bands,
+        rng.standard_normal((kt, kf, cin, cout)) * 0.5,
+        rng.standard_normal(cout) * 0.1,
+        pads[0],
+        pads[1],
+        act,
+        pool,
+    )
+    layers = [a]
+    n = a.out_features(bands * cin)
+    if second:
+        b = ir.BandConv("c2", a.out_bands, rng.standard_normal((2, 3, cout, 5)) * 0.3, None, 1, 0, "linear", 3)
+        n = b.out_features(n)
+        layers.append(b)
+    layers.append(ir.Dense("head", rng.standard_normal((n, 3)) * 0.3, np.zeros(3), "linear"))
+    return ir.Graph("bands", bands * cin, layers)
+
+
+def naive_conv(layer: ir.BandConv, X):
+    """The layer by its definition, one output at a time (N, T, bands * cin) -> (N, T, out)."""
+    N, T, _ = X.shape
+    kt, kf, ci, co = layer.kernel.shape
+    G = X.reshape(N, T, layer.bands, ci)
+    y = np.zeros((N, T, layer.conv_bands, co))
+    for t in range(T):
+        for b in range(layer.conv_bands):
+            for j in range(kt):
+                for k in range(kf):
+                    tt, bb = t - (kt - 1) + j, b + k - layer.pad_lo
+                    if tt >= 0 and 0 <= bb < layer.bands:
+                        y[:, t, b] += G[:, tt, bb] @ layer.kernel[j, k]
+    if layer.bias is not None:
+        y += layer.bias
+    y = reference.activation(layer.activation, y)
+    P = layer.out_bands
+    return y[:, :, : P * layer.pool].reshape(N, T, P, layer.pool, co).max(axis=3).reshape(N, T, -1)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"kt": 1, "pool": 1, "act": "tanh"},
+        {"pads": (0, 2), "pool": 3, "kf": 2, "cin": 2},  # asymmetric padding, a pooling remainder
+        {"kt": 4, "pads": (0, 0), "act": "linear"},
+    ],
+)
+def test_the_reference_computes_the_definition_in_sequence_and_step_by_step(rng, kw):
+    g = band_graph(rng, second=False, **kw)
+    x = rng.standard_normal((2, 9, g.input_features))
+    want = naive_conv(g.layers[0], x) @ g.layers[1].kernel
+    np.testing.assert_allclose(reference.simulate(g, x), want, rtol=1e-12, atol=1e-12)
+    s = reference.Stream(g)
+    s.reset(2)
+    stepped = np.stack([s.step(x[:, t]) for t in range(x.shape[1])], axis=1)
+    np.testing.assert_allclose(stepped, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_layer_checks_its_shapes_and_limits(rng):
+    k = rng.standard_normal((3, 3, 1, 4))
+    with pytest.raises(ShapeError, match="input has 12 features, but 10 bands of 1 channels need 10"):
+        ir.Graph("g", 12, [ir.BandConv("c", 10, k)])
+    with pytest.raises(ShapeError, match="leave 0 outputs"):
+        ir.BandConv("c", 2, k)
+    with pytest.raises(LimitError, match="kernel_t"):
+        ir.BandConv("c", 10, np.zeros((65, 1, 1, 1)))
+    with pytest.raises(ShapeError, match="softmax"):
+        ir.BandConv("c", 10, k, activation="softmax")
+    assert ir.BandConv("c", 10, k, None, 1, 1, "relu", 2).macs == 10 * 9 * 4
+    assert ir.BandConv("c", 11, k, None, 1, 1, "relu", 2).macs == 10 * 9 * 4  # the band pooling drops: not computed
+
+
+def test_an_ir_file_keeps_the_layer(rng, tmp_path):
+    g = band_graph(rng)
+    irfile.save(g, tmp_path / "g.lmu.npz")
+    back = irfile.load_ir(tmp_path / "g.lmu.npz")
+    assert ir.equal(back, g)
+    x = rng.standard_normal((1, 6, g.input_features))
+    np.testing.assert_array_equal(reference.simulate(back, x), reference.simulate(g, x))
+
+
+# --- integers and C -----------------------------------------------------------------------------
+
+
+def _state_offsets(header: str) -> dict:
+    """``name -> (offset, dtype, count)`` of the fields of ``model_state_t`` (widest first: no padding)."""
+    struct = header.split("typedef struct {", 1)[1].split("} model_state_t;", 1)[0]
+    types = {"int64_t": np.int64, "int32_t": np.int32, "float": np.float32, "int16_t": np.int16, "int8_t": np.int8}
+    out, off = {}, 0
+    for t, name, n in re.findall(r"(\w+) (\w+)\[(\d+)\];", struct):
+        out[name] = (off, types[t], int(n))
+        off += np.dtype(types[t]).itemsize * int(n)
+    return out
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    rng = np.random.default_rng(5)
+    g = band_graph(rng, bands=12)
+    x = rng.standard_normal((3, 24, g.input_features))
+    d = tmp_path_factory.mktemp("band")
+    arts = {q: lmu_edge.convert(g, "c", d / q, quantize=q, calibration=x, measure=False) for q in ("int8", "int16x8")}
+    return g, x, arts
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_included(quantized, mode):
+    import ctypes
+
+    g, x, arts = quantized
+    art = arts[mode]
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
+    assert len(convs) == 2 and all(qg.layers[i].linear.in_bits == (16 if mode == "int16x8" else 8) for i in convs)
+    lib = ctypes.CDLL(str(art.module._make(art.path, "libmodel.so")))
+    fields = _state_offsets((art.path / "model.h").read_text())
+    dt = intsim.act_dtype(qg)
+    xq = intsim.quantize_input(qg, x[:1])[0].astype(dt)
+    state = ctypes.create_string_buffer(int(lib.model_state_size()))
+    lib.model_reset(state)
+    step = getattr(lib, "model_step_" + ("int16" if dt == np.int16 else "int8"))
+    ref = intsim.IntStream(qg)
+    ref.reset(1)
+    y = np.zeros(qg.output_features, dt)
+    hist_seen = 0
+    for t in range(xq.shape[0]):
+        step(state, xq[t].ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p))
+        y_ref = ref.step(xq[t][None].astype(np.int64))[0]
+        assert np.array_equal(y.astype(np.int64), y_ref), f"step {t}"
+        raw = np.frombuffer(state.raw, np.uint8)
+        for i in convs:
+            off, ftype, n = fields[f"l{i}_hist"]
+            c_hist = raw[off : off + n * np.dtype(ftype).itemsize].view(ftype).astype(np.int64)
+            assert np.array_equal(c_hist, ref.runners[i].hist.reshape(-1)), f"layer {i} history, step {t}"
+            hist_seen += int(np.any(c_hist != c_hist[0]))
+    assert hist_seen  # the histories held real frames, not only the zero point
+
+
+def test_float_c_matches_the_float_reference(quantized, tmp_path):
+    g, x, _ = quantized
+    art = lmu_edge.convert(g, "c", tmp_path / "f", measure=False)
+    assert relative_error(art.run(x), lmu_edge.simulate(g, x)) <= 1e-5
+
+
+def test_the_c_report_counts_the_layers_macs_and_its_ram(quantized):
+    import json
+
+    g, _, arts = quantized
+    c = json.loads((arts["int8"].path / "report.json").read_text())["c"]
+    assert c["macs_per_step"] == g.layers[0].macs + g.layers[1].macs + g.layers[-1].kernel.size
+    assert c["ram_bytes"] == arts["int8"].manifest["c"]["state_bytes"]
+
+
+@needs_arm
+def test_integer_c_is_bit_exact_on_cortex_m4_under_qemu(quantized):
+    g, x, arts = quantized
+    art = arts["int8"]
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    xq = intsim.quantize_input(qg, x[:1])
+    y_arm, stats = art.module.run_native(art, xq.astype(np.int8), "cortex-m4")
+    assert np.array_equal(y_arm.astype(np.int64), intsim.run_int(qg, xq))
+    assert stats["instructions_per_step"] > 0
+
+
+@pytest.mark.parametrize("target", ["tflite", "onnx"])
+def test_tflite_and_onnx_write_the_layer_as_matrices(rng, tmp_path, target):
+    g = band_graph(rng)
+    x = rng.standard_normal((2, 12, g.input_features))
+    art = lmu_edge.convert(g, target, tmp_path / target)
+    assert relative_error(art.run(x), lmu_edge.simulate(g, x)) <= 1e-5
+
+
+@pytest.mark.parametrize("target", ["nengo", "nir"])
+def test_targets_without_the_layer_refuse_it_in_one_line(rng, tmp_path, target):
+    g = band_graph(rng, second=False)
+    with pytest.raises(UnsupportedLayerError, match="'c1'") as e:
+        lmu_edge.convert(g, target, tmp_path / target)
+    assert "\n" not in str(e.value) and "c, tflite or onnx" in str(e.value)
+    assert not (tmp_path / target).exists()
+
+
+# --- Keras ----------------------------------------------------------------------------------------
+
+
+def _front(keras, bands=12, extra=(), pad=((2, 0), (1, 1)), conv=None):
+    L = keras.layers
+    inp = keras.Input((None, bands))
+    x = L.Reshape((-1, bands, 1))(inp)
+    x = L.ZeroPadding2D(pad)(x)
+    x = L.Conv2D(4, 3, **(conv or {}))(x)
+    x = L.BatchNormalization()(x)
+    x = L.ReLU()(x)
+    x = L.MaxPooling2D((1, 2))(x)
+    for layer in extra:
+        x = layer(x)
+    x = L.ZeroPadding2D(((1, 0), (0, 0)))(x)
+    x = L.Conv2D(3, (2, 1), activation="tanh")(x)
+    x = L.Reshape((-1, 3 * (bands // 2)))(x)
+    x = L.Dense(2)(x)
+    return keras.Model(inp, x)
+
+
+@pytest.fixture(scope="module")
+def keras():
+    pytest.importorskip("keras")
+    import keras
+
+    return keras
+
+
+def test_a_keras_front_end_reads_as_band_convolutions_and_matches_predict(keras, tmp_path):
+    keras.utils.set_random_seed(3)
+    m = _front(keras)
+    bn = next(lay for lay in m.layers if isinstance(lay, keras.layers.BatchNormalization))
+    rs = np.random.default_rng(3)
+    bn.set_weights([rs.uniform(0.5, 1.5, 4), rs.standard_normal(4), rs.standard_normal(4), rs.uniform(0.5, 1.5, 4)])
+    m.save(tmp_path / "front.keras")
+    x = rs.standard_normal((2, 11, 12)).astype(np.float32)
+    want = m.predict(x, verbose=0)
+    from lmu_edge.converters import keras_lmu
+
+    g = keras_lmu.load(tmp_path / "front.keras")
+    assert [type(lay).__name__ for lay in g.layers] == ["BandConv", "BandConv", "Dense"]
+    first = g.layers[0]
+    assert (first.pad_lo, first.pad_hi, first.activation, first.pool) == (1, 1, "relu", 2)
+    assert g.layers[1].activation == "tanh" and g.layers[1].kernel_t == 2
+    np.testing.assert_allclose(lmu_edge.simulate(g, x), want, rtol=1e-5, atol=1e-5)  # batch norm folded
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"pad": ((1, 1), (1, 1))}, "look ahead"),
+        ({"pad": ((1, 0), (1, 1))}, "not causal"),
+        ({"conv": {"padding": "same"}}, "padding='same' is not supported"),
+        ({"conv": {"strides": (1, 2)}}, "strides"),
+        ({"extra": "dense"}, "not supported inside a convolutional front end"),
+    ],
+)
+def test_a_front_end_lmu_edge_cannot_stream_is_refused_in_one_line(keras, tmp_path, change, message):
+    kw = dict(change)
+    if kw.get("extra") == "dense":
+        kw["extra"] = [keras.layers.Dense(4)]
+    try:
+        m = _front(keras, **kw)
+    except ValueError:  # Keras itself refuses the shape: nothing to test
+        pytest.skip("Keras refuses this model")
+    m.save(tmp_path / "bad.keras")
+    r = subprocess.run(
+        lmu_edge_cli() + ["convert", str(tmp_path / "bad.keras"), "-t", "ir", "-o", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("lmu-edge: error")]
+    assert len(lines) == 1 and message in lines[0], r.stderr
+    assert not (tmp_path / "o").exists()
