@@ -232,7 +232,35 @@ def _train_theo(tmp_path, *flags):
     return argv, out, json.loads((out / "results.json").read_text())
 
 
-def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
+def test_front_exports_to_keras_and_lmu_edge_reads_it_as_band_convolutions(tmp_path):
+    # the torch front end (NCHW, channel-major flattening) -> keras Conv2D blocks (NHWC, band-major): the
+    # transposes and the LMU rows' reordering must give the same outputs, and lmu-edge must read the file
+    import lmu_edge
+    from lmu_edge import ir
+    from lmu_edge.converters import keras_lmu
+
+    torch.manual_seed(2)
+    net = train_fsdd_torch.torch_lmu(8, 4, 16, True, front=(3, 5)).eval()
+    rs = np.random.default_rng(2)
+    for bn in [m for m in net.front if isinstance(m, torch.nn.BatchNorm2d)]:  # not the identity statistics
+        c = bn.num_features
+        bn.running_mean.copy_(torch.as_tensor(rs.standard_normal(c)))
+        bn.running_var.copy_(torch.as_tensor(rs.uniform(0.5, 2.0, c)))
+        bn.weight.data.copy_(torch.as_tensor(rs.uniform(0.5, 1.5, c)))
+    x = rs.uniform(-1, 1, (2, fsdd.T, fsdd.CFG.n_mels)).astype(np.float32)
+    with torch.no_grad():
+        want = torch.softmax(net(torch.as_tensor(x)), -1).numpy()
+    m = train_fsdd_torch.assign_keras(train_fsdd.lmu_model(8, 4, 16, True, front=(3, 5)), net.keras_weights())
+    np.testing.assert_allclose(m.predict(x, verbose=0), want, atol=2e-5)
+    m.save(tmp_path / "front.keras")
+    g = keras_lmu.load(tmp_path / "front.keras")
+    assert [type(lay).__name__ for lay in g.layers[:3]] == ["BandConv", "BandConv", "LMU"]
+    assert [lay.out_bands for lay in g.layers[:2]] == [fsdd.CFG.n_mels // 2, fsdd.CFG.n_mels // 4]
+    assert isinstance(g.layers[0], ir.BandConv) and g.layers[0].activation == "relu" and g.layers[0].pool == 2
+    np.testing.assert_allclose(lmu_edge.simulate(lmu_edge.fold(g), x.astype(np.float64)), want, atol=2e-5)
+
+
+def test_front_trains_records_itself_and_to_keras_writes_it(tmp_path, capsys):
     argv, out, res = _train_theo(tmp_path, "--front", "2,4", "--baselines", "")
     assert res["_recipe"]["front"] == [2, 4] and res["theo"]["lmu"]["front"] == [2, 4]
     # 2 and 4 channels leave 4 x 8 = 32 values per frame, the plain model's 32 mel bands: only the front's
@@ -240,10 +268,17 @@ def test_front_trains_records_itself_and_to_keras_refuses_it(tmp_path, capsys):
     front = (9 * 1 * 2 + 2 + 2 * 2) + (9 * 2 * 4 + 4 + 2 * 4)
     assert res["theo"]["lmu"]["params"] == 32 * 32 + (32 * 16 + 32) * 128 + 128 + 128 * 10 + 10 + front
     capsys.readouterr()
+    assert train_fsdd_torch.main(["to-keras", str(out)]) == 0
+    from lmu_edge.converters import keras_lmu
+
+    g = keras_lmu.load(out / "lmu_theo.keras")
+    assert [lay.channels_out for lay in g.layers[:2]] == [2, 4]  # the run's --front 2,4
+    z = dict(np.load(out / "lmu_theo.npz"))
+    del z["front1_bn/moving_variance"]  # weights saved before the front end's were kept
+    np.savez(out / "lmu_theo.npz", **z)
     assert train_fsdd_torch.main(["to-keras", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "trained with --front 2,4" in err[0] and "no 2-D convolution" in err[0]
-    assert not list(out.glob("*.keras"))
+    assert len(err) == 1 and "front1_bn/moving_variance" in err[0] and "retrain" in err[0]
     assert train_fsdd_torch.main(argv + ["--front", "8,8,8,8,8,8", "--out", str(tmp_path / "deep")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "use at most 5 blocks" in err[0] and not (tmp_path / "deep").exists()

@@ -55,11 +55,38 @@ RECIPES = {
 }
 
 
-def lmu_model(memory_d=MEMORY_D, order=ORDER, units=UNITS, pool=False, every_frame=False, steps=fsdd.T, classes=10):
+def front_layers(front) -> list:
+    """The keras layers of a convolutional front end (``train_fsdd_torch.py --front``, channels per block):
+    frames -> (bands, 1), per block ZeroPadding2D two frames before (causal) and one band each side, a 3x3
+    Conv2D, BatchNormalization (PyTorch's epsilon), ReLU and MaxPooling2D over pairs of bands, then one
+    vector per frame again (band-major: ``band * channels + channel``). lmu-edge reads each block as a band
+    convolution."""
+    import keras
+
+    L = keras.layers
+    if not front:
+        return []
+    bands, cin = fsdd.CFG.n_mels, 1
+    out = [L.Reshape((-1, bands, 1), name="front_grid")]
+    for i, c in enumerate(front):
+        out += [
+            L.ZeroPadding2D(((2, 0), (1, 1)), name=f"front{i}_pad"),
+            L.Conv2D(c, 3, name=f"front{i}_conv"),
+            L.BatchNormalization(epsilon=1e-5, name=f"front{i}_bn"),
+            L.ReLU(name=f"front{i}_relu"),
+            L.MaxPooling2D((1, 2), name=f"front{i}_pool"),
+        ]
+        cin, bands = c, bands // 2
+    return out + [L.Reshape((-1, cin * bands), name="front_flat")]
+
+
+def lmu_model(
+    memory_d=MEMORY_D, order=ORDER, units=UNITS, pool=False, every_frame=False, steps=fsdd.T, classes=10, front=()
+):
     """LMUFeedforward in parallel form over 0.8 s (theta 80 frames) with a Dense(units, relu) hidden cell;
     the last frame's hidden output (or, with ``pool``, its mean over every frame; with ``every_frame``,
     each frame's) -> ``classes`` (the digits; fsdd_stream.py's per-frame model adds silence and "not a
-    digit")."""
+    digit"). ``front``: a convolutional front end before the LMU (:func:`front_layers`)."""
     import keras
     import keras_lmu
 
@@ -67,6 +94,7 @@ def lmu_model(memory_d=MEMORY_D, order=ORDER, units=UNITS, pool=False, every_fra
     return keras.Sequential(
         [
             keras.Input((steps, fsdd.CFG.n_mels)),
+            *front_layers(front),
             keras_lmu.LMUFeedforward(
                 memory_d=memory_d,
                 order=order,

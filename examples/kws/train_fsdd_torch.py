@@ -67,8 +67,8 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, clas
     (at every frame with ``every_frame``). ``front`` (channels per block, say ``(8, 16, 32)``) puts a
     convolutional front end before the LMU: per block a 3x3 convolution over (frames x mel bands), causal in
     time (it sees this frame and the two before), batch norm, relu and max pooling over pairs of mel bands
-    only, so the LMU still gets one vector per 10 ms frame (channels x remaining bands). An experiment:
-    lmu-edge's converter has no 2-D convolution, so such a model has no keras export (``to-keras`` says so)."""
+    only, so the LMU still gets one vector per 10 ms frame (channels x remaining bands). ``to-keras`` writes
+    it with keras's Conv2D blocks (``train_fsdd.front_layers``), which lmu-edge reads as band convolutions."""
     from torch import nn
 
     from lmu_edge.torch import LMU
@@ -113,17 +113,35 @@ def torch_lmu(memory_d, order, units, pool, dropout=0.3, every_frame=False, clas
             return self.classifier(self.drop(h.mean(1) if pool else h))
 
         def keras_weights(self):
-            """The weights under the names of ``train_fsdd.lmu_model``'s keras weights (``KERAS_NAMES``)."""
+            """The weights under the names of ``train_fsdd.lmu_model``'s keras weights (``KERAS_NAMES``, and
+            with a front end ``front<i>_conv/...``, ``front<i>_bn/...``). Keras flattens the front end's
+            output band-major (``band * channels + c``), PyTorch here channel-major (``c * bands + band``):
+            the LMU's rows for its input are reordered to match."""
 
             def t(p):
                 return p.detach().cpu().numpy().astype(np.float32)
 
+            enc, hid = t(self.lmu.input_encoders), t(self.lmu.hidden_kernel)
+            out = {}
+            if self.front is not None:
+                perm = np.arange(cin * bands).reshape(cin, bands).T.ravel()  # keras row k <- torch row perm[k]
+                n_mem = hid.shape[0] - enc.shape[0]  # input_to_hidden: rows [memory, input]
+                enc, hid = enc[perm], np.concatenate([hid[:n_mem], hid[n_mem:][perm]])
+                convs = [m for m in self.front if isinstance(m, nn.Conv2d)]
+                norms = [m for m in self.front if isinstance(m, nn.BatchNorm2d)]
+                for i, (cv, bn) in enumerate(zip(convs, norms, strict=True)):
+                    out[f"front{i}_conv/kernel"] = t(cv.weight).transpose(2, 3, 1, 0).copy()  # (t, band, in, out)
+                    out[f"front{i}_conv/bias"] = t(cv.bias)
+                    out[f"front{i}_bn/gamma"], out[f"front{i}_bn/beta"] = t(bn.weight), t(bn.bias)
+                    out[f"front{i}_bn/moving_mean"] = t(bn.running_mean)
+                    out[f"front{i}_bn/moving_variance"] = t(bn.running_var)
             return {
-                "lmu/kernel": t(self.lmu.input_encoders),
-                "lmu/hidden/kernel": t(self.lmu.hidden_kernel),
+                "lmu/kernel": enc,
+                "lmu/hidden/kernel": hid,
                 "lmu/hidden/bias": t(self.lmu.hidden_bias),
                 "classifier/kernel": t(self.classifier.weight).T.copy(),
                 "classifier/bias": t(self.classifier.bias),
+                **out,
             }
 
     return Net()
@@ -133,7 +151,13 @@ def assign_keras(model, weights):
     """Put ``weights`` (``Net.keras_weights()``, or an .npz of them) into the keras model of
     ``train_fsdd.lmu_model``; returns the model."""
     by_name = {w.path.split("/", 1)[1]: w for w in model.weights}
-    for k in KERAS_NAMES:
+    front = sorted(k for k in by_name if k.startswith("front"))
+    missing = [k for k in front if k not in weights]
+    if missing:
+        raise fsdd.CommandError(
+            f"the weights have no {missing[0]}: they were saved before the front end's weights were kept; retrain"
+        )
+    for k in (*KERAS_NAMES, *front):
         by_name[k].assign(weights[k])
     return model
 
@@ -368,15 +392,10 @@ def cmd_train(a):
 def cmd_to_keras(a):
     folder = Path(a.dir)
     meta = read_results(folder / "results.json").get("_recipe", {})
-    if meta.get("front"):
-        raise fsdd.CommandError(
-            f"{folder}: trained with --front {','.join(map(str, meta['front']))}; lmu-edge's converter has no "
-            "2-D convolution yet, so that model has no keras export (train without --front to export)"
-        )
     md, q, units, pool = meta.get("lmu") or train_fsdd.RECIPES[meta.get("recipe", "v2")]["lmu"]
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
-        m = assign_keras(train_fsdd.lmu_model(md, q, units, pool), z)
+        m = assign_keras(train_fsdd.lmu_model(md, q, units, pool, front=tuple(meta.get("front") or ())), z)
         held = npz.stem.split("_", 1)[1]
         if a.folder:
             items = [p for p, d, s, k in fsdd.index(a.folder) if s == held]
@@ -509,7 +528,8 @@ def main(argv=None):
         type=channels,
         default=(),
         help="experiment: a convolutional front end before the LMU, channels per block (e.g. 8,16,32): 3x3 "
-        "convolutions causal in time, batch norm, relu, pooling over mel bands only; no keras export",
+        "convolutions causal in time, batch norm, relu, pooling over mel bands only (to-keras writes it as Conv2D "
+        "blocks lmu-edge converts)",
     )
     t.add_argument(
         "--shift",
