@@ -17,7 +17,7 @@ coordinates of :class:`._stepplan.StatePlan`, ``m = sigma * mt``)::
     TimePooling      n' = n + 1,  mean' = mean + (x - mean) / n'
     BandConv         w = [hist, x],  hist' = w without its oldest frame,
                      y_r = act(w T_r + b)  (T_r: the convolution as one matrix, pool member r's bands),
-                     y = max_r y_r  as  y_0 + relu(y_1 - y_0) ...
+                     y = max_r y_r  (element-wise maximum ops)
     LMU              u  = x E_x + b_u [+ h E_h] [+ m E_m]           (encoders)
                      m' = memory update of u (below)
                      h  = act(m' W_m + [x W_x] + [h R] + b)  or  [m', x] without a hidden layer
@@ -72,6 +72,9 @@ class StepOps(Protocol):
 
     def div(self, a: Any, b: Any) -> Any:
         """``a / b`` (element-wise); ``b`` is a step count, ``b >= 1`` (the running mean's only use)."""
+
+    def maximum(self, a: Any, b: Any) -> Any:
+        """The element-wise maximum of ``a`` and ``b`` (a band convolution's pooling)."""
 
     def unary(self, name: str, x: Any) -> Any:
         """The activation ``name`` (one of :data:`UNARY`; softmax over the last axis)."""
@@ -210,7 +213,7 @@ class FloatStep:
         y = None
         for r in range(layer.pool):
             y_r = activation(ops, layer.activation, ops.matmul(w, T[r], b))
-            y = y_r if y is None else ops.add(y, ops.unary("relu", ops.sub(y_r, y)))
+            y = y_r if y is None else ops.maximum(y, y_r)
         return y
 
     def _loop_matmul(self, ops, x, W, b=None):

@@ -82,6 +82,10 @@ class TFOps:
         """``a - b``."""
         return a - b
 
+    def maximum(self, a, b):
+        """MAXIMUM."""
+        return self.tf.maximum(a, b)
+
     def mul(self, a, b):
         """``a * b``."""
         return a * b

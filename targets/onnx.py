@@ -163,6 +163,10 @@ class OnnxOps:
         """Sub."""
         return self.op("Sub", [a, b])
 
+    def maximum(self, a, b):
+        """Max."""
+        return self.op("Max", [a, b])
+
     def mul(self, a, b):
         """Mul."""
         return self.op("Mul", [a, b])

@@ -197,6 +197,26 @@ def test_tflite_and_onnx_write_the_layer_as_matrices(rng, tmp_path, target):
     assert relative_error(art.run(x), lmu_edge.simulate(g, x)) <= 1e-5
 
 
+def _two_relu_blocks(seed):
+    rs = np.random.default_rng(seed)
+    c1 = ir.BandConv("c1", 16, rs.standard_normal((3, 3, 1, 4)) * 0.5, rs.standard_normal(4) * 0.2, 1, 1, "relu", 2)
+    c2 = ir.BandConv("c2", 8, rs.standard_normal((3, 3, 4, 6)) * 0.3, rs.standard_normal(6) * 0.2, 1, 1, "relu", 2)
+    head = ir.Dense("head", rs.standard_normal((24, 3)) * 0.3, None)
+    return ir.Graph("blocks", 16, [c1, c2, head])
+
+
+@pytest.mark.parametrize("target", ["tflite", "onnx"])
+def test_int8_tflite_and_onnx_pool_with_a_maximum_and_stay_close(tmp_path, target):
+    # pooling written as y0 + relu(y1 - y0) lost half the output scale in TFLite int8 on some calibration
+    # sets (0.44-0.53 relative error on these two relu blocks); a maximum op keeps it near 2%
+    g = _two_relu_blocks(7)
+    for k, (n, t) in enumerate([(8, 30), (16, 40)]):
+        x = np.random.default_rng(4).standard_normal((n, t, 16))
+        art = lmu_edge.convert(g, target, tmp_path / f"{target}{k}", quantize="int8", calibration=x)
+        y = lmu_edge.simulate(g, x)
+        assert np.abs(art.run(x) - y).max() <= 0.05 * np.abs(y).max(), (n, t)
+
+
 @pytest.mark.parametrize("target", ["nengo", "nir"])
 def test_targets_without_the_layer_refuse_it_in_one_line(rng, tmp_path, target):
     g = band_graph(rng, second=False)
