@@ -291,6 +291,16 @@ def test_to_keras_writes_the_verifier_only_when_keras_lmu_gives_torchs_probabili
     assert verify.main(["to-keras", str(tmp_path)]) == 2 and not (tmp_path / "verify.keras").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "keras-lmu and torch differ by" in err[0] and "training windows" in err[0], err
+    # a verifier trained with --front: to-keras reads its channels from the weights, lmu-edge its blocks
+    net = verify.torch_net((2, 3)).eval()
+    with torch.no_grad():
+        prob = torch.softmax(net(torch.as_tensor(x.astype(np.float32) / 128)), -1).numpy()
+    np.savez(tmp_path / "verify_weights.npz", probabilities=prob, x=x, **net.keras_weights())
+    assert verify.main(["to-keras", str(tmp_path)]) == 0
+    from lmu_edge.converters import keras_lmu
+
+    g = keras_lmu.load(tmp_path / "verify.keras")
+    assert [getattr(lay, "channels_out", None) for lay in g.layers[:2]] == [2, 3]
 
 
 def test_a_trigger_outside_zero_to_one_is_one_line_and_exit_2(capsys):

@@ -213,13 +213,23 @@ def torch_cnn(channels=(16, 32, 64)):
 BASELINES = {"gru": torch_gru, "cnn": torch_cnn}
 
 
+def front_channels(weights) -> tuple:
+    """The ``--front`` channels of saved weights (``Net.keras_weights()``): each block's conv filters."""
+    out, i = [], 0
+    while f"front{i}_conv/kernel" in weights:
+        out.append(int(weights[f"front{i}_conv/kernel"].shape[-1]))
+        i += 1
+    return tuple(out)
+
+
 def export_keras(folder, stem, model, inputs="training sequences") -> Path:
     """``<stem>_weights.npz`` of ``folder`` (``Net.keras_weights()``, the probabilities torch gave and the int8
-    ``x`` they came from) put into the keras model ``model`` and saved as ``<stem>.keras``, once keras-lmu
-    gives torch's probabilities within 1e-3 (else a one-line error naming the ``inputs``)."""
+    ``x`` they came from) put into the keras model ``model`` (or ``model(front)``, ``front`` the weights'
+    :func:`front_channels`) and saved as ``<stem>.keras``, once keras-lmu gives torch's probabilities within
+    1e-3 (else a one-line error naming the ``inputs``)."""
     folder = Path(folder)
     z = np.load(folder / f"{stem}_weights.npz")
-    m = assign_keras(model, z)
+    m = assign_keras(model(front_channels(z)) if callable(model) else model, z)
     got = m.predict(z["x"].astype(np.float32) * fsdd.FEATURE_SCALE, verbose=0)
     err = float(np.abs(got - z["probabilities"]).max())
     if err > 1e-3:

@@ -98,14 +98,14 @@ def training_windows(q, y, w, seed=0, per_sequence=2, early=0) -> tuple:
     return x, np.asarray(labels)
 
 
-def torch_net():
-    """LMU (parallel) -> mean over the frames -> dropout -> Linear(11)."""
-    return train_fsdd_torch.torch_lmu(MEMORY_D, ORDER, UNITS, True, classes=NOT_A_DIGIT + 1)
+def torch_net(front=()):
+    """[convolutional front end] -> LMU (parallel) -> mean over the frames -> dropout -> Linear(11)."""
+    return train_fsdd_torch.torch_lmu(MEMORY_D, ORDER, UNITS, True, classes=NOT_A_DIGIT + 1, front=front)
 
 
-def keras_model():
+def keras_model(front=()):
     """The keras-lmu twin of :func:`torch_net` (what the converter reads)."""
-    return train_fsdd.lmu_model(MEMORY_D, ORDER, UNITS, pool=True, steps=WINDOW, classes=NOT_A_DIGIT + 1)
+    return train_fsdd.lmu_model(MEMORY_D, ORDER, UNITS, pool=True, steps=WINDOW, classes=NOT_A_DIGIT + 1, front=front)
 
 
 def accept(detections, probs, tau) -> list:
@@ -248,7 +248,7 @@ def cmd_train(a):
 
     xf = x.astype(np.float32) * fsdd.FEATURE_SCALE
     torch.manual_seed(a.seed)
-    net = torch_net()
+    net = torch_net(a.front)
     prob = train_fsdd_torch.fit(net, xf, labels, xf[:64], a.epochs, True, a.device, seed=a.seed)
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "verify_weights.npz", probabilities=prob, x=x[:64], **net.keras_weights())
@@ -260,7 +260,7 @@ def cmd_train(a):
 
 
 def cmd_to_keras(a):
-    train_fsdd_torch.export_keras(a.dir, "verify", keras_model(), "training windows")
+    train_fsdd_torch.export_keras(a.dir, "verify", keras_model, "training windows")
     return 0
 
 
@@ -273,6 +273,12 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
         "--early", type=fsdd.count, default=0, help="training windows may end this many frames before the target window"
+    )
+    t.add_argument(
+        "--front",
+        type=train_fsdd_torch.channels,
+        default=(),
+        help="a convolutional front end before the LMU, channels per block (e.g. 8,16,32; as train_fsdd_torch.py's)",
     )
     t.add_argument("--device", default="cpu")
     t.add_argument("--out", default=str(HERE.parents[1] / "out" / "kws_fsdd_verify"))
