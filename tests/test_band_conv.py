@@ -126,11 +126,14 @@ def quantized(tmp_path_factory):
     g = band_graph(rng, bands=12)
     x = rng.standard_normal((3, 24, g.input_features))
     d = tmp_path_factory.mktemp("band")
-    arts = {q: lmu_edge.convert(g, "c", d / q, quantize=q, calibration=x, measure=False) for q in ("int8", "int16x8")}
+    arts = {
+        q: lmu_edge.convert(g, "c", d / q, quantize=q, calibration=x, measure=False)
+        for q in ("int8", "int16x8", "int16")
+    }
     return g, x, arts
 
 
-@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+@pytest.mark.parametrize("mode", ["int8", "int16x8", "int16"])
 def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_included(quantized, mode):
     import ctypes
 
@@ -138,7 +141,9 @@ def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_inclu
     art = arts[mode]
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
-    assert len(convs) == 2 and all(qg.layers[i].linear.in_bits == (16 if mode == "int16x8" else 8) for i in convs)
+    assert len(convs) == 2 and all(qg.layers[i].linear.in_bits == (8 if mode == "int8" else 16) for i in convs)
+    if mode == "int16":  # int16 weights as well
+        assert any(np.abs(qg.layers[i].linear.parts[0].kernel).max() > 127 for i in convs)
     lib = ctypes.CDLL(str(art.module._make(art.path, "libmodel.so")))
     fields = _state_offsets((art.path / "model.h").read_text())
     dt = intsim.act_dtype(qg)
