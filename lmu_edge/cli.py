@@ -60,7 +60,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     realizations of its memory with their measured error and per-step cost."""
     import lmu_edge
 
-    from .ir import LMU, realization_name
+    from .ir import LMU, BandConv, realization_name
 
     g = lmu_edge.load(model)
     rows = []
@@ -102,6 +102,16 @@ def inspect(model, error_budget, candidates, as_json, prefer):
             elif layer.measurement is not None:
                 m = layer.measurement
                 row["measurement"] = dict(error=m.error, ops_per_step=m.ops_per_step, reference=m.reference)
+        elif isinstance(layer, BandConv):
+            row.update(
+                bands=layer.bands,
+                kernel=[layer.kernel_t, layer.kernel_f],
+                channels=[layer.channels_in, layer.channels_out],
+                pad=[layer.pad_lo, layer.pad_hi],
+                activation=layer.activation,
+                pool=layer.pool,
+                macs=layer.macs,
+            )
         rows.append(row)
     info = {
         "model": str(model),
@@ -125,6 +135,12 @@ def inspect(model, error_budget, candidates, as_json, prefer):
             f"  {r['name']:<20} {r['type']:<13} {r['in']:>5} -> {r['out']:<5}"
             + ("" if r["sequence"] else " (last step)")
         )
+        if r["type"] == "band_conv":
+            click.echo(
+                f"      {r['bands']} bands x {r['channels'][0]} -> {r['channels'][1]} channels, kernel "
+                f"{r['kernel'][0]} frames x {r['kernel'][1]} bands (causal), padding {r['pad'][0]}/{r['pad'][1]} "
+                f"bands, {r['activation']}, max pool {r['pool']}; {r['macs']:,} MACs per frame"
+            )
         if r["type"] == "lmu":
             click.echo(
                 f"      memory_d={r['memory_d']} order={r['order']} theta={r['theta']:g} "

@@ -106,6 +106,25 @@ def test_an_ir_file_keeps_the_layer(rng, tmp_path):
     np.testing.assert_array_equal(reference.simulate(back, x), reference.simulate(g, x))
 
 
+def test_inspect_describes_each_band_convolution(rng, tmp_path):
+    import json
+
+    g = band_graph(rng, pads=(0, 2), pool=3, kf=2, cin=2, second=False)
+    irfile.save(g, tmp_path / "g.lmu.npz")
+    r = subprocess.run(lmu_edge_cli() + ["inspect", str(tmp_path / "g.lmu.npz")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "10 bands x 2 -> 4 channels, kernel 3 frames x 2 bands (causal), padding 0/2 bands, relu, max pool 3; "
+        in r.stdout
+    )
+    assert f"{g.layers[0].macs:,} MACs per frame" in r.stdout
+    r = subprocess.run(
+        lmu_edge_cli() + ["inspect", str(tmp_path / "g.lmu.npz"), "--json"], capture_output=True, text=True
+    )
+    row = json.loads(r.stdout)["layers"][0]
+    assert (row["kernel"], row["channels"], row["pad"], row["pool"]) == ([3, 2], [2, 4], [0, 2], 3)
+
+
 # --- integers and C -----------------------------------------------------------------------------
 
 
