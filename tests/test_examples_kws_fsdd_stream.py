@@ -260,3 +260,13 @@ def test_speaker_normalization_in_c_is_the_python_one_on_host_and_cortex_m4(stre
     # (the model's cost does not change: SysTick counts 1.25 instructions per tick and the model's
     # saturating branches see other values, a few instructions per frame either way)
     assert 700 < stats["fe_insn"] - plain["fe_insn"] < 1000 and abs(stats["net_insn"] - plain["net_insn"]) < 10
+
+
+def test_train_refuses_data_that_is_not_the_data_steps_npz_in_one_line(tmp_path, capsys):
+    (tmp_path / "junk.npz").write_text("not an npz")
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    for data in ("junk.npz", "other.npz"):
+        assert fsdd_stream.main(["train", str(tmp_path / data), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not the .npz of fsdd_stream.py data" in err[0] and "Traceback" not in err[0], err
+    assert not (tmp_path / "o").exists()

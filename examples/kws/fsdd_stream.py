@@ -250,10 +250,13 @@ def keras_model():
 
 
 def cmd_train(a):
+    try:
+        z = np.load(a.data)
+        q, y, w = z["q"], z["y"], z["w"]
+    except (OSError, ValueError, KeyError, AttributeError) as e:  # missing, not a numpy file, another .npz
+        raise fsdd.CommandError(f"{a.data}: not the .npz of fsdd_stream.py data ({e})") from None
     import torch
 
-    z = np.load(a.data)
-    q, y, w = z["q"], z["y"], z["w"]
     dev = a.device
     torch.manual_seed(a.seed)
     net = torch_net().to(dev)
