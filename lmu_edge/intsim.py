@@ -101,10 +101,9 @@ class _BandConvRun(_Run):
         self.hist = frames[:, 1:]
         grid = frames.reshape(N, L.kernel_t, L.bands, c)
         grid = np.pad(grid, ((0, 0), (0, 0), (L.pad_lo, L.pad_hi), (0, 0)), constant_values=self.zp)
-        nb = L.conv_bands
+        nb = L.out_bands * L.pool  # the bands pooling would drop are not computed (as in C)
         patches = np.stack([grid[:, :, b : b + L.kernel_f].reshape(N, -1) for b in range(nb)], axis=1)
-        y = linear(L.linear, [patches.reshape(N * nb, -1)]).reshape(N, nb, -1)
-        y = y[:, : L.out_bands * L.pool].reshape(N, L.out_bands, L.pool, -1).max(axis=2)
+        y = linear(L.linear, [patches.reshape(N * nb, -1)]).reshape(N, L.out_bands, L.pool, -1).max(axis=2)
         return y.reshape(N, -1)
 
 

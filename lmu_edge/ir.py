@@ -137,8 +137,25 @@ class TimePooling:
         return n_in
 
 
+class BandGeometry:
+    """The band counts of a band convolution (float :class:`BandConv` and integer ``qir.QBandConv``), from
+    its ``bands``, ``pad_lo``, ``pad_hi``, ``kernel_f`` and ``pool``."""
+
+    @property
+    def conv_bands(self) -> int:
+        """Bands the convolution produces before pooling."""
+        g: Any = self
+        return int(g.bands) + int(g.pad_lo) + int(g.pad_hi) - int(g.kernel_f) + 1
+
+    @property
+    def out_bands(self) -> int:
+        """Bands after pooling (a remainder of fewer than ``pool`` bands is dropped, as Keras's valid pooling)."""
+        g: Any = self
+        return self.conv_bands // int(g.pool)
+
+
 @dataclass(frozen=True, eq=False)
-class BandConv:
+class BandConv(BandGeometry):
     """A 2-D convolution over (time, frequency bands), causal in time, applied one frame at a time.
 
     The layer's input frame holds ``bands`` bands of ``channels_in`` values, band-major
@@ -204,16 +221,6 @@ class BandConv:
     def channels_out(self) -> int:
         """Values per output band (filters)."""
         return int(self.kernel.shape[3])
-
-    @property
-    def conv_bands(self) -> int:
-        """Bands the convolution produces before pooling."""
-        return int(self.bands) + int(self.pad_lo) + int(self.pad_hi) - self.kernel_f + 1
-
-    @property
-    def out_bands(self) -> int:
-        """Bands after pooling (a remainder of fewer than ``pool`` bands is dropped, as Keras's valid pooling)."""
-        return self.conv_bands // int(self.pool)
 
     def out_features(self, n_in: int) -> int:
         """Output features for ``n_in`` input features (checks ``n_in = bands * channels_in``)."""

@@ -182,7 +182,7 @@ class QDense(_QLayer):
 
 
 @dataclass(frozen=True, eq=False)
-class QBandConv(_QLayer):
+class QBandConv(_QLayer, ir.BandGeometry):
     """Integer :class:`lmu_edge.ir.BandConv`: per output band ``b``, the patch of the last ``kernel_t``
     frames (oldest first) by ``kernel_f`` bands from ``b - pad_lo`` by all channels, ordered
     ``(frame, band, channel)``, goes through ``linear`` (one part; a band outside the frame, and every
@@ -220,16 +220,6 @@ class QBandConv(_QLayer):
     def channels_in(self) -> int:
         """Values per input band."""
         return self.linear.in_sizes[0] // (self.kernel_t * self.kernel_f)
-
-    @property
-    def conv_bands(self) -> int:
-        """Bands the convolution produces before pooling."""
-        return int(self.bands) + int(self.pad_lo) + int(self.pad_hi) - int(self.kernel_f) + 1
-
-    @property
-    def out_bands(self) -> int:
-        """Bands after pooling."""
-        return self.conv_bands // int(self.pool)
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (``bands * channels_in`` of them, else :class:`ShapeError`)."""
