@@ -361,6 +361,45 @@ def test_shift_reaches_results_and_a_run_without_it_is_another_run(tmp_path, cap
         assert e.value.code == 2
 
 
+def test_cosine_schedule_falls_from_the_rate_to_zero_once_per_batch():
+    opt = torch.optim.Adam(torch.nn.Linear(2, 2).parameters(), lr=2e-3)
+    sched = train_fsdd_torch.lr_schedule(opt, "cosine", 10)
+    rates = []
+    for _ in range(10):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert rates[0] == pytest.approx(2e-3) and rates[5] == pytest.approx(1e-3)  # half way: half the rate
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False))
+    assert opt.param_groups[0]["lr"] == pytest.approx(0, abs=1e-12)  # 0 after the last batch
+    assert train_fsdd_torch.lr_schedule(opt, "constant", 10) is None
+
+
+def test_fit_steps_the_schedule():
+    # fit must step the schedule: a cosine fit that never stepped it would equal the constant one
+    x = np.random.default_rng(0).standard_normal((32, 6, fsdd.CFG.n_mels)).astype(np.float32)
+    y = np.arange(32) % 10
+    probs = {}
+    for schedule in ("constant", "cosine"):
+        torch.manual_seed(0)
+        net = train_fsdd_torch.torch_lmu(4, 4, 8, True)
+        probs[schedule] = train_fsdd_torch.fit(net, x, y, x, 2, False, "cpu", batch=8, schedule=schedule)
+    assert not np.allclose(probs["constant"], probs["cosine"])
+    torch.manual_seed(0)
+    net = train_fsdd_torch.torch_lmu(4, 4, 8, True)
+    again = train_fsdd_torch.fit(net, x, y, x, 2, False, "cpu", batch=8, schedule="cosine")
+    assert np.array_equal(again, probs["cosine"])  # seeded: the difference is the schedule's
+
+
+def test_schedule_reaches_results_and_a_constant_run_is_another_run(tmp_path, capsys):
+    argv, out, res = _train_theo(tmp_path, "--schedule", "cosine", "--baselines", "gru")
+    assert res["_recipe"]["schedule"] == "cosine" and res["theo"]["lmu"]["schedule"] == "cosine"
+    assert res["theo"]["gru"]["schedule"] == "cosine"  # the baselines train with it too
+    capsys.readouterr()
+    assert train_fsdd_torch.main(argv + ["--out", str(out)]) == 2
+    assert "holds a run with schedule cosine, this one has constant" in capsys.readouterr().err
+
+
 def test_unknown_or_untrainable_held_out_speakers_are_one_line_before_any_output(tmp_path, capsys):
     feats = _noise_features(tmp_path / "feat.npz")
     argv = ["train", "--features", str(feats), "--epochs", "1", "--recipe", "v3", "--out", str(tmp_path / "o")]

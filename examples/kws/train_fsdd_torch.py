@@ -21,7 +21,8 @@ machine needs neither the WAV files nor the front end's time. ``--baselines gru,
 CNN over the whole clip (:func:`torch_cnn`) beside the GRU on the same data (docs/kws.md reports both).
 ``--units`` widens the LMU's hidden layer; ``--front 8,16,32`` trains it behind a convolutional front end
 (an experiment, see :func:`torch_lmu`); ``--shift N`` moves its training sequences by up to N mel bands
-(:func:`band_shifted`). ``summary`` reads several runs' folders (one per seed, say): each
+(:func:`band_shifted`); ``--schedule cosine`` lowers the learning rate to 0 along a half cosine over the
+run (:func:`lr_schedule`). ``summary`` reads several runs' folders (one per seed, say): each
 run's accuracy per held-out speaker, the mean of the runs, and the LMUs' ensemble (probabilities averaged).
 Folds of one run may train side by side into one ``--out`` (one command per ``--speakers``, on a GPU): each
 merges its rows into results.json under a lock; a folder holding a run with other settings is refused.
@@ -255,14 +256,29 @@ def band_shifted(x, most, rng):
     return out
 
 
-def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shift=0):
+def lr_schedule(opt, schedule, steps):
+    """The learning-rate schedule :func:`fit` steps once per batch: None for "constant", for "cosine" the
+    optimizer's rate falling to 0 along a half cosine over ``steps`` batches."""
+    import torch
+
+    if schedule == "constant":
+        return None
+    if schedule == "cosine":
+        return torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    raise ValueError(f"no learning-rate schedule {schedule!r}")
+
+
+def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shift=0, schedule="constant"):
     """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask`` (and mel bands moved by up to
-    ``shift``, :func:`band_shifted`); the held-out probabilities."""
+    ``shift``, :func:`band_shifted`); the learning rate ``lr`` throughout (``schedule`` "constant") or
+    falling from ``lr`` to 0 along a half cosine over all the batches ("cosine"); the held-out
+    probabilities."""
     import torch
 
     torch.manual_seed(seed)
     net.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr, eps=1e-7)  # keras' Adam defaults
+    sched = lr_schedule(opt, schedule, epochs * max(1, len(xtr) // batch))
     rng, order_rng, shift_rng = np.random.default_rng(1), np.random.default_rng(seed), np.random.default_rng(3)
     yt = torch.as_tensor(ytr, device=device)
     for _ in range(epochs):
@@ -276,6 +292,8 @@ def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shi
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
     net.eval()
     with torch.no_grad():
         xt = torch.as_tensor(xte, dtype=torch.float32, device=device)
@@ -358,6 +376,7 @@ def cmd_train(a):
     print(f"features of {len(y)} clips ({time.time() - t0:.0f} s), device {a.device}", flush=True)
     meta = {"recipe": a.recipe, "dropped": sorted(drop), "lmu": [md, q, units, pool]}
     meta.update(seed=a.seed, epochs=epochs, copies=rec["copies"], front=list(a.front), shift=a.shift)
+    meta["schedule"] = a.schedule  # a folder from before --schedule takes either
     res_path = out / "results.json"
     results = record_folds(res_path, meta, {})  # a folder holding another run's results fails before training
     for held in a.speakers.split(","):
@@ -378,7 +397,18 @@ def cmd_train(a):
             net = torch_lmu(md, q, units, pool, front=a.front) if name == "lmu" else BASELINES[name]()
             t1 = time.time()
             shift = a.shift if name == "lmu" else 0
-            prob = fit(net, xtr.astype(np.float32), ytr, xte, epochs, rec["mask"], a.device, a.seed, shift=shift)
+            prob = fit(
+                net,
+                xtr.astype(np.float32),
+                ytr,
+                xte,
+                epochs,
+                rec["mask"],
+                a.device,
+                a.seed,
+                shift=shift,
+                schedule=a.schedule,
+            )
             acc = float(np.mean(np.argmax(prob, -1) == yte))
             n = int(sum(p.numel() for p in net.parameters()))
             row[name] = {"accuracy": acc, "params": n, "train_s": round(time.time() - t1), "recipe": a.recipe}
@@ -387,6 +417,8 @@ def cmd_train(a):
                 row[name]["front"] = list(a.front)
             if shift:
                 row[name]["shift"] = shift
+            if a.schedule != "constant":
+                row[name]["schedule"] = a.schedule
             print(f"{held}: {name} accuracy {acc:.3f} ({n} params, {time.time() - t1:.0f} s)", flush=True)
             if name == "lmu":
                 np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
@@ -548,6 +580,13 @@ def main(argv=None):
         choices=range(0, 5),
         metavar="{0..4}",
         help="augmentation: move each LMU training sequence by up to this many mel bands each epoch (default 0)",
+    )
+    t.add_argument(
+        "--schedule",
+        choices=("constant", "cosine"),
+        default="constant",
+        help="learning rate: 2e-3 throughout (constant, the default and the shipped model's) or falling to 0 "
+        "along a half cosine over the run (cosine)",
     )
     t.add_argument("--device", default="cpu", help="torch device: cpu (the default) or cuda")
     t.add_argument(
