@@ -270,8 +270,7 @@ def lr_schedule(opt, schedule, steps):
 
 def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shift=0, schedule="constant"):
     """Adam, cross-entropy, fresh SpecAugment masks every epoch when ``mask`` (and mel bands moved by up to
-    ``shift``, :func:`band_shifted`); the learning rate ``lr`` throughout (``schedule`` "constant") or
-    falling from ``lr`` to 0 along a half cosine over all the batches ("cosine"); the held-out
+    ``shift``, :func:`band_shifted`), the rate from ``lr`` as :func:`lr_schedule` says; the held-out
     probabilities."""
     import torch
 
@@ -585,8 +584,8 @@ def main(argv=None):
         "--schedule",
         choices=("constant", "cosine"),
         default="constant",
-        help="learning rate: 2e-3 throughout (constant, the default and the shipped model's) or falling to 0 "
-        "along a half cosine over the run (cosine)",
+        help="learning rate: 2e-3 throughout (constant, the default) or falling to 0 along a half cosine "
+        "over the run (cosine; the shipped fold's, with --front 8,16,32 --epochs 25)",
     )
     t.add_argument("--device", default="cpu", help="torch device: cpu (the default) or cuda")
     t.add_argument(
