@@ -21,6 +21,7 @@ pytest.importorskip("keras_lmu", reason="keras-lmu not installed: pip install 'l
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
 import fsdd  # noqa: E402  (examples/kws: importable after the sys.path line)
+import fsdd_runs  # noqa: E402  (likewise)
 import train_fsdd  # noqa: E402  (likewise)
 import train_fsdd_torch  # noqa: E402  (likewise)
 
@@ -292,7 +293,7 @@ def test_front_trains_records_itself_and_to_keras_writes_it(tmp_path, capsys):
 def _record_many(path, speaker, n):
     meta = {"recipe": "v3", "seed": 0}
     for k in range(n):
-        train_fsdd_torch.record_folds(path, meta, {f"{speaker}{k}": {"lmu": {"accuracy": k / n}}})
+        fsdd_runs.record_folds(path, meta, {f"{speaker}{k}": {"lmu": {"accuracy": k / n}}})
 
 
 def test_folds_trained_side_by_side_into_one_folder_keep_each_others_rows(tmp_path, capsys):
@@ -423,6 +424,6 @@ def test_a_new_folder_is_claimed_for_one_runs_settings_before_training(tmp_path)
     # two runs with other settings starting together into one new folder: the second is refused before it
     # trains (not after, with its lmu_*.npz already beside the first run's)
     path = tmp_path / "results.json"
-    assert train_fsdd_torch.record_folds(path, {"seed": 0}, {}) == {}
+    assert fsdd_runs.record_folds(path, {"seed": 0}, {}) == {}
     with pytest.raises(fsdd.CommandError, match="holds a run with seed 0, this one has 1"):
-        train_fsdd_torch.record_folds(path, {"seed": 1}, {})
+        fsdd_runs.record_folds(path, {"seed": 1}, {})

@@ -29,8 +29,6 @@ merges its rows into results.json under a lock; a folder holding a run with othe
 """
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -40,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fsdd
+import fsdd_runs
 import train_fsdd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,48 +298,6 @@ def fit(net, xtr, ytr, xte, epochs, mask, device, seed=0, lr=2e-3, batch=64, shi
         return torch.softmax(net(xt), -1).cpu().numpy()
 
 
-def read_results(path) -> dict:
-    """A train command's ``results.json``; anything else is a :class:`fsdd.CommandError` naming the file."""
-    try:
-        res = json.loads(Path(path).read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise fsdd.CommandError(f"{path}: not a train command's results.json ({e})") from None
-    if not isinstance(res, dict):
-        raise fsdd.CommandError(f"{path}: not a train command's results.json (no object at its top)")
-    return res
-
-
-def record_folds(path, meta, rows) -> dict:
-    """Merge ``rows`` (held-out speaker -> row) into the run's ``results.json`` under an exclusive lock and
-    replace the file whole, so train commands running folds side by side into one ``--out`` keep each
-    other's rows; returns the merged rows (with no ``rows`` it only checks, or claims a new folder). Refuses
-    (:class:`fsdd.CommandError`) a file whose ``_recipe`` differs from ``meta`` in a setting both name: one
-    folder holds one run."""
-    import fcntl
-
-    path = Path(path)
-    lock = os.open(path.parent, os.O_RDONLY)  # the folder itself is the lock: no lock file left behind
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = read_results(path) if path.exists() else {}
-        old = results.pop("_recipe", {})
-        differ = sorted(k for k in meta if k in old and old[k] != meta[k])
-        if differ:
-            k = differ[0]
-            raise fsdd.CommandError(
-                f"{path}: holds a run with {k} {old[k]}, this one has {meta[k]}; give this run its own --out"
-            )
-        if not rows and path.exists():  # only the check (a new folder is claimed for this run's settings)
-            return results
-        results.update(rows)
-        tmp = path.with_name(f".results.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**results, "_recipe": {**old, **meta}}, indent=1))
-        os.replace(tmp, path)
-    finally:
-        os.close(lock)
-    return results
-
-
 def cmd_train(a):
     import torch
 
@@ -377,7 +334,7 @@ def cmd_train(a):
     meta.update(seed=a.seed, epochs=epochs, copies=rec["copies"], front=list(a.front), shift=a.shift)
     meta["schedule"] = a.schedule  # a folder from before --schedule takes either
     res_path = out / "results.json"
-    results = record_folds(res_path, meta, {})  # a folder holding another run's results fails before training
+    results = fsdd_runs.record_folds(res_path, meta, {})  # a folder holding another run's results fails before training
     for held in a.speakers.split(","):
         tr = (spk != held) & ~np.isin(spk, list(drop))
         if rec.get("norm"):  # speaker normalization: the prior from this fold's training clips
@@ -423,7 +380,7 @@ def cmd_train(a):
                 np.savez(out / f"lmu_{held}.npz", probabilities=prob, digits=yte, **net.keras_weights())
                 pick = np.random.default_rng(2).permutation(int(tr.sum()))[:32]
                 np.save(out / f"calib_{held}.npy", clean[tr][pick].astype(np.int8))
-        results = record_folds(res_path, meta, {held: row})
+        results = fsdd_runs.record_folds(res_path, meta, {held: row})
     done = [results[s] for s in fsdd.SPEAKERS if s in results]
     for name in ("lmu", *baselines):
         accs = [r[name]["accuracy"] for r in done if name in r]
@@ -432,7 +389,7 @@ def cmd_train(a):
 
 def cmd_to_keras(a):
     folder = Path(a.dir)
-    meta = read_results(folder / "results.json").get("_recipe", {})
+    meta = fsdd_runs.read_results(folder / "results.json").get("_recipe", {})
     md, q, units, pool = meta.get("lmu") or train_fsdd.RECIPES[meta.get("recipe", "v2")]["lmu"]
     for npz in sorted(folder.glob("lmu_*.npz")):
         z = np.load(npz)
@@ -456,50 +413,8 @@ def cmd_to_keras(a):
 
 
 def cmd_summary(a):
-    """Per run (a train command's --out folder): each model's accuracy per held-out speaker, mean and worst;
-    over several runs (seeds, say): the mean of the runs and the LMUs' ensemble (probabilities averaged)."""
-    runs = {}
-    for d in map(Path, a.dirs):
-        res = read_results(d / "results.json")
-        res.pop("_recipe", None)
-        runs[str(d)] = res
-    speakers = [s for s in fsdd.SPEAKERS if any(s in r for r in runs.values())]
-    width = max(8, *map(len, runs))
-    print(f"{'run':{width}s} model " + " ".join(f"{s:>8s}" for s in speakers) + "     mean    worst")
-
-    def line(label, model, got):
-        cells = " ".join(f"{got[s]:8.3f}" if s in got else f"{'-':>8s}" for s in speakers)
-        worst = min(got, key=got.get)
-        mean = np.mean(list(got.values()))
-        print(f"{label:{width}s} {model:5s} {cells} {mean:8.3f} {got[worst]:.3f} ({worst}, {len(got)} folds)")
-
-    models = [m for m in ("lmu", *BASELINES) if any(m in row for r in runs.values() for row in r.values())]
-    for name, r in runs.items():
-        for m in models:
-            if any(m in row for row in r.values()):
-                line(name, m, {s: r[s][m]["accuracy"] for s in speakers if m in r.get(s, {})})
-    if len(runs) < 2:
-        return
-    for m in models:  # folds every run has: a mean over runs of different folds would mix speakers
-        both = [s for s in speakers if all(m in r.get(s, {}) for r in runs.values())]
-        if both:
-            line(
-                f"mean of {len(runs)} runs", m, {s: np.mean([r[s][m]["accuracy"] for r in runs.values()]) for s in both}
-            )
-    ens = {}
-    for s in speakers:
-        files = [Path(d) / f"lmu_{s}.npz" for d in runs]
-        if not all(f.is_file() for f in files):
-            continue
-        zs = [np.load(f) for f in files]
-        if any(not np.array_equal(z["digits"], zs[0]["digits"]) for z in zs):
-            raise fsdd.CommandError(
-                f"lmu_{s}.npz: the runs scored different held-out clips; compare runs of one dataset"
-            )
-        prob = np.mean([z["probabilities"] for z in zs], 0)
-        ens[s] = float(np.mean(np.argmax(prob, -1) == zs[0]["digits"]))
-    if ens:
-        line(f"ensemble of {len(runs)}", "lmu", ens)
+    """Per run (a train command's --out folder): :func:`fsdd_runs.summary` over the LMU and the baselines."""
+    fsdd_runs.summary(a.dirs, ("lmu", *BASELINES))
 
 
 def positive(text) -> int:
