@@ -5,12 +5,15 @@ evaluation, the converter and the docs' numbers all read that file. So the expor
 function torch trained: same weights in the same places (input encoders, the hidden kernel over
 ``concat(m, x)`` with ``m`` flattened channel-major, the classifier transposed)."""
 
+import hashlib
 import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import lmu_edge
 
 if os.environ.get("CI") == "true":
     import keras_lmu  # noqa: F401  (under CI a missing keras-lmu or torch is a failure, not a skip)
@@ -427,3 +430,69 @@ def test_a_new_folder_is_claimed_for_one_runs_settings_before_training(tmp_path)
     assert fsdd_runs.record_folds(path, {"seed": 0}, {}) == {}
     with pytest.raises(fsdd.CommandError, match="holds a run with seed 0, this one has 1"):
         fsdd_runs.record_folds(path, {"seed": 1}, {})
+
+
+def test_a_stream_model_with_a_front_end_and_a_cosine_rate_trains_exports_and_streams_in_c(tmp_path):
+    # fsdd_stream.py train --front / --schedule: the weights carry the blocks, the schedule changes the
+    # run (same seed and data), to-keras reads the channels from the weights, and the host C streams the
+    # model (band convolutions with their frame history) as the Python integer pipeline, bit for bit, and
+    # the Cortex-M4 as the host
+    import shutil
+
+    missing = [t for t in ("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "flite") if shutil.which(t) is None]
+    if missing:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(f"{', '.join(missing)} not installed")
+    import fsdd_stream
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.npz"
+    n, frames = 8, fsdd_stream.T
+    np.savez(
+        data,
+        q=rng.integers(-100, 20, (n, frames, fsdd.CFG.n_mels)).astype(np.int8),
+        y=rng.integers(0, len(fsdd_stream.CLASSES), (n, frames)).astype(np.int8),
+        w=np.ones((n, frames), np.uint8),
+    )
+    runs = {}
+    for name, schedule in (("constant", "constant"), ("cosine", "cosine"), ("again", "cosine")):
+        argv = ["train", str(data), "--front", "2,3", "--epochs", "2", "--schedule", schedule]
+        assert fsdd_stream.main([*argv, "--out", str(tmp_path / name)]) == 0
+        runs[name] = dict(np.load(tmp_path / name / "stream_weights.npz"))
+    assert train_fsdd_torch.front_channels(runs["cosine"]) == (2, 3)
+    assert all(np.array_equal(v, runs["again"][k]) for k, v in runs["cosine"].items())  # seeded, on a CPU
+    assert not np.allclose(runs["cosine"]["lmu/kernel"], runs["constant"]["lmu/kernel"])  # the rate fell
+    folder = tmp_path / "cosine"
+    assert fsdd_stream.main(["to-keras", str(folder)]) == 0
+    from lmu_edge.converters import keras_lmu
+
+    g = keras_lmu.load(folder / "stream.keras")
+    assert [getattr(lay, "channels_out", None) for lay in g.layers[:2]] == [2, 3]
+    model, calib, subset = folder / "stream.keras", folder / "stream_calib.npy", KWS_DIR / "fsdd_george"
+    runtimes = ("host", "cortex-m4")
+    res = fsdd_stream.evaluate(subset, "george", 0.1, runtimes, work=tmp_path / "w", limit=1, model=model, calib=calib)
+    qg = lmu_edge.load(tmp_path / "w" / "c" / "quantized.lmu.npz")
+    assert any(type(lay).__name__ == "QBandConv" for lay in qg.layers)
+    for name, (audio, _) in fsdd_stream.test_recordings(subset, "george", 0.1, limit=1).items():
+        lines, y = fsdd_stream.python_stream(qg, audio)
+        assert hashlib.sha256(np.asarray(y, np.int8).tobytes()).hexdigest() == res[name]["host"]["outputs_sha256"]
+        assert lines == res[name]["host"]["lines"], name
+        m4 = res[name]["cortex-m4"]
+        assert (m4["outputs_sha256"], m4["lines"]) == (res[name]["host"]["outputs_sha256"], lines), name
+
+
+def test_verify_train_steps_the_schedule_it_is_given(tmp_path):
+    # verify.py train --schedule cosine reaches fit: the same seed and data with the constant rate is
+    # another run, the same schedule twice the same run (on a CPU)
+    import verify
+
+    rng = np.random.default_rng(1)
+    data = tmp_path / "d.npz"
+    n, frames = 4, 150
+    q = rng.integers(-100, 20, (n, frames, fsdd.CFG.n_mels)).astype(np.int8)
+    np.savez(data, q=q, y=np.zeros((n, frames), np.int8), w=np.ones((n, frames), np.uint8), prior=np.zeros(32))
+    got = {}
+    for name, schedule in (("constant", "constant"), ("cosine", "cosine"), ("again", "cosine")):
+        argv = ["train", str(data), "--epochs", "2", "--schedule", schedule, "--out", str(tmp_path / name)]
+        assert verify.main(argv) == 0
+        got[name] = np.load(tmp_path / name / "verify_weights.npz")["lmu/kernel"]
+    assert np.array_equal(got["cosine"], got["again"]) and not np.allclose(got["cosine"], got["constant"])

@@ -239,14 +239,17 @@ def build_data(folder, speaker, seed=0, drop=(), cuts=False, norm=False, more_es
 # --- training (torch) and export --------------------------------------------------------------------
 
 
-def torch_net():
-    """LMU (parallel, every frame) -> dropout -> Linear(12) at every frame."""
-    return train_fsdd_torch.torch_lmu(MEMORY_D, ORDER, UNITS, False, every_frame=True, classes=len(CLASSES))
+def torch_net(front=()):
+    """[convolutional front end, causal in time] -> LMU (parallel, every frame) -> dropout -> Linear(12) at
+    every frame; ``front`` as ``train_fsdd_torch.py --front``."""
+    return train_fsdd_torch.torch_lmu(
+        MEMORY_D, ORDER, UNITS, False, every_frame=True, classes=len(CLASSES), front=front
+    )
 
 
-def keras_model():
+def keras_model(front=()):
     """The keras-lmu twin of :func:`torch_net` (what the converter reads)."""
-    return train_fsdd.lmu_model(MEMORY_D, ORDER, UNITS, every_frame=True, steps=T, classes=len(CLASSES))
+    return train_fsdd.lmu_model(MEMORY_D, ORDER, UNITS, every_frame=True, steps=T, classes=len(CLASSES), front=front)
 
 
 def cmd_train(a):
@@ -259,8 +262,10 @@ def cmd_train(a):
 
     dev = a.device
     torch.manual_seed(a.seed)
-    net = torch_net().to(dev)
+    net = torch_net(a.front).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=2e-3, eps=1e-7)
+    batches = max(1, len(q) // 64)
+    sched = train_fsdd_torch.lr_schedule(opt, a.schedule, a.epochs * batches)
     rng, order = np.random.default_rng(1), np.random.default_rng(a.seed)
     X = torch.as_tensor(q.astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
     Y = torch.as_tensor(y.astype(np.int64), device=dev)
@@ -270,7 +275,7 @@ def cmd_train(a):
         xe = torch.as_tensor(train_fsdd.masked(q, rng).astype(np.float32) * fsdd.FEATURE_SCALE, device=dev)
         net.train()
         total = 0.0
-        for idx in np.array_split(order.permutation(len(q)), max(1, len(q) // 64)):
+        for idx in np.array_split(order.permutation(len(q)), batches):
             i = torch.as_tensor(idx, device=dev)
             out = net(xe[i])
             loss = (torch.nn.functional.cross_entropy(out.transpose(1, 2), Y[i], reduction="none") * W[i]).sum()
@@ -278,8 +283,10 @@ def cmd_train(a):
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             total += loss.item()
-        print(f"epoch {ep + 1}: loss {total / max(1, len(q) // 64):.4f} ({time.time() - t0:.0f} s)", flush=True)
+        print(f"epoch {ep + 1}: loss {total / batches:.4f} ({time.time() - t0:.0f} s)", flush=True)
     net.eval()
     with torch.no_grad():
         prob = torch.softmax(net(X[:64]), -1).cpu().numpy()
@@ -294,7 +301,7 @@ def cmd_train(a):
 
 
 def cmd_to_keras(a):
-    train_fsdd_torch.export_keras(a.dir, "stream", keras_model())
+    train_fsdd_torch.export_keras(a.dir, "stream", keras_model)
 
 
 # --- the test recordings and scoring ----------------------------------------------------------------
@@ -559,6 +566,20 @@ def main(argv=None):
     t.add_argument("data", help="the .npz of the data step")
     t.add_argument("--epochs", type=int, default=30, help="training epochs (the shipped model: 30)")
     t.add_argument("--seed", type=int, default=0, help="torch and numpy seed (default 0, the shipped model's)")
+    t.add_argument(
+        "--front",
+        type=train_fsdd_torch.channels,
+        default=(),
+        help="a convolutional front end before the LMU, channels per block (e.g. 8,16,32; causal in time, "
+        "as train_fsdd_torch.py's; to-keras reads it from the weights); default none, the shipped model's",
+    )
+    t.add_argument(
+        "--schedule",
+        choices=["constant", "cosine"],
+        default="constant",
+        help="learning rate: 2e-3 throughout (constant, the shipped model's) or falling to 0 along a half "
+        "cosine over the run's batches (as train_fsdd_torch.py's)",
+    )
     t.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     t.add_argument("--out", default=str(kws.ROOT / "out" / "kws_fsdd_stream"), help="folder for the weights")
     k = sub.add_parser("to-keras", help="write the trained weights as a keras-lmu model (stream.keras)")

@@ -441,14 +441,16 @@ def build_stream(
     norm_header=None,
     verifier=None,
 ) -> dict:
-    """Put the converted model (``art_dir``: model.c/.h, lmu_runtime.h, lmu_kernels_arm.h), the front end
+    """Put the converted model (``art_dir``: model.c/.h and the runtime's headers), the front end
     (``frontend.emit_c``), the detection header, the speaker normalization header (``norm_header``, the
     text of ``fsdd.norm_header``; none by default) and ``stream.c`` into ``build_dir`` and compile them
     for each runtime. ``verifier``: ``(its C artifact folder, prefix kwsv; the text of kws_verify.h)``
     (``verify.header``), the second stage, built from ``build_dir/verify``. Returns ``{runtime: executable}``."""
     art_dir, d = Path(art_dir), Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    files = ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h")
+    # every runtime header a model.c may include: a model with a convolutional front end includes
+    # lmu_bandconv.h, one with the implicit Pade memory lmu_pade.h
+    files = ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "lmu_bandconv.h")
     for f in files:
         shutil.copyfile(art_dir / f, d / f)
     sources = ["stream.c", "kws_frontend.c", "model.c"]

@@ -249,7 +249,7 @@ def cmd_train(a):
     xf = x.astype(np.float32) * fsdd.FEATURE_SCALE
     torch.manual_seed(a.seed)
     net = torch_net(a.front)
-    prob = train_fsdd_torch.fit(net, xf, labels, xf[:64], a.epochs, True, a.device, seed=a.seed)
+    prob = train_fsdd_torch.fit(net, xf, labels, xf[:64], a.epochs, True, a.device, seed=a.seed, schedule=a.schedule)
     out.mkdir(parents=True, exist_ok=True)
     np.savez(out / "verify_weights.npz", probabilities=prob, x=x[:64], **net.keras_weights())
     pick = np.random.default_rng(2).permutation(len(x))[:32]
@@ -279,6 +279,13 @@ def main(argv=None):
         type=train_fsdd_torch.channels,
         default=(),
         help="a convolutional front end before the LMU, channels per block (e.g. 8,16,32; as train_fsdd_torch.py's)",
+    )
+    t.add_argument(
+        "--schedule",
+        choices=["constant", "cosine"],
+        default="constant",
+        help="learning rate: 2e-3 throughout (constant, the shipped verifier's) or falling to 0 along a half "
+        "cosine over the run's batches (as train_fsdd_torch.py's)",
     )
     t.add_argument("--device", default="cpu")
     t.add_argument("--out", default=str(HERE.parents[1] / "out" / "kws_fsdd_verify"))
