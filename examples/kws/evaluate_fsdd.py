@@ -105,7 +105,13 @@ def main(argv=None):
         help="folder with lmu_<speaker>.keras files (and norm_<speaker>.npy for v3 folds)",
     )
     ap.add_argument("--runtime", default="host", choices=["host", "cortex-m4"], help="where the int8 C runs")
-    ap.add_argument("--limit", type=int, default=None, help="only takes 0..LIMIT-1 of each digit")
+    ap.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="only takes 0..LIMIT-1 of each digit (a quick look: with speaker normalization the subset is "
+        "heard in its own order, so its scores are not those of the same clips within a full run)",
+    )
     ap.add_argument("--json", default=None, help="write the results here")
     a = ap.parse_args(argv)
     try:
