@@ -255,6 +255,10 @@ def band_shifted(x, most, rng):
     return out
 
 
+#: the learning-rate schedules of :func:`lr_schedule` (the trainers' ``--schedule`` choices)
+SCHEDULES = ("constant", "cosine")
+
+
 def lr_schedule(opt, schedule, steps):
     """The learning-rate schedule :func:`fit` steps once per batch: None for "constant", for "cosine" the
     optimizer's rate falling to 0 along a half cosine over ``steps`` batches."""
@@ -497,7 +501,7 @@ def main(argv=None):
     )
     t.add_argument(
         "--schedule",
-        choices=("constant", "cosine"),
+        choices=SCHEDULES,
         default="constant",
         help="learning rate: 2e-3 throughout (constant, the default) or falling to 0 along a half cosine "
         "over the run (cosine; the shipped fold's, with --front 8,16,32 --epochs 25)",

@@ -282,7 +282,7 @@ def main(argv=None):
     )
     t.add_argument(
         "--schedule",
-        choices=["constant", "cosine"],
+        choices=train_fsdd_torch.SCHEDULES,
         default="constant",
         help="learning rate: 2e-3 throughout (constant, the shipped verifier's) or falling to 0 along a half "
         "cosine over the run's batches (as train_fsdd_torch.py's)",
