@@ -326,13 +326,25 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
             )
             cur = nxt
         elif isinstance(layer, qir.QBandConv):
+            paired = lb == 8 and _acc30(layer.linear)[0]  # lmu_band_rows_i8: two bands per call, packed weights
             lin = _qlinear(code, f"{tag}_conv", layer.linear)
             code.macs += int(layer.linear.parts[0].kernel.size) * (layer.out_bands * layer.pool - 1)
             zp = int(layer.linear.parts[0].in_zp)
             assert not w16 or zp == 0, f"{layer.name}: an int16 activation has zero point 0"
             call = f"lmu_qlinear_i{lb}(&{lin}, in_, {acc}, row_);"
+            packed = None
+            if paired:
+                wp = code.array(
+                    f"{tag}_conv_wp",
+                    "int16_t",
+                    band_pack(layer.linear.parts[0].kernel),
+                    f"{c_comment(layer.name)}: weights packed for lmu_band_rows_i8 (4 rows, column pair, 4 x 2)",
+                )
+                packed = (lin, wp)
             code.step_lines.append(
-                band_conv_lines(code, tag, layer, view(cur, lb), view(nxt, lb), lt, zp, layer.linear.units, call)
+                band_conv_lines(
+                    code, tag, layer, view(cur, lb), view(nxt, lb), lt, zp, layer.linear.units, call, packed
+                )
             )
             cur = nxt
         elif isinstance(layer, qir.QLut):
@@ -525,30 +537,75 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     return out
 
 
-def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: int, cout: int, call: str) -> str:
+def band_pack(kernel) -> np.ndarray:
+    """An int8 band convolution's weights ``(n_in, n_out)`` as lmu_band_rows_i8 reads them: int16, for each
+    group of four output rows and each pair of input columns the eight values ``w[r][i], w[r][i + 1], ...,
+    w[r + 3][i + 1]``; missing rows (up to a multiple of 4) and an odd last column are zeros. Shape
+    ``(ceil(n_out / 4), n2 / 2, 4, 2)`` with ``n2`` the patch size rounded up to even."""
+    k = np.asarray(kernel, dtype=np.int64)
+    n_in, n_out = k.shape
+    w = np.zeros((-(-n_out // 4) * 4, n_in + n_in % 2), dtype=np.int16)
+    w[:n_out, :n_in] = k.T
+    return w.reshape(w.shape[0] // 4, 4, w.shape[1] // 2, 2).transpose(0, 2, 1, 3)
+
+
+def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: int, cout: int, call: str, packed=None):
     """The step's lines of a band convolution (:class:`lmu_edge.ir.BandConv` or :class:`lmu_edge.qir.QBandConv`,
     ``lmu_bandconv.h``): per output band the patch, ``call`` (patch ``in_[0]`` -> ``row_``), the max pooling;
-    then the history keeps ``x``. ``ct``: the activations' C type; ``zp``: the input's zero point."""
+    then the history keeps ``x``. ``ct``: the activations' C type; ``zp``: the input's zero point.
+
+    ``packed`` (an int8 acc30 layer): ``(lmu_qlinear_t symbol, packed weights)``. The cores with the DSP
+    extension and no Helium (``LMU_BAND_ROWS``) then run two bands per lmu_band_rows_i8 call on int16 patches;
+    the others keep one linear-kernel call per band (Helium's four-row kernel, ARMv6-M's and the host's
+    loops do better on that), so the state holds both paths' scratch."""
     if '#include "lmu_bandconv.h"' not in code.objects:
         code.objects.insert(0, '#include "lmu_bandconv.h"')
     kt, kf, ci = layer.kernel_t, layer.kernel_f, layer.channels_in
-    n_in, size = layer.bands * ci, SIZES[ct]
+    n_in, size, nb = layer.bands * ci, SIZES[ct], layer.out_bands * layer.pool
     hist = code.state(ct, f"{tag}_hist", (kt - 1) * n_in) if kt > 1 else "NULL"
     patch = code.state(ct, f"{tag}_patch", kt * kf * ci)
     row = code.state(ct, f"{tag}_row", cout)
     if kt > 1 and zp != 0:
         code.reset_lines.append(f"memset({hist}, {zp}, {(kt - 1) * n_in});  /* no frames yet: the zero point */")
     suffix = {"int8_t": "i8", "int16_t": "i16", "float": "f"}[ct]
+    what = f"{c_comment(layer.name)}: band convolution {kt}x{kf}, {ci} -> {cout} channels, pool {layer.pool}"
     lines = [
-        f"{{ int32_t b_; {ct} *row_ = {row}; const {ct} *in_[1]; in_[0] = {patch};  /* {c_comment(layer.name)}: "
-        f"band convolution {kt}x{kf}, {ci} -> {cout} channels, pool {layer.pool} */",
-        f"    for (b_ = 0; b_ < {layer.out_bands * layer.pool}; ++b_) {{",
+        f"{{ int32_t b_; {ct} *row_ = {row}; const {ct} *in_[1]; in_[0] = {patch};  /* {what} */",
+        f"    for (b_ = 0; b_ < {nb}; ++b_) {{",
         f"        lmu_band_patch({patch}, {hist}, {x}, b_, {layer.bands}, {ci}, {kt}, {kf}, {layer.pad_lo}, "
         f"{size}, {zp});",
         f"        {call}",
         f"        lmu_band_max_{suffix}({y} + (b_ / {layer.pool}) * {cout}, row_, {cout}, b_ % {layer.pool} == 0);",
-        "    }" + (f"\n    lmu_band_push({hist}, {x}, {n_in * size}, {kt}); }}" if kt > 1 else " }"),
+        "    }",
     ]
+    if packed is not None:
+        lin, wp = packed
+        k = kt * kf * ci
+        n2 = k + k % 2
+        p16 = code.state("int16_t", f"{tag}_patch16", 2 * n2)
+        row2 = code.state("int8_t", f"{tag}_row2", 2 * cout)
+        args = f"{hist}, {x}, {{b}}, {layer.bands}, {ci}, {kt}, {kf}, {layer.pad_lo}, {zp}, {n2}"
+        pool = f"{y} + ({{b}} / {layer.pool}) * {cout}, {{r}}, {cout}, {{b}} % {layer.pool} == 0"
+        lines = (
+            ["#if LMU_BAND_ROWS", f"{{ int32_t b_, c_;  /* {what}, two bands per call */"]
+            + [
+                f"    for (b_ = 0; b_ < {nb}; b_ += 2) {{",
+                f"        c_ = b_ + 1 < {nb} ? b_ + 1 : b_;",
+                f"        lmu_band_patch16({p16}, {args.format(b='b_')});",
+                f"        lmu_band_patch16({p16} + {n2}, {args.format(b='c_')});",
+                f"        lmu_band_rows_i8(&{lin}, {wp}, {n2}, {p16}, {p16} + {n2}, {row2}, {row2} + {cout});",
+                f"        lmu_band_max_i8({pool.format(b='b_', r=row2)});",
+                "        if (c_ != b_) {",
+                f"            lmu_band_max_i8({pool.format(b='c_', r=f'{row2} + {cout}')});",
+                "        }",
+                "    }",
+                f"    (void){patch}; (void){row};",
+                "#else",
+            ]
+            + lines
+            + [f"    (void){wp}; (void){p16}; (void){row2};  /* lmu_band_rows_i8's, on the DSP cores */", "#endif"]
+        )
+    lines.append(f"    lmu_band_push({hist}, {x}, {n_in * size}, {kt}); }}" if kt > 1 else "}")
     text = "\n".join(lines)
     return text.replace("\n", "\n    ")  # the step's body is indented once
 

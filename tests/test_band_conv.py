@@ -213,6 +213,36 @@ def test_integer_c_is_bit_exact_on_cortex_m4_under_qemu(quantized):
     assert stats["instructions_per_step"] > 0
 
 
+# the shapes of the reference test above plus odd ones: an odd patch (9 values, padded to 10), 5 and 3 output
+# channels (a partial group of four rows), an odd number of bands (the last pairs with itself), kt = 1
+TWO_BAND_SHAPES = [
+    {},
+    {"kt": 1, "pool": 1, "act": "tanh", "cout": 3},
+    {"pads": (0, 2), "pool": 3, "kf": 2, "cin": 2, "cout": 6, "bands": 14},
+    {"kt": 4, "pads": (0, 0), "act": "linear", "bands": 11, "cout": 8},
+]
+
+
+@needs_arm
+@pytest.mark.parametrize("kw", TWO_BAND_SHAPES, ids=["default", "kt1", "pool3", "kt4"])
+@pytest.mark.parametrize("runtime", ["cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0"])
+def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on_every_core(kw, runtime, tmp_path):
+    # int8 layers with 30-bit accumulators take lmu_band_rows_i8 (two bands per call, packed int16
+    # weights) on the DSP cores and one lmu_qlinear_i8 call per band on Helium, ARMv6-M and the host
+    rng = np.random.default_rng(11)
+    g = band_graph(rng, **kw)
+    x = rng.standard_normal((2, 9, g.input_features))
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
+    qg = lmu_edge.load(art.path / "quantized.lmu.npz")
+    src = (art.path / "model.c").read_text()
+    convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
+    assert src.count("lmu_band_rows_i8(") == len(convs) == src.count("lmu_qlinear_i8(&model_l") - 1
+    xq = intsim.quantize_input(qg, x)
+    y, stats = art.module.run_native(art, xq.astype(np.int8), runtime)
+    assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
+    assert stats["instructions_per_step"] > 0
+
+
 @pytest.mark.parametrize("target", ["tflite", "onnx"])
 def test_tflite_and_onnx_write_the_layer_as_matrices(rng, tmp_path, target):
     g = band_graph(rng)
