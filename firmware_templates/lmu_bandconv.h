@@ -11,10 +11,11 @@
  * consecutive bands are reduced by their maximum into the output.
  *
  * int8 layers whose accumulators provably fit 30 bits (acc30, the code generator's proof) take
- * lmu_band_rows_i8 instead of one linear-kernel call per band: two bands' patches (widened to int16 by
- * lmu_band_patch16) on the cores LMU_BAND_ROWS names, against the weights packed as int16 for four rows at a time, so each weight word loaded
- * serves both patches (two SMLAD) and the call and its setup are paid once per two bands. The sums are the same exact integers as lmu_qlinear30's (integer addition in
- * any order, modulo 2^32, and the exact value fits), requantized by the same lmu_qrow30.
+ * lmu_band_rows_i8 on the cores LMU_BAND_ROWS names instead of one linear-kernel call per band: two bands'
+ * patches, gathered as int16 and interleaved by lmu_band_patch16, against the int8 weights packed two rows
+ * at a time, so each weight word loaded serves both patches and the call and its setup are paid once per
+ * two bands. The sums are the same exact integers as lmu_qlinear30's (integer addition in any order,
+ * modulo 2^32, and the exact value fits), requantized by the same lmu_qrow30.
  */
 #ifndef LMU_BANDCONV_H
 #define LMU_BANDCONV_H
@@ -76,99 +77,113 @@ static inline void lmu_band_max_f(float *y, const float *row, int32_t n, int32_t
 
 /* The two-band path: on the cores with the DSP extension and no Helium (Cortex-M4, M7, M33). Helium keeps
  * lmu_qlinear30's four-row vectors per band, and ARMv6-M and the host their loops, which do better there. */
-#if LMU_PATH_DSP && !LMU_PATH_MVE
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__GNUC__)
 #define LMU_BAND_ROWS 1
 #else
 #define LMU_BAND_ROWS 0
 #endif
 
 #if LMU_BAND_ROWS
-/* q[i] = f[i] for n values, int8 to int16. DSP: four per word (LDR, SXTB16 twice, PKHBT and PKHTB back into
- * order, two STR); then one at a time. */
-static inline int16_t *lmu_band_widen(int16_t *q, const int8_t *f, int32_t n) {
-    int32_t i = 0;
-    for (; i + 4 <= n; i += 4, q += 4) {
-        const uint32_t v = lmu_ld32(f + i);
+/* Value k of a patch in the interleaved layout lmu_band_rows_i8 reads (q: the patch's first group; the
+ * other patch's groups interleave with its own): per group of four values the patch's two words, then the
+ * other patch's two. */
+#define LMU_BAND_AT(q, k) ((q)[2 * ((k) & ~3) + ((k)&3)])
+
+/* Values k, k + 1, ... of the patch at q: the n values of f, int8 to int16; four at a time where k is a
+ * multiple of 4 (LDR, SXTB16 twice, PKHBT and PKHTB into order, two STR). Returns the next k. */
+static inline int32_t lmu_band_copy(int16_t *q, int32_t k, const int8_t *f, int32_t n) {
+    const int8_t *const end = f + n;
+    for (; f < end && (k & 3); ++f, ++k) {
+        LMU_BAND_AT(q, k) = (int16_t)*f;
+    }
+    for (; f + 4 <= end; f += 4, k += 4) {
+        const uint32_t v = lmu_ld32(f);
         const uint32_t e = (uint32_t)__sxtb16(v), o = lmu_sxtb16_hi(v); /* (f0, f2), (f1, f3) */
         const uint32_t lo = lmu_pkhbt16(e, o), hi = lmu_pkhtb16(o, e);  /* (f0, f1), (f2, f3) */
-        memcpy(q, &lo, sizeof(lo));
-        memcpy(q + 2, &hi, sizeof(hi));
+        memcpy(q + 2 * k, &lo, sizeof(lo));
+        memcpy(q + 2 * k + 2, &hi, sizeof(hi));
     }
-    for (; i < n; ++i) {
-        *q++ = (int16_t)f[i];
+    for (; f < end; ++f, ++k) {
+        LMU_BAND_AT(q, k) = (int16_t)*f;
     }
-    return q;
+    return k;
 }
 
-/* Band b's patch as lmu_band_patch gathers it, widened to int16 (int8 inputs), then zeros up to n2 values
- * (the patch size rounded up to even: the packed weights of those columns are 0). */
-static inline void lmu_band_patch16(int16_t *p, const int8_t *hist, const int8_t *x, int32_t b, int32_t bands,
-                                    int32_t cin, int32_t kt, int32_t kf, int32_t pad_lo, int32_t fill, int32_t n2) {
+/* Values k .. k + n - 1 of the patch at q: v. Returns the next k. */
+static inline int32_t lmu_band_fill(int16_t *q, int32_t k, int32_t v, int32_t n) {
+    const int32_t end = k + n;
+    for (; k < end; ++k) {
+        LMU_BAND_AT(q, k) = (int16_t)v;
+    }
+    return k;
+}
+
+/* Band b's patch as lmu_band_patch gathers it, widened to int16 (int8 inputs) into the interleaved layout at
+ * q (LMU_BAND_AT), then zeros up to n4 values (the patch size rounded up to a multiple of 4: the packed
+ * weights of those columns are 0). */
+static inline void lmu_band_patch16(int16_t *q, const int8_t *hist, const int8_t *x, int32_t b, int32_t bands,
+                                    int32_t cin, int32_t kt, int32_t kf, int32_t pad_lo, int32_t fill, int32_t n4) {
     const int32_t n = bands * cin, lo = (b - pad_lo) * cin, hi = lo + kf * cin;
     const int32_t first = lo < 0 ? 0 : lo, last = hi > n ? n : hi; /* the values inside the frame */
-    int16_t *q = p;
-    int32_t j, i;
+    int32_t j, k = 0;
     for (j = 0; j < kt; ++j) {
         const int8_t *f = j < kt - 1 ? hist + j * n : x;
-        for (i = lo; i < first; ++i) {
-            *q++ = (int16_t)fill;
-        }
-        q = lmu_band_widen(q, f + first, last - first);
-        for (i = last; i < hi; ++i) {
-            *q++ = (int16_t)fill;
-        }
+        k = lmu_band_fill(q, k, fill, first - lo);
+        k = lmu_band_copy(q, k, f + first, last - first);
+        k = lmu_band_fill(q, k, fill, hi - last);
     }
-    while (q < p + n2) {
-        *q++ = 0;
-    }
+    lmu_band_fill(q, k, 0, n4 - k);
 }
 
 /* Two bands' rows of an int8 band convolution marked acc30: y0[j] = lmu_qrow30 of bias_j + zsum_j +
- * sum_i p0[i] w_ji, y1[j] the same of p1 (p1 may equal p0). wp: the weights packed by the code generator
- * (c_codegen.band_pack), for each group of four rows (4g .. 4g + 3) and each pair of columns (i, i + 1)
- * the eight int16 values w[4g][i], w[4g][i + 1], w[4g + 1][i], ..., w[4g + 3][i + 1] (missing rows and
- * columns: zeros); n2 the patch size rounded up to even. Every product fits 16 x 16 bits (|x| <= 128,
- * |w| <= 128) and the exact sum int32 (acc30), so the partial sums are formed modulo 2^32 as
- * lmu_qlinear30's. DSP: per pair of columns 2 loads for the patches and 4 for the weights feed 8 SMLAD
- * (16 multiply-accumulates). */
-LMU_SPECIALIZE void lmu_band_rows_i8(const lmu_qlinear_t *L, const int16_t *wp, int32_t n2, const int16_t *p0,
-                                     const int16_t *p1, int8_t *y0, int8_t *y1) {
+ * sum_i p0[i] w_ji and y1[j] the same of p1, the patches interleaved in xx by lmu_band_patch16 (p0 at xx,
+ * p1 at xx + 4 int16). wp: the
+ * int8 weights packed by the code generator (c_codegen.band_pack), word-aligned: for each pair of rows and
+ * each group of four columns c0..c3 the four bytes w[c0] w[c2] w[c1] w[c3] of the first row, then of the
+ * second (a missing last row and the columns past the patch: zeros), so SXTB16 of a word gives (w[c0],
+ * w[c1]) and with ROR #8 (w[c2], w[c3]), the pairs of the patch's words. n4: the patch size rounded up to a
+ * multiple of 4. Every product fits 16 x 16 bits and the exact sum int32 (acc30), so the partial sums are
+ * formed modulo 2^32 as lmu_qlinear30's. Per group of four columns: 3 LDRD, 4 SXTB16, 8 SMLAD (16
+ * multiply-accumulates) and the loop's compare and branch, in one assembly statement: 14 registers, which
+ * gcc's own code for the same loop spilled. */
+LMU_SPECIALIZE void lmu_band_rows_i8(const lmu_qlinear_t *L, const int8_t *wp, int32_t n4, const uint32_t *xx,
+                                     int8_t *y0, int8_t *y1) {
     const lmu_qpart_t *p = L->parts;
-    int32_t j, r;
-    for (j = 0; j < L->n_out; j += 4) {
-        const int16_t *w = wp + j * n2; /* the four rows' n2 / 2 groups of eight */
-        uint32_t a[8];                  /* a[r]: row j + r of p0, a[4 + r]: of p1 */
-        for (r = 0; r < 4; ++r) {
-            a[r] = a[4 + r] = (uint32_t)lmu_qstart(L, p, 0, j + r < L->n_out ? j + r : j);
-        }
-        {
-            const int16_t *x = p0, *const end = p0 + n2;
-            const int32_t d = (int32_t)(p1 - p0);
-            int32_t s0 = (int32_t)a[0], s1 = (int32_t)a[1], s2 = (int32_t)a[2], s3 = (int32_t)a[3];
-            int32_t t0 = (int32_t)a[4], t1 = (int32_t)a[5], t2 = (int32_t)a[6], t3 = (int32_t)a[7];
-            while (x < end) {
-                const int16x2_t x0 = (int16x2_t)lmu_ld32(x), x1 = (int16x2_t)lmu_ld32(x + d);
-                int16x2_t u = (int16x2_t)lmu_ld32(w);
-                s0 = __smlad(u, x0, s0);
-                t0 = __smlad(u, x1, t0);
-                u = (int16x2_t)lmu_ld32(w + 2);
-                s1 = __smlad(u, x0, s1);
-                t1 = __smlad(u, x1, t1);
-                u = (int16x2_t)lmu_ld32(w + 4);
-                s2 = __smlad(u, x0, s2);
-                t2 = __smlad(u, x1, t2);
-                u = (int16x2_t)lmu_ld32(w + 6);
-                s3 = __smlad(u, x0, s3);
-                t3 = __smlad(u, x1, t3);
-                x += 2;
-                w += 8;
-            }
-            a[0] = (uint32_t)s0, a[1] = (uint32_t)s1, a[2] = (uint32_t)s2, a[3] = (uint32_t)s3;
-            a[4] = (uint32_t)t0, a[5] = (uint32_t)t1, a[6] = (uint32_t)t2, a[7] = (uint32_t)t3;
-        }
-        for (r = 0; r < 4 && j + r < L->n_out; ++r) {
-            lmu_qrow30(L, (int32_t)a[r], j + r, NULL, y0);
-            lmu_qrow30(L, (int32_t)a[4 + r], j + r, NULL, y1);
+    int32_t j;
+    for (j = 0; j < L->n_out; j += 2) {
+        const int32_t j1 = j + 1 < L->n_out ? j + 1 : j;
+        const int8_t *w = wp + j * n4; /* the two rows' n4 / 4 groups of eight bytes */
+        const uint32_t *x = xx, *const end = xx + n4;
+        int32_t s0 = lmu_qstart(L, p, 0, j), s1 = lmu_qstart(L, p, 0, j1), t0 = s0, t1 = s1;
+        uint32_t xa, xb, ya, yb, u0, u1, e;
+        __asm__ volatile(
+            "1:\n\t"
+            "ldrd %[xa], %[xb], [%[x]], #16\n\t"
+            "ldrd %[ya], %[yb], [%[x], #-8]\n\t"
+            "ldrd %[u0], %[u1], [%[w]], #8\n\t"
+            "sxtb16 %[e], %[u0]\n\t"
+            "smlad %[s0], %[e], %[xa], %[s0]\n\t"
+            "smlad %[t0], %[e], %[ya], %[t0]\n\t"
+            "sxtb16 %[u0], %[u0], ror #8\n\t"
+            "smlad %[s0], %[u0], %[xb], %[s0]\n\t"
+            "smlad %[t0], %[u0], %[yb], %[t0]\n\t"
+            "sxtb16 %[e], %[u1]\n\t"
+            "smlad %[s1], %[e], %[xa], %[s1]\n\t"
+            "smlad %[t1], %[e], %[ya], %[t1]\n\t"
+            "sxtb16 %[u1], %[u1], ror #8\n\t"
+            "smlad %[s1], %[u1], %[xb], %[s1]\n\t"
+            "smlad %[t1], %[u1], %[yb], %[t1]\n\t"
+            "cmp %[x], %[end]\n\t"
+            "bne 1b"
+            : [x] "+r"(x), [w] "+r"(w), [s0] "+r"(s0), [s1] "+r"(s1), [t0] "+r"(t0), [t1] "+r"(t1), [xa] "=&r"(xa),
+              [xb] "=&r"(xb), [ya] "=&r"(ya), [yb] "=&r"(yb), [u0] "=&r"(u0), [u1] "=&r"(u1), [e] "=&r"(e)
+            : [end] "r"(end)
+            : "cc", "memory");
+        lmu_qrow30(L, s0, j, NULL, y0);
+        lmu_qrow30(L, t0, j, NULL, y1);
+        if (j1 != j) {
+            lmu_qrow30(L, s1, j1, NULL, y0);
+            lmu_qrow30(L, t1, j1, NULL, y1);
         }
     }
 }

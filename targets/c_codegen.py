@@ -123,8 +123,9 @@ class Code:
     macs: int = 0
     accumulators: List[dict] = field(default_factory=list)  # the sum-width proof of each dense memory
 
-    def array(self, name, ctype, values, comment="") -> str:
-        """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol."""
+    def array(self, name, ctype, values, comment="", align=False) -> str:
+        """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol.
+        int16 arrays, and any with ``align``, are word-aligned (``LMU_ALIGN4``: the DSP kernels' LDRD)."""
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
         self.arrays.append(
@@ -134,6 +135,7 @@ class Code:
                 "count": max(vals.size, 1),
                 "body": _body(vals, ctype),
                 "comment": c_comment(comment or name),
+                "align": bool(align) or ctype == "int16_t",
             }
         )
         self.const_bytes += SIZES[ctype] * max(vals.size, 1)
@@ -336,9 +338,10 @@ def generate_int(graph: ir.Graph, prefix: str) -> Code:
             if paired:
                 wp = code.array(
                     f"{tag}_conv_wp",
-                    "int16_t",
+                    "int8_t",
                     band_pack(layer.linear.parts[0].kernel),
-                    f"{c_comment(layer.name)}: weights packed for lmu_band_rows_i8 (4 rows, column pair, 4 x 2)",
+                    f"{c_comment(layer.name)}: int8 weights packed for lmu_band_rows_i8 (row pair, 4 columns)",
+                    align=True,
                 )
                 packed = (lin, wp)
             code.step_lines.append(
@@ -538,15 +541,16 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
 
 
 def band_pack(kernel) -> np.ndarray:
-    """An int8 band convolution's weights ``(n_in, n_out)`` as lmu_band_rows_i8 reads them: int16, for each
-    group of four output rows and each pair of input columns the eight values ``w[r][i], w[r][i + 1], ...,
-    w[r + 3][i + 1]``; missing rows (up to a multiple of 4) and an odd last column are zeros. Shape
-    ``(ceil(n_out / 4), n2 / 2, 4, 2)`` with ``n2`` the patch size rounded up to even."""
+    """An int8 band convolution's weights ``(n_in, n_out)`` as lmu_band_rows_i8 reads them: for each pair of
+    output rows and each group of four input columns c0..c3, the first row's ``w[c0], w[c2], w[c1], w[c3]``
+    then the second's (SXTB16 unpacks a word to ``(w[c0], w[c1])`` and ``(w[c2], w[c3])``); an odd last row
+    and the columns up to a multiple of 4 are zeros. Shape ``(ceil(n_out / 2), n4 / 4, 2, 4)``, int8."""
     k = np.asarray(kernel, dtype=np.int64)
     n_in, n_out = k.shape
-    w = np.zeros((-(-n_out // 4) * 4, n_in + n_in % 2), dtype=np.int16)
+    w = np.zeros((n_out + n_out % 2, -(-n_in // 4) * 4), dtype=np.int8)
     w[:n_out, :n_in] = k.T
-    return w.reshape(w.shape[0] // 4, 4, w.shape[1] // 2, 2).transpose(0, 2, 1, 3)
+    w = w.reshape(w.shape[0] // 2, 2, w.shape[1] // 4, 4)[..., [0, 2, 1, 3]]  # SXTB16 -> (w0, w1), (w2, w3)
+    return w.transpose(0, 2, 1, 3)
 
 
 def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: int, cout: int, call: str, packed=None):
@@ -581,10 +585,11 @@ def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: in
     if packed is not None:
         lin, wp = packed
         k = kt * kf * ci
-        n2 = k + k % 2
-        p16 = code.state("int16_t", f"{tag}_patch16", 2 * n2)
+        n4 = -(-k // 4) * 4
+        xx = code.state("int32_t", f"{tag}_pair", n4)  # both patches, interleaved; int32: word-aligned for LDRD
+        p16 = f"(int16_t *){xx}"
         row2 = code.state("int8_t", f"{tag}_row2", 2 * cout)
-        args = f"{hist}, {x}, {{b}}, {layer.bands}, {ci}, {kt}, {kf}, {layer.pad_lo}, {zp}, {n2}"
+        args = f"{hist}, {x}, {{b}}, {layer.bands}, {ci}, {kt}, {kf}, {layer.pad_lo}, {zp}, {n4}"
         pool = f"{y} + ({{b}} / {layer.pool}) * {cout}, {{r}}, {cout}, {{b}} % {layer.pool} == 0"
         lines = (
             ["#if LMU_BAND_ROWS", f"{{ int32_t b_, c_;  /* {what}, two bands per call */"]
@@ -592,8 +597,8 @@ def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: in
                 f"    for (b_ = 0; b_ < {nb}; b_ += 2) {{",
                 f"        c_ = b_ + 1 < {nb} ? b_ + 1 : b_;",
                 f"        lmu_band_patch16({p16}, {args.format(b='b_')});",
-                f"        lmu_band_patch16({p16} + {n2}, {args.format(b='c_')});",
-                f"        lmu_band_rows_i8(&{lin}, {wp}, {n2}, {p16}, {p16} + {n2}, {row2}, {row2} + {cout});",
+                f"        lmu_band_patch16({p16} + 4, {args.format(b='c_')});",
+                f"        lmu_band_rows_i8(&{lin}, {wp}, {n4}, (const uint32_t *){xx}, {row2}, {row2} + {cout});",
                 f"        lmu_band_max_i8({pool.format(b='b_', r=row2)});",
                 "        if (c_ != b_) {",
                 f"            lmu_band_max_i8({pool.format(b='c_', r=f'{row2} + {cout}')});",
@@ -603,7 +608,10 @@ def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: in
                 "#else",
             ]
             + lines
-            + [f"    (void){wp}; (void){p16}; (void){row2};  /* lmu_band_rows_i8's, on the DSP cores */", "#endif"]
+            + [
+                f"    (void){wp}; (void){xx}; (void){row2};  /* lmu_band_rows_i8's, on the DSP cores */",
+                "#endif",
+            ]
         )
     lines.append(f"    lmu_band_push({hist}, {x}, {n_in * size}, {kt}); }}" if kt > 1 else "}")
     text = "\n".join(lines)

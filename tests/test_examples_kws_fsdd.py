@@ -156,7 +156,7 @@ def test_the_shipped_fold_fits_a_64k_ram_256k_flash_cortex_m4(tmp_path):
     c = rep["c"]
     assert c["device"]["name"] == "cortex-m4-64k" and c["device"]["fits"]
     assert c["ram_bytes"] + fe["state_bytes"] <= 64 * 1024 and c["flash_bytes_m4"] <= 256 * 1024
-    assert (c["ram_bytes"], fe["state_bytes"]) == (5720, 1440)  # docs/kws.md
+    assert (c["ram_bytes"], fe["state_bytes"]) == (5728, 1440)  # docs/kws.md
     assert c["macs_per_step"] == 153600  # 57,600 in the convolutional front end, docs/kws.md
 
 
