@@ -25,11 +25,12 @@ import negatives  # noqa: E402  (examples/kws, after the sys.path line as fsdd_s
 
 SUBSET = KWS_DIR / "fsdd_george"
 MINUTES = 1.0
-# measured with the committed model on the 100 shipped clips and 1-minute negative recordings (seed 7):
-# (detections, correct) per recording; every detection in a negative recording is a false alarm. The
-# model trained with espeak-ng's "zero" to "nine" as "not a digit" (until 2026-11-27) gave (91, 57),
-# (10, 0) and (22, 0)
-EXPECTED = {"digits": (96, 71), "real_negatives": (12, 0), "synthetic_negatives": (21, 0)}
+# measured with the committed model (the convolutional front end and cosine schedule, since 2026-11-28)
+# on the 100 shipped clips and 1-minute negative recordings (seed 7): (detections, correct) per
+# recording; every detection in a negative recording is a false alarm. The plain model before it gave
+# (96, 71), (12, 0) and (21, 0); the one trained with espeak-ng's "zero" to "nine" as "not a digit"
+# (until 2026-11-27) (91, 57), (10, 0) and (22, 0)
+EXPECTED = {"digits": (97, 88), "real_negatives": (15, 0), "synthetic_negatives": (19, 0)}
 
 
 def need(*tools):
@@ -133,8 +134,8 @@ def test_cortex_m4_streams_exactly_as_the_host(streamed):
         assert m4["outputs_sha256"] == host["outputs_sha256"] and m4["lines"] == host["lines"], name
         assert m4["stats"]["frames"] == host["stats"]["frames"] > 0
         # per frame on the M4 (QEMU -icount): the 8 kHz front end about 66k instructions, the model about
-        # 150k (docs/kws.md); the sums are 64-bit in stream.c (32 bits wrapped after minutes of audio)
-        assert 50_000 < m4["stats"]["fe_insn"] < 90_000 and 100_000 < m4["stats"]["net_insn"] < 200_000, name
+        # 263k (docs/kws.md); the sums are 64-bit in stream.c (32 bits wrapped after minutes of audio)
+        assert 50_000 < m4["stats"]["fe_insn"] < 90_000 and 200_000 < m4["stats"]["net_insn"] < 320_000, name
 
 
 def test_fixed_detection_counts_on_the_shipped_subset(streamed):

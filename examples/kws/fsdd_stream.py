@@ -19,7 +19,8 @@ A detection counts as correct when its frame ends within -0.3..+0.7 s of the end
 digit of the same class; every detection in a negative recording is a false alarm. Commands::
 
     python examples/kws/fsdd_stream.py data FSDD_FOLDER --speaker george --out DATA.npz   # training set
-    python examples/kws/fsdd_stream.py train DATA.npz --device cuda --out DIR             # torch, weights
+    python examples/kws/fsdd_stream.py train DATA.npz --front 8,16,32 --schedule cosine --device cuda \
+        --out DIR                                                                         # torch, weights
     python examples/kws/fsdd_stream.py to-keras DIR                                       # keras-lmu file
     python examples/kws/fsdd_stream.py evaluate FSDD_FOLDER [--speaker george] [--minutes 30]
                                        [--runtime host cortex-m4]
@@ -571,14 +572,14 @@ def main(argv=None):
         type=train_fsdd_torch.channels,
         default=(),
         help="a convolutional front end before the LMU, channels per block (e.g. 8,16,32; causal in time, "
-        "as train_fsdd_torch.py's; to-keras reads it from the weights); default none, the shipped model's",
+        "as train_fsdd_torch.py's; to-keras reads it from the weights); default none; the shipped model: 8,16,32",
     )
     t.add_argument(
         "--schedule",
         choices=train_fsdd_torch.SCHEDULES,
         default="constant",
-        help="learning rate: 2e-3 throughout (constant, the shipped model's) or falling to 0 along a half "
-        "cosine over the run's batches (as train_fsdd_torch.py's)",
+        help="learning rate: 2e-3 throughout (constant) or falling to 0 along a half cosine over the run's "
+        "batches (cosine, the shipped model's; as train_fsdd_torch.py's)",
     )
     t.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     t.add_argument("--out", default=str(kws.ROOT / "out" / "kws_fsdd_stream"), help="folder for the weights")

@@ -9,7 +9,8 @@ softmax), with an 11th class, "not a digit". A detection stands when the verifie
 with probability >= ``tau``.
 
     python examples/kws/fsdd_stream.py data FSDD_FOLDER --norm --out data_norm.npz   # about 2.5 min
-    python examples/kws/verify.py train data_norm.npz --out out/kws_fsdd_verify       # about 9 min on 2 cores
+    python examples/kws/verify.py train data_norm.npz --front 8,16,32 --schedule cosine \
+        --out out/kws_fsdd_verify                                                      # about 14 min on 2 cores
     python examples/kws/verify.py to-keras out/kws_fsdd_verify
     python examples/kws/fsdd_stream.py evaluate FSDD_FOLDER --verifier out/kws_fsdd_verify/verify.keras
 
@@ -278,14 +279,15 @@ def main(argv=None):
         "--front",
         type=train_fsdd_torch.channels,
         default=(),
-        help="a convolutional front end before the LMU, channels per block (e.g. 8,16,32; as train_fsdd_torch.py's)",
+        help="a convolutional front end before the LMU, channels per block (as train_fsdd_torch.py's); default "
+        "none; the shipped verifier: 8,16,32",
     )
     t.add_argument(
         "--schedule",
         choices=train_fsdd_torch.SCHEDULES,
         default="constant",
-        help="learning rate: 2e-3 throughout (constant, the shipped verifier's) or falling to 0 along a half "
-        "cosine over the run's batches (as train_fsdd_torch.py's)",
+        help="learning rate: 2e-3 throughout (constant) or falling to 0 along a half cosine over the run's "
+        "batches (cosine, the shipped verifier's; as train_fsdd_torch.py's)",
     )
     t.add_argument("--device", default="cpu")
     t.add_argument("--out", default=str(HERE.parents[1] / "out" / "kws_fsdd_verify"))
