@@ -76,8 +76,9 @@ static inline void lmu_band_max_f(float *y, const float *row, int32_t n, int32_t
 }
 
 /* The two-band path: on the cores with the DSP extension and no Helium (Cortex-M4, M7, M33). Helium keeps
- * lmu_qlinear30's four-row vectors per band, and ARMv6-M and the host their loops, which do better there. */
-#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__GNUC__)
+ * lmu_qlinear30's four-row vectors per band, and ARMv6-M and the host their loops, which do better there.
+ * -DLMU_BAND_PER_BAND (or -DLMU_PORTABLE) keeps one call per band everywhere (bench/band_conv.py). */
+#if LMU_PATH_DSP && !LMU_PATH_MVE && defined(__GNUC__) && !defined(LMU_BAND_PER_BAND)
 #define LMU_BAND_ROWS 1
 #else
 #define LMU_BAND_ROWS 0
