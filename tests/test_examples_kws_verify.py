@@ -8,6 +8,7 @@ missing."""
 
 import hashlib
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -111,6 +112,13 @@ def test_the_two_stages_in_stream_c_are_the_python_integer_pipeline_on_host_and_
     assert verify.STEPS_PER_FRAME == 1 and 450_000 < stats["frame_insn_max"] < 700_000, stats
     # RAM beside the streaming model: normalizer 132 B, ring, first frame and bookkeeping 2,636 B, state 5,728 B
     assert stats["ver_bytes"] == 8496, stats
+    # the whole Cortex-M4 image (both models, front end, detector, newlib with semihosting) fits 256 KB of
+    # flash: 251,872 B (docs/kws.md)
+    size = subprocess.run(
+        ["arm-none-eabi-size", str(work / "build" / "stream_cortex_m4")], capture_output=True, text=True
+    )
+    text, data = (int(v) for v in size.stdout.splitlines()[1].split()[:2])
+    assert 200_000 < text + data <= 256 * 1024, size.stdout
 
 
 def test_a_burst_gives_the_same_outputs_and_a_probability_equal_to_tau_stands(checked, tmp_path):
