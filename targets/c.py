@@ -493,11 +493,13 @@ def _read_output(path: Path, n_out: int) -> np.ndarray:
     return np.frombuffer(raw[20:], dtype=dt).reshape(N, T, F)
 
 
-def run_native(art, data: np.ndarray, runtime: str) -> tuple:
+def run_native(art, data: np.ndarray, runtime: str, with_state: bool = False) -> tuple:
     """Run int8 / int16 (quantized artifacts: int8, int16x8, int16) or float32 data ``(N, T, F)`` through the
     compiled harness.
 
-    Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``."""
+    Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``. With
+    ``with_state`` also the raw state struct after every step, ``(N, T, state_bytes)`` uint8, as written by
+    that runtime (the harness's 0x100 flag): ``(outputs, stats, states)``."""
     code = _DTYPE_CODES.get(data.dtype.type, 4)
     if runtime == "host":
         exe = _make(art.path, "harness_host")
@@ -513,7 +515,7 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
     with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp_name:
         tmp = Path(tmp_name)
-        _write_input(tmp / "lmu_in.bin", data, code)
+        _write_input(tmp / "lmu_in.bin", data, code | (0x100 if with_state else 0))
         cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
         r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
@@ -522,12 +524,15 @@ def run_native(art, data: np.ndarray, runtime: str) -> tuple:
                 f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}"
             )
         y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
+        states = np.fromfile(tmp / "lmu_state.bin", np.uint8) if with_state else None
     stats: dict[str, float] = {}
     for line in r.stdout.splitlines():
         if line.startswith("lmu-edge:"):
             stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
     if runtime != "host" and stats.get("steps"):
         stats["instructions_per_step"] = toolchain.instructions(stats["ticks"], runtime) / stats["steps"]
+    if states is not None:
+        return y, stats, states.reshape(y.shape[0], y.shape[1], -1)
     return y, stats
 
 

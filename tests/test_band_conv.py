@@ -223,14 +223,24 @@ TWO_BAND_SHAPES = [
 ]
 
 
+# every shape on the M4; the other cores (the same two-band source on the M7 and M33, the per-band path
+# on Helium and ARMv6-M) with the shape that has an odd patch, a partial row group, an odd band count and pool 3
+TWO_BAND_CASES = [("cortex-m4", i) for i in range(len(TWO_BAND_SHAPES))] + [
+    (core, 2) for core in ("cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0")
+]
+
+
 @needs_arm
-@pytest.mark.parametrize("kw", TWO_BAND_SHAPES, ids=["default", "kt1", "pool3", "kt4"])
-@pytest.mark.parametrize("runtime", ["cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m0"])
-def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on_every_core(kw, runtime, tmp_path):
-    # int8 layers with 30-bit accumulators take lmu_band_rows_i8 (two bands per call, packed int16
-    # weights) on the DSP cores and one lmu_qlinear_i8 call per band on Helium, ARMv6-M and the host
+@pytest.mark.parametrize(
+    "runtime, shape", TWO_BAND_CASES, ids=[f"{c}-{['default', 'kt1', 'pool3', 'kt4'][i]}" for c, i in TWO_BAND_CASES]
+)
+def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on_every_core(runtime, shape, tmp_path):
+    """int8 layers with 30-bit accumulators take lmu_band_rows_i8 (two bands per call, int8 weights packed two
+    rows at a time) on the DSP cores and one lmu_qlinear_i8 call per band on Helium, ARMv6-M and the host.
+    Outputs and every layer's frame history, read from the state the core wrote after each step, are the
+    integer reference's bit for bit."""
     rng = np.random.default_rng(11)
-    g = band_graph(rng, **kw)
+    g = band_graph(rng, **TWO_BAND_SHAPES[shape])
     x = rng.standard_normal((2, 9, g.input_features))
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
@@ -238,9 +248,20 @@ def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on
     convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
     assert src.count("lmu_band_rows_i8(") == len(convs) == src.count("lmu_qlinear_i8(&model_l") - 1
     xq = intsim.quantize_input(qg, x)
-    y, stats = art.module.run_native(art, xq.astype(np.int8), runtime)
+    y, stats, states = art.module.run_native(art, xq.astype(np.int8), runtime, with_state=True)
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
     assert stats["instructions_per_step"] > 0
+    fields = _state_offsets((art.path / "model.h").read_text())
+    assert states.shape == (*xq.shape[:2], stats["state_bytes"])
+    ref = intsim.IntStream(qg)
+    for n in range(xq.shape[0]):
+        ref.reset(1)
+        for t in range(xq.shape[1]):
+            ref.step(xq[n, t][None].astype(np.int64))
+            for i in (i for i in convs if qg.layers[i].kernel_t > 1):  # kernel_t 1 keeps no frames
+                off, ftype, count = fields[f"l{i}_hist"]
+                c_hist = states[n, t, off : off + count * np.dtype(ftype).itemsize].view(ftype).astype(np.int64)
+                assert np.array_equal(c_hist, ref.runners[i].hist.reshape(-1)), f"{runtime} l{i} history {n}, {t}"
 
 
 @pytest.mark.parametrize("target", ["tflite", "onnx"])
