@@ -139,7 +139,7 @@ static inline void lmu_band_patch16(int16_t *q, const int8_t *hist, const int8_t
 /* Two bands' rows of an int8 band convolution marked acc30: y0[j] = lmu_qrow30 of bias_j + zsum_j +
  * sum_i p0[i] w_ji and y1[j] the same of p1, the patches interleaved in xx by lmu_band_patch16 (p0 at xx,
  * p1 at xx + 4 int16). wp: the
- * int8 weights packed by the code generator (c_codegen.band_pack), word-aligned: for each pair of rows and
+ * int8 weights packed by the code generator (c_layers.band_pack), word-aligned: for each pair of rows and
  * each group of four columns c0..c3 the four bytes w[c0] w[c2] w[c1] w[c3] of the first row, then of the
  * second (a missing last row and the columns past the patch: zeros), so SXTB16 of a word gives (w[c0],
  * w[c1]) and with ROR #8 (w[c2], w[c3]), the pairs of the patch's words. n4: the patch size rounded up to a
