@@ -237,7 +237,8 @@ def test_digits_example_reaches_its_stated_accuracy():
         sys.path.pop(0)
     res = nengo_digits.main(["--neurons", "100"])
     assert res["float_accuracy"] >= 0.95
-    # docs/neuromorphic.md states >= 0.9 for spiking-relu, 100 neurons per dimension, 10 steps per pixel
-    assert res["rows"][0]["accuracy"] >= 0.9
-    assert res["rows"][0]["argmax_agreement"] >= 0.9
+    # README and docs/neuromorphic.md: 0.958 (46 of 48) for spiking-relu, 100 neurons per dimension,
+    # 10 steps per pixel; the network is seeded, so the count is exact
+    assert round(res["rows"][0]["accuracy"] * 48) == 46, res["rows"][0]
+    assert res["rows"][0]["argmax_agreement"] >= 0.97
     assert (EXAMPLES / "digits_lmu.lmu.npz").exists()

@@ -139,9 +139,10 @@ def quantized(tmp_path_factory):
 def test_int16x8_split_form_beats_the_plain_conversion(quantized):
     g, arts = quantized
     q = json.loads((arts["int16x8"].path / "report.json").read_text())["quantization"]
-    # plain conversion: Abar as 8-bit weights (the issue measured ~14 dB); split form: >= 30 dB
-    assert q["plain"]["sqnr_db_vs_float"] < 20
-    assert q["sqnr_db_vs_float"] >= 30, q
+    # plain conversion: Abar as 8-bit weights (the issue measured ~14 dB); split form: measured 41.06 dB,
+    # the plain one 15.49 (README: 41 and 15 dB; the conversion is deterministic)
+    assert 15.0 <= q["plain"]["sqnr_db_vs_float"] < 16.0, q["plain"]
+    assert q["sqnr_db_vs_float"] >= 40.5, q
 
 
 @pytest.mark.slow
@@ -152,8 +153,9 @@ def test_int8_with_an_int16_state_path_beats_the_plain_conversion(quantized):
     # plain full-int8 conversion: Abar as 8-bit weights and an 8-bit state (the issue measured 12.7 dB);
     # split form with the int16 state path: 34.5 dB, below widen_db, so the hidden TANH and the input join
     # it: 37.9 (the TANH alone gave 35.8, short of 36)
-    assert q["state_path"] == "int16" and q["plain"]["sqnr_db_vs_float"] < 20
-    assert q["sqnr_db_vs_float"] >= 36, q
+    # README: 37.9 dB against the plain converter's 12
+    assert q["state_path"] == "int16" and 11.5 <= q["plain"]["sqnr_db_vs_float"] < 12.5, q["plain"]
+    assert q["sqnr_db_vs_float"] >= 37.5, q
     assert q["widened"] == ["TANH -> Tanh", "input x"] and 34.0 < q["int8_sqnr_db"] < 35.0, q
     io = json.loads((art_io := arts["int8"].path / "io.json").read_text())
     dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
