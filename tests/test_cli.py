@@ -345,6 +345,20 @@ def test_quiet_means_nothing_on_stderr(target, tmp_path):
     assert r.stderr == ""
 
 
+def test_lmu_edge_debug_shows_the_traceback_and_keeps_native_logs(tmp_path):
+    # README: "LMU_EDGE_DEBUG=1 shows the traceback" and, with --quiet, "keeps" TensorFlow's native logs
+    env = dict(os.environ, LMU_EDGE_DEBUG="1")
+    r = subprocess.run(lmu_edge_cli() + ["inspect", str(tmp_path / "nope.lmu.npz")], capture_output=True, text=True,
+                       timeout=300, env=env)  # fmt: skip
+    assert r.returncode != 0 and "Traceback (most recent call last)" in r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].endswith("nope.lmu.npz: no such file"), r.stderr
+    args = ["convert", EXAMPLES / "keras_digits.h5", "-t", "tflite", "--quantize", "int8", "--calibration",
+            EXAMPLES / "digits_calibration_x.npy", "-o", tmp_path / "o", "-q"]  # fmt: skip
+    r = subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stderr
+    assert "absl::InitializeLog" in r.stderr  # TensorFlow's C++ log, silenced without the variable (test above)
+
+
 @pytest.mark.parametrize("quantize", ["float", "float32"])
 def test_bit_widths_without_a_quantized_mode_are_refused_not_ignored(quantize, tmp_path):
     r = cli(

@@ -100,7 +100,7 @@ def test_targets_without_the_implicit_step_refuse_it_in_one_line(tmp_path, targe
     with pytest.raises(LmuEdgeError) as e:
         lmu_edge.convert(g, target, tmp_path / target)
     msg = str(e.value)
-    assert "\n" not in msg and "'pade'" in msg and "rk4" in msg and target in msg
+    assert "\n" not in msg and "'pade'" in msg and "--realization rk4" in msg and "or zoh" in msg and target in msg
 
 
 @pytest.mark.parametrize("state_bits,max_lsb,max_of_bound", [(16, 100, 5e-3), (32, None, 1e-3)])
