@@ -158,6 +158,11 @@ def test_the_shipped_fold_fits_a_64k_ram_256k_flash_cortex_m4(tmp_path):
     assert c["ram_bytes"] + fe["state_bytes"] <= 64 * 1024 and c["flash_bytes_m4"] <= 256 * 1024
     assert (c["ram_bytes"], fe["state_bytes"]) == (5728, 1440)  # docs/kws.md
     assert c["macs_per_step"] == 153600  # 57,600 in the convolutional front end, docs/kws.md
+    # docs/kws.md's table and the README: exact instruction counts (QEMU -icount), flash and the real-time factors
+    row = footprint_fsdd.summary(rep, fe)
+    assert (row["model_instructions_per_frame"], row["frontend_instructions_per_frame"]) == (277891, 66325), row
+    assert row["model_flash_bytes_m4"] == 104516, row
+    assert (round(row["real_time_factor_64mhz"], 2), round(row["real_time_factor_168mhz"], 2)) == (0.67, 0.26), row
 
 
 def test_speaker_normalization_is_causal_and_learns_only_from_speech():

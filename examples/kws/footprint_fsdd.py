@@ -59,18 +59,10 @@ def measure(work, model=HERE / "fsdd_model" / "lmu_george.keras", calib=HERE / "
     return rep, fe
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--verifier", action="store_true", help="measure the second stage (verify.py) instead")
-    a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="kws_fp_") as tmp:
-        if a.verifier:
-            import verify
-
-            rep, fe = measure(tmp, verify.MODEL, verify.companion(verify.MODEL, "calib"))
-        else:
-            rep, fe = measure(tmp)
+def summary(rep, fe, verifier=False) -> dict:
+    """The printed table of :func:`measure`'s results: instructions, RAM, flash and the real-time factors
+    (``verifier``: the second stage's numbers per detection instead of the front end's and the real-time
+    factors)."""
     c, v = rep["c"], rep["verification"]
     model = v.get("instructions_per_step_m4")
     if model is None:
@@ -88,7 +80,9 @@ def main(argv=None):
         "fits": c["device"]["fits"],
         "cpi_assumed": CPI,
     }
-    if a.verifier:  # once per detection, over its window up to 10 frames after it; the front end is the stream's
+    if verifier:  # once per detection, over its window up to 10 frames after it; the front end is the stream's
+        import verify
+
         n = verify.WINDOW
         row = {k: v for k, v in row.items() if not k.startswith("frontend")}
         row["window_bytes"] = n * fsdd.CFG.n_mels  # the int8 normalized frames a device keeps for it
@@ -98,6 +92,22 @@ def main(argv=None):
     else:
         for mhz in (64, 168):
             row[f"real_time_factor_{mhz}mhz"] = round(total * CPI / (mhz * 1e6 * 0.010), 3)
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--verifier", action="store_true", help="measure the second stage (verify.py) instead")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kws_fp_") as tmp:
+        if a.verifier:
+            import verify
+
+            rep, fe = measure(tmp, verify.MODEL, verify.companion(verify.MODEL, "calib"))
+        else:
+            rep, fe = measure(tmp)
+    row = summary(rep, fe, a.verifier)
     for k, val in row.items():
         print(f"{k:34s} {val}")
     if a.json:
