@@ -19,13 +19,11 @@ import lmu_edge
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(MODELS / "torch_psmnist_small.safetensors"))
-    ap.add_argument("--n", type=int, default=1000)
-    a = ap.parse_args()
-    x = np.load(MODELS / "psmnist_test_x.npy")[: a.n, :, None].astype(np.float32) / 255.0
-    y = np.load(MODELS / "psmnist_test_y.npy")[: a.n]
+def evaluate(model=MODELS / "torch_psmnist_small.safetensors", n=1000) -> list:
+    """``[(what, accuracy), ...]`` on the first ``n`` shipped test digits: PyTorch (when installed),
+    ``lmu_edge.simulate``, the integer reference and the C builds (float32 and int8) on the host."""
+    x = np.load(MODELS / "psmnist_test_x.npy")[:n, :, None].astype(np.float32) / 255.0
+    y = np.load(MODELS / "psmnist_test_y.npy")[:n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
 
     def acc(out):
@@ -38,11 +36,11 @@ def main():
         from lmu_edge.torch import load_checkpoint
 
         with torch.no_grad():
-            y_torch = load_checkpoint(a.model)(torch.tensor(x)).numpy()
+            y_torch = load_checkpoint(str(model))(torch.tensor(x)).numpy()
             rows.append(("PyTorch model (float32, parallel mode)", acc(y_torch)))
     except ImportError:
         pass
-    g = lmu_edge.load(a.model)
+    g = lmu_edge.load(model)
     rows.append(("lmu_edge.simulate (float64)", acc(lmu_edge.simulate(g, x))))
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("float", "int8"):
@@ -51,6 +49,15 @@ def main():
                 quantized = lmu_edge.load(art.path / "quantized.lmu.npz")
                 rows.append(("integer reference", acc(lmu_edge.simulate(quantized, x))))
             rows.append((f"C {q} (host)", acc(art.run(x))))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=str(MODELS / "torch_psmnist_small.safetensors"))
+    ap.add_argument("--n", type=int, default=1000)
+    a = ap.parse_args()
+    rows = evaluate(a.model, a.n)
     print(f"{Path(a.model).name}: {a.n} psMNIST test digits")
     for name, v in rows:
         print(f"  {name:<42} accuracy {v:.4f}")
