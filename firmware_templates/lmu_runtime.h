@@ -1096,35 +1096,41 @@ typedef struct {
     int32_t hc_frac;
     int32_t r;        /* Runge-Kutta order, 1..4 (the stages' Taylor weights 1/k! by Horner) */
     int32_t substeps; /* RK steps per input sample */
-    int32_t u_shift;  /* u's fractional bits over the state's: u is brought to the state's scale first */
+    int32_t u_shift;  /* u's fractional bits over the working value's: u is brought to its scale first */
     int32_t bits;     /* the state saturates to a signed `bits`-bit range */
+    int32_t guard;    /* the substeps run on the state with this many more fractional bits */
 } lmu_rk_memory_t;
 
 /* Structured Runge-Kutta memory in integers (lmu_edge/qir.py QRKMemory): per channel and substep,
  *   w_1 = h A m + h B u, w_k = h A w_(k-1) (k = 2..r), m <- sat_bits(m + w_1 + w_2/2 + ... + w_r/r!),
  * with the LMU's A and B in O(q) from prefix sums (P: sum_(j<=i) m_j, T: sum_j m_j, S: sum_(j<=i) (-1)^j m_j):
  *   h (A m + B u)_i = hc_i (P - T + (-1)^i (u - S)),
- * so a step costs O(r q), not O(q^2). Every product and sum is int64 (states of up to 32 bits, hc below 2^31);
- * each h A product is rounded half up once. Scratch: w, r * q int64. */
+ * so a step costs O(r q), not O(q^2). The substeps run on x = m << guard (saturated to bits + guard bits), and
+ * m = sat_bits(round(x >> guard)) after the last: one rounding to the state's LSB per sample, not one per
+ * substep (bits + guard is at most 32: x is int32). Every product and sum is int64 (hc below 2^31); each h A
+ * product is rounded half up once. Scratch: w, r * q int64 (the stages), and x, q int32. */
 #define LMU_DEFINE_RK_MEMORY(NAME, ST)                                                                                 \
-    static inline void NAME(const lmu_rk_memory_t *cfg, ST *m, const int32_t *u, int64_t *w) {                         \
+    static inline void NAME(const lmu_rk_memory_t *cfg, ST *m, const int32_t *u, int64_t *w, int32_t *x) {             \
         static const int64_t inv16[5] = {0, 0, 32768, 21845, 16384};                                                   \
         const int32_t d = cfg->d, q = cfg->q, hc_frac = cfg->hc_frac, r = cfg->r, substeps = cfg->substeps;            \
-        const int32_t u_shift = cfg->u_shift, bits = cfg->bits;                                                        \
+        const int32_t u_shift = cfg->u_shift, bits = cfg->bits, guard = cfg->guard;                                    \
         const int32_t *hc = cfg->hc;                                                                                   \
         int32_t c, s, i, k;                                                                                            \
         for (c = 0; c < d; ++c) {                                                                                      \
             ST *mc = m + c * q;                                                                                        \
             const int64_t um = lmu_shift_round((int64_t)u[c], u_shift);                                                \
+            for (i = 0; i < q; ++i) {                                                                                  \
+                x[i] = (int32_t)lmu_shift_round((int64_t)mc[i], -guard);                                               \
+            }                                                                                                          \
             for (s = 0; s < substeps; ++s) {                                                                           \
                 int64_t P = 0, S = 0, T = 0;                                                                           \
                 for (i = 0; i < q; ++i) {                                                                              \
-                    T += mc[i];                                                                                        \
+                    T += x[i];                                                                                         \
                 }                                                                                                      \
                 for (i = 0; i < q; ++i) {                                                                              \
                     const int64_t alt = (i & 1) ? -1 : 1;                                                              \
-                    P += mc[i];                                                                                        \
-                    S += alt * mc[i];                                                                                  \
+                    P += x[i];                                                                                         \
+                    S += alt * x[i];                                                                                   \
                     w[i] = lmu_shift_round((int64_t)hc[i] * (P - T + alt * (um - S)), hc_frac);                        \
                 }                                                                                                      \
                 for (k = 1; k < r; ++k) {                                                                              \
@@ -1148,8 +1154,11 @@ typedef struct {
                     for (k = r - 1; k >= 1; --k) {                                                                     \
                         acc = w[(k - 1) * q + i] + lmu_shift_round(acc * inv16[k + 1], 16);                            \
                     }                                                                                                  \
-                    mc[i] = (ST)lmu_sat((int64_t)mc[i] + acc, bits);                                                   \
+                    x[i] = (int32_t)lmu_sat((int64_t)x[i] + acc, bits + guard);                                        \
                 }                                                                                                      \
+            }                                                                                                          \
+            for (i = 0; i < q; ++i) {                                                                                  \
+                mc[i] = (ST)lmu_sat(lmu_shift_round(x[i], guard), bits);                                               \
             }                                                                                                          \
         }                                                                                                              \
     }

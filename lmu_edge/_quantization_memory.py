@@ -150,7 +150,11 @@ def rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes, cal
     """Runge-Kutta substeps of the LMU's structured system: the structure coefficients in fixed point,
     the state's bound counting the roundings of every stage."""
     c = lti.structure_coefficients(q, theta) / mem.substeps
-    hb = min(31, 62 - (st_bits + int(math.ceil(math.log2(q + 1))) + 3))
+    # the substeps run on the state with guard more fractional bits (a 24-bit working value for states of up
+    # to 16 bits, none past 24) and round once per sample: rounded to the state's LSB at every substep, the
+    # increments of many substeps drowned a 16-bit state in rounding noise
+    guard = max(0, min(8, 24 - st_bits))
+    hb = min(31, 62 - (st_bits + guard + int(math.ceil(math.log2(q + 1))) + 3))
     fh = coeff_frac(c, hb)
     hcq = np.round(c * 2.0**fh)
     M, N = lti.rk_map(q, theta, mem.rk_order, mem.substeps)  # (hc rounding is measured below)
@@ -158,14 +162,16 @@ def rk_memory(mem: ir.RungeKutta, q, theta, st_bits, u_type, horizon, notes, cal
     err = ir_error(Mq, Nq, M, N, horizon)
     rho = lti.spectral_radius(Mq)
     G, Ngain = l1_gains(Mq, Nq, horizon)
-    noise = mem.substeps * (2 * mem.rk_order) * 0.5  # roundings per sample, half an LSB each
+    # roundings per sample: 2 r per substep of half a working LSB each, and the state's own half an LSB
+    noise = mem.substeps * (2 * mem.rk_order) * 0.5 * 2.0**-guard + 0.5
     fm = fit_state(G, Ngain, u_type.max, st_bits, cal, noise_lsb=noise)
     notes.append(
-        f"rk{mem.rk_order} x{mem.substeps}: coefficients fixed<{hb},{fh}>, impulse-response error {err:.2e}, "
+        f"rk{mem.rk_order} x{mem.substeps}: coefficients fixed<{hb},{fh}>, {guard} guard bits, "
+        f"impulse-response error {err:.2e}, "
         f"spectral radius {rho:.6f}"
     )
     return (
-        qir.QRKMemory(mem.rk_order, mem.substeps, hcq.astype(np.int32), fh),
+        qir.QRKMemory(mem.rk_order, mem.substeps, hcq.astype(np.int32), fh, guard),
         fm,
         G * u_type.max + Ngain * noise * 2.0**-fm,
         err,

@@ -19,6 +19,7 @@ of at most 2^15 times weights of at most 2^7) and requantize with
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -209,11 +210,13 @@ class _LMURun(_Run):
             return st.saturate(shift_round(self.buf @ self.KT, self.fir_shift, st.rounding))
         if isinstance(mem, pade.QPadeMemory):
             return pade_memory_int(m, u, mem, st)
-        alt, hc, f = _alt(L.order), self.hc, mem.hc_frac
-        um = shift_round(u, self.ut.frac - st.frac, st.rounding)[..., None]
+        alt, hc, f, g = _alt(L.order), self.hc, mem.hc_frac, mem.guard
+        um = shift_round(u, self.ut.frac - st.frac - g, st.rounding)[..., None]
+        xt = dataclasses.replace(st, width=st.width + g, frac=st.frac + g)  # the working value's type
+        x = shift_round(m, -g)
         for _ in range(mem.substeps):
-            P = np.cumsum(m, axis=-1)
-            S = np.cumsum(m * alt, axis=-1)
+            P = np.cumsum(x, axis=-1)
+            S = np.cumsum(x * alt, axis=-1)
             w = [shift_round(hc * (P - P[..., -1:] + alt * (um - S)), f, st.rounding)]
             for _k in range(1, mem.rk_order):
                 P = np.cumsum(w[-1], axis=-1)
@@ -222,8 +225,8 @@ class _LMURun(_Run):
             acc = w[-1]
             for k in range(mem.rk_order - 1, 0, -1):
                 acc = w[k - 1] + shift_round(acc * qir.RK_INV16[k + 1], 16, st.rounding)
-            m = st.saturate(m + acc)
-        return m
+            x = xt.saturate(x + acc)
+        return st.saturate(shift_round(x, g, st.rounding))
 
     def step(self, x):
         L = self.L

@@ -478,6 +478,7 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             f"{tag}_hc", "int32_t", mem.hc, f"{c_comment(L.name)}: h*(2i+1)/theta, {mem.hc_frac} fractional bits"
         )
         w = code.state("int64_t", f"{tag}_w", mem.rk_order * q)
+        x = code.state("int32_t", f"{tag}_x", q)  # the state at the working precision (bits + guard <= 32)
         cfg = code.params(
             "lmu_rk_memory_t",
             f"{tag}_memory",
@@ -488,11 +489,12 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
                 ("hc_frac", mem.hc_frac),
                 ("r", mem.rk_order, f"RK{mem.rk_order}"),
                 ("substeps", mem.substeps),
-                ("u_shift", L.u_type.frac - L.state_type.frac),
+                ("u_shift", L.u_type.frac - L.state_type.frac - mem.guard),
                 ("bits", bits),
+                ("guard", mem.guard),
             ],
         )
-        lines.append(f"lmu_rk_memory_s{bits_tag(st)}({cfg}, {m}, {u}, {w});")
+        lines.append(f"lmu_rk_memory_s{bits_tag(st)}({cfg}, {m}, {u}, {w}, {x});")
         code.macs += d * lti.rk_cost(q, mem.rk_order, mem.substeps)[0] // 2
     elif getattr(mem, "TYPE", None) == "q_pade_memory":
         lines.append(pade_memory_call(code, tag, L, m, u, bits))

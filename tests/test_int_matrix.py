@@ -233,11 +233,17 @@ MIXED8 = [
     ("zoh", 16, 16, 6, 16.0, {"hidden": "simple_rnn", "rnn_path": True, "widen_db": 36.0}),
 ]
 MIXED16 = [("zoh", 16, 16, 6, 16.0, {"heads": True, "widen_db": 60.0, "mode": "int8"})]
+#: RK's short 8-bit cases have a provable bound since the substeps round at the working precision (guard
+#: bits), so this long window's unprovable 8-bit bound saturates the RK kernel: the working value's bound
+#: (bits + guard) and the state's, compared with the reference step by step. Last in the image, so the
+#: cases before it keep their seeds (4000 + their index).
+SATURATING8 = [("rk4", 8, None, 16, 200.0, {})]
 
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
-    return _build(tmp_path_factory, [c + ({},) for c in CASES] + SHAPE_CASES + [HEADS_CASE] + MIXED8, "int8")
+    cases = [c + ({},) for c in CASES] + SHAPE_CASES + [HEADS_CASE] + MIXED8 + SATURATING8
+    return _build(tmp_path_factory, cases, "int8")
 
 
 @pytest.fixture(scope="module")
@@ -480,7 +486,8 @@ def test_the_mixed_precision_cases_change_width_in_both_directions(matrix, matri
     API with 16-bit layers inside, converted up and down; in the int16 image an int16 input whose int8
     layers follow a conversion down. Every other int8 case is all-int8 (their kernels are the point)."""
     cases8, cases16 = matrix[2], matrix16[2]
-    for c in cases8[: -len(MIXED8)]:
+    cases8 = cases8[: -len(SATURATING8)]
+    for c in cases8[: -len(MIXED8)] + matrix[2][-len(SATURATING8) :]:
         assert {b for _, b in c["widths"]} == {8} and not c["info"].get("widened"), c["case"]
     for c in cases8[-len(MIXED8) :]:
         w = c["widths"]
