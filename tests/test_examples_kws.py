@@ -25,8 +25,6 @@ needs_arm = pytest.mark.skipif(
 )
 
 STREAM_SECONDS, STREAM_SEED = 40.0, 11
-# measured on this stream with the committed model (docs/kws.md): precision and recall, with margin
-MIN_PRECISION, MIN_RECALL = 0.5, 0.35  # measured 0.75 and 0.53 (9 of 12 detections, 17 keywords)
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +73,9 @@ def test_int8_pipeline_detects_held_out_keywords(stream, python_run):
     audio, events = stream
     _, lines, _, dets = python_run
     precision, recall, correct, n_det, n_kw = kws.score(dets, events)
-    assert n_kw >= 15
-    assert precision >= MIN_PRECISION, (precision, lines)
-    assert recall >= MIN_RECALL, (recall, lines)
+    # README and docs/kws.md: precision 0.82 and recall 0.53 on this stream (9 of 11 detections right, 17
+    # keywords); the stream and the integer pipeline are deterministic, so the counts are exact
+    assert (correct, n_det, n_kw) == (9, 11, 17), (precision, recall, lines)
 
 
 @needs_gcc
@@ -100,12 +98,18 @@ def test_cortex_m_detections_equal_the_host(stream, python_run, builds, cpu):
     lines, y, stats = kws.run_stream(builds[cpu], cpu, stream[0])
     assert lines == lines_py
     np.testing.assert_array_equal(y.astype(np.int64), y_py)
-    assert stats["fe_insn"] > 0 and stats["net_insn"] > 0
+    # README and docs/kws.md: 3,992 B of RAM (front end 2,864, model 976, detector 152); instructions per frame
+    # as measured on the demo's stream (2026-11-29). This stream is other audio, and the per-frame counts depend
+    # a little on the audio: here M4 141,592 + 21,048, M0 254,361 + 63,867
+    assert (stats["fe_bytes"], stats["net_bytes"], stats["det_bytes"]) == (2864, 976, 152), stats
+    fe, net = {"cortex-m4": (141589, 21048), "cortex-m0": (254364, 63951)}[cpu]
+    assert stats["fe_insn"] == pytest.approx(fe, rel=2e-3) and stats["net_insn"] == pytest.approx(net, rel=2e-3), stats
 
 
 @needs_flite
 @pytest.mark.slow
 def test_int8_utterance_accuracy_on_held_out_flite_words(converted):
+    import lmu_edge
     from lmu_edge import intsim
 
     _, _, qg = converted
@@ -113,7 +117,11 @@ def test_int8_utterance_accuracy_on_held_out_flite_words(converted):
     x, _, _, _ = kws.sequences(words, labels, 150, np.random.default_rng(1))
     post = intsim.dequantize_output(qg, intsim.run_int(qg, x.astype(np.int64)))
     acc = float(np.mean(kws.utterance_predictions(post) == labels))
-    assert acc >= 0.45, acc  # measured 0.564; 12 classes, chance ~0.08 (docs/kws.md)
+    post_f = lmu_edge.simulate(lmu_edge.load(kws.HERE / "kws_lmu.keras"), x * kws.FEATURE_SCALE)
+    acc_f = float(np.mean(kws.utterance_predictions(post_f) == labels))
+    # README and docs/kws.md: float 0.564 and int8 0.569 on the 360 held-out words (12 classes, chance
+    # ~0.08); flite and the seeded sequences are deterministic, so the counts are exact
+    assert len(labels) == 360 and (round(acc_f * 360), round(acc * 360)) == (203, 205), (acc_f, acc)
 
 
 @needs_arm
