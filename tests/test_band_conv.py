@@ -139,6 +139,12 @@ def _state_offsets(header: str) -> dict:
     return out
 
 
+def _history(raw: np.ndarray, fields: dict, i: int) -> np.ndarray:
+    """Layer ``i``'s frame history (``l<i>_hist``) read from the raw bytes of one state struct, as int64."""
+    off, ftype, n = fields[f"l{i}_hist"]
+    return raw[off : off + n * np.dtype(ftype).itemsize].view(ftype).astype(np.int64)
+
+
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
     rng = np.random.default_rng(5)
@@ -180,8 +186,7 @@ def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_inclu
         assert np.array_equal(y.astype(np.int64), y_ref), f"step {t}"
         raw = np.frombuffer(state.raw, np.uint8)
         for i in convs:
-            off, ftype, n = fields[f"l{i}_hist"]
-            c_hist = raw[off : off + n * np.dtype(ftype).itemsize].view(ftype).astype(np.int64)
+            c_hist = _history(raw, fields, i)
             assert np.array_equal(c_hist, ref.runners[i].hist.reshape(-1)), f"layer {i} history, step {t}"
             hist_seen += int(np.any(c_hist != c_hist[0]))
     assert hist_seen  # the histories held real frames, not only the zero point
@@ -259,8 +264,7 @@ def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on
         for t in range(xq.shape[1]):
             ref.step(xq[n, t][None].astype(np.int64))
             for i in (i for i in convs if qg.layers[i].kernel_t > 1):  # kernel_t 1 keeps no frames
-                off, ftype, count = fields[f"l{i}_hist"]
-                c_hist = states[n, t, off : off + count * np.dtype(ftype).itemsize].view(ftype).astype(np.int64)
+                c_hist = _history(states[n, t], fields, i)
                 assert np.array_equal(c_hist, ref.runners[i].hist.reshape(-1)), f"{runtime} l{i} history {n}, {t}"
 
 
