@@ -2,7 +2,8 @@
 # Runs tests/numpy1 (nengo-loihi's emulator, legacy tflite-runtime): packages that work only with numpy < 2.
 #   bash scripts/numpy1_tests.sh            extra arguments go to pytest
 # Creates (once) a second virtual environment .venv-numpy1 at the repository root with numpy<2, nengo,
-# nengo-loihi, tflite-runtime 2.14 and lmu-edge[test] (editable); a pip constraint keeps numpy below 2.
+# nengo-loihi, tflite-runtime 2.14, pytest and lmu-edge (editable); a pip constraint keeps numpy below 2.
+# Not the [test] extra: its linters (mypy, ruff, pre-commit: about 100 MB) run in .venv only.
 # Exits with pytest's code; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,13 +19,13 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # reinstall when pyproject.toml changed since the last install
 if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
-    echo "== installing numpy<2, nengo, nengo-loihi, tflite-runtime and lmu-edge[test] into $VENV"
+    echo "== installing numpy<2, nengo, nengo-loihi, tflite-runtime, pytest and lmu-edge into $VENV"
     constraint="$VENV/numpy1-constraints.txt"
     log="$VENV/install.log"
     echo "numpy<2" > "$constraint"
     if ! { "${PIP[@]}" --upgrade pip &&
            "${PIP[@]}" -c "$constraint" "numpy<2" "nengo>=4.0" "nengo-loihi>=1.1" "tflite-runtime==2.14.*" &&
-           "${PIP[@]}" -c "$constraint" -e ".[test]"; } >"$log" 2>&1; then
+           "${PIP[@]}" -c "$constraint" "pytest>=8" -e .; } >"$log" 2>&1; then
         tail -n 40 "$log"
         echo "installing into $VENV failed; the whole pip log is in $log"
         exit 1

@@ -28,12 +28,27 @@ KWS_PACKAGES=(espeak-ng flite festival festvox-kdlpc16k)
 LINT_PACKAGES=(clang-format)
 
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
-    local PY="${PYTHON:-python3}"
+    local PY="${PYTHON:-python3}" extras="$1"
+    local PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
     if [ ! -x .venv/bin/python ]; then
         echo "== creating .venv"
         "$PY" -m venv .venv
     fi
-    echo "== installing lmu-edge${1:+[$1]} into .venv"
-    .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install -q --disable-pip-version-check -c scripts/constraints.txt -e ".${1:+[$1]}"
+    echo "== installing lmu-edge${extras:+[$extras]} into .venv"
+    "${PIP[@]}" --upgrade pip
+    # Disk: CI machines have had as little as 4.1 GB free. On Linux x86-64 the keras and tflite extras get
+    # TensorFlow's CPU-only wheel (tensorflow-cpu: 1.3 GB installed, against 1.9 GB for the tensorflow wheel,
+    # whose GPU kernels no test uses) and keras-lmu without its dependency on the "tensorflow" distribution
+    # (it needs only the module, which tensorflow-cpu provides). LMU_EDGE_TF_CPU=0 keeps the plain extras.
+    if [ "${LMU_EDGE_TF_CPU:-1}" = 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] &&
+        [[ ",$extras," == *,keras,* || ",$extras," == *,tflite,* ]]; then
+        local lmu=""
+        [[ ",$extras," == *,keras,* ]] && lmu="keras-lmu>=0.8"
+        extras=$(echo ",$extras," | sed -e 's/,keras,/,/' -e 's/,tflite,/,tflite-runtimes,/' -e 's/^,//' -e 's/,$//')
+        "${PIP[@]}" -c scripts/constraints.txt tensorflow-cpu -e ".${extras:+[$extras]}"
+        # last, and with --no-deps, so that no pip run after it reports the "tensorflow" it does not see
+        [ -z "$lmu" ] || "${PIP[@]}" -c scripts/constraints.txt --no-deps "$lmu"
+        return 0
+    fi
+    "${PIP[@]}" -c scripts/constraints.txt -e ".${extras:+[$extras]}"
 }

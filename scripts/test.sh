@@ -10,8 +10,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
-# the environments and the suite need about 6 GB of disk (docs/testing.md); say what there is, for a run that fails
-echo "== disk: $(df -Ph . | awk 'NR == 2 {print $4}') free here, $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}') in the temporary folder"
+# the three environments take about 3.4 GB of disk (README, "Installing torch"); say what there is at the
+# start and at the end, for a run that fails on it
+disk() { echo "== disk$1: $(df -Ph . | awk 'NR == 2 {print $4}') free here, $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}') in the temporary folder"; }
+disk ""
 
 apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}" "${LINT_PACKAGES[@]}"
 make_venv "test,keras,nengo,tflite,onnx,torch,nir"
@@ -74,6 +76,8 @@ summary() { { grep -hE "^=+ .*(passed|failed|error)" "$logs"/*.log || true; } | 
 passed=$(summary passed)
 failed=$(( $(summary failed) + $(summary error) ))
 rm -rf "$logs"
+disk " at the end"
+echo "== environments: $(du -sm .venv .venv-numpy1 .venv-sinabs 2>/dev/null | awk '{printf "%s%s %s MB", (NR > 1 ? ", " : ""), $2, $1}')"
 [ "$lint_rc" -eq 0 ] || { echo "lint: findings (scripts/lint.sh above)"; [ "$rc" -ne 0 ] || rc=1; }
 echo "${passed} passed, ${failed} failed"
 exit "$rc"

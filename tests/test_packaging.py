@@ -98,7 +98,7 @@ def test_wheel_holds_the_three_sub_packages(tmp_path):
     assert "lmu-edge = lmu_edge.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
-def test_the_test_environments_take_the_torch_scripts_constraints_pins():
+def test_the_test_environments_take_the_scripts_constraints_pins():
     # scripts/test.sh makes .venv (and scripts/sinabs_venv.sh .venv-sinabs) with -c scripts/constraints.txt;
     # without it pip takes PyPI's newest torch, whose CUDA libraries (about 4 GB per environment) once filled
     # CI's disk. Catches a pip call that drops the constraint.
@@ -109,7 +109,7 @@ def test_the_test_environments_take_the_torch_scripts_constraints_pins():
         for line in (ROOT / "scripts" / "constraints.txt").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     )
-    assert set(pins) == {"torch"}, pins
+    assert set(pins) == {"torch", "tensorflow-cpu"}, pins
     pythons = [sys.executable] + [os.environ[v] for v in ("LMU_EDGE_SINABS_PYTHON",) if os.environ.get(v)]
     if os.environ.get("CI") == "true":
         assert len(pythons) == 2, "scripts/test.sh sets LMU_EDGE_SINABS_PYTHON"
@@ -118,3 +118,26 @@ def test_the_test_environments_take_the_torch_scripts_constraints_pins():
             [py, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True
         )
         assert r.returncode == 0 and r.stdout.split("+")[0].strip() == pins["torch"], (py, r.stdout, r.stderr)
+
+
+def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
+    # README ("Installing torch"): CI machines have had 4.1 GB free, and the three environments take 3.4 GB
+    # only with CPU builds and no second copy. Catches make_venv installing the tensorflow wheel (0.6 GB more,
+    # or both wheels into one folder) and .venv-sinabs getting a torch of its own (0.8 GB more).
+    import os
+    import platform
+    import sysconfig
+
+    if os.environ.get("CI") != "true" and "LMU_EDGE_SINABS_PYTHON" not in os.environ:
+        pytest.skip("checks the environments scripts/test.sh makes (CI=true or LMU_EDGE_SINABS_PYTHON set)")
+    if platform.system() == "Linux" and platform.machine() == "x86_64" and os.environ.get("LMU_EDGE_TF_CPU") != "0":
+        assert importlib.metadata.version("tensorflow-cpu") == "2.21.0"
+        with pytest.raises(importlib.metadata.PackageNotFoundError):
+            importlib.metadata.version("tensorflow")
+        import keras_lmu  # noqa: F401  (installed --no-deps: the module, not the distribution, is what it needs)
+    code = "import torch, nir, sinabs; print(torch.__file__); print(nir.__file__); print(nir.__version__)"
+    r = subprocess.run([os.environ["LMU_EDGE_SINABS_PYTHON"], "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    torch_file, nir_file, nir_version = r.stdout.split()
+    assert torch_file.startswith(sysconfig.get_paths()["purelib"]), torch_file  # .venv's torch, no second copy
+    assert not nir_file.startswith(sysconfig.get_paths()["purelib"]) and nir_version == "1.0.4", r.stdout
