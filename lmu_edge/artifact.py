@@ -21,7 +21,7 @@ import numpy as np
 
 from . import folding, ir, irfile, limits, outdir, quantization, reference, registry
 from .arrays import load_array
-from .errors import ArtifactError, LmuEdgeError, QuantizationError, VerificationError, os_refusal
+from .errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError, VerificationError, os_refusal
 from .metrics import relative_error
 from .report import json_default
 from .targets import CheckedTarget, Target
@@ -258,8 +258,9 @@ def _convert(
     ``error_budget`` ``None`` (the default) follows the target's state width
     (:func:`lmu_edge.folding.default_budget`); the report says which and why.
     ``prefer`` is what ``auto`` minimises (``ops``, ``flash`` or ``ram``, see
-    :func:`lmu_edge.folding.rank`); by default ``flash`` when a ``device`` option
-    is given, else ``ops``. The report holds the trade-off of each choice.
+    :func:`lmu_edge.folding.rank`); by default ``ops``, and with a ``device`` option
+    ``ops`` where the artifact fits the device, else ``flash`` (converted again). The
+    report holds the preference, why, and the trade-off of each choice.
     """
     from . import load
 
@@ -323,97 +324,133 @@ def _convert(
         cal, _ = reference.check_input(source, cal, "calibration")
         if quantize != "float":
             quantization.check_calibration(cal)
-    if prefer is None:
-        prefer, prefer_why = ("flash", "a device was given") if options.get("device") else ("ops", "the default")
+    device = options.get("device")
+    if prefer is not None:
+        if prefer not in folding.PREFERENCES:
+            raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(folding.PREFERENCES)}")
+        attempts = [(prefer, "given")]
+    elif device:
+        # a device: the fewest operations where they fit it, else the fewest numbers stored. Preferring
+        # flash outright cost the shipped digits model 71x the Cortex-M0 instructions per step to save
+        # 1,296 of 256 KB of flash (README, "Weigh it on a Cortex-M0").
+        attempts = [("ops", f"it fits --device {device}"), ("flash", "")]
     else:
-        prefer_why = "given"
-    if prefer not in folding.PREFERENCES:
-        raise ArtifactError(f"prefer={prefer!r} is not one of {', '.join(folding.PREFERENCES)}")
-    graph = folding.fold(
-        source,
-        realization,
-        error_budget,
-        substeps=substeps,
-        progress=progress,
-        target=target,
-        quantized=quantize != "float",
-        prefer=prefer,
-    )
-
-    with outdir.writing(out_dir, overwrite) as tmp:
-        irfile.save(source, tmp / "source.lmu.npz")
-        irfile.save(graph, tmp / "model.lmu.npz")
-        extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
-        extra_report = extra.pop("report", {})
-        default_tol = max(DEFAULT_TOLERANCE, 100 * float(error_budget))
-        tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)
-        extra.pop("tolerance", None)
-        manifest = {
-            "format": ARTIFACT_FORMAT,
-            "version": ARTIFACT_VERSION,
-            "target": target,
-            "lmu_edge_version": _version(),
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
-            "quantize": quantize,
-            "options": {k: v for k, v in options.items()},
-            "tolerance": None if tol is None or math.isinf(tol) else float(tol),
-        }
-        manifest.update(extra)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-        art = Artifact(tmp, manifest)
-        x = cal if cal is not None else _probe_input(source)
-        y_art = art.run(x)
-        err = relative_error(y_art, reference.simulate(source, x))
-        verification = {
-            "input": "calibration data" if cal is not None else "seeded random probe",
-            "input_shape": list(x.shape),
-            "runtime": module.DEFAULT_RUNTIME,
-            "error_vs_source": err,
-            "tolerance": manifest["tolerance"],
-            "passed": bool(tol is None or err <= tol),
-        }
-        if isinstance(module, CheckedTarget):  # target-specific checks, e.g. bit-exactness with the integer reference
-            verification.update(module.check(art, x))
-        report = {
-            "model": source.name,
-            "target": target,
-            "quantize": quantize,
-            "layers": [_layer_report(layer) for layer in graph.layers],
-            "verification": verification,
-            "error_budget": {"value": float(error_budget), "why": budget_why},
-            "realization_choice": {
-                "prefer": prefer,
-                "why": prefer_why,
-                "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {})),
-            },
-        }
-        report.update(extra_report)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
-        # the accuracy report (report.json + report.html) on a bounded slice of the same data
-        from . import report as _report
-
-        qpath = tmp / "quantized.lmu.npz"
-        qg = irfile.load_ir(qpath) if qpath.exists() else None
-        if progress:
-            progress("writing the accuracy report")
-        same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
-        analysis = _report.analyze(
-            source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
-        )
-        for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
-            if t.get("path") == str(art.path):
-                t["path"] = str(out_dir)
-        report.update({k: v for k, v in analysis.items() if k not in report})
-        _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
-        if not verification["passed"]:
-            why = (
-                f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"
-                if tol is not None and err > tol
-                else "does not match its integer reference bit for bit (a bug: please report the model)"
+        attempts = [("ops", "the default")]
+    for n_try, (prefer, prefer_why) in enumerate(attempts):
+        try:
+            graph = folding.fold(
+                source,
+                realization,
+                error_budget,
+                substeps=substeps,
+                progress=progress,
+                target=target,
+                quantized=quantize != "float",
+                prefer=prefer,
             )
-            raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
+
+            with outdir.writing(out_dir, overwrite) as tmp:
+                irfile.save(source, tmp / "source.lmu.npz")
+                irfile.save(graph, tmp / "model.lmu.npz")
+                extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
+                extra_report = extra.pop("report", {})
+                default_tol = max(DEFAULT_TOLERANCE, 100 * float(error_budget))
+                tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)
+                extra.pop("tolerance", None)
+                manifest = {
+                    "format": ARTIFACT_FORMAT,
+                    "version": ARTIFACT_VERSION,
+                    "target": target,
+                    "lmu_edge_version": _version(),
+                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
+                    "quantize": quantize,
+                    "options": {k: v for k, v in options.items()},
+                    "tolerance": None if tol is None or math.isinf(tol) else float(tol),
+                }
+                manifest.update(extra)
+                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+                art = Artifact(tmp, manifest)
+                x = cal if cal is not None else _probe_input(source)
+                y_art = art.run(x)
+                err = relative_error(y_art, reference.simulate(source, x))
+                verification = {
+                    "input": "calibration data" if cal is not None else "seeded random probe",
+                    "input_shape": list(x.shape),
+                    "runtime": module.DEFAULT_RUNTIME,
+                    "error_vs_source": err,
+                    "tolerance": manifest["tolerance"],
+                    "passed": bool(tol is None or err <= tol),
+                }
+                if isinstance(
+                    module, CheckedTarget
+                ):  # target-specific checks, e.g. bit-exactness with the integer reference
+                    verification.update(module.check(art, x))
+                report = {
+                    "model": source.name,
+                    "target": target,
+                    "quantize": quantize,
+                    "layers": [_layer_report(layer) for layer in graph.layers],
+                    "verification": verification,
+                    "error_budget": {"value": float(error_budget), "why": budget_why},
+                    "realization_choice": {
+                        "prefer": prefer,
+                        "why": prefer_why,
+                        "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {})),
+                    },
+                }
+                report.update(extra_report)
+                (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
+                # the accuracy report (report.json + report.html) on a bounded slice of the same data
+                from . import report as _report
+
+                qpath = tmp / "quantized.lmu.npz"
+                qg = irfile.load_ir(qpath) if qpath.exists() else None
+                if progress:
+                    progress("writing the accuracy report")
+                same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
+                analysis = _report.analyze(
+                    source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
+                )
+                for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
+                    if t.get("path") == str(art.path):
+                        t["path"] = str(out_dir)
+                report.update({k: v for k, v in analysis.items() if k not in report})
+                _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
+                if not verification["passed"]:
+                    why = (
+                        f"differs from the source by {err:.3g} on the {verification['input']}, "
+                        f"more than the tolerance {tol:g}"
+                        if tol is not None and err > tol
+                        else "does not match its integer reference bit for bit (a bug: please report the model)"
+                    )
+                    raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
+        except DeviceFitError as e:
+            if n_try + 1 == len(attempts) or not _flash_could_help(graph, source):
+                raise
+            attempts[n_try + 1] = (
+                "flash",
+                f"with the fewest operations the model does not fit --device {device} ({e.problems})",
+            )
+            if progress:
+                progress(f"the fewest-operations model does not fit --device {device}; folding again for flash")
+            continue
+        break
     return open_artifact(out_dir)
+
+
+def _flash_could_help(graph: ir.Graph, source: ir.Graph) -> bool:
+    """Whether folding ``source`` again preferring flash can store fewer numbers than ``graph`` does:
+    this conversion folded some memory by ``auto`` to a realization storing more than O(q) numbers."""
+    if graph is source:  # folded before: the preference changes nothing
+        return False
+    auto = graph.metadata.get("fold", {}).get("tradeoffs", {})
+    return any(
+        lay.name in auto
+        and lay.measurement is not None
+        and lay.measurement.coeffs_stored > folding.FLASH_SMALL * lay.order
+        for lay in graph.lmu_layers
+    )
 
 
 def _check_number(value, name: str, lo: float, hi: float, low_open: bool = False) -> float:

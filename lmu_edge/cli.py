@@ -211,7 +211,8 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     type=click.Choice(["ops", "flash", "ram"]),
     default=None,
     help="What auto minimises: operations per step, flash (the fewest operations among realizations "
-    "storing O(q) numbers) or RAM (default: flash with --device, else ops); the trade-off is printed.",
+    "storing O(q) numbers) or RAM (default: ops; with --device, flash where the fewest operations do not fit "
+    "it); the trade-off is printed.",
 )
 @click.option(
     "--tolerance", type=TOLERANCE, help="Largest accepted relative output error against MODEL (default: the target's)."
@@ -223,7 +224,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     "--device",
     help="[c] Device profile the artifact must fit: cortex-m0-16k (256 KB flash / 16 KB RAM, run on QEMU's "
     "microbit), cortex-m0-32k (256 KB / 32 KB), cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB). "
-    "Makes --prefer flash the default.",
+    "With it --prefer defaults to ops where the model fits the device, else flash.",
 )
 @click.option(
     "--weight-bits",
@@ -362,9 +363,7 @@ def convert(
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
     choice = rep.get("realization_choice", {})
     for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
-        chose_for_you = choice["why"] != "given" and " instead of " in text
-        hint = "; --prefer ops keeps the fewest operations" if chose_for_you else ""
-        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']}{hint})")
+        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(

@@ -67,6 +67,15 @@ class ArtifactError(LmuEdgeError, ValueError):
     """An artifact directory is missing, incomplete or of an unknown target."""
 
 
+class DeviceFitError(ArtifactError):
+    """The artifact does not fit the flash or RAM of the ``device`` it was made for; ``problems`` says
+    what exceeds it, by how much."""
+
+    def __init__(self, message: str, problems: str = ""):
+        super().__init__(message)
+        self.problems = problems
+
+
 class VerificationError(LmuEdgeError, AssertionError):
     """An artifact's output differs from the reference beyond the tolerance."""
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__, intsim, irfile, toolchain
-from ..errors import ArtifactError, LmuEdgeError, QuantizationError
+from ..errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError
 from ..escape import c_comment
 from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
@@ -408,9 +408,10 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
         if any(getattr(getattr(lay, "memory", None), "TYPE", "") == "dense_ss" for lay in graph.lmu_layers):
             hints.append("--realization rk4 (stores q numbers instead of a q*q matrix)")
         hints.append("--state-bits 16 or fewer")
-        raise ArtifactError(
+        raise DeviceFitError(
             f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
-            f"try {', '.join(hints)}"
+            f"try {', '.join(hints)}",
+            problems="; ".join(problems),
         )
 
 
