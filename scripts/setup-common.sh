@@ -46,6 +46,8 @@ make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
         [[ ",$extras," == *,keras,* ]] && lmu="keras-lmu>=0.8"
         extras=$(echo ",$extras," | sed -e 's/,keras,/,/' -e 's/,tflite,/,tflite-runtimes,/' -e 's/^,//' -e 's/,$//')
         "${PIP[@]}" -c scripts/constraints.txt tensorflow-cpu -e ".${extras:+[$extras]}"
+        # TensorFlow's C++ headers (287 MB) serve only to compile custom operators, which nothing here does
+        rm -rf "$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/tensorflow/include"
         # last, and with --no-deps, so that no pip run after it reports the "tensorflow" it does not see
         [ -z "$lmu" ] || "${PIP[@]}" -c scripts/constraints.txt --no-deps "$lmu"
         return 0

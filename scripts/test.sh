@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup-common.sh
-# the three environments take about 3.4 GB of disk (README, "Installing torch"); say what there is at the
+# the three environments take about 3.1 GB of disk (README, "Installing torch"); say what there is at the
 # start and at the end, for a run that fails on it
 disk() { echo "== disk$1: $(df -Ph . | awk 'NR == 2 {print $4}') free here, $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}') in the temporary folder"; }
 disk ""

@@ -5,6 +5,7 @@ import importlib.metadata
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -121,7 +122,7 @@ def test_the_test_environments_take_the_scripts_constraints_pins():
 
 
 def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
-    # README ("Installing torch"): CI machines have had 4.1 GB free, and the three environments take 3.4 GB
+    # README ("Installing torch"): CI machines have had 4.1 GB free, and the three environments take 3.1 GB
     # only with CPU builds and no second copy. Catches make_venv installing the tensorflow wheel (0.6 GB more,
     # or both wheels into one folder) and .venv-sinabs getting a torch of its own (0.8 GB more).
     import os
@@ -135,6 +136,8 @@ def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
         with pytest.raises(importlib.metadata.PackageNotFoundError):
             importlib.metadata.version("tensorflow")
         import keras_lmu  # noqa: F401  (installed --no-deps: the module, not the distribution, is what it needs)
+        # and without TensorFlow's C++ headers (287 MB)
+        assert not (Path(sysconfig.get_paths()["purelib"]) / "tensorflow" / "include").exists()
     code = "import torch, nir, sinabs; print(torch.__file__); print(nir.__file__); print(nir.__version__)"
     r = subprocess.run([os.environ["LMU_EDGE_SINABS_PYTHON"], "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
