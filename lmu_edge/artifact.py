@@ -430,7 +430,7 @@ def _convert(
                 raise
             attempts[n_try + 1] = (
                 "flash",
-                f"with the fewest operations the model does not fit --device {device} ({e.problems})",
+                f"the fewest-operations model does not fit --device {device}: {e.problems}",
             )
             if progress:
                 progress(f"the fewest-operations model does not fit --device {device}; folding again for flash")

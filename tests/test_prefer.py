@@ -126,7 +126,7 @@ def test_a_device_keeps_the_fewest_operations_where_they_fit_and_else_prefers_fl
     rep, mem = _convert_chain(tmp_path / "small", device="small-m0")
     choice = rep["realization_choice"]
     assert choice["prefer"] == "flash" and not isinstance(mem.memory, ir.DenseSS), choice
-    assert choice["why"].startswith("with the fewest operations the model does not fit --device small-m0 (flash: ")
+    assert choice["why"].startswith("the fewest-operations model does not fit --device small-m0: flash: needs ")
     assert rep["c"]["flash_bytes_m0"] == small_flash and rep["c"]["device"]["fits"]
     assert "instead of zoh" in choice["tradeoffs"]["lmu"]
     # where neither fits, the flash attempt's refusal is what the user gets, and nothing is written
