@@ -299,7 +299,11 @@ def _convert(
     unknown = set(target_options) - set(module.OPTIONS)
     if unknown:
         known = ", ".join(sorted(module.OPTIONS)) or "none"
-        raise ArtifactError(f"target {target!r} has no option(s) {', '.join(sorted(unknown))}; its options: {known}")
+        c_only = sorted(set(unknown) & set(load_target("c").OPTIONS)) if target != "c" else []
+        hint = f" ({', '.join(c_only)}: --target c only)" if c_only else ""
+        raise ArtifactError(
+            f"target {target!r} has no option(s) {', '.join(sorted(unknown))}{hint}; its options: {known}"
+        )
     options = dict(module.OPTIONS)
     options.update(target_options)
     check = getattr(module, "check_options", None)

@@ -210,9 +210,9 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     "--prefer",
     type=click.Choice(["ops", "flash", "ram"]),
     default=None,
-    help="What auto minimises: operations per step, flash (the fewest operations among realizations "
-    "storing O(q) numbers) or RAM (default: ops; with --device, flash where the fewest operations do not fit "
-    "it); the trade-off is printed.",
+    help="What --realization auto minimises, for every target: ops (operations per step), flash (the fewest "
+    "operations among realizations storing O(q) numbers) or ram (the least state and scratch). Default: ops; "
+    "with --device, flash where the fewest operations do not fit the device. The trade-off is printed.",
 )
 @click.option(
     "--tolerance", type=TOLERANCE, help="Largest accepted relative output error against MODEL (default: the target's)."
@@ -363,7 +363,8 @@ def convert(
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")
     choice = rep.get("realization_choice", {})
     for name, text in (choice.get("tradeoffs", {}) if choice.get("prefer", "ops") != "ops" else {}).items():
-        click.echo(f"  {name}: {text} ({choice['prefer']}: {choice['why']})")
+        why = f"--prefer {choice['prefer']} was given" if choice["why"] == "given" else choice["why"]
+        click.echo(f"  {name}: {text}; {why}")
     if v["tolerance"] is None and v["error_vs_source"] > 0.1:
         hint = rep.get("diagnosis", {}).get("text", "see report.html")
         click.echo(

@@ -586,7 +586,7 @@ def _search(layer, name, make, per_substep, ref, budget, substeps, max_substeps,
         if cap < max_substeps:
             max_substeps = int(cap)
             note = (
-                f"search stopped at {cap} substeps: more cannot beat {incumbent.name}'s "
+                f"search stopped at {cap} substep{'s' if cap != 1 else ''}: more cannot beat {incumbent.name}'s "
                 f"{incumbent.measurement.ops_per_step} ops/step"
                 if incumbent.ok
                 else f"search stopped at 1 substep: no count can beat {incumbent.name} under this preference"

@@ -314,7 +314,7 @@ def emit(graph, out_dir, options) -> dict:
     sizes.update(flash)
     report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, "int_api": int_api, **sizes}
     if device is not None:
-        _check_fit(device, sizes, quantized, graph)
+        _check_fit(device, sizes, quantized, graph, int(qg.metadata["quantization"]["state_bits"]) if quantized else 32)
         report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
     result: dict[str, Any] = {
         "files": files,
@@ -390,7 +390,7 @@ def _over_device(device: str, code) -> str | None:
     return None
 
 
-def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
+def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int = 32) -> None:
     dev = DEVICES[device]
     flash = sizes.get(f"flash_bytes_{dev['cpu'][-2:]}") or sizes.get("flash_bytes") or sizes["const_data_bytes"]
     problems = []
@@ -405,9 +405,12 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph) -> None:
         hints = []
         if not quantized:
             hints.append("--quantize int8 (4x smaller weights)")
-        if any(getattr(getattr(lay, "memory", None), "TYPE", "") == "dense_ss" for lay in graph.lmu_layers):
-            hints.append("--realization rk4 (stores q numbers instead of a q*q matrix)")
-        hints.append("--state-bits 16 or fewer")
+        dense = any(getattr(getattr(lay, "memory", None), "TYPE", "") == "dense_ss" for lay in graph.lmu_layers)
+        if dense and flash > dev["flash"]:  # an O(q) realization stores less, but keeps more scratch in RAM
+            hints.append("--prefer flash or --realization rk4 (store O(q) numbers instead of a q*q matrix)")
+        if quantized and state_bits > 16:
+            hints.append("--state-bits 16 or fewer")
+        hints.append("a smaller model (lower order, fewer units)")
         raise DeviceFitError(
             f"the model does not fit --device {device} ({dev['example']}): {'; '.join(problems)}; "
             f"try {', '.join(hints)}",

@@ -312,6 +312,7 @@ def test_an_output_place_that_cannot_be_written_is_one_line_before_any_work(comm
         (["-t", "tflite", "-O", "variant=foo"], "unknown variant 'foo'"),
         (["-t", "tflite", "-O", "form=foo"], "unknown form 'foo'"),
         (["-t", "c", "-O", "device=[1]"], "unknown --device [1]"),
+        (["-t", "ir", "--device", "cortex-m0-16k"], "(device: --target c only)"),
         (
             [
                 "-t",

@@ -136,6 +136,7 @@ def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
         with pytest.raises(importlib.metadata.PackageNotFoundError):
             importlib.metadata.version("tensorflow")
         import keras_lmu  # noqa: F401  (installed --no-deps: the module, not the distribution, is what it needs)
+
         # and without TensorFlow's C++ headers (287 MB)
         assert not (Path(sysconfig.get_paths()["purelib"]) / "tensorflow" / "include").exists()
     code = "import torch, nir, sinabs; print(torch.__file__); print(nir.__file__); print(nir.__version__)"

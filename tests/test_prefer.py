@@ -64,7 +64,7 @@ def test_cli_prefers_flash_with_a_device_and_prints_the_tradeoff(tmp_path):
 
     r = cli("convert", tmp_path / "m.lmu.npz", "--target", "ir", "-o", tmp_path / "a", "--prefer", "flash", "-q")
     assert r.returncode == 0, r.stderr
-    assert "prefer flash" in r.stdout and "instead of zoh" in r.stdout and "(flash: given)" in r.stdout
+    assert "prefer flash" in r.stdout and "instead of zoh" in r.stdout and "; --prefer flash was given" in r.stdout
     assert "--prefer ops keeps" not in r.stdout  # given, not chosen for the user
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
     assert rep["realization_choice"]["prefer"] == "flash"
@@ -149,7 +149,7 @@ def test_cli_weighs_flash_against_operations_on_a_cortex_m0(tmp_path):
     run = [sys.executable, "-m", "lmu_edge.cli", *args]
     r = subprocess.run([*run, "-o", str(tmp_path / "a"), "--prefer", "flash"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "prefer flash: rk4 x24 instead of zoh" in r.stdout and "(flash: given)" in r.stdout, r.stdout
+    assert "prefer flash: rk4 x24 instead of zoh" in r.stdout and "; --prefer flash was given" in r.stdout, r.stdout
     r = subprocess.run([*run, "-o", str(tmp_path / "b")], capture_output=True, text=True)
     assert r.returncode == 0 and "lmu: dense zoh" in r.stdout and "prefer" not in r.stdout, r.stdout
     rk, zoh = (json.loads((tmp_path / d / "report.json").read_text()) for d in ("a", "b"))

@@ -305,8 +305,10 @@ def test_device_ram_overflow_is_refused(tmp_path):
     kernel = lti.legendre_impulse_response(4, 100.0, 300)
     g = lmu_edge.fold(chain(rng, d=64, q=4, theta=100.0, memory=ir.ImpulseResponse(kernel, "truncated")), "fir")
     x = rng.standard_normal((1, 40, 2))
-    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-32k.*RAM: needs \d+ bytes.*over by"):
+    with pytest.raises(ArtifactError, match=r"does not fit --device cortex-m0-32k.*RAM: needs \d+ bytes.*over by") as e:
         lmu_edge.convert(g, "c", tmp_path / "o", quantize="int8", calibration=x, device="cortex-m0-32k", measure=False)
+    # only hints that can help: the state is 16 bits already, and an O(q) memory needs more RAM, not less
+    assert str(e.value).endswith("; try a smaller model (lower order, fewer units)"), str(e.value)
 
 
 def test_check_fails_a_build_that_is_not_bit_exact(built):
