@@ -40,8 +40,10 @@ make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     # TensorFlow's CPU-only wheel (tensorflow-cpu: 1.3 GB installed, against 1.9 GB for the tensorflow wheel,
     # whose GPU kernels no test uses) and keras-lmu without its dependency on the "tensorflow" distribution
     # (it needs only the module, which tensorflow-cpu provides). LMU_EDGE_TF_CPU=0 keeps the plain extras.
+    # (an existing .venv that holds the tensorflow wheel keeps it: both wheels write the same package folder)
     if [ "${LMU_EDGE_TF_CPU:-1}" = 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] &&
-        [[ ",$extras," == *,keras,* || ",$extras," == *,tflite,* ]]; then
+        [[ ",$extras," == *,keras,* || ",$extras," == *,tflite,* ]] &&
+        ! .venv/bin/python -c "import importlib.metadata as m; m.version('tensorflow')" 2>/dev/null; then
         local lmu=""
         [[ ",$extras," == *,keras,* ]] && lmu="keras-lmu>=0.8"
         extras=$(echo ",$extras," | sed -e 's/,keras,/,/' -e 's/,tflite,/,tflite-runtimes,/' -e 's/^,//' -e 's/,$//')
