@@ -196,7 +196,11 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     default="auto",
     show_default=True,
     type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
-    help="How to run each LMU memory; auto picks the cheapest within the error budget.",
+    help="How to run each LMU memory: zoh or euler (a dense step, q*q coefficients; zoh is exact), rk4/rk2/rk1 "
+    "(Runge-Kutta "
+    "substeps on A's O(q) structure), pade (implicit Pade [3/4] substeps, O(q); pade23 and pade22 the [2/3] and "
+    "[2/2] approximants), fir (the impulse response as a convolution); auto picks the cheapest within the "
+    "error budget (see --prefer). Substep counts are measured, never assumed.",
 )
 @click.option(
     "--error-budget",
@@ -238,7 +242,12 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     type=click.IntRange(8, 32),
     help="[quantized] Bits of the LMU state (16 by default; 32 with --quantize int16).",
 )
-@click.option("--variant", help="[tflite] 'external' state inputs/outputs or 'internal' resource variables.")
+@click.option(
+    "--variant",
+    type=click.Choice(["external", "internal"]),
+    help="[tflite] external (default): the state is an input and an output the caller feeds back; internal: "
+    "the model keeps it in resource variables (a step_reset signature zeroes it).",
+)
 @click.option("--spiking", is_flag=True, default=None, help="[nengo] Build the LMU memory from spiking ensembles.")
 @click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
 @click.option(
@@ -358,6 +367,12 @@ def convert(
         )
     if target == "c" and qinfo.get("widening_dropped"):  # c int8 on a device the 16-bit parts overfill
         click.echo(f"  {escape.printable(qinfo['widening_dropped'])}")
+    dev = (rep.get("c") or {}).get("device")
+    if dev and "flash_used" in dev:
+        click.echo(
+            f"  fits --device {escape.printable(dev['name'])}: flash {dev['flash_used']:,} of {dev['flash']:,} bytes, "
+            f"RAM {dev['ram_used']:,} of {dev['ram']:,} (the model alone: code, constants and state)"
+        )
     budget = rep.get("error_budget", {})
     if budget and not budget["why"].startswith("float target"):  # the float default goes unsaid
         click.echo(f"  error budget {budget['value']:.3g}: {budget['why']}")

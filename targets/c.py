@@ -314,8 +314,16 @@ def emit(graph, out_dir, options) -> dict:
     sizes.update(flash)
     report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, "int_api": int_api, **sizes}
     if device is not None:
-        _check_fit(device, sizes, quantized, graph, int(qg.metadata["quantization"]["state_bits"]) if quantized else 32)
-        report["c"]["device"] = {"name": device, **{k: DEVICES[device][k] for k in ("flash", "ram")}, "fits": True}
+        used = _check_fit(
+            device, sizes, quantized, graph, int(qg.metadata["quantization"]["state_bits"]) if quantized else 32
+        )
+        report["c"]["device"] = {
+            "name": device,
+            **{k: DEVICES[device][k] for k in ("flash", "ram")},
+            "fits": True,
+            "flash_used": used["flash"],
+            "ram_used": used["ram"],
+        }
     result: dict[str, Any] = {
         "files": files,
         "report": report,
@@ -390,7 +398,10 @@ def _over_device(device: str, code) -> str | None:
     return None
 
 
-def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int = 32) -> None:
+def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int = 32) -> dict:
+    """Raise :class:`DeviceFitError` when the built model exceeds ``device``; else return the bytes it
+    takes there: ``{"flash": ..., "ram": ...}`` (the model's code and constants on the device's core, and
+    its state struct; the firmware around it comes on top)."""
     dev = DEVICES[device]
     flash = sizes.get(f"flash_bytes_{dev['cpu'][-2:]}") or sizes.get("flash_bytes") or sizes["const_data_bytes"]
     problems = []
@@ -416,6 +427,7 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int
             f"try {', '.join(hints)}",
             problems="; ".join(problems),
         )
+    return {"flash": int(flash), "ram": int(sizes["ram_bytes"])}
 
 
 # --- building and running -------------------------------------------------------------------

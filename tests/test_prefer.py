@@ -157,6 +157,12 @@ def test_cli_weighs_flash_against_operations_on_a_cortex_m0(tmp_path):
     insn = [round(rep["verification"]["instructions_per_step_m0"]) for rep in (zoh, rk)]
     assert insn == [10313, 733585], insn  # README: exact (QEMU -icount)
     assert zoh["c"]["flash_bytes_m0"] - rk["c"]["flash_bytes_m0"] == 1296  # README: the flash RK4 saves
+    dev = zoh["c"]["device"]  # the fit, on stdout too: the M0 object's flash (not the M4's) and the state
+    assert (dev["flash_used"], dev["ram_used"]) == (zoh["c"]["flash_bytes_m0"], zoh["c"]["ram_bytes"]), dev
+    assert dev["flash_used"] != zoh["c"]["flash_bytes_m4"]
+    fits = f"fits --device cortex-m0-32k: flash {dev['flash_used']:,} of 262,144 bytes, RAM {dev['ram_used']:,} of"
+    assert fits + " 32,768" in r.stdout, r.stdout
+    assert "fits --device cortex-m0-32k: flash 4,792 of 262,144 bytes, RAM 464 of 32,768" in r.stdout  # firmware.md
     err = [rep["verification"]["error_vs_source"] for rep in (zoh, rk)]
     assert err[1] < 1.5 * err[0], err  # measured 0.110 against 0.077
 
