@@ -90,6 +90,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     default="auto",
     show_default=True,
     type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
+    help="How to run each LMU memory (see convert --help); auto picks the cheapest within the error budget.",
 )
 @click.option(
     "--error-budget",

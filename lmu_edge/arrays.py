@@ -105,6 +105,7 @@ def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
     if x.dtype.kind not in "fiu":
         raise ShapeError(f"{what}: expected numbers, got dtype {x.dtype}")
     batched = x.ndim == 3
+    given = x.shape  # the errors name the shape the caller gave, not the batched view
     if x.ndim == 2:
         x = x[None]
     if x.ndim != 3:
@@ -114,10 +115,10 @@ def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
     if x.shape[2] != graph.input_features:
         raise ShapeError(
             f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
-            f"got {x.shape[2]} (shape {x.shape})"
+            f"got {x.shape[2]} (shape {given})"
         )
     if x.shape[1] < 1:
-        raise ShapeError(f"{what}: the sequence is empty (shape {x.shape})")
+        raise ShapeError(f"{what}: the sequence is empty (shape {given})")
     if not np.all(np.isfinite(x)):
         raise ShapeError(f"{what}: holds NaN or infinite values")
     return x.astype(np.float64), batched

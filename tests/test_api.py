@@ -59,6 +59,9 @@ def test_convert_takes_a_graph_and_calibration_files(tmp_path, rng):
     with pytest.raises(ShapeError, match="name the input array 'x'"):
         lmu_edge.convert(g, "ir", tmp_path / "o3", calibration=tmp_path / "two.npz")
     assert not (tmp_path / "o3").exists()
+    np.save(tmp_path / "wide.npy", np.zeros((40, 3)))  # one sequence (T, F): the error names the shape given
+    with pytest.raises(ShapeError, match=r"takes 2 features per step, got 3 \(shape \(40, 3\)\)$"):
+        lmu_edge.convert(g, "ir", tmp_path / "o4", calibration=tmp_path / "wide.npy")
 
 
 def test_refuses_to_overwrite_unless_asked(model, tmp_path):
