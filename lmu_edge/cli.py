@@ -37,9 +37,25 @@ def main():
 @click.option(
     "--error-budget",
     type=BUDGET,
-    default=1e-6,
+    default=None,
+    help="Largest relative impulse-response error a realization may have (default: convert's for --quantize: "
+    "1e-6 in float, a quarter of one LSB of the 16-bit state quantized).",
+)
+@click.option(
+    "--target",
+    "-t",
+    type=click.Choice(target_names()),
+    default="c",
     show_default=True,
-    help="Largest relative impulse-response error a realization may have.",
+    help="The target whose auto choice is marked (realizations it cannot run are left out).",
+)
+@click.option(
+    "--quantize",
+    type=click.Choice(["float", "int8", "int16x8", "int16"]),
+    default="float",
+    show_default=True,
+    help="Mark the auto choice of a conversion with this number format: quantized, auto leaves the implicit "
+    "Pade step out (its integer roundings are amplified) and the default error budget follows the state width.",
 )
 @click.option(
     "--candidates/--no-candidates",
@@ -55,14 +71,20 @@ def main():
     show_default=True,
     help="What the marked auto choice minimises: operations per step, flash or RAM.",
 )
-def inspect(model, error_budget, candidates, as_json, prefer):
+def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
-    realizations of its memory with their measured error and per-step cost."""
+    realizations of its memory with their measured error and per-step cost, marking the one
+    `convert --realization auto` would take for --target, --quantize and --prefer."""
     import lmu_edge
 
+    from .folding import auto_names, default_budget, rank, state_bits_for
     from .ir import LMU, BandConv, realization_name
 
     g = lmu_edge.load(model)
+    quantized = quantize != "float"
+    budget_why = "given"
+    if error_budget is None:
+        error_budget, budget_why = default_budget(state_bits_for(target, quantize))
     rows = []
     for layer, n_in, n_out, seq in g.shapes():
         row = {"name": layer.name, "type": layer.TYPE, "in": n_in, "out": n_out, "sequence": seq}
@@ -79,11 +101,15 @@ def inspect(model, error_budget, candidates, as_json, prefer):
                 rnn_path=layer.is_rnn_path,
             )
             if candidates and layer.is_parallel:
-                from .folding import rank
-
-                cs = lmu_edge.candidates(layer, error_budget, prefer=prefer)
+                names = auto_names(layer, target, quantized)
+                left_out = [n for n in auto_names(layer) if n not in names]  # no target: all it measures
+                # measured as convert measures them (a substep search stops where it cannot beat the best so
+                # far), then what auto leaves out for this target, on its own
+                cs = lmu_edge.candidates(layer, error_budget, names, prefer=prefer)
                 ok = [c for c in cs if c.ok]
                 best = min(ok, key=lambda c: rank(c, prefer, layer.order, layer.memory_d)) if ok else None
+                if left_out:
+                    cs += lmu_edge.candidates(layer, error_budget, left_out, prefer=prefer)
                 row["candidates"] = [
                     dict(
                         name=c.name,
@@ -95,6 +121,7 @@ def inspect(model, error_budget, candidates, as_json, prefer):
                         spectral_radius=c.measurement.spectral_radius,
                         within_budget=c.ok,
                         auto_choice=c is best,
+                        in_auto=c.name in names,
                         note=c.note,
                     )
                     for c in cs
@@ -116,6 +143,8 @@ def inspect(model, error_budget, candidates, as_json, prefer):
     info = {
         "model": str(model),
         "name": g.name,
+        "auto_for": {"target": target, "quantize": quantize, "prefer": prefer},
+        "error_budget": {"value": error_budget, "why": budget_why},
         "form": g.form,
         "input": [g.seq_len, g.input_features],
         "output_is_sequence": g.output_is_sequence,
@@ -148,9 +177,16 @@ def inspect(model, error_budget, candidates, as_json, prefer):
                 + (", input_to_hidden" if r["input_to_hidden"] else "")
                 + (", RNN path (hidden/memory feed back into the memory)" if r["rnn_path"] else "")
             )
+            if r.get("candidates"):
+                click.echo(
+                    f"      candidates within error budget {error_budget:.3g} ({budget_why}); <- auto: the choice of "
+                    f"convert -t {target} --quantize {quantize}" + (f" --prefer {prefer}" if prefer != "ops" else "")
+                )
             for c in r.get("candidates", []):
                 sub = f" x{c['substeps']}" if c["substeps"] else ""
                 mark = "  <- auto" if c["auto_choice"] else ("" if c["within_budget"] else "  (over budget)")
+                if not c["in_auto"]:
+                    mark += f"  (not in auto for {target} {quantize})"
                 mark += f"; {c['note']}" if c.get("note") else ""
                 click.echo(
                     f"      {c['name'] + sub:<10} error {c['error']:9.2e}  {c['ops_per_step']:>10} ops/step "

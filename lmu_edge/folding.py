@@ -721,6 +721,20 @@ def _auto_names(layer: ir.LMU) -> list:
     )
 
 
+def auto_names(layer: ir.LMU, target: Union[str, tuple, None] = None, quantized: bool = False) -> list:
+    """The realizations ``auto`` measures for ``layer`` folded for ``target`` (a name, or several that
+    must all run it; None: the float reference), ``quantized`` or not: the implicit Pade step only where
+    the target runs it (and, quantized, never: :data:`PADE_IN_INTEGER_AUTO`), Runge-Kutta not for
+    :data:`RK_LEFT_OUT_QUANTIZED` quantized."""
+    names = _auto_names(layer)
+    if pade_refusal(target, quantized) or (quantized and target is not None and not PADE_IN_INTEGER_AUTO):
+        names = [n for n in names if n not in PADE_NAMES]
+    targets = () if target is None else ((target,) if isinstance(target, str) else tuple(target))
+    if quantized and set(targets) & set(RK_LEFT_OUT_QUANTIZED):
+        names = [n for n in names if not n.startswith("rk")] or names
+    return names
+
+
 def _choose(layer, cands, budget, requested, prefer: str = "ops") -> Candidate:
     good = [c for c in cands if c.ok]
     if not good:
@@ -769,13 +783,7 @@ def fold_layer(
     refusal = pade_refusal(target, quantized)
     if realization in PADE_NAMES and refusal:
         raise FoldError(f"layer {layer.name!r}: {refusal}")
-    names = None if realization == "auto" else [realization]
-    if names is None and (refusal or (quantized and target is not None and not PADE_IN_INTEGER_AUTO)):
-        names = [n for n in _auto_names(layer) if n not in PADE_NAMES]
-    targets = () if target is None else ((target,) if isinstance(target, str) else tuple(target))
-    if realization == "auto" and quantized and set(targets) & set(RK_LEFT_OUT_QUANTIZED):
-        kept = [n for n in (names or _auto_names(layer)) if not n.startswith("rk")]
-        names = kept or names
+    names = auto_names(layer, target, quantized) if realization == "auto" else [realization]
     cands = candidates(layer, error_budget, names, prefer=prefer, **kw)
     chosen = _choose(layer, cands, error_budget, realization, prefer)
     if tradeoffs is not None and realization == "auto":

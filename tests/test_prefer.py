@@ -182,3 +182,37 @@ def test_inspect_marks_the_choice_of_the_preference(tmp_path):
 
     assert auto_choice() == ["zoh"]
     assert auto_choice("--prefer", "flash") == ["pade"]
+
+
+def test_inspect_marks_the_choice_convert_makes_when_quantized(tmp_path):
+    """README: quantized, auto leaves Pade out and the budget follows the state, so inspect --quantize marks
+    what convert takes (RK4 x24 for the shipped digits model under --prefer flash, where float marks Pade x5);
+    Pade is still listed, marked not in auto; TFLite quantized leaves RK out too."""
+    model = os.path.join(os.path.dirname(__file__), "..", "examples", "models", "digits_lmu.lmu.npz")
+
+    def inspect(*extra):
+        r = subprocess.run(
+            [sys.executable, "-m", "lmu_edge.cli", "inspect", model, "--json", *extra], capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        cands = info["layers"][0]["candidates"]
+        names = [c["name"] + (f" x{c['substeps']}" if c["substeps"] else "") for c in cands]
+        return info, {n: (c["auto_choice"], c["in_auto"]) for n, c in zip(names, cands, strict=True)}
+
+    info, float_c = inspect("--prefer", "flash")
+    assert float_c["pade x5"] == (True, True) and info["error_budget"]["value"] == 1e-6
+    info, int8_c = inspect("--prefer", "flash", "--quantize", "int8")
+    assert info["error_budget"]["value"] == 0.25 * 2.0**-15 and info["auto_for"]["quantize"] == "int8"
+    assert int8_c["rk4 x24"] == (True, True) and int8_c["pade x4"] == (False, False), int8_c
+    rep_dir = tmp_path / "c"  # the same choice convert makes
+    r = subprocess.run(
+        [sys.executable, "-m", "lmu_edge.cli", "convert", model, "-t", "c", "--quantize", "int8", "--prefer", "flash",
+         "--calibration", os.path.join(os.path.dirname(model), "digits_calibration_x.npy"), "-o", str(rep_dir),
+         "-q", "-O", "measure=false"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "prefer flash: rk4 x24 instead of zoh" in r.stdout, r.stdout
+    _, tfl = inspect("--quantize", "int8", "-t", "tflite", "--prefer", "flash")
+    assert [k for k, (auto, in_auto) in tfl.items() if in_auto] == ["zoh"] and tfl["zoh"][0], tfl
