@@ -7,7 +7,7 @@ The same split as examples/nengo_digits.py: the first 16 held-out digits calibra
 the other 48 are classified by the float model and by the spiking graph (``--target nir``,
 ``variant="spiking"``), stepped one simulator step at a time by Rockpool's NIR importer. The memory is
 held by 3200 integrate-and-fire neurons (docs/neuromorphic.md); the classifier's softmax runs on the
-host (NIR has no softmax node). Needs ``pip install 'lmu-edge[nir]'``; about 10 s per digit on one core.
+host (NIR has no softmax node). Needs ``pip install 'lmu-edge[nir]'``; about 1.2 s per digit on two cores.
 """
 
 from __future__ import annotations

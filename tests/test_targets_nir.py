@@ -238,6 +238,26 @@ def test_spiking_memory_in_rockpool_tracks_the_float_model(tmp_path):
     assert relative_error(few.run(x, "rockpool"), lmu_edge.simulate(g, x)) > err  # fewer neurons, more noise
 
 
+def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, monkeypatch):
+    """The rockpool runtime drops the zero N x N matrix Rockpool's feed-forward LIFTorch multiplies its
+    spikes by at every step (more than half the time of the shipped digits model): the outputs are exactly
+    those of the plain import, and the matrix is gone (a bug that dropped a real recurrence, or left the
+    zero one, fails here)."""
+    rng = np.random.default_rng(11)
+    g = _linear(rng)
+    x = rng.standard_normal((1, 12, 2)) * 0.5
+    art = _spiking(tmp_path, g, x)
+    fast = target._Stream(art, "rockpool")
+    lifs = [m for m in fast.net.modules() if type(m).__name__ == "LIFTorch"]
+    assert lifs and not any(hasattr(m, "w_rec") for m in lifs)
+    y_fast = np.stack([fast.step(x[0, t]) for t in range(12)])
+    monkeypatch.setattr(target, "drop_zero_recurrence", lambda net: 0)
+    plain = target._Stream(art, "rockpool")
+    assert all(hasattr(m, "w_rec") for m in plain.net.modules() if type(m).__name__ == "LIFTorch")
+    y_plain = np.stack([plain.step(x[0, t]) for t in range(12)])
+    assert np.abs(y_plain).max() > 0 and np.array_equal(y_fast, y_plain)
+
+
 @pytest.mark.slow
 def test_spiking_digits_in_rockpool(tmp_path):
     """The shipped digits model as a spiking NIR graph: the first 6 held-out digits (after the 16 that
