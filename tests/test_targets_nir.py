@@ -251,11 +251,22 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
     lifs = [m for m in fast.net.modules() if type(m).__name__ == "LIFTorch"]
     assert lifs and not any(hasattr(m, "w_rec") for m in lifs)
     y_fast = np.stack([fast.step(x[0, t]) for t in range(12)])
+    drop = target.drop_zero_recurrence
     monkeypatch.setattr(target, "drop_zero_recurrence", lambda net: 0)
     plain = target._Stream(art, "rockpool")
     assert all(hasattr(m, "w_rec") for m in plain.net.modules() if type(m).__name__ == "LIFTorch")
     y_plain = np.stack([plain.step(x[0, t]) for t in range(12)])
     assert np.abs(y_plain).max() > 0 and np.array_equal(y_fast, y_plain)
+    # what is not a zero feed-forward matrix stays: a real recurrence, and a nonzero w_rec whatever the flag says
+    import torch
+    from rockpool.nn.modules.torch.lif_torch import LIFTorch
+
+    rec = LIFTorch(3, has_rec=True, w_rec=torch.ones(3, 3))
+    odd = LIFTorch(3)
+    odd.w_rec = torch.ones(3, 3)
+    net = torch.nn.Sequential(rec, odd, LIFTorch(3))
+    assert drop(net) == 1
+    assert hasattr(rec, "w_rec") and hasattr(odd, "w_rec") and not hasattr(net[2], "w_rec")
 
 
 @pytest.mark.slow
