@@ -403,6 +403,8 @@ def convert(
         )
     if target == "c" and qinfo.get("widening_dropped"):  # c int8 on a device the 16-bit parts overfill
         click.echo(f"  {escape.printable(qinfo['widening_dropped'])}")
+    if target == "c":
+        click.echo(_c_summary(rep))
     dev = (rep.get("c") or {}).get("device")
     if dev and "flash_used" in dev:
         click.echo(
@@ -431,6 +433,33 @@ def convert(
                 f"  {lay['name']}: {lay['realization']}"
                 + (f", impulse-response error {m['error']:.2e}, {m['ops_per_step']} ops/step" if m else "")
             )
+
+
+def _c_summary(rep: dict) -> str:
+    """One line on a C artifact: instructions per step on the Cortex-M cores measured, flash, RAM, and the
+    host build's bit-exactness with the integer reference."""
+    c, v = rep.get("c") or {}, rep["verification"]
+    parts = []
+    insn = [
+        (v[f"instructions_per_step_{k}"], name)
+        for k, name in (("m4", "M4"), ("m0", "M0"))
+        if v.get(f"instructions_per_step_{k}")
+    ]
+    if insn:
+        steps = min(int(v["input_shape"][1]), 200)
+        parts.append(
+            "instructions per step "
+            + ", ".join(f"{n:,.0f} on Cortex-{name}" for n, name in insn)
+            + f" (QEMU -icount, mean over the first sequence's {steps} steps)"
+        )
+    if c.get("flash_bytes"):
+        flash = f"flash {c['flash_bytes']:,} B on the M4"
+        flash += f" ({c['flash_bytes_m0']:,} on the M0)" if c.get("flash_bytes_m0") else ""
+        parts.append(flash)
+    parts.append(f"RAM {c.get('ram_bytes', 0):,} B (state and scratch)")
+    if v.get("bit_exact_host"):  # False fails the conversion: nothing is written, nothing printed here
+        parts.append("the host build is bit for bit the integer reference")
+    return "  C: " + "; ".join(parts)
 
 
 def _load_input(path):

@@ -156,6 +156,7 @@ def test_cli_weighs_flash_against_operations_on_a_cortex_m0(tmp_path):
     assert zoh["realization_choice"]["why"] == "it fits --device cortex-m0-32k"
     insn = [round(rep["verification"]["instructions_per_step_m0"]) for rep in (zoh, rk)]
     assert insn == [10313, 733585], insn  # README: exact (QEMU -icount)
+    assert "Cortex-M0 (QEMU -icount" in r.stdout and f"{insn[0]:,} on Cortex-M0" in r.stdout, r.stdout
     assert zoh["c"]["flash_bytes_m0"] - rk["c"]["flash_bytes_m0"] == 1296  # README: the flash RK4 saves
     dev = zoh["c"]["device"]  # the fit, on stdout too: the M0 object's flash (not the M4's) and the state
     assert (dev["flash_used"], dev["ram_used"]) == (zoh["c"]["flash_bytes_m0"], zoh["c"]["ram_bytes"]), dev
