@@ -352,83 +352,23 @@ def _convert(
                 quantized=quantize != "float",
                 prefer=prefer,
             )
-
-            with outdir.writing(out_dir, overwrite) as tmp:
-                irfile.save(source, tmp / "source.lmu.npz")
-                irfile.save(graph, tmp / "model.lmu.npz")
-                extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
-                extra_report = extra.pop("report", {})
-                default_tol = max(DEFAULT_TOLERANCE, 100 * float(error_budget))
-                tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)
-                extra.pop("tolerance", None)
-                manifest = {
-                    "format": ARTIFACT_FORMAT,
-                    "version": ARTIFACT_VERSION,
-                    "target": target,
-                    "lmu_edge_version": _version(),
-                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
-                    "quantize": quantize,
-                    "options": {k: v for k, v in options.items()},
-                    "tolerance": None if tol is None or math.isinf(tol) else float(tol),
-                }
-                manifest.update(extra)
-                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
-                art = Artifact(tmp, manifest)
-                x = cal if cal is not None else _probe_input(source)
-                y_art = art.run(x)
-                err = relative_error(y_art, reference.simulate(source, x))
-                verification = {
-                    "input": "calibration data" if cal is not None else "seeded random probe",
-                    "input_shape": list(x.shape),
-                    "runtime": module.DEFAULT_RUNTIME,
-                    "error_vs_source": err,
-                    "tolerance": manifest["tolerance"],
-                    "passed": bool(tol is None or err <= tol),
-                }
-                if isinstance(
-                    module, CheckedTarget
-                ):  # target-specific checks, e.g. bit-exactness with the integer reference
-                    verification.update(module.check(art, x))
-                report = {
-                    "model": source.name,
-                    "target": target,
-                    "quantize": quantize,
-                    "layers": [_layer_report(layer) for layer in graph.layers],
-                    "verification": verification,
-                    "error_budget": {"value": float(error_budget), "why": budget_why},
-                    "realization_choice": {
-                        "prefer": prefer,
-                        "why": prefer_why,
-                        "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {})),
-                    },
-                }
-                report.update(extra_report)
-                (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
-                # the accuracy report (report.json + report.html) on a bounded slice of the same data
-                from . import report as _report
-
-                qpath = tmp / "quantized.lmu.npz"
-                qg = irfile.load_ir(qpath) if qpath.exists() else None
-                if progress:
-                    progress("writing the accuracy report")
-                same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
-                analysis = _report.analyze(
-                    source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
-                )
-                for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
-                    if t.get("path") == str(art.path):
-                        t["path"] = str(out_dir)
-                report.update({k: v for k, v in analysis.items() if k not in report})
-                _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
-                if not verification["passed"]:
-                    why = (
-                        f"differs from the source by {err:.3g} on the {verification['input']}, "
-                        f"more than the tolerance {tol:g}"
-                        if tol is not None and err > tol
-                        else "does not match its integer reference bit for bit (a bug: please report the model)"
-                    )
-                    raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
+            _write(
+                model,
+                source,
+                graph,
+                target,
+                module,
+                out_dir,
+                overwrite=overwrite,
+                options=options,
+                quantize=quantize,
+                cal=cal,
+                tolerance=tolerance,
+                error_budget=error_budget,
+                budget_why=budget_why,
+                realization_choice={"prefer": prefer, "why": prefer_why},
+                progress=progress,
+            )
         except DeviceFitError as e:
             if n_try + 1 == len(attempts) or not _flash_could_help(graph, source):
                 raise
@@ -441,6 +381,100 @@ def _convert(
             continue
         break
     return open_artifact(out_dir)
+
+
+def _write(
+    model,
+    source: ir.Graph,
+    graph: ir.Graph,
+    target: str,
+    module,
+    out_dir: Path,
+    *,
+    overwrite: bool,
+    options: dict,
+    quantize: str,
+    cal,
+    tolerance: Optional[float],
+    error_budget: float,
+    budget_why: str,
+    realization_choice: dict,
+    progress: Optional[Callable[[str], None]],
+) -> None:
+    """Emit the folded ``graph`` for ``target``, run and verify it against ``source``, and write the manifest,
+    ``report.json`` and the accuracy report into ``out_dir``: all or nothing (:func:`outdir.writing`)."""
+    with outdir.writing(out_dir, overwrite) as tmp:
+        irfile.save(source, tmp / "source.lmu.npz")
+        irfile.save(graph, tmp / "model.lmu.npz")
+        extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
+        extra_report = extra.pop("report", {})
+        default_tol = max(DEFAULT_TOLERANCE, 100 * float(error_budget))
+        tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)
+        extra.pop("tolerance", None)
+        manifest = {
+            "format": ARTIFACT_FORMAT,
+            "version": ARTIFACT_VERSION,
+            "target": target,
+            "lmu_edge_version": _version(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "source": str(model) if not isinstance(model, ir.Graph) else f"<graph {model.name}>",
+            "quantize": quantize,
+            "options": {k: v for k, v in options.items()},
+            "tolerance": None if tol is None or math.isinf(tol) else float(tol),
+        }
+        manifest.update(extra)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        art = Artifact(tmp, manifest)
+        x = cal if cal is not None else _probe_input(source)
+        y_art = art.run(x)
+        err = relative_error(y_art, reference.simulate(source, x))
+        verification = {
+            "input": "calibration data" if cal is not None else "seeded random probe",
+            "input_shape": list(x.shape),
+            "runtime": module.DEFAULT_RUNTIME,
+            "error_vs_source": err,
+            "tolerance": manifest["tolerance"],
+            "passed": bool(tol is None or err <= tol),
+        }
+        if isinstance(module, CheckedTarget):  # target-specific checks, e.g. bit-exactness with the integer reference
+            verification.update(module.check(art, x))
+        report = {
+            "model": source.name,
+            "target": target,
+            "quantize": quantize,
+            "layers": [_layer_report(layer) for layer in graph.layers],
+            "verification": verification,
+            "error_budget": {"value": float(error_budget), "why": budget_why},
+            "realization_choice": {
+                **realization_choice,
+                "tradeoffs": dict(graph.metadata.get("fold", {}).get("tradeoffs", {})),
+            },
+        }
+        report.update(extra_report)
+        (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
+        # the accuracy report (report.json + report.html) on a bounded slice of the same data
+        from . import report as _report
+
+        qpath = tmp / "quantized.lmu.npz"
+        qg = irfile.load_ir(qpath) if qpath.exists() else None
+        if progress:
+            progress("writing the accuracy report")
+        same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
+        analysis = _report.analyze(
+            source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
+        )
+        for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
+            if t.get("path") == str(art.path):
+                t["path"] = str(out_dir)
+        report.update({k: v for k, v in analysis.items() if k not in report})
+        _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
+        if not verification["passed"]:
+            why = (
+                f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"
+                if tol is not None and err > tol
+                else "does not match its integer reference bit for bit (a bug: please report the model)"
+            )
+            raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
 
 
 def _flash_could_help(graph: ir.Graph, source: ir.Graph) -> bool:
