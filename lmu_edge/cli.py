@@ -255,11 +255,14 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     "with --device, flash where the fewest operations do not fit the device. The trade-off is printed.",
 )
 @click.option(
-    "--tolerance", type=TOLERANCE, help="Largest accepted relative output error against MODEL (default: the target's)."
+    "--tolerance",
+    type=TOLERANCE,
+    help="Largest accepted relative output error against MODEL (default: the target's own; for most float "
+    "targets max(1e-4, 100 x the error budget); quantized artifacts are measured and reported, not refused).",
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
-@click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier).")
+@click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier; default: model).")
 @click.option(
     "--device",
     help="[c] Device profile the artifact must fit: cortex-m0-16k (256 KB flash / 16 KB RAM, run on QEMU's "
@@ -280,19 +283,39 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
 )
 @click.option(
     "--variant",
-    type=click.Choice(["external", "internal"]),
+    type=click.Choice(["external", "internal", "exact", "spiking"]),
     help="[tflite] external (default): the state is an input and an output the caller feeds back; internal: "
-    "the model keeps it in resource variables (a step_reset signature zeroes it).",
+    "the model keeps it in resource variables (a step_reset signature zeroes it). [nir] exact (default: the "
+    "linear memory) or spiking (the memory held by integrate-and-fire neurons; also --spiking).",
 )
-@click.option("--spiking", is_flag=True, default=None, help="[nengo] Build the LMU memory from spiking ensembles.")
-@click.option("--neurons-per-dim", type=click.IntRange(min=1), help="[nengo] Neurons per represented dimension.")
+@click.option(
+    "--spiking",
+    is_flag=True,
+    default=None,
+    help="[nengo, nir] Hold the LMU memory in spiking neurons (default: the exact, non-spiking network / graph).",
+)
+@click.option(
+    "--neurons-per-dim",
+    type=click.IntRange(min=1),
+    help="[nengo, nir] Spiking: neurons per memory dimension (default 100; even for nir).",
+)
 @click.option(
     "--neuron-type",
     type=click.Choice(["lif", "spiking-relu", "lif-rate", "direct"]),
-    help="[nengo] Neuron model of the spiking memory (lif-rate and direct are non-spiking references).",
+    help="[nengo] Neuron model of the spiking memory (default spiking-relu; lif-rate and direct are non-spiking "
+    "references).",
 )
-@click.option("--tau", type=Finite(0.0, 10.0, low_open=True), help="[nengo] Lowpass synapse time constant (seconds).")
-@click.option("--steps-per-sample", type=click.IntRange(min=1), help="[nengo] Simulator steps per input sample.")
+@click.option(
+    "--tau",
+    type=Finite(0.0, 10.0, low_open=True),
+    help="[nengo, nir] Spiking: the memory's synaptic time constant; nengo in seconds (default 0.05), nir in "
+    "samples, a whole number (default 5).",
+)
+@click.option(
+    "--steps-per-sample",
+    type=click.IntRange(min=1),
+    help="[nengo, nir] Simulator steps per input sample (default: nengo 10; nir 10 spiking, 2500 exact).",
+)
 @click.option(
     "--option",
     "-O",
@@ -321,10 +344,14 @@ def convert(
     """Convert MODEL for a target into an output directory, verify it against
     MODEL, and write report.json next to the artifact.
 
-    Options marked [c], [tflite], [nengo] or [quantized] apply to those targets only."""
+    Options marked [c], [tflite], [nengo], [nir] or [quantized] apply to those targets only."""
     import lmu_edge
 
     options = {k: v for k, v in target_flags.items() if v is not None}
+    if target == "nir" and options.pop("spiking", None):  # nir spells it variant="spiking"
+        if options.get("variant", "spiking") != "spiking":
+            raise click.UsageError(f"--spiking and --variant {options['variant']} contradict each other")
+        options["variant"] = "spiking"
     for item in extra_options:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

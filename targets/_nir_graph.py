@@ -24,12 +24,13 @@ SYNAPSE_STEPS = 10
 RADIUS_MARGIN = 1.1  # spiking: a dimension's radius is 10% above its largest |state| in calibration
 
 
-def refuse(layer, why: str):
-    """Raise the one-line refusal of ``layer`` for the nir target, saying what NIR can express."""
+def refuse(layer, why: str, instead: str = "use the nengo target for the rest"):
+    """Raise the one-line refusal of ``layer`` for the nir target, saying what NIR can express and, last,
+    what to do ``instead``."""
     raise UnsupportedLayerError(
         f"layer {layer.name!r} ({type(layer).__name__}): {why}; the nir target expresses only linear "
         f"Dense layers and LMUs with a ZOH memory and no (or a linear Dense) hidden cell "
-        f"(NIR 1.0.8 has no tanh, ReLU, sigmoid or softmax node); use the nengo target for the rest"
+        f"(NIR 1.0.8 has no tanh, ReLU, sigmoid or softmax node); {instead}"
     )
 
 

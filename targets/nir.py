@@ -123,7 +123,11 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
         check_lmu(layer)
         hid = layer.hidden
         if not layer.return_sequences:
-            refuse(layer, "return_sequences=False (NIR graphs stream one output per time step)")
+            refuse(
+                layer,
+                "return_sequences=False (the exact variant's graph streams one output per time step)",
+                "the spiking variant takes it (--variant spiking), or use the nengo target",
+            )
         A, B = memory_ab(layer)
         q, d = layer.order, layer.memory_d
         enc = np.asarray(layer.input_encoders, np.float64)  # (n_in, d)
@@ -250,9 +254,17 @@ class _Stream:
         if x.shape != (self.batch, self.F):
             raise ArtifactError(f"step: expected shape ({self.F},) or ({self.batch}, {self.F}), got {np.shape(x_t)}")
         xt = torch.from_numpy(x)
-        with torch.no_grad():
-            for _ in range(self.k):
-                y, self.state = _call(self.net, xt, self.state)
+        # one torch thread while stepping: a sample's products (3200 x 32 for the digits model) are too small
+        # to share, and two processes on two cores with two threads each stepped 30x slower (spin-waiting
+        # OpenMP workers: 47 s a digit against 1.5). The caller's setting comes back after each step.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with torch.no_grad():
+                for _ in range(self.k):
+                    y, self.state = _call(self.net, xt, self.state)
+        finally:
+            torch.set_num_threads(threads)
         y = y.detach().numpy().astype(np.float64).reshape(self.batch, -1)
         if self.softmax:  # NIR has no softmax node: the spiking file's last Dense gives logits
             y = np.exp(y - y.max(axis=-1, keepdims=True))

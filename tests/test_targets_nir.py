@@ -271,15 +271,17 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
 
 @pytest.mark.slow
 def test_spiking_digits_in_rockpool(tmp_path):
-    """The shipped digits model as a spiking NIR graph: the first 6 held-out digits (after the 16 that
-    calibrate), all classified as the float model does (examples/nir_digits.py runs all 48)."""
+    """README / neuromorphic.md: the shipped digits model as a spiking NIR graph in Rockpool classifies the 48
+    held-out digits (after the 16 that calibrate) with accuracy 0.938 (45 of 48; float 0.979, 47) and agrees
+    with the float model on 46 (0.958). Exact counts: no simulator noise, fixed gains (about 80 s)."""
     sys.path.insert(0, str(ROOT / "examples"))
     try:
         import nir_digits
     finally:
         sys.path.pop(0)
-    res = nir_digits.main(["--limit", "6", "--out", str(tmp_path / "d")])
-    assert res["agreement"] == 1.0 and res["accuracy"] == res["float_accuracy"]
+    res = nir_digits.main(["--out", str(tmp_path / "d")])
+    assert res["n"] == 48 and round(res["float_accuracy"] * 48) == 47, res
+    assert (round(res["accuracy"] * 48), round(res["agreement"] * 48)) == (45, 46), res
 
 
 def test_spiking_variant_options_and_refusals(tmp_path):
@@ -313,3 +315,45 @@ def test_spiking_hostile_names_reach_the_file_only_as_metadata():
     written = target.build_spiking(g, target._options({"variant": "spiking", "neurons_per_dim": 2}), np.ones((1, 5, 2)))
     assert all(k in ("input", "output") or k[0].isdigit() for k in written.nodes)
     assert json.loads(written.metadata["lmu_edge"])["model_name"] == name
+
+
+def test_cli_spells_the_spiking_variant_either_way_and_points_to_it(tmp_path):
+    """`convert -t nir --spiking` and `--variant spiking` give the spiking graph (--variant took only the
+    tflite values for a while, and --spiking was "no option(s) spiking"); a last-step model refused by the
+    exact variant is told to use the spiking one, and contradicting flags are one line."""
+    import dataclasses
+    import subprocess
+
+    g = _linear(np.random.default_rng(3))
+    lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    lmu_edge.save(
+        g.replace(layers=(dataclasses.replace(g.layers[0], return_sequences=False), g.layers[1])),
+        tmp_path / "l.lmu.npz",
+    )
+    np.save(tmp_path / "x.npy", np.random.default_rng(4).standard_normal((1, 10, 2)) * 0.5)
+    base = [
+        sys.executable,
+        "-m",
+        "lmu_edge.cli",
+        "convert",
+        "-t",
+        "nir",
+        "--calibration",
+        str(tmp_path / "x.npy"),
+        "-q",
+    ]
+
+    def convert(model, out, *flags):
+        return subprocess.run(
+            [*base, str(tmp_path / model), "-o", str(tmp_path / out), *flags], capture_output=True, text=True
+        )
+
+    for out, flags in (("a", ("--spiking", "--neurons-per-dim", "4")), ("b", ("--variant", "spiking", "--tau", "3"))):
+        r = convert("m.lmu.npz", out, *flags)
+        assert r.returncode == 0, r.stderr
+        assert json.loads((tmp_path / out / "artifact.json").read_text())["options"]["variant"] == "spiking"
+    r = convert("l.lmu.npz", "c")
+    assert r.returncode == 1 and "the spiking variant takes it (--variant spiking)" in r.stderr, r.stderr
+    assert convert("l.lmu.npz", "d", "--spiking").returncode == 0
+    r = convert("m.lmu.npz", "e", "--spiking", "--variant", "exact")
+    assert r.returncode != 0 and "contradict" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
