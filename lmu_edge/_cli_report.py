@@ -170,14 +170,12 @@ def report(
         lmu_edge.quantization.check_calibration(x, f"--data {data_path}")
     labels = None
     if labels_path is not None:  # checked against all of --data: the --max-sequences cut could hide a mismatch
-        labels = load_array(labels_path, f"--labels {labels_path}")
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
-        if labels.shape[: len(expect)] != expect:
-            raise ShapeError(
-                f"--labels {labels_path}: shape {labels.shape} does not match --data's {len(x)} sequences: "
-                f"expected class indices of shape {expect} or targets of shape {expect + (source.output_features,)}"
-            )
+        labels = _labels(
+            load_array(labels_path, f"--labels {labels_path}"), expect, source.output_features, labels_path
+        )
         labels = labels[:max_sequences]
+    n_data = len(x)
     x = x[:max_sequences]
     say = progress_printer(quiet)
     error_budget, budget_why = report_budget(error_budget, targets, quantize, state_bits)
@@ -246,12 +244,18 @@ def report(
                     folded, x[:n_sweep], None if labels is None else labels[:n_sweep], progress=lambda m: bar.update(1)
                 )
             data["sweep_data"] = f"calibrated and evaluated on the first {n_sweep} sequences of --data"
+        data["data_sequences"] = {"evaluated": len(x), "given": n_data, "max_sequences": max_sequences}
         for t in data["targets"]:  # the artifacts move with the directory
             t["path"] = str(out_dir / Path(t["path"]).name)
         rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
     j, h = out_dir / "report.json", out_dir / "report.html"
 
     click.echo(f"wrote {j} and {h}")
+    click.echo(
+        f"evaluated {len(x)} of the {n_data} sequences of --data"
+        + (f" (--max-sequences {max_sequences})" if len(x) < n_data else "")
+        + ("; they calibrate the integer reference too" if quantize != "float" else "")
+    )
     click.echo(f"error budget {error_budget:.3g}: {budget_why}")
     for r in data.get("realizations", []):
         err = "not measured (already recurrent)" if r["error"] is None else f"measured error {r['error']:.2e}"
@@ -270,3 +274,38 @@ def report(
             err=True,
         )
         sys.exit(1)
+
+
+def _labels(labels, expect: tuple, n_out: int, path):
+    """``--labels`` as class indices of shape ``expect`` (int64) or targets of shape ``expect + (n_out,)``,
+    or a one-line ShapeError. Whole-number floats and a trailing axis of one are class indices too (a
+    model with one output reads both shapes as its targets)."""
+    import numpy as np
+
+    from .errors import ShapeError
+
+    where = f"--labels {path}"
+    targets = expect + (n_out,)
+    if n_out == 1 and labels.shape in (expect, targets):
+        return labels.reshape(targets).astype(np.float64)
+    if labels.shape == targets:
+        return labels
+    if labels.shape == expect + (1,):
+        labels = labels.reshape(expect)
+    if labels.shape != expect:
+        raise ShapeError(
+            f"{where}: shape {labels.shape} does not match --data's {expect[0]} sequences: expected class "
+            f"indices of shape {expect} or targets of shape {targets}"
+        )
+    if labels.dtype.kind == "f" and not np.all(labels == np.round(labels)):
+        raise ShapeError(
+            f"{where}: shape {labels.shape} reads as class indices, but they are not whole numbers; give "
+            f"targets of shape {targets} for NRMSE"
+        )
+    bad = labels[(labels < 0) | (labels >= n_out)]
+    if bad.size:
+        raise ShapeError(
+            f"{where}: class {bad.flat[0]:g} is outside 0..{n_out - 1} (the model has {n_out} outputs); "
+            f"{bad.size} of {labels.size} labels are"
+        )
+    return labels.astype(np.int64)

@@ -184,7 +184,10 @@ def test_cli_report_writes_json_and_html(tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr
+    said = "evaluated 24 of the 200 sequences of --data (--max-sequences 24); they calibrate the integer reference too"
+    assert said in r.stdout, r.stdout
     rep = json.loads((out / "report.json").read_text())
+    assert rep["data_sequences"] == {"evaluated": 24, "given": 200, "max_sequences": 24}
     assert rep["schema_version"] == report.SCHEMA_VERSION
     assert rep["targets"][0]["target"] == "c" and rep["targets"][0]["bit_exact_host"] is True
     assert (out / "report.html").stat().st_size > 20000
@@ -205,10 +208,21 @@ def test_cli_report_writes_json_and_html(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
 
 
-@pytest.mark.parametrize("wrong", [(8, 128, 1), (100,)], ids=["shape", "count-hidden-by-the-cut"])
-def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path, wrong):
-    # 100 labels for 200 sequences used to pass: both were cut to --max-sequences' 64 before the check
-    np.save(tmp_path / "wrong.npy", np.zeros(wrong, dtype=np.int64))
+@pytest.mark.parametrize(
+    "wrong,why",
+    [
+        (np.zeros((8, 128, 1), np.int64), "does not match --data's 200 sequences"),
+        (np.zeros(100, np.int64), "does not match --data's 200 sequences"),
+        (np.full(200, 99), "class 99 is outside 0..9 (the model has 10 outputs); 200 of 200 labels are"),
+        (np.arange(200) % 11 - 1, "class -1 is outside 0..9"),
+        (np.full(200, 2.5), "they are not whole numbers; give targets of shape (200, 10) for NRMSE"),
+    ],
+    ids=["shape", "count-hidden-by-the-cut", "class-99", "negative", "fractional"],
+)
+def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path, wrong, why):
+    # 100 labels for 200 sequences used to pass: both were cut to --max-sequences' 64 before the check; labels
+    # 99 gave "accuracy 0.0000" for every variant, silently
+    np.save(tmp_path / "wrong.npy", wrong)
     r = subprocess.run(
         lmu_edge_cli()
         + [
@@ -226,9 +240,30 @@ def test_cli_report_refuses_mismatched_labels_and_leaves_nothing(tmp_path, wrong
         text=True,
         timeout=300,
     )
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "does not match --data's 200 sequences" in r.stderr
+    assert r.returncode == 1 and "Traceback" not in r.stderr and why in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "rep").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["wrong.npy"]
+
+
+def test_cli_report_reads_float_and_column_class_labels_as_classes(tmp_path):
+    """Class labels saved as whole-number floats, or as a (N, 1) column, give the accuracy integer labels give
+    (both failed after all the work with an internal error: "labels of shape (64,) do not match outputs")."""
+    y = np.load(ROOT / "examples/models/keras_digits_test_y.npy")
+    accs = []
+    for name, labels in (("int", y), ("float", y.astype(np.float32)), ("column", y[:, None])):
+        np.save(tmp_path / f"{name}.npy", labels)
+        r = subprocess.run(
+            lmu_edge_cli()
+            + ["report", str(ROOT / "examples/models/keras_digits.keras"), "--data",
+               str(ROOT / "examples/models/keras_digits_test_x.npy"), "--labels", str(tmp_path / f"{name}.npy"),
+               "-t", "ir", "--quantize", "float", "--max-sequences", "32", "-o", str(tmp_path / name), "-q"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        metric = json.loads((tmp_path / name / "report.json").read_text())["variants"][0]["metric"]
+        accs.append((metric["name"], metric["value"]))
+    assert accs[0][0] == "accuracy" and 0.8 < accs[0][1] <= 1 and accs == [accs[0]] * 3, accs
 
 
 def test_cli_report_names_the_mode_a_float_only_target_needs(tmp_path):
