@@ -115,6 +115,10 @@ class Artifact:
             "runtime": self._runtime(runtime),
             "checked": tol is not None,
         }
+        lo_hi = self.manifest.get("calibration_range")
+        if lo_hi is not None:
+            outside = float(np.mean((x < lo_hi[0]) | (x > lo_hi[1])))
+            result["outside_calibration_range"] = {"fraction": outside, "range": list(lo_hi)}
         if isinstance(self.module, CheckedTarget) and self.manifest.get("quantize") not in (None, "float"):
             # quantized artifacts: what is checked is the target's own (e.g. bit-exactness with the integer reference)
             extra = self.module.check(self, x)
@@ -422,6 +426,8 @@ def _write(
             "options": {k: v for k, v in options.items()},
             "tolerance": None if tol is None or math.isinf(tol) else float(tol),
         }
+        if cal is not None:  # verify warns about inputs beyond it (a quantized input saturates there)
+            manifest["calibration_range"] = [float(np.min(cal)), float(np.max(cal))]
         manifest.update(extra)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         art = Artifact(tmp, manifest)

@@ -184,6 +184,16 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     r = cli(*args, "--option", "widen_db=null", "-o", tmp_path / "b")
     assert r.returncode == 0, r.stderr
     assert "16 bits for" not in r.stdout
+    # README: verify of a quantized artifact without bit-exactness to check says MEASURED and exits 0; with
+    # --tolerance it is a bound (FAIL, exit 1, beyond it); inputs beyond the calibration range get a warning
+    r = cli("verify", tmp_path / "a", "-i", tmp_path / "cal.npy")
+    assert r.returncode == 0 and r.stdout.startswith("MEASURED (nothing enforced): error "), r.stdout + r.stderr
+    assert r.stderr == "", r.stderr
+    r = cli("verify", tmp_path / "a", "-i", tmp_path / "cal.npy", "--tolerance", "1e-6")
+    assert r.returncode == 1 and r.stderr.startswith("FAIL: "), r.stdout + r.stderr
+    np.save(tmp_path / "far.npy", np.load(tmp_path / "cal.npy") * 50)
+    r = cli("verify", tmp_path / "a", "-i", tmp_path / "far.npy")
+    assert r.returncode == 0 and r.stdout.startswith("MEASURED") and "lie outside [" in r.stderr, r.stderr
 
 
 @pytest.mark.slow
