@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ._cli_base import BUDGET, TOLERANCE, progress_printer, quiet_means_quiet
+from ._cli_base import BUDGET, TOLERANCE, progress_printer, quiet_means_quiet, target_names
 
 
 def report_budget(given, targets, quantize, state_bits) -> tuple:
@@ -40,7 +40,14 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "data_path",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data.",
+    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data unless --calibration.",
+)
+@click.option(
+    "--calibration",
+    "calibration_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Inputs the quantized variants are calibrated on (default: --data), e.g. the --calibration file a "
+    "deployed artifact was converted with, so that the report describes that artifact.",
 )
 @click.option(
     "--labels",
@@ -63,6 +70,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     multiple=True,
     default=["c"],
     show_default=True,
+    type=click.Choice(target_names()),
     help="Targets to emit and run (repeatable).",
 )
 @click.option(
@@ -72,7 +80,8 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     help="Number format of the artifacts and of the integer graph the report traces: int8 (with c among the "
     "targets, the fewest layers given 16-bit activations that lift the model to 33 dB, as the c target "
     "does), int16x8 (16-bit activations, int8 weights; with c among the targets, some widened to 16 bits "
-    "as the c target does) or int16 (16-bit activations and weights, 32-bit state; c only).",
+    "as the c target does), int16 (16-bit activations and weights, 32-bit state; c only) or float (no "
+    "integer graph: the float artifacts against the source).",
 )
 @click.option(
     "--weight-bits",
@@ -99,7 +108,12 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
     "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
 )
-@click.option("--tolerance", type=TOLERANCE, help="Pass / fail bound on each target's error against the source model.")
+@click.option(
+    "--tolerance",
+    type=TOLERANCE,
+    help="Pass / fail bound on each target's error against the source model (default: none; the errors are "
+    "reported, and the exit is 0).",
+)
 @click.option(
     "--sweep",
     is_flag=True,
@@ -118,6 +132,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
 def report(
     model,
     data_path,
+    calibration_path,
     labels_path,
     out_dir,
     targets,
@@ -166,8 +181,12 @@ def report(
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
-    if quantize != "float":  # the data calibrates the integer reference too
-        lmu_edge.quantization.check_calibration(x, f"--data {data_path}")
+    cal, cal_what = x, f"--data {data_path}"
+    if calibration_path is not None:
+        cal_what = f"--calibration {calibration_path}"
+        cal, _ = check_input(source, load_array(calibration_path, cal_what), cal_what)
+    if quantize != "float":  # calibrates the integer reference and the quantized artifacts
+        lmu_edge.quantization.check_calibration(cal, cal_what)
     labels = None
     if labels_path is not None:  # checked against all of --data: the --max-sequences cut could hide a mismatch
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
@@ -192,7 +211,7 @@ def report(
             widen = None if weight_bits or "c" not in targets else WIDEN_DB.get(quantize)
             qg = lmu_edge.quantize(
                 folded,
-                x,
+                cal,
                 weight_bits=weight_bits or WEIGHT_BITS.get(quantize, 8),
                 state_bits=state_bits,
                 activation_bits=ACTIVATION_BITS.get(quantize, 8),
@@ -216,7 +235,7 @@ def report(
                     t,
                     tmp / t,
                     quantize=quantize,
-                    calibration=x if quantize != "float" else None,
+                    calibration=cal if quantize != "float" else None,
                     realization=realization,
                     error_budget=error_budget,
                     progress=None,
@@ -254,7 +273,15 @@ def report(
     click.echo(
         f"evaluated {len(x)} of the {n_data} sequences of --data"
         + (f" (--max-sequences {max_sequences})" if len(x) < n_data else "")
-        + ("; they calibrate the integer reference too" if quantize != "float" else "")
+        + (
+            (
+                "; they calibrate the quantized variants too"
+                if calibration_path is None
+                else f"; calibrated on {cal_what}"
+            )
+            if quantize != "float"
+            else ""
+        )
     )
     click.echo(f"error budget {error_budget:.3g}: {budget_why}")
     for r in data.get("realizations", []):

@@ -184,7 +184,7 @@ def test_cli_report_writes_json_and_html(tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr
-    said = "evaluated 24 of the 200 sequences of --data (--max-sequences 24); they calibrate the integer reference too"
+    said = "evaluated 24 of the 200 sequences of --data (--max-sequences 24); they calibrate the quantized variants"
     assert said in r.stdout, r.stdout
     rep = json.loads((out / "report.json").read_text())
     assert rep["data_sequences"] == {"evaluated": 24, "given": 200, "max_sequences": 24}
@@ -206,6 +206,29 @@ def test_cli_report_writes_json_and_html(tmp_path):
         text=True,
     )
     assert r.returncode == 1 and "Traceback" not in r.stderr and "missing.npy" in r.stderr
+
+
+def test_cli_report_calibrates_on_the_file_a_deployed_artifact_used(tmp_path):
+    """report --calibration F builds the quantized C artifact convert --calibration F builds (the same outputs,
+    bit for bit), and evaluates it on --data; without it the report calibrated on --data and described an
+    artifact nobody deployed (int8 C 0.955 against the deployed one's 0.950 on the 200 test digits)."""
+    model, cal = ROOT / "examples/models/keras_digits.keras", ROOT / "examples/models/digits_calibration_x.npy"
+    data = ROOT / "examples/models/keras_digits_test_x.npy"
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["report", str(model), "--data", str(data), "--calibration", str(cal), "-t", "c", "--max-sequences", "16",
+           "-o", str(tmp_path / "rep"), "-q"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"evaluated 16 of the 200 sequences of --data (--max-sequences 16); calibrated on --calibration {cal}" in (
+        r.stdout
+    ), r.stdout
+    deployed = lmu_edge.convert(model, "c", tmp_path / "dep", quantize="int8", calibration=cal, measure=False)
+    x = np.load(data)[:16]
+    assert np.array_equal(lmu_edge.open_artifact(tmp_path / "rep" / "c").run(x), deployed.run(x))
+    other = lmu_edge.convert(model, "c", tmp_path / "oth", quantize="int8", calibration=x, measure=False)
+    assert not np.array_equal(other.run(x), deployed.run(x))  # the calibration data matters: the check can fail
 
 
 @pytest.mark.parametrize(
