@@ -15,7 +15,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -108,7 +108,7 @@ class Artifact:
         tol = self.tolerance if tolerance is None else float(tolerance)
         x, _ = reference.check_input(self.graph, x)
         err = relative_error(self.run(x, runtime), self.reference(x))
-        result = {
+        result: dict[str, Any] = {
             "error": err,
             "tolerance": tol,
             "passed": bool(tol is None or err <= tol),
@@ -146,10 +146,14 @@ def open_artifact(out_dir) -> Artifact:
     path = Path(out_dir)
     man = path / MANIFEST
     if not man.is_file():
-        raise ArtifactError(
-            f"{path}: not an lmu-edge output directory (no {MANIFEST}); "
-            f"create one with 'lmu-edge convert MODEL --target T -o {path}'"
-        )
+        inside = sorted(p.parent.name for p in path.glob(f"*/{MANIFEST}")) if path.is_dir() else []
+        if inside:  # e.g. a report's directory: its artifacts are one level down
+            todo = f"it holds artifacts in {', '.join(str(path / n) for n in inside[:4])}: give one of those"
+        elif not path.exists():
+            todo = f"no such directory; create one with 'lmu-edge convert MODEL --target T -o {path}'"
+        else:
+            todo = "create one with 'lmu-edge convert MODEL --target T -o NEW_DIR'"
+        raise ArtifactError(f"{path}: not an lmu-edge output directory (no {MANIFEST}); {todo}")
     try:
         manifest = json.loads(man.read_text())
     except ValueError as e:

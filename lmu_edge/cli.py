@@ -489,10 +489,15 @@ def _c_summary(rep: dict) -> str:
     return "  C: " + "; ".join(parts)
 
 
-def _load_input(path):
+def _load_input(path, graph=None):
+    """``--input``'s array; checked against ``graph``'s input shape here, so that an error names the file."""
     from .arrays import load_array
+    from .reference import check_input
 
-    return load_array(path, f"--input {path}")
+    x = load_array(path, f"--input {path}")
+    if graph is not None:
+        check_input(graph, x, f"--input {path}")
+    return x
 
 
 @main.command()
@@ -537,7 +542,7 @@ def run(out_dir, input_path, output_path, runtime, force):
         how = "pass --force to replace it, or " if o.is_file() else ""
         raise OutputExistsError(f"--output {output_path} exists; {how}choose another name")
     outdir.check_writable(output_path)
-    y = art.run(_load_input(input_path), runtime=runtime)
+    y = art.run(_load_input(input_path, art.graph), runtime=runtime)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile
 
@@ -565,7 +570,8 @@ def run(out_dir, input_path, output_path, runtime, force):
         if os.path.lexists(tmp):
             os.unlink(tmp)
         raise
-    click.echo(f"wrote {output_path}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
+    fmt = "" if output_path.suffix == ".npy" else " (NumPy .npy format, whatever the name: np.load reads it)"
+    click.echo(f"wrote {output_path}{fmt}: shape {tuple(y.shape)}, runtime {runtime or art.module.DEFAULT_RUNTIME}")
 
 
 @main.command()
@@ -589,7 +595,7 @@ def verify(out_dir, input_path, runtime, tolerance):
 
     art = lmu_edge.open_artifact(out_dir)
     try:
-        r = art.verify(_load_input(input_path), runtime=runtime, tolerance=tolerance)
+        r = art.verify(_load_input(input_path, art.graph), runtime=runtime, tolerance=tolerance)
     except VerificationError as e:
         click.echo(f"FAIL: {e}", err=True)
         sys.exit(1)

@@ -142,9 +142,14 @@ def test_conversion_beyond_its_tolerance_writes_nothing(model, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_open_artifact_errors(tmp_path):
-    with pytest.raises(ArtifactError, match="not an lmu-edge output directory"):
+def test_open_artifact_errors(tmp_path, rng):
+    with pytest.raises(ArtifactError, match="not an lmu-edge output directory.*-o NEW_DIR'$"):
         lmu_edge.open_artifact(tmp_path)
+    with pytest.raises(ArtifactError, match="no such directory; create one with .* -o .*gone'$"):
+        lmu_edge.open_artifact(tmp_path / "gone")
+    lmu_edge.convert(chain(rng, q=4, theta=6.0), "ir", tmp_path / "rep" / "ir")  # as report lays them out
+    with pytest.raises(ArtifactError, match=r"it holds artifacts in .*rep/ir: give one of those$"):
+        lmu_edge.open_artifact(tmp_path / "rep")
     (tmp_path / "artifact.json").write_text("{")
     with pytest.raises(ArtifactError, match="malformed"):
         lmu_edge.open_artifact(tmp_path)

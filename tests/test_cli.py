@@ -70,6 +70,10 @@ def test_convert_run_verify_round_trip(tmp_path):
     np.testing.assert_allclose(y, lmu_edge.simulate(lmu_edge.load(EXAMPLES / "digits_lmu.lmu.npz"), x), atol=1e-9)
     labels = np.load(EXAMPLES / "digits_test_y.npy")
     assert np.mean(y.argmax(-1) == labels) > 0.85  # the shipped model really classifies digits
+    assert "(NumPy .npy format" not in r.stdout
+    r = cli("run", out, "--input", EXAMPLES / "digits_test_x.npy", "-o", tmp_path / "y.txt")  # says what it wrote
+    assert r.returncode == 0 and "wrote " in r.stdout and "y.txt (NumPy .npy format" in r.stdout, r.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "y.txt"), y)
     r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy")
     assert r.returncode == 0 and r.stdout.startswith("PASS"), r.stdout + r.stderr
     r = cli("verify", out, "--input", EXAMPLES / "digits_test_x.npy", "--tolerance", "0")
@@ -104,8 +108,10 @@ def test_errors_are_one_line_with_nonzero_exit(case, tmp_path, rng):
     elif case == "bad_input_shape":
         np.save(tmp_path / "x.npy", np.zeros((2, 10, 5)))
         r = cli("run", good, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy")
-        assert_one_line_error(r, "takes 2 features")
+        assert_one_line_error(r, f"--input {tmp_path / 'x.npy'}: model", "takes 2 features")  # names the file
         assert not (tmp_path / "y.npy").exists()
+        r = cli("verify", good, "-i", tmp_path / "x.npy")
+        assert_one_line_error(r, f"--input {tmp_path / 'x.npy'}: model", "takes 2 features")
     elif case == "existing_output":
         r = cli("convert", model, "-t", "ir", "-o", good)
         assert_one_line_error(r, "not empty", "--force")

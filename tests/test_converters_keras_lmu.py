@@ -554,3 +554,23 @@ def test_unsupported_model_gives_one_clear_error(km, case, fmt, tmp_path):
         lmu_edge.load(path)
     assert phrase in str(e.value) and str(path) in str(e.value)
     _check_cli_fails(path, tmp_path, phrase)
+
+
+@pytest.mark.slow
+def test_the_shipped_psmnist_model_scores_what_the_readme_says():
+    """README ("psMNIST, 1000 digits"): the shipped keras-lmu psMNIST model on the 1000 shipped test digits,
+    source float64 and C float32 840 right, the integer reference and C int8 842 (about 50 s)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("psmnist_evaluate", ROOT / "examples" / "psmnist" / "evaluate.py")
+    evaluate = importlib.util.module_from_spec(spec)  # a unique name: "evaluate" alone could be another example's
+    spec.loader.exec_module(evaluate)
+    got = {
+        name.strip(): round(acc * 1000) for name, acc, _ in evaluate.evaluate(1000, verbose=False) if acc is not None
+    }
+    assert got == {
+        "source model (parallel form, float64)": 840,
+        "C float (host, -O2)": 840,
+        "integer reference (numpy)": 842,
+        "C int8 (host, -O2)": 842,
+    }, got

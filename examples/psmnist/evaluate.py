@@ -2,7 +2,8 @@
 
 Prints the accuracy of the source model (parallel form, float64), the integer reference, and the
 compiled C on the host (int8 and float32), with the C's flash, RAM and Cortex-M4 / M0 instructions
-per step. Run by `python bench/run_all.py`, not by the test suite (784 steps per digit).
+per step (Cortex-M0: int8 only). Run by `python bench/run_all.py`; `tests/test_converters_keras_lmu.py` holds
+the accuracies the README quotes (about 50 s: 784 steps per digit).
 
     python examples/psmnist/evaluate.py [--n 1000]
 """
@@ -44,8 +45,8 @@ def evaluate(n=1000, verbose=True):
             rows.append(
                 (
                     f"  C {q}: flash {c.get('flash_bytes_m4')} B, RAM {c['ram_bytes']} B, "
-                    f"{c['macs_per_step']} MACs/step, M4 {v.get('instructions_per_step_m4')} / "
-                    f"M0 {v.get('instructions_per_step_m0')} instructions/step",
+                    f"{c['macs_per_step']} MACs/step, instructions/step: M4 {v.get('instructions_per_step_m4')}"
+                    + (f" / M0 {v['instructions_per_step_m0']}" if v.get("instructions_per_step_m0") else ""),
                     None,
                     None,
                 )
