@@ -432,6 +432,11 @@ def convert(
         click.echo(f"  {escape.printable(qinfo['widening_dropped'])}")
     if target == "c":
         click.echo(_c_summary(rep))
+    for key, value in (qinfo.get("onnxruntime_session_config") or {}).items():  # onnx int8: what sessions need
+        click.echo(
+            f"  in your ONNX Runtime sessions set {key} = {value} (so.add_session_config_entry({key!r}, {value!r})): "
+            f"the error above was measured so; fused QDQ kernels round differently, on some CPUs far worse"
+        )
     dev = (rep.get("c") or {}).get("device")
     if dev and "flash_used" in dev:
         click.echo(
@@ -526,7 +531,9 @@ def _load_input(path, graph=None):
     "nengo: nengo, loihi-emulator; nir: rockpool, sinabs; ir: reference, reference-float32.",
 )
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
-def run(out_dir, input_path, output_path, runtime, force):
+@click.option("--quiet", "-q", is_flag=True, help="No native runtime notices (e.g. LiteRT's delegate line) on stderr.")
+@quiet_means_quiet
+def run(out_dir, input_path, output_path, runtime, force, quiet):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
     import lmu_edge
 
@@ -586,7 +593,9 @@ def run(out_dir, input_path, output_path, runtime, force):
 )
 @click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
 @click.option("--tolerance", type=TOLERANCE, help="Largest accepted relative error (default: the artifact's).")
-def verify(out_dir, input_path, runtime, tolerance):
+@click.option("--quiet", "-q", is_flag=True, help="No native runtime notices (e.g. LiteRT's delegate line) on stderr.")
+@quiet_means_quiet
+def verify(out_dir, input_path, runtime, tolerance, quiet):
     """Run the artifact and its source model on inputs, print the error, and
     exit non-zero when it is beyond the tolerance."""
     import lmu_edge

@@ -187,6 +187,8 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     assert re.search(r"16 bits for \d+ activations?(, | and )\d+ weight matri(x|ces)( and the input)? \(", line), line
     assert "8 bits gave 25.9 dB against the source on the calibration data, below 36 dB (" in line, line
     assert line.endswith("dB now); --option widen_db=null keeps them 8-bit"), line
+    ort = "in your ONNX Runtime sessions set session.disable_quant_qdq = 1 (so.add_session_config_entry("
+    assert ort in r.stdout, r.stdout  # README: the session setting the measured error needs
     r = cli(*args, "--option", "widen_db=null", "-o", tmp_path / "b")
     assert r.returncode == 0, r.stderr
     assert "16 bits for" not in r.stdout
@@ -360,6 +362,13 @@ def test_quiet_means_nothing_on_stderr(target, tmp_path):
     r = cli("convert", EXAMPLES / "keras_digits.h5", "-t", target, *args, "-o", tmp_path / "o", "-q")
     assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path / 'o'} (target {target}"), r.stderr
     assert r.stderr == ""
+    # run and verify too (LiteRT printed its XNNPACK delegate notice on every run)
+    x = EXAMPLES / "keras_digits_test_x.npy"
+    r = cli("run", tmp_path / "o", "-i", x, "-o", tmp_path / "y.npy", "-q")
+    assert r.returncode == 0 and r.stdout.startswith("wrote ") and r.stderr == "", r.stderr
+    r = cli("verify", tmp_path / "o", "-i", x, "-q")
+    assert r.returncode == 0 and r.stdout.split(":")[0] in ("PASS", "MEASURED (nothing enforced)"), r.stdout
+    assert r.stderr == "", r.stderr
 
 
 def test_lmu_edge_debug_shows_the_traceback_and_keeps_native_logs(tmp_path):
