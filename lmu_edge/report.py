@@ -212,7 +212,7 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
                 "layer": layer.name,
                 "order": q,
                 "theta": layer.theta,
-                "realization": ql.realization,
+                "realization": ir.realization_name(layer.memory),
                 "impulse_response_error": relative_error(Hq, Hf),
                 "rows": rows,
                 "h_float": Hf[rows].tolist(),
@@ -231,7 +231,6 @@ def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
 def realizations(folded: ir.Graph) -> list:
     """Per LMU layer of a folded graph: its realization's name and the measured impulse-response error
     that proved it (``None`` for a layer that came already recurrent, without a measurement)."""
-    from .ir import realization_name
 
     out = []
     for layer in folded.lmu_layers:
@@ -239,7 +238,7 @@ def realizations(folded: ir.Graph) -> list:
         out.append(
             {
                 "layer": layer.name,
-                "realization": realization_name(layer.memory),
+                "realization": ir.realization_name(layer.memory),
                 "error": None if m is None else float(m.error),
                 "ops_per_step": None if m is None else int(m.ops_per_step),
             }
@@ -530,21 +529,53 @@ def figures(rep: dict) -> dict:
             a2.legend(fontsize=6, loc="lower left")
         figs[f"lmu_{m['layer']}"] = _png(fig)
     if rep.get("sweep"):
-        fig, ax = plt.subplots(figsize=(7, 3.2))
-        sw = rep["sweep"]
-        key = "metric" if "metric" in sw[0] else "sqnr_db"
-        for sb in sorted({r["state_bits"] for r in sw}):
-            pts = [r for r in sw if r["state_bits"] == sb]
-            ys = [r["metric"]["value"] if key == "metric" else (r["sqnr_db"] or 0) for r in pts]
-            ax.plot([r["memory_bytes"] for r in pts], ys, marker="o", label=f"state {sb} bits")
-            for r, yv in zip(pts, ys, strict=True):
-                ax.annotate(str(r["weight_bits"]), (r["memory_bytes"], yv), fontsize=6)
-        ax.set_xlabel("flash data + RAM (bytes); labels: weight bits")
-        ax.set_ylabel(sw[0]["metric"]["name"] if key == "metric" else "SQNR (dB)")
-        ax.legend(fontsize=7)
-        ax.set_title("metric against memory")
-        figs["sweep"] = _png(fig)
+        figs["sweep"] = _sweep_figure(rep["sweep"], rep.get("sweep_float"))
     return figs
+
+
+def _sweep_figure(sw: list, float_metric: Optional[dict] = None) -> str:
+    """The bit-width sweep as a grid: state bits (rows, with the memory each takes) against weight bits
+    (columns), each cell the task metric (or the SQNR against float) written in it and coloured by it."""
+    import matplotlib.pyplot as plt
+
+    key = "metric" if "metric" in sw[0] else "sqnr_db"
+    wbs = sorted({r["weight_bits"] for r in sw})
+    sbs = sorted({r["state_bits"] for r in sw})
+    cell = {(r["state_bits"], r["weight_bits"]): r for r in sw}
+
+    def value(r):
+        if key == "metric":
+            return r["metric"]["value"]
+        return 300.0 if r["sqnr_db"] is None else r["sqnr_db"]  # None: exact
+
+    grid = np.array([[value(cell[(s, w)]) if (s, w) in cell else np.nan for w in wbs] for s in sbs])
+    higher = sw[0]["metric"].get("higher_is_better", True) if key == "metric" else True
+    fig, ax = plt.subplots(figsize=(7, 0.55 * len(sbs) + 1.4))
+    ax.imshow(grid, cmap="viridis" if higher else "viridis_r", aspect="auto")
+    lo, hi = np.nanmin(grid), np.nanmax(grid)
+    for i, s in enumerate(sbs):
+        for j, w in enumerate(wbs):
+            if (s, w) not in cell:
+                continue
+            v = grid[i, j]
+            sq = cell[(s, w)]["sqnr_db"]
+            db = "exact" if sq is None else f"{sq:.1f} dB"
+            text = f"{v:.3f}\n{db}" if key == "metric" else ("exact" if v >= 300 else f"{v:.1f}")
+            light = (v - lo) / (hi - lo + 1e-30) < 0.5 if higher else (v - lo) / (hi - lo + 1e-30) > 0.5
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if light else "black")
+    mem = {}
+    for s in sbs:
+        b = sorted({cell[(s, w)]["memory_bytes"] for w in wbs if (s, w) in cell})
+        mem[s] = f"{b[0]:,} B" if len(b) == 1 else f"{b[0]:,}-{b[-1]:,} B"
+    ax.set_yticks(range(len(sbs)), [f"{s}-bit state ({mem[s]})" for s in sbs], fontsize=7)
+    ax.set_xticks(range(len(wbs)), [str(w) for w in wbs], fontsize=7)
+    ax.set_xlabel("weight bits (stored in int8 whatever their width)", fontsize=8)
+    name = sw[0]["metric"]["name"] if key == "metric" else "SQNR against float (dB)"
+    ref = f"; float: {float_metric['value']:.3f}" if key == "metric" and float_metric else ""
+    both = " (and SQNR against float)" if key == "metric" else ""
+    ax.set_title(f"{name}{both} per bit width; memory: constants + state{ref}", fontsize=9)
+    fig.tight_layout()
+    return _png(fig)
 
 
 def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:

@@ -129,9 +129,14 @@ def test_html_renders_its_plots_in_headless_chromium(digits, tmp_path):
     src, folded, qg, x, labels = digits
     rep = report.analyze(src, folded, qg, x, labels=labels)
     rep["sweep"] = report.sweep(folded, x[:8], labels[:8], weight_bits=(4, 8), state_bits=(12, 16))
+    rep["sweep_float"] = report.task_metric(lmu_edge.simulate(folded, x[:8]), labels[:8])
     _, html = report.write(rep, tmp_path, title="digits")
     text = html.read_text()
     assert text.count("data:image/png;base64,") >= 5 and "http" not in text.replace("http-equiv", "")
+    # the sweep's float line, the LMU heading's realization by its user-facing name, and why poles move
+    assert f"The float model scores {rep['sweep_float']['value']:.4f} on these sequences" in text
+    assert ", dense zoh, state fixed&lt;" in text and "dense_ss" not in text  # (HTML-escaped)
+    assert "its eigenvalues are ill-conditioned" in text
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report_screenshot.png"
     subprocess.run(
