@@ -1,7 +1,7 @@
 """Classify 8x8 digits (one pixel per step) with the shipped LMU as a spiking NIR graph, run in Rockpool.
 
-    python examples/nir_digits.py                  # 100 neurons per dimension, 10 steps per pixel
-    python examples/nir_digits.py --limit 8        # the first 8 held-out digits only (what the test runs)
+    python examples/nir_digits.py                  # 100 neurons per dimension, 10 steps per pixel (the test runs this)
+    python examples/nir_digits.py --limit 8        # the first 8 held-out digits only
 
 The same split as examples/nengo_digits.py: the first 16 held-out digits calibrate the memory's radii,
 the other 48 are classified by the float model and by the spiking graph (``--target nir``,
