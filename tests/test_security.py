@@ -720,6 +720,10 @@ def test_an_artifact_whose_files_changed_since_convert_is_refused_in_one_line(tm
     step.unlink()
     assert "step.onnx changed or missing" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
     step.write_bytes(good)
+    (out / "report.html").unlink()  # the report is sealed too (it records the verification), and says so
+    err = one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
+    assert "report.html changed or missing" in err and "sealed with the model: restore it or convert" in err, err
+    assert cli("convert", DIGITS_IR, "-t", "onnx", "-o", out, "-q", "--force").returncode == 0
     (out / "my_notes.txt").write_text("files lmu-edge did not write do not stop a run")
     assert cli("verify", out, "-i", tmp_path / "x.npy").returncode == 0
     (out / "lmu-edge-files.json").write_text("{}")
