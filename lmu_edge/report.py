@@ -340,8 +340,9 @@ def analyze(
                 "path": str(art.path),
                 "error_vs_source": err,
                 "sqnr_db": _finite(sqnr_db(y, y_src)),
-                "flash_bytes": c.get("flash_bytes"),
-                "ram_bytes": c.get("ram_bytes"),
+                # C: model.o's flash and the state; TFLite: the .tflite file and TFLite Micro's arena
+                "flash_bytes": c.get("flash_bytes", rep.get("model_bytes")),
+                "ram_bytes": c.get("ram_bytes", rep.get("tflm_arena_bytes")),
                 "macs_per_step": c.get("macs_per_step"),
                 "instructions_per_step_m4": ver.get("instructions_per_step_m4"),
                 "instructions_per_step_m0": ver.get("instructions_per_step_m0"),

@@ -368,7 +368,14 @@ def test_cli_report_traces_the_widened_int16x8_graph_only_for_the_c_target(tmp_p
             timeout=600,
         )
         assert r.returncode == 0, r.stderr
-        got[target] = json.loads((out / "report.json").read_text())["quantization"]
+        rep = json.loads((out / "report.json").read_text())
+        got[target] = rep["quantization"]
+        row, art = rep["targets"][0], json.loads((out / target / "report.json").read_text())
+        if target == "tflite":  # its flash and RAM: the .tflite file and TFLite Micro's arena (were "-")
+            assert row["flash_bytes"] == (out / "tflite" / "model.tflite").stat().st_size == art["model_bytes"]
+            assert row["ram_bytes"] == art["tflm_arena_bytes"] > 0
+        else:
+            assert (row["flash_bytes"], row["ram_bytes"]) == (art["c"]["flash_bytes"], art["c"]["ram_bytes"])
     assert "widened" not in got["tflite"]
     assert got["c"]["widened"] == ["dense.kernel", "lmu_feedforward.hidden"]
 
