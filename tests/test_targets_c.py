@@ -352,8 +352,15 @@ def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_no
     art = lmu_edge.convert(
         g, "c", tmp_path / "ok", quantize="int8", calibration=x, device="cortex-m0-16k", measure=False
     )
-    device = json.loads((art.path / "report.json").read_text())["c"]["device"]
-    assert device == {"name": "cortex-m0-16k", "flash": 256 * 1024, "ram": 16 * 1024, "fits": True}
+    c = json.loads((art.path / "report.json").read_text())["c"]
+    assert c["device"] == {
+        "name": "cortex-m0-16k",
+        "flash": 256 * 1024,
+        "ram": 16 * 1024,
+        "fits": True,
+        "flash_used": c["flash_bytes_m0"],  # the M0 object's, the device's core
+        "ram_used": c["ram_bytes"],
+    }
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     xq = intsim.quantize_input(qg, x)
     y, stats = art.module.run_native(art, xq.astype(np.int8), "microbit")
