@@ -175,13 +175,14 @@ def open_artifact(out_dir) -> Artifact:
         raise ArtifactError(f"{path}: no valid {outdir.RECORD} (the record of the files convert wrote); convert again")
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        why = ""
+        todo = "convert the model again"
         if set(changed) <= {"report.json", "report.html"}:  # the model is intact: say why the report counts
-            why = "; the report records the artifact's verification, so it is sealed with the model: restore it or"
+            todo = (
+                f"the report records the artifact's verification, so it is sealed with the model: restore it or {todo}"
+            )
         raise ArtifactError(
             f"{path}: {', '.join(changed[:3])}{more} changed or missing since lmu-edge wrote "
-            f"{'it' if len(changed) == 1 else 'them'} (SHA-256 against {outdir.RECORD}){why or ';'} convert the "
-            f"model again"
+            f"{'it' if len(changed) == 1 else 'them'} (SHA-256 against {outdir.RECORD}); {todo}"
         )
     return Artifact(path, manifest)
 

@@ -478,7 +478,7 @@ def _c_summary(rep: dict) -> str:
         if v.get(f"instructions_per_step_{k}")
     ]
     if insn:
-        steps = min(int(v["input_shape"][1]), 200)
+        steps = v["instructions_measured_steps"]
         parts.append(
             "instructions per step "
             + ", ".join(f"{n:,.0f} on Cortex-{name}" for n, name in insn)

@@ -567,10 +567,14 @@ def run(art, x, runtime):
     return y if g.output_is_sequence else y[:, -1]
 
 
+#: the steps of the first sequence over which ``check`` counts instructions per step under QEMU
+MEASURED_STEPS = 200
+
+
 def check(art, x) -> dict:
     """Bit-exactness of the host build against the integer reference (integer artifacts), and
     instructions per step on Cortex-M under QEMU when the toolchain is installed."""
-    out = {}
+    out: dict[str, Any] = {}
     man = art.manifest.get("c", {})
     if man.get("quantized"):
         qg = _qgraph(art)
@@ -582,7 +586,8 @@ def check(art, x) -> dict:
         if not out["bit_exact_host"]:
             out["passed"] = False
     if man.get("measure") and shutil.which("qemu-system-arm") and shutil.which("arm-none-eabi-gcc"):
-        probe = x[:1, : min(x.shape[1], 200)]
+        probe = x[:1, : min(x.shape[1], MEASURED_STEPS)]
+        out["instructions_measured_steps"] = int(probe.shape[1])
         for rt in ("cortex-m4", "cortex-m0") if man.get("quantized") else ("cortex-m4",):
             data = (
                 intsim.quantize_input(_qgraph(art), probe).astype(intsim.act_dtype(_qgraph(art)))
