@@ -13,8 +13,6 @@ signal-to-quantization-noise ratio drops the most as the main source of error.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import math
 from pathlib import Path
@@ -448,87 +446,98 @@ def sweep(
 # --- output ----------------------------------------------------------------------------------
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def figures(rep: dict) -> dict:
-    """The report's plots as base64 PNGs (matplotlib, Agg backend)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The report's charts, each one inline ``<svg>`` element (:mod:`lmu_edge.svgplot`)."""
+    from . import svgplot as sp
 
     figs = {}
+    diag = rep.get("diagnosis", {}).get("tensor")
     if rep.get("tensors"):
         rows = rep["tensors"]
-        fig, ax = plt.subplots(figsize=(8, 3))
-        names = [r["name"] for r in rows]
+        p = sp.Plot(
+            820,
+            300,
+            title="SQNR of every tensor, integer vs float (red: main error source)",
+            ylabel="SQNR (dB)",
+            margins=(58, 14, 26, 96),
+        )
         vals = [r["sqnr_db"] if r["sqnr_db"] is not None else 0 for r in rows]
-        colors = ["#d62728" if r["name"] == rep.get("diagnosis", {}).get("tensor") else "#1f77b4" for r in rows]
-        ax.bar(range(len(rows)), vals, color=colors)
-        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("SQNR (dB)")
-        ax.set_title("SQNR of every tensor, integer vs float (red: main error source)")
-        figs["sqnr"] = _png(fig)
-        n = len(rows)
-        cols = min(4, n)
-        fig, axes = plt.subplots(
-            (n + cols - 1) // cols, cols, figsize=(3.2 * cols, 2.4 * ((n + cols - 1) // cols)), squeeze=False
+        p.bars(
+            range(len(rows)),
+            vals,
+            0.8,
+            [sp.color(3) if r["name"] == diag else sp.color(0) for r in rows],
+            align="center",
         )
-        for ax, r in zip(axes.ravel(), rows, strict=False):  # spare axes are blanked below
-            e = np.asarray(r["hist_edges"])
-            ax.bar(e[:-1], r["hist"], width=np.diff(e), align="edge", color="#1f77b4")
+        p.xticks(range(len(rows)), [r["name"] for r in rows], rotate=30)
+        p.xlim = (-0.6, len(rows) - 0.4)
+        figs["sqnr"] = sp.compose([[p]], label="SQNR per tensor")
+        cols = min(4, len(rows))
+        panels = []
+        for r in rows:
+            e = [float(v) for v in r["hist_edges"]]
+            h = sp.Plot(260, 190, title=f"{r['name']} ({r['type']})", margins=(44, 10, 22, 30), font=9.0)
+            h.bars(e[:-1], r["hist"], [b - a for a, b in zip(e[:-1], e[1:], strict=True)], sp.color(0))
             for v in r["type_range"]:
-                ax.axvline(v, color="#d62728", ls="--", lw=1)
-            if "bound" in r:
-                for v in (-r["bound"], r["bound"]):
-                    ax.axvline(v, color="#2ca02c", ls=":", lw=1)
-            ax.set_title(f"{r['name']} ({r['type']})", fontsize=8)
-            ax.tick_params(labelsize=7)
-        for ax in axes.ravel()[n:]:
-            ax.axis("off")
-        fig.suptitle(
-            "values used (histogram) against the type's range (red, dashed) and the state bound (green, dotted)",
-            fontsize=9,
-            y=1.02,
+                h.vline(v, sp.color(3), dash="dashed")
+            for v in (-r["bound"], r["bound"]) if "bound" in r else ():
+                h.vline(v, sp.color(2), dash="dotted")
+            panels.append(h)
+        figs["ranges"] = sp.compose(
+            [panels[i : i + cols] for i in range(0, len(panels), cols)],
+            title="values used (histogram) against the type's range (red, dashed) and the state bound (green, dotted)",
+            font=10.0,
         )
-        figs["ranges"] = _png(fig)
     if rep.get("step_errors"):
-        fig, ax = plt.subplots(figsize=(8, 2.6))
-        ax.plot(rep["step_errors"]["max"], label="max over the batch")
-        ax.plot(rep["step_errors"]["mean"], label="mean")
-        ax.set_xlabel("time step")
-        ax.set_ylabel("|error| / output scale")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-        ax.set_title("error of the quantized model over time")
-        figs["steps"] = _png(fig)
+        p = sp.Plot(
+            820,
+            260,
+            title="error of the quantized model over time",
+            xlabel="time step",
+            ylabel="|error| / output scale",
+            ylog=True,
+        )
+        for i, key in enumerate(("max", "mean")):
+            ys = rep["step_errors"][key]
+            p.line(range(len(ys)), ys, sp.color(i), label="max over the batch" if key == "max" else "mean")
+        if not p.ys:  # exact at every step: nothing to draw on a log axis
+            p.ylim = (1e-9, 1.0)
+        figs["steps"] = sp.compose([[p]], label="error per step")
     for m in rep.get("lmu", []):
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3))
+        a1 = sp.Plot(
+            560,
+            300,
+            title=f"{m['layer']}: impulse response (rel. error {m['impulse_response_error']:.1e})",
+            xlabel="step",
+            font=10.0,
+        )
         for i, (hf, hq) in enumerate(zip(m["h_float"], m["h_quantized"], strict=True)):
-            a1.plot(hf, color=f"C{i}", lw=1.2, label=f"row {m['rows'][i]} float")
-            a1.plot(hq, color=f"C{i}", lw=1, ls="--", label=f"row {m['rows'][i]} quantized")
-        a1.set_title(f"{m['layer']}: impulse response (rel. error {m['impulse_response_error']:.1e})", fontsize=9)
-        a1.legend(fontsize=6)
-        t = np.linspace(0, 2 * np.pi, 200)
-        a2.plot(np.cos(t), np.sin(t), color="0.7", lw=1)
+            a1.line(range(len(hf)), hf, sp.color(i), width=1.6, label=f"row {m['rows'][i]} float")
+            a1.line(range(len(hq)), hq, sp.color(i), width=1.1, dash="dashed", label=f"row {m['rows'][i]} quantized")
+        a2 = sp.Plot(
+            320,
+            300,
+            title="poles of Abar and the unit circle" if m["poles_float"] else "FIR: no poles",
+            equal=True,
+            xlim=(-1.15, 1.15),
+            ylim=(-1.15, 1.15),
+            margins=(40, 14, 26, 30),
+            font=10.0,
+        )
+        t = [2 * math.pi * k / 200 for k in range(201)]
+        a2.line([math.cos(v) for v in t], [math.sin(v) for v in t], "#b3b3b3", width=1.0)
         if m["poles_float"]:
             pf, pq = np.array(m["poles_float"]), np.array(m["poles_quantized"])
-            a2.scatter(pf[:, 0], pf[:, 1], s=14, label=f"float, radius {m['spectral_radius_float']:.6f}")
-            a2.scatter(
-                pq[:, 0], pq[:, 1], s=14, marker="x", label=f"quantized, radius {m['spectral_radius_quantized']:.6f}"
+            a2.markers(pf[:, 0], pf[:, 1], sp.color(0), label=f"float, radius {m['spectral_radius_float']:.6f}")
+            a2.markers(
+                pq[:, 0],
+                pq[:, 1],
+                sp.color(1),
+                marker="x",
+                label=f"quantized, radius {m['spectral_radius_quantized']:.6f}",
             )
-        a2.set_aspect("equal")
-        a2.set_title("poles of Abar and the unit circle" if m["poles_float"] else "FIR: no poles", fontsize=9)
-        if m["poles_float"]:
-            a2.legend(fontsize=6, loc="lower left")
-        figs[f"lmu_{m['layer']}"] = _png(fig)
+            a2.legend("lower left")
+        figs[f"lmu_{m['layer']}"] = sp.compose([[a1, a2]], label="impulse response and poles")
     if rep.get("sweep"):
         figs["sweep"] = _sweep_figure(rep["sweep"], rep.get("sweep_float"))
     return figs
@@ -537,7 +546,7 @@ def figures(rep: dict) -> dict:
 def _sweep_figure(sw: list, float_metric: Optional[dict] = None) -> str:
     """The bit-width sweep as a grid: state bits (rows, with the memory each takes) against weight bits
     (columns), each cell the task metric (or the SQNR against float) written in it and coloured by it."""
-    import matplotlib.pyplot as plt
+    from . import svgplot as sp
 
     key = "metric" if "metric" in sw[0] else "sqnr_db"
     wbs = sorted({r["weight_bits"] for r in sw})
@@ -549,34 +558,41 @@ def _sweep_figure(sw: list, float_metric: Optional[dict] = None) -> str:
             return r["metric"]["value"]
         return 300.0 if r["sqnr_db"] is None else r["sqnr_db"]  # None: exact
 
-    grid = np.array([[value(cell[(s, w)]) if (s, w) in cell else np.nan for w in wbs] for s in sbs])
+    vals = [value(r) for r in cell.values()]
+    lo, hi = min(vals), max(vals)
     higher = sw[0]["metric"].get("higher_is_better", True) if key == "metric" else True
-    fig, ax = plt.subplots(figsize=(7, 0.55 * len(sbs) + 1.4))
-    ax.imshow(grid, cmap="viridis" if higher else "viridis_r", aspect="auto")
-    lo, hi = np.nanmin(grid), np.nanmax(grid)
-    for i, s in enumerate(sbs):
-        for j, w in enumerate(wbs):
-            if (s, w) not in cell:
-                continue
-            v = grid[i, j]
-            sq = cell[(s, w)]["sqnr_db"]
-            db = "exact" if sq is None else f"{sq:.1f} dB"
-            text = f"{v:.3f}\n{db}" if key == "metric" else ("exact" if v >= 300 else f"{v:.1f}")
-            light = (v - lo) / (hi - lo + 1e-30) < 0.5 if higher else (v - lo) / (hi - lo + 1e-30) > 0.5
-            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if light else "black")
     mem = {}
     for s in sbs:
         b = sorted({cell[(s, w)]["memory_bytes"] for w in wbs if (s, w) in cell})
         mem[s] = f"{b[0]:,} B" if len(b) == 1 else f"{b[0]:,}-{b[-1]:,} B"
-    ax.set_yticks(range(len(sbs)), [f"{s}-bit state ({mem[s]})" for s in sbs], fontsize=7)
-    ax.set_xticks(range(len(wbs)), [str(w) for w in wbs], fontsize=7)
-    ax.set_xlabel("weight bits (stored in int8 whatever their width)", fontsize=8)
     name = sw[0]["metric"]["name"] if key == "metric" else "SQNR against float (dB)"
     ref = f"; float: {float_metric['value']:.3f}" if key == "metric" and float_metric else ""
     both = " (and SQNR against float)" if key == "metric" else ""
-    ax.set_title(f"{name}{both} per bit width; memory: constants + state{ref}", fontsize=9)
-    fig.tight_layout()
-    return _png(fig)
+    p = sp.Plot(
+        max(520, 190 + 90 * len(wbs)),
+        60 + 40 * len(sbs),
+        title=f"{name}{both} per bit width; memory: constants + state{ref}",
+        xlabel="weight bits (stored in int8 whatever their width)",
+        xlim=(-0.5, len(wbs) - 0.5),
+        ylim=(len(sbs) - 0.5, -0.5),
+        margins=(170, 14, 26, 36),
+        font=10.0,
+    )
+    for i, s in enumerate(sbs):
+        for j, w in enumerate(wbs):
+            if (s, w) not in cell:
+                continue
+            v = value(cell[(s, w)])
+            t = (v - lo) / (hi - lo) if hi > lo else 0.5
+            t = t if higher else 1.0 - t
+            p.rect(j - 0.5, i - 0.5, j + 0.5, i + 0.5, sp.viridis(t))
+            sq = cell[(s, w)]["sqnr_db"]
+            db = "exact" if sq is None else f"{sq:.1f} dB"
+            text = f"{v:.3f}\n{db}" if key == "metric" else ("exact" if v >= 300 else f"{v:.1f}")
+            p.text(j, i, text, fill="#fff" if t < 0.5 else "#000", size=9.0)
+    p.xticks(range(len(wbs)), [str(w) for w in wbs])
+    p.yticks(range(len(sbs)), [f"{s}-bit state ({mem[s]})" for s in sbs])
+    return sp.compose([[p]], label="bit-width sweep")
 
 
 def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
