@@ -56,6 +56,26 @@ def shifted_bias(bias, W, Q, in_mean):
 GPTQ_DAMP = 0.01
 #: the scales each output channel tries, as multiples of ``max |w| / qmax`` (:func:`gptq`)
 GPTQ_SCALES = np.linspace(0.8, 1.2, 41)
+#: inputs rounded per block in :func:`gptq` (their errors reach the later inputs as one matrix product)
+GPTQ_BLOCK = 128
+
+
+def inverse_upper_factor(H):
+    """The upper triangular ``U`` with ``U^T U = H^-1`` (positive diagonal) for a symmetric positive
+    definite ``H``, or None where ``H`` is not. Without forming the inverse: with ``J`` the reversal,
+    ``J H J = L L^T`` gives ``H^-1 = (J L^-T J)(J L^-1 J)``, so ``U = J L^-1 J``; one Cholesky and one
+    triangular inverse (2/3 n^3 operations, where inverting and factoring took about 3 n^3: 6400 inputs,
+    14.4 s -> 5.0 s on two cores)."""
+    from scipy.linalg import lapack
+
+    try:
+        L = np.linalg.cholesky(H[::-1, ::-1])
+    except np.linalg.LinAlgError:
+        return None
+    Li, info = lapack.dtrtri(L, lower=1)
+    if info != 0 or not np.all(np.isfinite(Li)):
+        return None
+    return np.ascontiguousarray(np.triu(Li[::-1, ::-1]))
 
 
 def gptq(W, gram, bits, centered, keep_peaks=False):
@@ -87,9 +107,8 @@ def gptq(W, gram, bits, centered, keep_peaks=False):
     H[dead, dead] = 1.0
     H = H + GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
     order = np.argsort(-np.diag(H), kind="stable")
-    try:
-        U = np.linalg.cholesky(np.linalg.inv(H[np.ix_(order, order)])).T  # upper factor of H^-1
-    except np.linalg.LinAlgError:
+    U = inverse_upper_factor(H[np.ix_(order, order)])
+    if U is None:
         return on_grid(W, bits), base
     f = len(GPTQ_SCALES)
     scale = np.outer(base, GPTQ_SCALES).ravel()  # channel j's candidates at columns j*f .. j*f+f-1
@@ -97,15 +116,22 @@ def gptq(W, gram, bits, centered, keep_peaks=False):
     peak = np.argmax(np.abs(X), axis=0)
     top = np.sign(X[peak, np.arange(X.shape[1])]) * qmax * scale
     Q = np.empty_like(X)
-    for i in range(len(X)):
-        Q[i] = np.clip(np.round(X[i] / scale), -qmax, qmax) * scale
-        if keep_peaks:
-            Q[i, peak == i] = top[peak == i]
-        err = (X[i] - Q[i]) / U[i, i]
-        X[i + 1 :] -= np.outer(U[i, i + 1 :], err)
+    # inputs in blocks of GPTQ_BLOCK: each rounding's error goes at once to the rest of its block, and a
+    # block's errors go to the inputs after it in one matrix product (the same sums as one outer product
+    # per input, in another order; 6400 inputs: 32 s -> 3 s)
+    for a in range(0, len(X), GPTQ_BLOCK):
+        b = min(a + GPTQ_BLOCK, len(X))
+        E = np.empty((b - a, X.shape[1]))
+        for i in range(a, b):
+            Q[i] = np.clip(np.round(X[i] / scale), -qmax, qmax) * scale
+            if keep_peaks:
+                Q[i, peak == i] = top[peak == i]
+            E[i - a] = (X[i] - Q[i]) / U[i, i]
+            X[i + 1 : b] -= np.outer(U[i, i + 1 : b], E[i - a])
+        X[b:] -= U[a:b, b:].T @ E
     Q = Q[np.argsort(order)]
     R = Q - np.repeat(W, f, axis=1)
-    cost = np.einsum("ij,ik,kj->j", R, H, R).reshape(W.shape[1], f)
+    cost = np.sum(R * (H @ R), axis=0).reshape(W.shape[1], f)  # r^T H r per column (one BLAS product)
     best = np.argmin(cost, axis=1) + np.arange(W.shape[1]) * f
     return Q[:, best], scale[best]
 
@@ -157,7 +183,7 @@ def compensate(graph, recs, weight_bits, use_gptq, correct_bias, wide=frozenset(
     ``memo`` (a dict kept across calls on the same graph and ``recs``): each part is rounded once. A
     part's rounding depends on the float model's inputs to it alone, not on how the other parts are
     rounded, so the widening searches, which try many sets of 16-bit parts, round each matrix once (GPTQ
-    of a 6400-input hidden kernel takes about 14 s)."""
+    of a 6400-input hidden kernel takes about 8 s, 28 s before it ran in blocks)."""
     scales: dict = {}
 
     def rounded(key, W, gram, bias, mean, in_loop=False):

@@ -217,6 +217,31 @@ def test_gptq_rounds_onto_the_grid_and_cuts_the_output_error(centered):
     assert err(Q) < 0.5 * err(on_grid(W, 4)), (err(Q), err(on_grid(W, 4)))  # measured 0.10x and 0.06x
 
 
+def test_gptq_in_blocks_rounds_as_one_input_at_a_time(monkeypatch):
+    """GPTQ carries each input's rounding error to the rest of its block at once and to the later blocks
+    in one product (``rounding.GPTQ_BLOCK`` inputs per block): over 300 inputs (three blocks, the last
+    short) every integer and scale is the one-input-at-a-time order's. Catches a block's errors sent to
+    the wrong rows or lost at a block's edge. The inverse's upper factor is checked against numpy's."""
+    from lmu_edge import rounding
+
+    rng = np.random.default_rng(12)
+    X = _correlated(rng, 3000, 300) + 0.5 * rng.standard_normal((3000, 300))
+    W = rng.standard_normal((300, 6))
+    gram = (X.T @ X, X.sum(axis=0), len(X))
+    assert rounding.GPTQ_BLOCK < 300 and 300 % rounding.GPTQ_BLOCK
+    blocked = rounding.gptq(W, gram, 8, True, keep_peaks=True)
+    monkeypatch.setattr(rounding, "GPTQ_BLOCK", 1)
+    single = rounding.gptq(W, gram, 8, True, keep_peaks=True)
+    np.testing.assert_array_equal(blocked[1], single[1])
+    np.testing.assert_array_equal(np.round(blocked[0] / blocked[1]), np.round(single[0] / single[1]))
+    assert np.max(np.abs(blocked[0] - single[0])) < 1e-12
+    H = gram[0] / 3000 + 0.1 * np.eye(300)
+    U = rounding.inverse_upper_factor(H)
+    np.testing.assert_array_equal(U, np.triu(U))
+    np.testing.assert_allclose(U, np.linalg.cholesky(np.linalg.inv(H)).T, rtol=0, atol=1e-9 * np.abs(U).max())
+    assert rounding.inverse_upper_factor(-np.eye(3)) is None  # not positive definite: GPTQ rounds to nearest
+
+
 def test_int16x8_stores_the_gptq_values_and_beats_rounding_to_nearest():
     # quantize() with 16-bit activations on a model of the layer-option matrix: every feed-forward weight
     # of the integer graph is exactly the GPTQ value at its searched scale (channels whose largest weight

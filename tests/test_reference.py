@@ -114,3 +114,25 @@ def test_float32_mode_is_close_to_float64(rng):
 def test_bad_inputs_are_clear_errors(x, match, rng):
     with pytest.raises(ShapeError, match=match):
         lmu_edge.simulate(chain(rng), x)
+
+
+def test_calibration_moments_sum_every_step_of_every_sequence(rng):
+    """``record_ranges``' second moment of an LMU's hidden-cell input (``z_gram``, what GPTQ rounds the
+    hidden kernel against) is the sum of ``z z^T`` over every step of every sequence, with its sum and
+    count: recomputed here from the states the runner reports step by step (``last["state"]``) and the
+    layer's input (``input_to_hidden``). Catches steps or sequences left out of the sum."""
+    g = lmu_edge.fold(chain(rng, q=5, theta=6.0, input_to_hidden=True), "zoh")
+    x = rng.standard_normal((3, 11, 2))
+    recs = reference.record_ranges(g, x)
+    pre, mid = reference._runners(g, np.float64)[:2]
+    u = pre.seq(x)
+    mid.reset(3)
+    zs = []
+    for t in range(u.shape[1]):
+        mid.step(u[:, t])
+        zs.append(np.concatenate([mid.last["state"], u[:, t]], axis=-1))
+    Z = np.concatenate(zs)
+    G, s, n = recs[1]["z_gram"]
+    assert n == 3 * 11 and Z.shape == (33, 5 * mid.L.memory_d + 3)
+    np.testing.assert_allclose(G, Z.T @ Z, rtol=1e-12)
+    np.testing.assert_allclose(s, Z.sum(axis=0), rtol=1e-12)
