@@ -69,6 +69,12 @@ class _Run:
     def reset(self, batch):
         pass
 
+    def seq(self, x):
+        """``(N, T, F)`` -> ``(N, T, F_out)``: the steps of a stateless layer, all at once."""
+        N, T = x.shape[:2]
+        y = self.step(x.reshape(N * T, -1))
+        return y.reshape(N, T, -1)
+
 
 class _InputRun(_Run):
     def __init__(self, layer):
@@ -95,17 +101,29 @@ class _BandConvRun(_Run):
         L = self.L
         self.hist = np.full((batch, L.kernel_t - 1, L.bands * L.channels_in), self.zp, np.int64)
 
-    def step(self, x):
+    def _conv(self, frames):
+        """``(M, kernel_t, bands * channels)`` windows of frames -> ``(M, out_bands * filters)``."""
         L = self.L
-        N, c = x.shape[0], L.channels_in
-        frames = np.concatenate([self.hist, np.asarray(x, np.int64)[:, None]], axis=1)
-        self.hist = frames[:, 1:]
-        grid = frames.reshape(N, L.kernel_t, L.bands, c)
+        M, c = frames.shape[0], L.channels_in
+        grid = frames.reshape(M, L.kernel_t, L.bands, c)
         grid = np.pad(grid, ((0, 0), (0, 0), (L.pad_lo, L.pad_hi), (0, 0)), constant_values=self.zp)
         nb = L.out_bands * L.pool  # the bands pooling would drop are not computed (as in C)
-        patches = np.stack([grid[:, :, b : b + L.kernel_f].reshape(N, -1) for b in range(nb)], axis=1)
-        y = linear(L.linear, [patches.reshape(N * nb, -1)]).reshape(N, L.out_bands, L.pool, -1).max(axis=2)
-        return y.reshape(N, -1)
+        patches = np.stack([grid[:, :, b : b + L.kernel_f].reshape(M, -1) for b in range(nb)], axis=1)
+        y = linear(L.linear, [patches.reshape(M * nb, -1)]).reshape(M, L.out_bands, L.pool, -1).max(axis=2)
+        return y.reshape(M, -1)
+
+    def step(self, x):
+        frames = np.concatenate([self.hist, np.asarray(x, np.int64)[:, None]], axis=1)
+        self.hist = frames[:, 1:]
+        return self._conv(frames)
+
+    def seq(self, x):
+        L = self.L
+        N, T = x.shape[:2]
+        frames = np.concatenate([self.hist, np.asarray(x, np.int64)], axis=1)  # (N, kernel_t - 1 + T, F)
+        self.hist = frames[:, T:]
+        win = np.lib.stride_tricks.sliding_window_view(frames, L.kernel_t, axis=1)  # (N, T, F, kernel_t)
+        return self._conv(np.moveaxis(win, -1, 2).reshape(N * T, L.kernel_t, -1)).reshape(N, T, -1)
 
 
 class _LutRun(_Run):
@@ -148,6 +166,16 @@ class _PoolRun(_Run):
 
     def reset(self, batch):
         self.sum, self.n = 0, 0
+
+    def seq(self, x):
+        L = self.L
+        T = x.shape[1]
+        prev = self.sum[:, None] if np.ndim(self.sum) else self.sum
+        sums = prev + np.cumsum(x - L.in_zp, axis=1)
+        n = self.n + np.arange(1, T + 1, dtype=np.int64)[None, :, None]
+        self.sum, self.n = sums[:, -1], self.n + T
+        mean8 = div_round(sums * 256, n)
+        return np.clip(L.out_zp + mbqm(mean8, L.multiplier, L.shift), *qir.act_range(L.bits))
 
     def step(self, x):
         L = self.L
@@ -227,6 +255,30 @@ class _LMURun(_Run):
                 acc = w[k - 1] + shift_round(acc * qir.RK_INV16[k + 1], 16, st.rounding)
             x = xt.saturate(x + acc)
         return st.saturate(shift_round(x, g, st.rounding))
+
+    def seq(self, x):
+        L = self.L
+        if L.hidden_to_memory or L.memory_to_memory or (L.hidden is not None and L.hidden_recurrent):
+            return np.stack([self.step(x[:, t]) for t in range(x.shape[1])], axis=1)  # feedback: step by step
+        N, T = x.shape[:2]
+        u = linear(L.encoder, [x.reshape(N * T, -1)]).reshape(N, T, -1)
+        ms = []
+        for t in range(T):  # the memory alone is recurrent
+            self.m = self._memory(u[:, t])
+            ms.append(self.m)
+        M = np.stack(ms, axis=1)  # (N, T, d, q)
+        self.last = {"u": u[:, -1], "state": self.m.reshape(N, -1)}
+        self.max_abs_state = max(self.max_abs_state, int(np.max(np.abs(M))) if M.size else 0)
+        z = self._mz(M.reshape(N * T, -1))
+        if L.input_to_hidden:
+            assert L.x_to_z is not None
+            mult, sh, zp = L.x_to_z
+            z = np.concatenate([z, requant8(x.reshape(N * T, -1) - zp, mult, sh, L.z_zp, L.act_bits)], axis=-1)
+        if L.hidden is None:
+            return z.reshape(N, T, -1)
+        y = linear(L.hidden, [z])
+        self.h = y.reshape(N, T, -1)[:, -1]
+        return y.reshape(N, T, -1)
 
     def step(self, x):
         L = self.L
@@ -419,6 +471,19 @@ class IntStream:
             x = r.step(x)
         return x
 
+    def run(self, xq, chunk: int = 512) -> np.ndarray:
+        """Whole sequences ``(batch, T, features)`` -> every step's output ``(batch, T, F_out)``, the same
+        integers as :meth:`step` at every step (and the same state after), ``chunk`` steps at a time:
+        the layers without feedback take a chunk in one product; an LMU steps only its memory."""
+        x = np.asarray(xq, np.int64)
+        out = []
+        for t0 in range(0, x.shape[1], chunk):
+            y = x[:, t0 : t0 + chunk]
+            for r in self.runners:
+                y = r.seq(y)
+            out.append(y)
+        return np.concatenate(out, axis=1) if out else np.zeros((x.shape[0], 0, 0), np.int64)
+
     def state_peaks(self) -> dict:
         """Largest |state integer| each LMU layer reached since construction."""
         return {r.L.name: r.max_abs_state for r in self.runners if isinstance(r, _LMURun)}
@@ -444,7 +509,7 @@ def run_int(graph: ir.Graph, xq) -> np.ndarray:
     xq = np.asarray(xq, np.int64)
     s = IntStream(graph)
     s.reset(xq.shape[0])
-    return np.stack([s.step(xq[:, t]) for t in range(xq.shape[1])], axis=1)
+    return s.run(xq)
 
 
 def simulate_quantized(graph: ir.Graph, x) -> np.ndarray:

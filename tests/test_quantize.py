@@ -423,3 +423,66 @@ def test_narrow_puts_back_what_a_later_narrowing_frees():
     # at the target with nothing 16-bit: one run, nothing widened; 16 bits that do not help: none
     assert rounding.narrow("ab", lambda w: 37.0, 36.0) == (frozenset(), 37.0, 37.0)
     assert rounding.narrow("ab", lambda w: 20.0 + 0.2 * len(w), 36.0) == (frozenset(), 20.0, 20.0)
+
+
+def _heads(rng):
+    """input -> Dense -> LMU -> sigmoid -> running mean -> softmax(5): every stateless and pooled layer."""
+    base = chain(rng, q=6, theta=9.0)
+    pre, mid, _ = base.layers
+    n_mid = mid.out_features(3)
+    layers = (
+        pre,
+        mid,
+        ir.Activation("act", "sigmoid"),
+        ir.TimePooling("pool"),
+        ir.Dense("head", rng.standard_normal((n_mid, 5)) * 2.0, rng.standard_normal(5) * 0.1, "softmax"),
+    )
+    return ir.Graph("heads", input_features=2, seq_len=None, layers=layers)
+
+
+def _bands(rng):
+    """Two band convolutions over 12 bands (3 and 2 frames of history, pooled) and a Dense head."""
+    a = ir.BandConv("c1", 12, rng.standard_normal((3, 3, 1, 4)) * 0.5, rng.standard_normal(4) * 0.1, 1, 1, "relu", 2)
+    b = ir.BandConv("c2", a.out_bands, rng.standard_normal((2, 3, 4, 5)) * 0.3, None, 1, 0, "linear", 3)
+    n = b.out_features(a.out_features(12))
+    return ir.Graph("bands", 12, [a, b, ir.Dense("head", rng.standard_normal((n, 3)) * 0.3, np.zeros(3), "linear")])
+
+
+SEQ_GRAPHS = {
+    "band convolutions": _bands,
+    "dense zoh": lambda rng: lmu_edge.fold(chain(rng, q=6, theta=9.0), "zoh"),
+    "fir, input to hidden": lambda rng: lmu_edge.fold(chain(rng, q=5, theta=7.0, input_to_hidden=True), "fir"),
+    "rk4": lambda rng: lmu_edge.fold(chain(rng, q=6, theta=9.0), "rk4", substeps=2, error_budget=2.0),
+    "pade": lambda rng: lmu_edge.fold(chain(rng, q=6, theta=9.0), "pade", substeps=2, error_budget=2.0),
+    "rnn path": lambda rng: lmu_edge.fold(chain(rng, q=5, theta=8.0, hidden="simple_rnn", rnn_path=True)),
+    "no hidden": lambda rng: lmu_edge.fold(chain(rng, q=5, theta=8.0, hidden=None, disc="euler"), "euler"),
+    "heads": lambda rng: lmu_edge.fold(_heads(rng), "zoh"),
+}
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+@pytest.mark.parametrize("name", list(SEQ_GRAPHS))
+def test_whole_sequences_run_as_every_step_does_state_included(name, mode):
+    """``IntStream.run`` (what ``run_int``, the C target's check and the report use) takes a chunk of steps
+    through each layer at once and steps only the LMU memories: every output integer, and every runner's
+    state after (memory, hidden, running mean, window history), must be what stepping gives, across chunk
+    edges (chunks of 7 over 40 steps) and for two sequences at once."""
+    from lmu_edge import intsim
+
+    rng = np.random.default_rng(2024)
+    g = SEQ_GRAPHS[name](rng)
+    x = rng.standard_normal((2, 40, g.input_features)) * 1.5
+    qg = lmu_edge.quantize(g, x, **({} if mode == "int8" else {"activation_bits": 16}))
+    xq = intsim.quantize_input(qg, x)
+    stepped = intsim.IntStream(qg)
+    stepped.reset(2)
+    want = np.stack([stepped.step(xq[:, t]) for t in range(40)], axis=1)
+    whole = intsim.IntStream(qg)
+    whole.reset(2)
+    got = whole.run(xq, chunk=7)
+    np.testing.assert_array_equal(got, want)
+    for a, b in zip(stepped.runners, whole.runners, strict=True):
+        for key in ("m", "h", "buf", "sum", "n", "hist", "max_abs_state"):
+            if hasattr(a, key):
+                np.testing.assert_array_equal(getattr(b, key), getattr(a, key), err_msg=f"{name}: {key}")
+    np.testing.assert_array_equal(intsim.run_int(qg, xq), want)
