@@ -348,10 +348,8 @@ def convert(
     import lmu_edge
 
     options = {k: v for k, v in target_flags.items() if v is not None}
-    if target == "nir" and options.pop("spiking", None):  # nir spells it variant="spiking"
-        if options.get("variant", "spiking") != "spiking":
-            raise click.UsageError(f"--spiking and --variant {options['variant']} contradict each other")
-        options["variant"] = "spiking"
+    if target == "nir" and options.get("spiking") and options.get("variant", "spiking") != "spiking":
+        raise click.UsageError(f"--spiking and --variant {options['variant']} contradict each other")
     for item in extra_options:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

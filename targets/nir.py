@@ -55,7 +55,9 @@ RUNTIMES = ("rockpool", "sinabs")
 DEFAULT_RUNTIME = "rockpool"
 VARIANTS = ("exact", "spiking")
 OPTIONS = {
-    "variant": "exact",  # exact: linear memory and readout; spiking: the memory held by integrate-and-fire neurons
+    # exact (the default): linear memory and readout; spiking: the memory held by integrate-and-fire neurons
+    "variant": None,
+    "spiking": None,  # True: variant "spiking" (the nengo target's spelling, and the CLI's --spiking)
     # simulator steps per input sample (the time step is 1 / steps_per_sample of a sample); default per variant
     "steps_per_sample": None,
     "neurons_per_dim": 100,  # spiking: neurons per memory dimension (half with encoder +1, half -1)
@@ -84,6 +86,14 @@ def tolerance(runtime: str, steps_per_sample: int) -> float:
 def _options(options: dict) -> dict:
     o: dict[str, Any] = dict(OPTIONS)
     o.update({k: v for k, v in options.items() if k in OPTIONS})
+    spiking = o.pop("spiking")
+    if spiking is not None:
+        if not isinstance(spiking, bool):
+            raise ArtifactError(f"nir target: spiking must be true or false, got {spiking!r}")
+        if o["variant"] is not None and (o["variant"] == "spiking") != spiking:
+            raise ArtifactError(f"nir target: spiking={spiking} and variant={o['variant']!r} contradict each other")
+        o["variant"] = "spiking" if spiking else "exact"
+    o["variant"] = o["variant"] or "exact"
     if o["variant"] not in VARIANTS:
         raise ArtifactError(f"nir target: variant must be one of {', '.join(VARIANTS)}, got {o['variant']!r}")
     if o["steps_per_sample"] is None:
@@ -149,6 +159,13 @@ def build_graph(graph: ir.Graph, r: float = 1.0):
             edges.append((prev, f"{i}.hidden"))
             prev = f"{i}.hidden"
     return finish_graph(graph, nodes, edges, prev, layers_meta, {"dt": 1.0})
+
+
+def check_options(quantize: str, options: dict) -> None:
+    """Refuse bad options before any work, and settle the variant (``spiking=True`` is variant "spiking"),
+    so that the manifest names it for every runtime that reads it."""
+    o = _options(options)
+    options["variant"], options["spiking"] = o["variant"], o["variant"] == "spiking"
 
 
 def emit(graph: ir.Graph, out_dir, options: dict) -> dict:

@@ -296,6 +296,22 @@ def test_spiking_variant_options_and_refusals(tmp_path):
         with pytest.raises(ArtifactError, match=match):
             lmu_edge.convert(g, "nir", tmp_path / "o", calibration=x, **dict({"variant": "spiking"}, **bad))
         assert not (tmp_path / "o").exists()
+    # spiking=True (the nengo target's spelling, the CLI's --spiking) is the spiking variant, in the manifest too
+    for bad, match in (
+        ({"spiking": True, "variant": "exact"}, "spiking=True and variant='exact' contradict each other"),
+        ({"spiking": False, "variant": "spiking"}, "contradict each other"),
+        ({"spiking": "yes"}, "spiking must be true or false"),
+    ):
+        with pytest.raises(ArtifactError, match=match):
+            lmu_edge.convert(g, "nir", tmp_path / "o", calibration=x, **bad)
+        assert not (tmp_path / "o").exists()
+    assert target._options({"spiking": True})["variant"] == "spiking"
+    assert target._options({"spiking": False})["variant"] == target._options({})["variant"] == "exact"
+    alias = lmu_edge.convert(
+        g, "nir", tmp_path / "alias", calibration=x, spiking=True, neurons_per_dim=2, tolerance=float("inf")
+    )
+    assert alias.manifest["options"]["variant"] == "spiking"
+    assert json.loads((alias.path / "report.json").read_text())["nir"]["variant"] == "spiking"
     # a softmax is accepted only as the last layer (it runs on the host); a ReLU Dense never
     relu = g.replace(layers=(ir.Dense("re_lu", np.eye(2), None, "relu"), *g.layers))
     with pytest.raises(UnsupportedLayerError, match="'re_lu'.*'relu'"):
