@@ -255,12 +255,13 @@ def _leftovers(parent: Path) -> list:
     return [p.name for p in parent.iterdir() if p.name.endswith((".partial", ".old"))]
 
 
-@pytest.mark.parametrize("force", [False, True])
-def test_two_writers_to_one_new_output_give_one_success_and_one_refusal(tmp_path, force):
+def test_two_writers_to_one_new_output_give_one_success_and_one_refusal(tmp_path):
+    """Started together without --force, one run publishes and the other is refused, whichever way they
+    interleave: overlapping, the later one finds the output changed while it worked ("another run");
+    one after the other, the second finds it not empty."""
     for round_ in range(3):
         out = tmp_path / f"out{round_}"
         args = lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "ir", "-q", "-o", str(out)]
-        args += ["--force"] if force else []
         procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
         codes = sorted(c for c, _ in results)
@@ -269,6 +270,29 @@ def test_two_writers_to_one_new_output_give_one_success_and_one_refusal(tmp_path
         assert err.count("\n") == 1 and ("another run" in err or "not empty" in err or "refusing" in err), err
         lmu_edge.open_artifact(out)
         assert not _leftovers(tmp_path)
+
+
+def test_a_forced_writer_overtaken_by_another_keeps_nothing(tmp_path):
+    """--force lets a run replace an output, not another run's work published while it was writing. This
+    process holds a write to a new output open (as a conversion does while it works), a real
+    ``convert --force`` publishes there meanwhile, and the held write must then be refused in one line,
+    keep nothing and leave the other run's artifact whole. (Two CLI runs with --force started together
+    interleave by chance: done one after the other, both rightly succeed.)"""
+    from lmu_edge import outdir
+
+    out = tmp_path / "out"
+    with pytest.raises(OutputExistsError, match="another run wrote there while this one was working"):
+        with outdir.writing(out, overwrite=True) as tmp:
+            (tmp / "mine.txt").write_text("the held run's file")
+            r = subprocess.run(
+                lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "ir", "-q", "-o", str(out), "--force"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert r.returncode == 0, r.stderr
+    assert not (out / "mine.txt").exists() and not _leftovers(tmp_path)
+    lmu_edge.open_artifact(out)  # the other run's artifact, sealed and whole
 
 
 def _slow_convert_args(tmp_path, out):
