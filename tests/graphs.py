@@ -60,3 +60,18 @@ def chain(rng, *, seq_len=None, n_in=2, **kw):
     n_mid = mid.out_features(3)
     post = ir.Dense("post", rng.standard_normal((n_mid, 4)) * 0.5, None, "linear")
     return ir.Graph("chain", input_features=n_in, seq_len=seq_len, layers=(pre, mid, post))
+
+
+def heads(rng, q=6, theta=16.0):
+    """input -> Dense -> LMU -> sigmoid -> running mean -> softmax(5): the layers around the memory (a
+    standalone activation's lookup table, a running mean over time, a softmax with an odd output count)."""
+    pre, mid, _ = chain(rng, q=q, theta=theta).layers
+    n_mid = mid.out_features(3)
+    layers = (
+        pre,
+        mid,
+        ir.Activation("act", "sigmoid"),
+        ir.TimePooling("pool"),
+        ir.Dense("head", rng.standard_normal((n_mid, 5)) * 2.0, rng.standard_normal(5) * 0.1, "softmax"),
+    )
+    return ir.Graph("heads", input_features=2, seq_len=None, layers=layers)

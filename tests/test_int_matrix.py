@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from graphs import chain
+from graphs import heads as heads_graph
 
 import lmu_edge
 from lmu_edge import intsim, ir, lti, qir, toolchain
@@ -96,20 +97,6 @@ CASES16 = [
 #: the layers around the memory (not the memory itself): a standalone activation (its lookup table), a
 #: running mean over time and a softmax with an odd number of outputs (the row tail of the int8 Dense)
 HEADS_CASE = ("zoh", 16, 16, 6, 16.0, {"heads": True})
-
-
-def _heads_graph(rng, q, theta):
-    base = chain(rng, q=q, theta=theta)
-    pre, mid, _ = base.layers
-    n_mid = mid.out_features(3)
-    layers = (
-        pre,
-        mid,
-        ir.Activation("act", "sigmoid"),
-        ir.TimePooling("pool"),
-        ir.Dense("head", rng.standard_normal((n_mid, 5)) * 2.0, rng.standard_normal(5) * 0.1, "softmax"),
-    )
-    return ir.Graph("heads", input_features=N_IN, seq_len=None, layers=layers)
 
 
 def _stimulus(bits=8):
@@ -359,7 +346,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
             H = lti.legendre_impulse_response(q, theta, taps)
             kw["memory"] = ir.ImpulseResponse(kernel=H, provenance="learned")
         g = lmu_edge.fold(
-            _heads_graph(rng, q, theta)
+            heads_graph(rng, q, theta)
             if heads
             else chain(rng, q=q, theta=theta, disc="euler" if real == "euler" else "zoh", **kw),
             real,

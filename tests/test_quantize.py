@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import matrix_model
-from graphs import chain
+from graphs import chain, heads
 
 import lmu_edge
 from lmu_edge import intsim, ir, qir
@@ -425,21 +425,6 @@ def test_narrow_puts_back_what_a_later_narrowing_frees():
     assert rounding.narrow("ab", lambda w: 20.0 + 0.2 * len(w), 36.0) == (frozenset(), 20.0, 20.0)
 
 
-def _heads(rng):
-    """input -> Dense -> LMU -> sigmoid -> running mean -> softmax(5): every stateless and pooled layer."""
-    base = chain(rng, q=6, theta=9.0)
-    pre, mid, _ = base.layers
-    n_mid = mid.out_features(3)
-    layers = (
-        pre,
-        mid,
-        ir.Activation("act", "sigmoid"),
-        ir.TimePooling("pool"),
-        ir.Dense("head", rng.standard_normal((n_mid, 5)) * 2.0, rng.standard_normal(5) * 0.1, "softmax"),
-    )
-    return ir.Graph("heads", input_features=2, seq_len=None, layers=layers)
-
-
 def _bands(rng):
     """Two band convolutions over 12 bands (3 and 2 frames of history, pooled) and a Dense head."""
     a = ir.BandConv("c1", 12, rng.standard_normal((3, 3, 1, 4)) * 0.5, rng.standard_normal(4) * 0.1, 1, 1, "relu", 2)
@@ -456,7 +441,7 @@ SEQ_GRAPHS = {
     "pade": lambda rng: lmu_edge.fold(chain(rng, q=6, theta=9.0), "pade", substeps=2, error_budget=2.0),
     "rnn path": lambda rng: lmu_edge.fold(chain(rng, q=5, theta=8.0, hidden="simple_rnn", rnn_path=True)),
     "no hidden": lambda rng: lmu_edge.fold(chain(rng, q=5, theta=8.0, hidden=None, disc="euler"), "euler"),
-    "heads": lambda rng: lmu_edge.fold(_heads(rng), "zoh"),
+    "heads": lambda rng: lmu_edge.fold(heads(rng, 6, 9.0), "zoh"),
 }
 
 
