@@ -12,6 +12,7 @@ then :func:`compose` lays plots out in rows under an optional title and returns 
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from typing import Optional, Sequence
 
@@ -19,6 +20,7 @@ from typing import Optional, Sequence
 CYCLE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 _VIRIDIS = ((0x44, 0x01, 0x54), (0x3B, 0x52, 0x8B), (0x21, 0x91, 0x8C), (0x5E, 0xC9, 0x62), (0xFD, 0xE7, 0x25))
 _DASH = {"dashed": "5,3", "dotted": "1.5,2.5", None: None}
+_CLIP_IDS = itertools.count()
 FONT = 'font-family="DejaVu Sans, Arial, sans-serif"'
 
 
@@ -223,7 +225,7 @@ class Plot:
 
         out = []
         f = self.font
-        clip = f"c{id(self):x}"
+        clip = f"lmu-clip-{next(_CLIP_IDS)}"  # unique in the page (an id() is reused once a plot is freed)
         out.append(f'<clipPath id="{clip}"><rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}"/></clipPath>')
         # ticks and their grid
         if self.xticks_fixed:

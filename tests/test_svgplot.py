@@ -1,6 +1,7 @@
 """The report's inline SVG charts: well-formed, drawing what the report holds, escaping what it quotes."""
 
 import math
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -92,6 +93,17 @@ def test_every_chart_is_well_formed_svg_with_what_the_report_holds():
     # the poles: a filled circle per float pole, a cross per quantized one, and the unit circle's line
     assert len(list(roots["lmu_lmu"].iter("circle"))) == 2 + 1  # + the legend's sample
     assert len(list(roots["lmu_lmu"].iter("path"))) == 2 + 1
+
+
+def test_every_chart_clips_to_its_own_axes():
+    """Each plot clips its data to its axes by a clipPath id; in one page every id must be unique, or a
+    chart would be clipped by another chart's rectangle (ids from id(), reused once a plot is freed, gave
+    two charts of one report the same id)."""
+    figs = report.figures(_report())
+    html = "".join(figs.values())
+    ids = re.findall(r'clipPath id="([^"]+)"', html)
+    assert len(ids) == 1 + 3 + 1 + 2 + 1 and len(set(ids)) == len(ids)  # sqnr, 3 panels, steps, lmu, sweep
+    assert sorted(re.findall(r'clip-path="url\(#([^)]+)\)"', html)) == sorted(ids)
 
 
 def test_a_log_axis_leaves_out_what_it_cannot_draw():
