@@ -69,6 +69,10 @@ class _Run:
     def reset(self, batch):
         pass
 
+    def step(self, x):
+        """One step ``(N, F)`` -> ``(N, F_out)`` (every runner defines it)."""
+        raise NotImplementedError
+
     def seq(self, x):
         """``(N, T, F)`` -> ``(N, T, F_out)``: the steps of a stateless layer, all at once."""
         N, T = x.shape[:2]
@@ -165,7 +169,8 @@ class _PoolRun(_Run):
         self.L = layer
 
     def reset(self, batch):
-        self.sum, self.n = 0, 0
+        self.sum: Any = 0  # the running sum per sequence and feature (an array after the first step)
+        self.n = 0
 
     def seq(self, x):
         L = self.L
