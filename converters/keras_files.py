@@ -33,7 +33,7 @@ import h5py
 import numpy as np
 
 from lmu_edge import limits
-from lmu_edge.errors import LmuEdgeError, ModelFormatError, UnsupportedLayerError
+from lmu_edge.errors import LmuEdgeError, ModelFormatError, ShapeError, UnsupportedLayerError
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _RESAVE = "re-save the model with model.save('model.keras') (or 'model.h5') in Keras"
@@ -56,18 +56,116 @@ def _snake(name: str) -> str:
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def _read(ds, where: str) -> np.ndarray:
-    """A weight dataset as an array, its declared size checked before anything is read or decompressed."""
+def _read(ds, where: str, shape=None, name: str = "") -> np.ndarray:
+    """A weight dataset as an array: its dtype, declared size and (when given) ``shape`` checked from its
+    header before anything is read or decompressed (links, virtual datasets and external storage were
+    refused when the file was opened: :func:`check_h5`)."""
     if not isinstance(ds, h5py.Dataset):
         raise ModelFormatError(f"{where}: a weight is not an HDF5 dataset; re-save the model")
-    if ds.size is None or ds.size > limits.MAX_MODEL_ELEMENTS:
-        raise limits.LimitError(
-            f"{where}: a weight declares {ds.shape} elements, more than the limit {limits.MAX_MODEL_ELEMENTS}"
+    at = f"{where}, dataset {ds.name!r}"
+    _check_dataset(ds, at)
+    if ds.dtype.kind not in "fiub":
+        raise ModelFormatError(f"{at}: a weight has dtype {ds.dtype}, not numbers; re-save the model")
+    if shape is not None and tuple(ds.shape) != tuple(shape):
+        raise ShapeError(
+            f"{at}: weight {name!r} has shape {tuple(ds.shape)}, but the config implies {tuple(shape)}; "
+            f"the weights do not belong to this config; re-save the model"
         )
-    a = np.asarray(ds[()])
-    if a.dtype.kind not in "fiub":
-        raise ModelFormatError(f"{where}: a weight has dtype {a.dtype}, not numbers; re-save the model")
-    return a
+    return np.asarray(ds[()])
+
+
+#: links and objects a weights file may hold (Keras writes a few hundred)
+MAX_H5_OBJECTS = 100_000
+#: soft links followed in a row
+MAX_SOFT_HOPS = 16
+
+
+def _check_dataset(ds, at: str) -> None:
+    """Refuse a dataset whose data lives outside the file or whose declared size is over the limits,
+    from its header alone."""
+    if ds.is_virtual:
+        raise ModelFormatError(f"{at}: a virtual dataset (its data lives in other files); re-save the model")
+    if ds.external:
+        raise ModelFormatError(f"{at}: a dataset stored in external raw files; re-save the model")
+    dt = ds.dtype
+    if dt.fields is not None:
+        raise ModelFormatError(f"{at}: a compound dtype ({dt}), not numbers; re-save the model")
+    if dt.subdtype is not None:
+        raise ModelFormatError(f"{at}: an array dtype ({dt}), not numbers; re-save the model")
+    n = int(np.prod(ds.shape, dtype=object)) if ds.shape is not None else 0
+    if n > limits.MAX_MODEL_ELEMENTS:
+        raise limits.LimitError(
+            f"{at}: declares {ds.shape} = {n} elements, more than the limit {limits.MAX_MODEL_ELEMENTS}"
+        )
+    if n * dt.itemsize > 8 * limits.MAX_MODEL_ELEMENTS:
+        raise limits.LimitError(
+            f"{at}: declares {n * dt.itemsize} bytes ({n} x {dt.itemsize}), more than the limit "
+            f"{8 * limits.MAX_MODEL_ELEMENTS}"
+        )
+
+
+def _resolve_soft(h5: h5py.File, path: str, where: str, at: str) -> None:
+    """Follow the soft link to ``path`` component by component without opening anything through an
+    external link: it must end at an object of this file."""
+    hops = 0
+    while True:
+        node = h5["/"]
+        parts = [p for p in path.split("/") if p]
+        for i, part in enumerate(parts):
+            if not isinstance(node, h5py.Group) or part not in node.keys():  # keys(): names, nothing resolved
+                raise ModelFormatError(f"{where}: soft link {at!r} points to {path!r}, which is not in the file")
+            link = node.get(part, getlink=True)
+            if isinstance(link, h5py.SoftLink):
+                hops += 1
+                if hops > MAX_SOFT_HOPS:
+                    raise ModelFormatError(f"{where}: soft link {at!r} starts a chain of more than {MAX_SOFT_HOPS}")
+                rest = "/".join(parts[i + 1 :])
+                base = link.path if link.path.startswith("/") else node.name.rstrip("/") + "/" + link.path
+                path = base.rstrip("/") + ("/" + rest if rest else "")
+                break
+            if not isinstance(link, h5py.HardLink):
+                kind = "an external link" if isinstance(link, h5py.ExternalLink) else "a link of an unknown kind"
+                raise ModelFormatError(
+                    f"{where}: soft link {at!r} leads through {kind} at {node.name.rstrip('/')}/{part}, "
+                    f"out of the file; re-save the model"
+                )
+            node = node[part]
+        else:
+            return
+
+
+def check_h5(h5: h5py.File, where: str) -> None:
+    """Walk every link of an opened HDF5 file without following any out of it, before anything is read:
+    external links, user-defined links, soft links that do not end inside the file, virtual datasets,
+    datasets in external raw files, compound and array dtypes and datasets over the size limits are
+    refused (:class:`ModelFormatError` / :class:`~lmu_edge.limits.LimitError` naming the path)."""
+    seen: set = set()
+    todo = [h5["/"]]
+    count = 0
+    while todo:
+        g = todo.pop()
+        for name in g.keys():
+            count += 1
+            if count > MAX_H5_OBJECTS:
+                raise limits.LimitError(f"{where}: more than {MAX_H5_OBJECTS} links in the HDF5 file; refusing it")
+            at = f"{g.name.rstrip('/')}/{name}"
+            link = g.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                raise ModelFormatError(
+                    f"{where}: {at!r} is an external link (to {link.filename[:80]!r}); lmu-edge reads "
+                    f"only data inside the model file; re-save the model"
+                )
+            if isinstance(link, h5py.SoftLink):
+                _resolve_soft(h5, link.path if link.path.startswith("/") else f"{g.name}/{link.path}", where, at)
+                continue
+            if not isinstance(link, h5py.HardLink):
+                raise ModelFormatError(f"{where}: {at!r} is a link of an unknown kind; re-save the model")
+            obj = g[name]
+            if isinstance(obj, h5py.Dataset):
+                _check_dataset(obj, f"{where}, dataset {at!r}")
+            elif isinstance(obj, h5py.Group) and obj.id not in seen:
+                seen.add(obj.id)
+                todo.append(obj)
 
 
 def _text(v) -> str:
@@ -173,7 +271,9 @@ class KerasModelFile:
                 out[layer_name(layer)] = top[key]
         return out
 
-    def weights(self, layer: dict, names: list, part: str = "own", hidden: Optional[str] = None) -> dict:
+    def weights(
+        self, layer: dict, names: list, part: str = "own", hidden: Optional[str] = None, shapes: Optional[dict] = None
+    ) -> dict:
         """The variables of one top-level layer: ``{name: array}`` for the names asked for.
 
         Parameters
@@ -185,19 +285,22 @@ class KerasModelFile:
         part : str
             ``"own"``: the layer's (or its inner cell's) variables; ``"hidden"``:
             those of its hidden cell, whose runtime name is ``hidden``.
+        shapes : dict, optional
+            ``{name: shape}`` the config implies: a weight of another shape is refused from its header,
+            before it is read.
         """
         where = f"{self.path}: layer {layer_name(layer)!r} ({class_name(layer)})"
         if part == "hidden":
             where += f", hidden cell {hidden!r}"
         if self.container == "keras":
-            arrays = self._keras_vars(layer, part, hidden, where)
+            arrays = self._keras_vars(layer, part, hidden, where, names, shapes or {})
             if len(arrays) != len(names):
                 raise ModelFormatError(
                     f"{where}: the weights file holds {len(arrays)} variable(s) where the config implies "
                     f"{len(names)} ({', '.join(names) or 'none'}); the weights do not belong to this config; {_RESAVE}"
                 )
             return dict(zip(names, arrays, strict=True))
-        found = self._h5_vars(layer, part, hidden, where)
+        found = self._h5_vars(layer, part, hidden, where, shapes or {})
         if sorted(found) != sorted(names):
             raise ModelFormatError(
                 f"{where}: the file holds variable(s) {', '.join(sorted(found)) or 'none'} where the config "
@@ -205,7 +308,7 @@ class KerasModelFile:
             )
         return found
 
-    def _keras_vars(self, layer, part, hidden, where) -> list:
+    def _keras_vars(self, layer, part, hidden, where, names, shapes) -> list:
         assert self._groups is not None, "only .keras files are read by variable path"
         g = self._groups.get(layer_name(layer))
         if g is None:
@@ -237,13 +340,16 @@ class KerasModelFile:
             )
         v = groups[0]
         try:
-            return [_read(v[str(i)], where) for i in range(len(v))]
+            named = len(v) == len(names)  # else refused by the caller, naming the counts
+            return [
+                _read(v[str(i)], where, *((shapes.get(names[i]), names[i]) if named else ())) for i in range(len(v))
+            ]
         except KeyError:
             raise ModelFormatError(
                 f"{where}: the variables in model.weights.h5 are not numbered 0..{len(v) - 1}; {_RESAVE}"
             ) from None
 
-    def _h5_vars(self, layer, part, hidden, where) -> dict:
+    def _h5_vars(self, layer, part, hidden, where, shapes) -> dict:
         mw = self._h5["model_weights"]
         name = layer_name(layer)
         if name not in mw:
@@ -260,7 +366,7 @@ class KerasModelFile:
                 raise ModelFormatError(f"{where}: the file holds two variables called {parts[-1]!r}; {_RESAVE}")
             if wn not in g:
                 raise ModelFormatError(f"{where}: variable {wn!r} is listed but missing from the file; {_RESAVE}")
-            out[parts[-1]] = _read(g[wn], where)
+            out[parts[-1]] = _read(g[wn], where, shapes.get(parts[-1]), parts[-1])
         return out
 
 
@@ -413,6 +519,11 @@ def _open_zip(p: Path) -> KerasModelFile:
         raise ModelFormatError(
             f"{p}: model.weights.h5 inside the archive is not a readable HDF5 file ({e}); {_RESAVE}"
         ) from None
+    try:
+        check_h5(h5, f"{p}: model.weights.h5")
+    except BaseException:
+        h5.close()
+        raise
     return KerasModelFile(p, config, "keras", h5, meta.get("keras_version"))
 
 
@@ -422,6 +533,7 @@ def _open_h5(p: Path) -> KerasModelFile:
     except (OSError, RuntimeError, ValueError) as e:
         raise ModelFormatError(f"{p}: damaged or truncated HDF5 file ({e}); {_RESAVE}") from None
     try:
+        check_h5(h5, str(p))
         if "model_config" not in h5.attrs:
             hint = (
                 " it holds weights only (saved with save_weights)"

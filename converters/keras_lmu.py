@@ -193,8 +193,8 @@ class _Converter:
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def weights(self, layer, names, part="own", hidden=None) -> dict:
-        return self.mf.weights(layer, names, part, hidden)
+    def weights(self, layer, names, part="own", hidden=None, shapes=None) -> dict:
+        return self.mf.weights(layer, names, part, hidden, shapes)
 
 
 # --- plain layers -------------------------------------------------------------------------------
@@ -207,8 +207,9 @@ def _dense_parts(conv, layer, cfg, n_in, part="own", hidden=None):
     units, use_bias = int(cfg["units"]), _flag(cfg, "use_bias", True)
     act = _activation(cfg.get("activation", "linear"))
     names = ["kernel"] + (["bias"] if use_bias else [])
-    w = conv.weights(layer, names, part, hidden)
-    _check(w, {"kernel": (n_in, units), "bias": (units,)})
+    shapes = {"kernel": (n_in, units), "bias": (units,)}
+    w = conv.weights(layer, names, part, hidden, shapes)
+    _check(w, shapes)
     return w["kernel"], w.get("bias"), act
 
 

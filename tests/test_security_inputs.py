@@ -1,0 +1,173 @@
+"""Hostile inputs of the second security round (issue 53, items 3-6): HDF5 links, virtual datasets and
+array dtypes, small files that ask for unbounded work, integer extremes as calibration, and advice that
+names the mode already given. Every test here failed on the code before that work."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import lmu_edge_cli
+
+import lmu_edge
+from lmu_edge.errors import LimitError, LmuEdgeError, ModelFormatError
+
+EX = Path(__file__).resolve().parents[1] / "examples" / "models"
+KERNEL = "model_weights/classifier/keras_digits/classifier/kernel"
+
+
+def cli(*args, timeout=60):
+    return subprocess.run(lmu_edge_cli() + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+
+
+def _digits_h5(tmp_path: Path, name="model.h5") -> Path:
+    p = tmp_path / name
+    shutil.copyfile(EX / "keras_digits.h5", p)
+    return p
+
+
+def _replace_kernel(path: Path, make) -> None:
+    """Replace the classifier kernel of the digits .h5 by what ``make(file, path)`` puts there."""
+    with h5py.File(path, "r+") as f:
+        del f[KERNEL]
+        make(f, KERNEL)
+
+
+def _refused_one_line(err: str, *words) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lmu-edge: error:"), err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+# --- item 3: HDF5 links and virtual datasets ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_an_external_link_to_a_fifo_is_refused_without_blocking(tmp_path, command):
+    """The kernel as an ExternalLink to a FIFO: opening it blocked forever (SIGTERM swallowed)."""
+    fifo = tmp_path / "pipe.h5"
+    os.mkfifo(fifo)
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.__setitem__(k, h5py.ExternalLink(str(fifo), "/kernel")))
+    args = [command, model] + (["-t", "ir", "-o", tmp_path / "out"] if command == "convert" else [])
+    t0 = time.monotonic()
+    try:
+        r = cli(*args, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command} blocked on an HDF5 external link to a FIFO")
+    assert r.returncode == 1, r.stderr
+    _refused_one_line(r.stderr, str(model), "external link", KERNEL)
+    assert time.monotonic() - t0 < 30
+    assert not (tmp_path / "out").exists()
+
+
+def _other_h5(tmp_path: Path) -> Path:
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f["kernel"] = np.full((32, 10), 7.0, np.float32)
+    return other
+
+
+def test_an_external_link_to_another_file_is_refused(tmp_path):
+    """Pointing at another local HDF5 file converted with exit 0 and copied that file's data."""
+    other = _other_h5(tmp_path)
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.__setitem__(k, h5py.ExternalLink(str(other), "/kernel")))
+    with pytest.raises(ModelFormatError, match="external link") as e:
+        lmu_edge.load(model)
+    assert str(model) in str(e.value) and KERNEL in str(e.value)
+
+
+def test_a_virtual_dataset_is_refused(tmp_path):
+    other = _other_h5(tmp_path)
+    model = _digits_h5(tmp_path)
+
+    def vds(f, k):
+        layout = h5py.VirtualLayout(shape=(32, 10), dtype="f4")
+        layout[:] = h5py.VirtualSource(str(other), "kernel", shape=(32, 10))
+        f.create_virtual_dataset(k, layout)
+
+    _replace_kernel(model, vds)
+    with pytest.raises(ModelFormatError, match="virtual dataset") as e:
+        lmu_edge.load(model)
+    assert KERNEL in str(e.value)
+
+
+def test_a_dataset_stored_in_an_external_raw_file_is_refused(tmp_path):
+    raw = tmp_path / "raw.bin"
+    raw.write_bytes(np.full((32, 10), 7.0, np.float32).tobytes())
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.create_dataset(k, (32, 10), "f4", external=[(str(raw), 0, 32 * 10 * 4)]))
+    with pytest.raises(ModelFormatError, match="external") as e:
+        lmu_edge.load(model)
+    assert KERNEL in str(e.value)
+
+
+def test_a_soft_link_is_followed_only_inside_the_file(tmp_path):
+    """A soft link to a dataset of the same file reads that dataset; one through an external link or to
+    nowhere is refused."""
+    other = _other_h5(tmp_path)
+    model = _digits_h5(tmp_path)
+    with h5py.File(model, "r+") as f:
+        f["elsewhere/kernel"] = f[KERNEL][()]
+        del f[KERNEL]
+        f[KERNEL] = h5py.SoftLink("/elsewhere/kernel")
+    g = lmu_edge.load(model)
+    assert g.layers[-1].kernel.shape == (32, 10)
+    with h5py.File(model, "r+") as f:
+        del f["elsewhere"]
+        f["elsewhere"] = h5py.ExternalLink(str(other), "/")
+    with pytest.raises(ModelFormatError, match="external link"):
+        lmu_edge.load(model)
+    with h5py.File(model, "r+") as f:
+        del f["elsewhere"]
+    with pytest.raises(ModelFormatError, match="soft link"):
+        lmu_edge.load(model)
+
+
+# --- item 4: dtypes and declared sizes --------------------------------------------------------------
+
+
+def test_an_array_dtype_is_refused_before_it_is_read(tmp_path):
+    """shape (2**20,) of ('f8', 512): a 43 KB file that read 4.3 GB before the shape check refused it."""
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.create_dataset(k, shape=(2**20,), dtype=np.dtype(("f8", 512))))
+    assert model.stat().st_size < 100_000
+    t0 = time.monotonic()
+    with pytest.raises(LmuEdgeError, match="array dtype") as e:
+        lmu_edge.load(model)
+    assert time.monotonic() - t0 < 2
+    assert KERNEL in str(e.value) and str(model) in str(e.value)
+
+
+def test_a_compound_dtype_is_refused(tmp_path):
+    model = _digits_h5(tmp_path)
+    dt = np.dtype([("a", "f4"), ("b", "f4")])
+    _replace_kernel(model, lambda f, k: f.create_dataset(k, shape=(32, 10), dtype=dt))
+    with pytest.raises(ModelFormatError, match="compound dtype"):
+        lmu_edge.load(model)
+
+
+def test_a_weight_of_the_wrong_shape_is_refused_before_it_is_read(tmp_path):
+    """A declared shape that is not the one the config implies is refused from its header: a chunked,
+    unwritten 2**26-element dataset would otherwise be read (and allocated) whole first."""
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.create_dataset(k, shape=(2**13, 2**13), dtype="f8", chunks=(64, 64)))
+    with pytest.raises(LmuEdgeError) as e:
+        lmu_edge.load(model)
+    assert KERNEL in str(e.value) and "(32, 10)" in str(e.value)
+
+
+def test_the_declared_bytes_of_a_weight_are_limited(tmp_path):
+    """Elements within the limit, bytes not: a string dtype of 1 MB per element."""
+    model = _digits_h5(tmp_path)
+    _replace_kernel(model, lambda f, k: f.create_dataset(k, shape=(4096,), dtype="S1048576", chunks=(1,)))
+    with pytest.raises(LimitError, match="bytes"):
+        lmu_edge.load(model)
