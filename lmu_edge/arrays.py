@@ -89,11 +89,15 @@ def load_array(source, what: str = "input") -> np.ndarray:
             finite = np.isfinite(arr)
             if not finite.all():
                 raise ShapeError(f"{what}: the array holds NaN or infinite values")
-            if np.abs(arr).max() > MAX_ABS_VALUE:
-                raise ShapeError(
-                    f"{what}: values up to {np.abs(arr).max():.3g}, beyond {MAX_ABS_VALUE:g}; "
-                    f"scale the data as the model was trained"
-                )
+    # integers are held to the same cap (int64 extremes broke the calibration's histograms); compared as
+    # Python ints, since abs() of the most negative int64 overflows
+    top = max(abs(float(arr.max())), abs(float(arr.min()))) if arr.dtype.kind == "f" else None
+    if top is None:
+        top = max(abs(int(arr.max())), abs(int(arr.min())))
+    if top > MAX_ABS_VALUE:
+        raise ShapeError(
+            f"{what}: values up to {float(top):.3g}, beyond {MAX_ABS_VALUE:g}; scale the data as the model was trained"
+        )
     return arr
 
 

@@ -225,6 +225,16 @@ def check_calibration(x: np.ndarray, what: str = "calibration") -> None:
     later layers would fail with advice that does not apply (any target, any mode)."""
     if not np.any(x):
         raise QuantizationError(f"{what}: all {x.size} values are 0, no range to quantize to; give typical inputs")
+    top = float(np.max(np.abs(x)))
+    if top < MIN_CALIBRATION_RANGE:  # scales below float32's normal range: every later check fails, misleadingly
+        raise QuantizationError(
+            f"{what}: the largest value is {top:.3g}, below {MIN_CALIBRATION_RANGE:g}: no range a fixed-point "
+            f"scale can hold; give typical inputs, scaled as the model was trained"
+        )
+
+
+#: the smallest calibration range accepted: an int8 scale of it stays a normal float32
+MIN_CALIBRATION_RANGE = 1e-30
 
 
 def quantize(

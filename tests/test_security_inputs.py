@@ -171,3 +171,35 @@ def test_the_declared_bytes_of_a_weight_are_limited(tmp_path):
     _replace_kernel(model, lambda f, k: f.create_dataset(k, shape=(4096,), dtype="S1048576", chunks=(1,)))
     with pytest.raises(LimitError, match="bytes"):
         lmu_edge.load(model)
+
+
+# --- item 6: integer extremes and advice ------------------------------------------------------------
+
+DIGITS_IR = EX / "digits_lmu.lmu.npz"
+
+
+@pytest.mark.parametrize("value", [np.iinfo(np.int64).max, np.iinfo(np.int64).min, np.iinfo(np.uint64).max, 2 * 10**15])
+def test_integer_extremes_are_held_to_the_float_cap(tmp_path, value):
+    """int64 extremes as --calibration ended in 'ValueError: Too many bins' (exit 70)."""
+    cal = np.zeros((2, 64, 1), np.uint64 if value > np.iinfo(np.int64).max else np.int64)
+    cal[0, 0, 0] = value
+    np.save(tmp_path / "cal.npy", cal)
+    with pytest.raises(LmuEdgeError, match="beyond 1e"):
+        lmu_edge.convert(DIGITS_IR, "c", tmp_path / "out", quantize="int8", calibration=tmp_path / "cal.npy")
+    assert not (tmp_path / "out").exists()
+    # at the cap, integers pass like floats do
+    ok = np.full((2, 3, 1), 10**15, np.int64)
+    assert lmu_edge.arrays.load_array(ok).max() == 10**15
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_a_vanishing_calibration_is_refused_without_advising_the_mode_given(tmp_path, mode):
+    """A calibration of 1e-310 with --quantize int8 advised --quantize int8."""
+    np.save(tmp_path / "cal.npy", np.full((2, 64, 1), 1e-310))
+    r = cli(
+        "convert", DIGITS_IR, "-t", "c", "--quantize", mode, "--calibration", tmp_path / "cal.npy", "-o", tmp_path / "o"
+    )
+    assert r.returncode == 1, r.stderr
+    _refused_one_line(r.stderr, "calibration", "1e-310")
+    assert f"--quantize {mode}" not in r.stderr
+    assert not (tmp_path / "o").exists()
