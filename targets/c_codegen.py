@@ -428,7 +428,9 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
         B = code.array(f"{tag}_B", "int32_t", mem.B, f"{c_comment(L.name)}: Bbar, {mem.b_frac} fractional bits")
         tmp = code.state("int64_t", f"{tag}_tmp", q)
         chunk = dense_chunk(mem.coeffs, bits)
-        sums = "32-bit sums over C m" if chunk >= q else f"64-bit sums over C m, 32-bit partial sums of {chunk} columns"
+        sums = "32-bit sums over C m" if chunk >= q else "64-bit sums over C m"
+        if 0 < chunk < q:
+            sums += f", 32-bit partial sums of {chunk} columns"
         c16 = 16 if ct == "int16_t" else 32
         kernel = f"lmu_dense_memory_s{bits_tag(st)}_c{c16}"
         step32, why = False, "not read by this kernel (only the 16 x 16 one)"
@@ -562,20 +564,21 @@ def dense_chunk(coeffs, state_bits: int) -> int:
     Returns the largest ``k`` (1 <= k <= q) such that for every row i and every chunk of columns
     ``[a k, (a + 1) k)`` the bound ``sum_j |C_ij| * 2^(state_bits - 1)`` is at most 2^31 - 1 (|m_j| <=
     2^(state_bits - 1)), so every partial sum inside a chunk is exact in 32 bits. ``k >= q`` is
-    :func:`dense_acc32`'s whole-row proof. Returns 1 when even one column can overflow (a 32-bit state):
-    the kernels then sum in 64 bits (the generic kernels ignore k below q)."""
+    :func:`dense_acc32`'s whole-row proof. Returns 0 when even one column can overflow (a 32-bit state):
+    the kernels then sum in 64 bits (the generic kernels ignore k below q; for an order-1 memory a 1 here
+    would read as the whole row proven)."""
     c = np.abs(np.asarray(coeffs, dtype=np.int64))
     c = c.reshape(c.shape[0], -1)
     q = c.shape[1]
     if q == 0:
         return 1
     limit = (2**31 - 1) >> (int(state_bits) - 1)
-    for k in range(q, 1, -1):
+    for k in range(q, 0, -1):
         pad = -q % k
         sums = np.pad(c, ((0, 0), (0, pad))).reshape(c.shape[0], -1, k).sum(axis=2)
         if int(sums.max()) <= limit:
             return k
-    return 1
+    return 0
 
 
 def _requant_state(rq: str, st: str, m: str, dst: str, n: int, mult: int, shift: int, zp: int) -> str:
