@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 # The suite loads TensorFlow and PyTorch into one process. PyPI's Linux torch wheel depends on triton (GPU
 # kernel compiler), and importing triton after TensorFlow crashes the process (SIGSEGV in its LLVM; seen
@@ -33,6 +34,23 @@ def lmu_edge_cli() -> list:
     """The installed console script, or the module when the script is not on PATH."""
     exe = shutil.which("lmu-edge", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     return [exe] if exe else [sys.executable, "-m", "lmu_edge.cli"]
+
+
+# hypothesis: derandomized under CI (CI=true), so a green run is reproducible; every module's property tests
+# get it here, not only those of a module that registers the profile itself (tests/test_fuzz.py does too)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+settings.load_profile(
+    "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else os.environ.get("HYPOTHESIS_PROFILE", "dev")
+)
 
 
 @pytest.fixture
