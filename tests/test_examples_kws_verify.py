@@ -21,7 +21,7 @@ KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
 import fsdd_stream  # noqa: E402  (examples/kws: importable after the sys.path line)
 import verify  # noqa: E402  (examples/kws, after the sys.path line as fsdd_stream)
-from test_examples_kws_fsdd_stream import MINUTES, SUBSET, need  # noqa: E402  (tests/ is on the path as rootdir)
+from fsdd_stream_data import MINUTES, SUBSET, need  # noqa: E402  (tests/ is on the path as rootdir)
 
 # measured with the committed models on the 100 shipped clips and 1-minute negative recordings (seed 7):
 # (detections, correct) of the two stages (trigger 0.5, the verifier over the 80 frames ending 10 frames

@@ -6,19 +6,21 @@ that exercise the four-row blocks, the row tail, the odd-column (DSP) and predic
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from arm_programs import ARM, TEMPLATES
+from arm_programs import host_output as _host_output
+from arm_programs import run_program as _run_program
 from graphs import chain
+from quantized_memory import impulse as _impulse
 
 import lmu_edge
 from lmu_edge import intsim, qir, toolchain
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_codegen
 
-ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 needs_arm = pytest.mark.skipif(
     not ARM and os.environ.get("CI") != "true", reason="arm-none-eabi-gcc / qemu-system-arm not installed"
 )
@@ -202,8 +204,6 @@ def test_wrap32_is_proven_for_the_bench_model_and_kept_by_its_worst_case_input(q
     input that drives the state to its proven bound keeps every row's whole sum T inside int32 with room
     to spare (measured: at most 0.29 and 0.41 of 2^31): the proof (|step| <= 2 bound) holds where the
     state is at its extreme. A proof that wrongly accepted would show here as |T| >= 2^31."""
-    from test_state_bounds import _impulse
-
     rng = np.random.default_rng(5)
     g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=200.0 if q == 64 else 30.0, units=4), "zoh")
     qg = lmu_edge.quantize(g, rng.standard_normal((2, 400, 1)), state_bits=16)
@@ -358,37 +358,6 @@ def test_one_rounding_requantization_equals_mbqm(tmp_path):
     assert len(rows) == 64
     want = fixedpoint.multiply_by_quantized_multiplier(rows[:, 0], rows[:, 1], -2)
     np.testing.assert_array_equal(np.asarray(want, dtype=np.int64), rows[:, 2])
-
-
-TEMPLATES = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
-
-
-def _run_program(tmp_path, source: str, runtime: str, timeout: int = 600, extra: tuple = ()) -> str:
-    """Build the C program ``source`` (it includes lmu_runtime.h) for ``runtime`` with that core's flags at
-    -O2 (and the ``extra`` flags) and run it under QEMU (semihosting): its standard output."""
-    rt = toolchain.ARM_RUNTIMES[runtime]
-    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", rt.linker_script):
-        shutil.copy(os.path.join(TEMPLATES, f), tmp_path / f)
-    (tmp_path / "t.c").write_text(source)
-    subprocess.run(
-        ["arm-none-eabi-gcc", "-std=c99", "-Wall", "-Werror", "-O2", "-mthumb", *rt.cpu_flags, *extra, "-nostartfiles",
-         "--specs=rdimon.specs", "-T", rt.linker_script, "t.c", "startup.c", "-o", "t.elf"],
-        cwd=tmp_path, check=True, capture_output=True,
-    )  # fmt: skip
-    return subprocess.run(
-        toolchain.qemu_command(runtime, "t.elf"), cwd=tmp_path, capture_output=True, text=True, timeout=timeout
-    ).stdout
-
-
-def _host_output(tmp_path, source: str, runtime: str) -> str:
-    """The standard output of the C program ``source`` built for the host, the reference a core's run of
-    the same program must print (skips a Cortex-M ``runtime`` where the ARM tools are missing, outside CI)."""
-    if runtime != "host" and not ARM and os.environ.get("CI") != "true":
-        pytest.skip("arm-none-eabi-gcc / qemu-system-arm not installed")
-    (tmp_path / "t.c").write_text(source)
-    (tmp_path / "host").mkdir()
-    subprocess.run(["cc", "-O2", "-std=c99", f"-I{TEMPLATES}", "t.c", "-o", "host/t"], cwd=tmp_path, check=True)
-    return subprocess.run([str(tmp_path / "host" / "t")], capture_output=True, text=True, check=True).stdout
 
 
 _MBQM_S_C = r"""

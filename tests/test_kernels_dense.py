@@ -6,7 +6,8 @@ compile-time shift (lmu_requant8_s16's VQRSHRNB form); and the 16 x 16 FIR memor
 the DSP path SMLALDX pairs over the two runs of the ring buffer)."""
 
 import pytest
-from test_kernels_arm import _host_output, _run_program  # noqa: E402  (tests/ is on sys.path under pytest)
+from arm_programs import host_output as _host_output
+from arm_programs import run_program as _run_program
 
 #: (n_out, n_in, bias, zsum, table, int8 output): the Helium path's cases - n_in a multiple of 16 in
 #: 16..112 takes the unrolled assembly rows (lmu_mve_qdot4c) for every full block of four rows, other

@@ -1,5 +1,6 @@
 """README's Layout section names every module and every top-level folder of the tree (issue 17)."""
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -291,3 +292,42 @@ def test_every_test_docs_testing_md_names_exists():
                     missing.append(f"{current.relative_to(ROOT)}::{name}")
     assert checked > 80, checked
     assert not missing, missing
+
+
+# a test module never imports another test module (issue 57): an import of test_x runs test_x's module code,
+# its importorskip checks included, so a missing TensorFlow skipped every ONNX test along with the TFLite ones;
+# what tests share lives in plain helper modules (tests/graphs.py, tests/target_models.py, ...)
+def _test_module_imports(source: str, test_modules: set) -> list:
+    """``line N: name`` for every import (top level or inside a function) of a module in ``test_modules``,
+    and every ``importlib.import_module`` / ``__import__`` of one by a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+        found += [f"line {node.lineno}: {n}" for n in names if n.split(".")[0] in test_modules]
+    return found
+
+
+def test_no_test_module_imports_another_test_module():
+    files = sorted((ROOT / "tests").rglob("*.py"))
+    test_modules = {f.stem for f in files if f.stem.startswith("test_")}
+    bad = {str(f.relative_to(ROOT)): hits for f in files if (hits := _test_module_imports(f.read_text(), test_modules))}
+    assert not bad, f"test modules imported by other modules (move what they share into a helper module): {bad}"
+
+
+def test_the_test_module_import_check_sees_what_it_should():
+    mods = {"test_a", "test_b"}
+    src = (
+        "import os\nfrom graphs import chain\nfrom test_a import X\nimport test_b as b\n"
+        "def f():\n    from test_b import _h\n    importlib.import_module('test_a')\n    __import__('graphs')\n"
+        "from . import test_a\nimport test_c\n"
+    )
+    assert _test_module_imports(src, mods) == ["line 3: test_a", "line 4: test_b", "line 6: test_b", "line 7: test_a"]

@@ -9,7 +9,7 @@ onnx = pytest.importorskip("onnx", reason="onnx not installed: pip install 'lmu-
 pytest.importorskip("onnxruntime", reason="onnxruntime not installed: pip install 'lmu-edge[onnx]'")
 
 from graphs import chain  # noqa: E402  (tests/graphs.py: small seeded IR graphs)
-from test_targets_tflite import CONFIGS, lmu_q64  # noqa: E402  (after the importorskip checks; the same model configurations)
+from target_models import CONFIGS, lmu_q64  # noqa: E402  (after the importorskip checks; the TFLite tests' models)
 
 import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)

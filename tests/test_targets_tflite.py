@@ -10,39 +10,16 @@ pytest.importorskip("ai_edge_litert", reason="ai-edge-litert not installed: pip 
 pytest.importorskip("tflite_micro", reason="tflite-micro not installed: pip install 'lmu-edge[tflite]'")
 
 from conftest import matrix_model  # noqa: E402  (after the importorskip checks)
-from graphs import chain  # noqa: E402  (after the importorskip checks)
+from target_models import CONFIGS, lmu_q64  # noqa: E402  (after the importorskip checks; shared with the ONNX tests)
 
 import lmu_edge  # noqa: E402  (after the importorskip checks)
-from lmu_edge import ir, lti  # noqa: E402  (after the importorskip checks)
+from lmu_edge import ir  # noqa: E402  (after the importorskip checks)
 from lmu_edge.errors import ArtifactError  # noqa: E402  (after the importorskip checks)
 from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
 
 # float32 step models against the float64 oracle: the float32 rounding of a few hundred steps of a
 # contracting recurrence stays near 1e-7 relative; 1e-5 is the issue's bound.
 FLOAT_TOL = 1e-5
-
-
-def configurations():
-    rng = np.random.default_rng(7)
-    fir_kernel = lti.legendre_impulse_response(6, 10.0, 25)
-    return {
-        "memory_d2_dense": lmu_edge.fold(chain(rng, q=8, theta=12.0, d=2)),
-        "rnn_path_simple_rnn": lmu_edge.fold(chain(rng, q=6, theta=10.0, d=2, hidden="simple_rnn", rnn_path=True)),
-        "rk4": lmu_edge.fold(chain(rng, q=6, theta=10.0), "rk4"),
-        "fir": lmu_edge.fold(chain(rng, q=6, theta=10.0, memory=ir.ImpulseResponse(fir_kernel, "truncated")), "fir"),
-        "pooling": lmu_edge.fold(
-            ir.Graph(
-                "pool",
-                2,
-                chain(rng, q=6, theta=10.0).layers[:2]
-                + (ir.TimePooling("pool"), ir.Dense("out", rng.standard_normal((5, 3)), None, "softmax")),
-            )
-        ),
-        "last_step": lmu_edge.fold(chain(rng, q=6, theta=10.0, return_sequences=False, hidden=None)),
-    }
-
-
-CONFIGS = configurations()
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +84,6 @@ def test_external_state_streams_over_ten_theta(float_artifacts):
     s.reset(batch=2)
     ys = np.stack([s.step(x[:, t]) for t in range(130)], axis=1)
     assert relative_error(ys, ref) < FLOAT_TOL
-
-
-def lmu_q64():
-    """The issue's model: one q=64, theta=200 LMU (dense ZOH) with a tanh hidden layer."""
-    rng = np.random.default_rng(11)
-    return lmu_edge.fold(chain(rng, n_in=1, q=64, theta=200.0, units=8), "zoh")
 
 
 CAL = np.random.default_rng(12).standard_normal((1, 2000, 1))
