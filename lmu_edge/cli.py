@@ -14,6 +14,7 @@ import numpy as np
 from . import __version__, escape, outdir
 from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, quiet_means_quiet, target_names
 from ._cli_report import report
+from ._cli_sweep import sweep
 
 
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -635,6 +636,7 @@ def verify(out_dir, input_path, runtime, tolerance, quiet):
 
 
 main.add_command(report)
+main.add_command(sweep)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
