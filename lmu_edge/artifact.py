@@ -45,9 +45,12 @@ def _version() -> str:
 class Artifact:
     """An emitted model: ``run(x)`` in its real runtime, ``stream()`` one sample at a time."""
 
-    def __init__(self, path, manifest: dict):
+    def __init__(self, path, manifest: dict, sealed: Optional[dict] = None):
         self.path = Path(path)
         self.manifest = manifest
+        #: the seal's files and SHA-256s as checked when the artifact was opened (None while convert writes it):
+        #: code is run only from bytes that match it (:meth:`sealed_bytes`)
+        self.sealed = sealed
         self.target = manifest["target"]
         self.module: Target = load_target(self.target)
         self._graph: Optional[ir.Graph] = None
@@ -55,6 +58,11 @@ class Artifact:
 
     def __repr__(self) -> str:
         return f"Artifact(target={self.target!r}, path={str(self.path)!r})"
+
+    def sealed_bytes(self, rel: str) -> bytes:
+        """The bytes of the artifact's file ``rel``, read once and checked against the seal (when opened by
+        :func:`open_artifact`); :class:`ArtifactError` if it is missing, a link, or changed since."""
+        return outdir.read_sealed(self.path, rel, self.sealed)
 
     @property
     def graph(self) -> ir.Graph:
@@ -79,7 +87,7 @@ class Artifact:
     def tolerance(self) -> Optional[float]:
         """Largest accepted relative error against the source model (None: measured, not enforced)."""
         t = self.manifest.get("tolerance", DEFAULT_TOLERANCE)
-        return None if t is None else float(t)
+        return None if t is None else float(t)  # a number: open_artifact checked the manifest
 
     def _runtime(self, runtime: Optional[str]) -> str:
         runtime = runtime or self.module.DEFAULT_RUNTIME
@@ -140,9 +148,16 @@ class Artifact:
         return result
 
 
-def open_artifact(out_dir) -> Artifact:
-    """Reopen an output directory written by :func:`convert`: refused (:class:`ArtifactError`) when a file
-    convert wrote there is missing or changed since (each one's SHA-256 is in ``lmu-edge-files.json``)."""
+def open_artifact(out_dir, trusted_key=None) -> Artifact:
+    """Reopen an output directory written by :func:`convert`.
+
+    An artifact is code (a C artifact's Makefile, a Nengo artifact's ``network.py``), run by ``run``,
+    ``verify`` and :class:`Artifact`'s methods. It is refused (:class:`ArtifactError`, before anything in it
+    runs) when a file convert wrote there is missing or changed since (each one's SHA-256 is in
+    ``lmu-edge-files.json``, the seal), or when it holds a file, folder or link the seal does not record (a
+    declared build output or a recorded module's compiled cache aside: lmu-edge never runs or reads those).
+    With ``trusted_key`` (the path of an Ed25519 public key, PEM) the seal must also carry that key's
+    signature (``convert(sign=...)``): without one the seal only catches accidents, as anyone can write one."""
     path = Path(out_dir)
     man = path / MANIFEST
     if not man.is_file():
@@ -155,24 +170,30 @@ def open_artifact(out_dir) -> Artifact:
             todo = "create one with 'lmu-edge convert MODEL --target T -o NEW_DIR'"
         raise ArtifactError(f"{path}: not an lmu-edge output directory (no {MANIFEST}); {todo}")
     try:
-        manifest = json.loads(man.read_text())
-    except ValueError as e:
-        raise ArtifactError(f"{man}: malformed manifest ({e}); convert the model again") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != ARTIFACT_FORMAT:
-        raise ArtifactError(f"{man}: not an lmu-edge artifact manifest; convert the model again")
-    if manifest.get("version") != ARTIFACT_VERSION:
+        return _open(path, trusted_key)
+    except LmuEdgeError:
+        raise
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot be read ({e.strerror or e}); check the path and its permissions") from None
+    except (ValueError, RecursionError, MemoryError) as e:  # a damaged file the checks above did not name
+        msg = " ".join(str(e).split())[:200]
         raise ArtifactError(
-            f"{man}: artifact version {manifest.get('version')!r} is not supported "
-            f"(this lmu-edge reads version {ARTIFACT_VERSION}); convert the model again"
-        )
-    if manifest.get("target") not in registry.TARGETS:
-        raise ArtifactError(
-            f"{man}: unknown target {manifest.get('target')!r}; "
-            f"available targets: {', '.join(sorted(registry.TARGETS))}"
-        )
-    changed = outdir.changed_files(path)
-    if changed is None:
+            f"{path}: unreadable artifact ({type(e).__name__}: {msg}); convert the model again"
+        ) from None
+
+
+def _open(path: Path, trusted_key) -> Artifact:
+    sealed = outdir.read_record(path)
+    if sealed is None:  # say first what is wrong with the manifest, if anything (read within the JSON limits)
+        with open(path / MANIFEST, "rb") as f:
+            _read_manifest(path / MANIFEST, f.read(limits.MAX_JSON_BYTES + 1))
         raise ArtifactError(f"{path}: no valid {outdir.RECORD} (the record of the files convert wrote); convert again")
+    record_bytes, files = sealed
+    if trusted_key is not None:
+        from . import signing
+
+        signing.check(path, record_bytes, trusted_key)
+    changed = outdir.changed_files(path, files)
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         todo = "convert the model again"
@@ -184,7 +205,74 @@ def open_artifact(out_dir) -> Artifact:
             f"{path}: {', '.join(changed[:3])}{more} changed or missing since lmu-edge wrote "
             f"{'it' if len(changed) == 1 else 'them'} (SHA-256 against {outdir.RECORD}); {todo}"
         )
-    return Artifact(path, manifest)
+    manifest = _read_manifest(path / MANIFEST, outdir.read_sealed(path, MANIFEST, files))  # the bytes checked
+    extra = outdir.unrecorded(path, files, _declared_build_outputs(manifest["target"]))
+    if extra:
+        more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        raise ArtifactError(
+            f"{path}: holds {', '.join(extra[:3])}{more}, which lmu-edge did not write (not in {outdir.RECORD}); an "
+            f"artifact is code that run and verify execute: remove what was added, or convert the model again"
+        )
+    return Artifact(path, manifest, sealed=files)
+
+
+def _read_manifest(man: Path, text: bytes) -> dict:
+    """The manifest parsed within the JSON limits, its fields' types checked, or :class:`ArtifactError`."""
+    try:
+        manifest = limits.load_json(text, str(man))
+    except LmuEdgeError as e:
+        raise ArtifactError(f"{e}; convert the model again") from None
+    except ValueError as e:
+        msg = " ".join(str(e).split())[:200]
+        raise ArtifactError(f"{man}: malformed manifest ({msg}); convert the model again") from None
+    _check_manifest(manifest, man)
+    return manifest
+
+
+def _declared_build_outputs(target: str) -> set:
+    module = registry.target(target)
+    build = getattr(module, "BUILD_DIR", "build")
+    return {f"{build}/{n}{tmp}" for n in getattr(module, "BUILD_OUTPUTS", ()) for tmp in ("", ".tmp")}
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_manifest(manifest, man: Path) -> None:
+    """Refuse a manifest whose fields lmu-edge reads are not of the types convert writes."""
+    if not isinstance(manifest, dict) or manifest.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{man}: not an lmu-edge artifact manifest; convert the model again")
+    if manifest.get("version") != ARTIFACT_VERSION:
+        raise ArtifactError(
+            f"{man}: artifact version {manifest.get('version')!r} is not supported "
+            f"(this lmu-edge reads version {ARTIFACT_VERSION}); convert the model again"
+        )
+    target = manifest.get("target")
+    if not isinstance(target, str) or target not in registry.TARGETS:
+        shown = repr(target)[:60]
+        raise ArtifactError(f"{man}: unknown target {shown}; available targets: {', '.join(sorted(registry.TARGETS))}")
+    problems = []
+    tol = manifest.get("tolerance", DEFAULT_TOLERANCE)
+    if tol is not None and not (_finite(tol) and tol >= 0):
+        problems.append(f"tolerance {repr(tol)[:40]} (expected a number >= 0 or null)")
+    cal = manifest.get("calibration_range")
+    if cal is not None and not (isinstance(cal, list) and len(cal) == 2 and all(_finite(v) for v in cal)):
+        problems.append(f"calibration_range {repr(cal)[:40]} (expected [low, high], two numbers)")
+    for key in ("quantize",):
+        if key in manifest and not isinstance(manifest[key], str):
+            problems.append(f"{key} {repr(manifest[key])[:40]} (expected a string)")
+    for key in ("options", target, "report"):
+        if key in manifest and not isinstance(manifest[key], dict):
+            problems.append(f"{key} {repr(manifest[key])[:40]} (expected an object)")
+    c = manifest.get("c")
+    if target == "c" and isinstance(c, dict):
+        if not isinstance(c.get("prefix"), str) or not c["prefix"].isidentifier():
+            problems.append(f"c.prefix {repr(c.get('prefix'))[:40]} (expected a C identifier)")
+        if not isinstance(c.get("quantized", False), bool):
+            problems.append(f"c.quantized {repr(c.get('quantized'))[:40]} (expected true or false)")
+    if problems:
+        raise ArtifactError(f"{man}: malformed manifest: {'; '.join(problems)}; convert the model again")
 
 
 def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
@@ -251,6 +339,7 @@ def _convert(
     overwrite: bool = False,
     progress: Optional[Callable[[str], None]] = None,
     prefer: Optional[str] = None,
+    sign=None,
     **target_options,
 ) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
@@ -274,6 +363,10 @@ def _convert(
     :func:`lmu_edge.folding.rank`); by default ``ops``, and with a ``device`` option
     ``ops`` where the artifact fits the device, else ``flash`` (converted again). The
     report holds the preference, why, and the trade-off of each choice.
+
+    ``sign``: the path of an Ed25519 private key (PEM): the seal of the files written is signed with it
+    (``lmu-edge-files.sig``), so that a receiver can check who built the artifact
+    (``open_artifact(d, trusted_key=PUB)``, ``run`` / ``verify --trusted-key``).
     """
     from . import load
 
@@ -329,6 +422,10 @@ def _convert(
             f"(calibration= in Python): typical inputs, .npy / .npz of shape (N, T, F)"
         )
     outdir.check_replaceable(out_dir, overwrite)  # refuse before any work
+    if sign is not None:
+        from . import signing
+
+        signing.load_private_key(sign)  # a key that cannot sign is refused before any work
 
     source = model if isinstance(model, ir.Graph) else load(model)
     if target != "ir" and source.quantized:
@@ -381,6 +478,7 @@ def _convert(
                 budget_why=budget_why,
                 realization_choice={"prefer": prefer, "why": prefer_why},
                 progress=progress,
+                sign=sign,
             )
         except DeviceFitError as e:
             if n_try + 1 == len(attempts) or not _flash_could_help(graph, source):
@@ -413,10 +511,11 @@ def _write(
     budget_why: str,
     realization_choice: dict,
     progress: Optional[Callable[[str], None]],
+    sign=None,
 ) -> None:
     """Emit the folded ``graph`` for ``target``, run and verify it against ``source``, and write the manifest,
     ``report.json`` and the accuracy report into ``out_dir``: all or nothing (:func:`outdir.writing`)."""
-    with outdir.writing(out_dir, overwrite) as tmp:
+    with outdir.writing(out_dir, overwrite, sign=sign) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
         irfile.save(graph, tmp / "model.lmu.npz")
         extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})

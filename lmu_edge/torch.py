@@ -333,6 +333,8 @@ def save_checkpoint(module: nn.Module, path) -> Path:
     cfg["name"] = p.stem
     torch_files.build_graph(cfg, tensors, where=str(p))  # refuse what the reader would refuse
     c = torch_files.config_path(p)
+    umask = os.umask(0)
+    os.umask(umask)
     tmp = []
     try:
         for target, write in (
@@ -343,6 +345,7 @@ def save_checkpoint(module: nn.Module, path) -> Path:
             os.close(fd)
             tmp.append((t, target))
             write(t)
+            os.chmod(t, 0o666 & ~umask)  # mkstemp makes 0600: give the files the mode open() would
         for t, target in tmp:
             os.replace(t, target)
     finally:

@@ -96,6 +96,19 @@ def test_safetensors_checkpoint_round_trips_and_is_read_by_the_real_library(tmp_
     assert np.abs(lmu_edge.simulate(g, x.numpy().astype(np.float64)) - seq(x).detach().numpy()).max() < 1e-5
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_checkpoint_gets_the_mode_open_would_give_it(tmp_path, umask):
+    """mkstemp makes its files 0600; a saved checkpoint is an ordinary file and follows the umask."""
+    seq = _model("zoh", True, True, 5, True, False, dtype=torch.float32)
+    old = os.umask(umask)
+    try:
+        p = save_checkpoint(seq, tmp_path / "m.safetensors")
+    finally:
+        os.umask(old)
+    for f in (p, tmp_path / "m.json"):
+        assert f.stat().st_mode & 0o777 == 0o666 & ~umask, (f.name, oct(f.stat().st_mode))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_tensors_are_widened_to_float32_exactly(dtype, tmp_path):
     from safetensors.torch import save_file
