@@ -263,6 +263,12 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
+@click.option(
+    "--sign",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Sign the artifact's seal with this Ed25519 private key (PEM; 'lmu-edge keygen NAME' makes one), so "
+    "that receivers can check who built it with run / verify --trusted-key NAME.pub.",
+)
 @click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier; default: model).")
 @click.option(
     "--device",
@@ -339,6 +345,7 @@ def convert(
     tolerance,
     force,
     quiet,
+    sign,
     extra_options,
     **target_flags,
 ):
@@ -378,6 +385,7 @@ def convert(
         tolerance=tolerance,
         overwrite=force,
         progress=progress_printer(quiet),
+        sign=sign,
         **options,
     )
     rep = json.loads((art.path / "report.json").read_text())
@@ -530,15 +538,25 @@ def _load_input(path, graph=None):
     "nengo: nengo, loihi-emulator; nir: rockpool, sinabs; ir: reference, reference-float32.",
 )
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
+@click.option(
+    "--trusted-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Run it only if this Ed25519 public key (PEM) signed its seal (convert --sign).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No native runtime notices (e.g. LiteRT's delegate line) on stderr.")
 @quiet_means_quiet
-def run(out_dir, input_path, output_path, runtime, force, quiet):
-    """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns."""
+def run(out_dir, input_path, output_path, runtime, force, trusted_key, quiet):
+    """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns.
+
+    \b
+    An artifact is code (a C artifact's Makefile and sources are built and run, a Nengo one's network.py runs):
+    run one only from a builder you trust, as you would a downloaded Makefile. Only the files its seal records
+    run; --trusted-key also checks who signed that seal."""
     import lmu_edge
 
     from .errors import ArtifactError, OutputExistsError
 
-    art = lmu_edge.open_artifact(out_dir)
+    art = lmu_edge.open_artifact(out_dir, trusted_key=trusted_key)
     o = output_path.resolve()
     if o == input_path.resolve():
         raise OutputExistsError(f"--output {output_path} is the --input file; choose another name")
@@ -592,16 +610,21 @@ def run(out_dir, input_path, output_path, runtime, force, quiet):
 )
 @click.option("--runtime", "-r", help="Runtime to run the artifact in (default: the target's).")
 @click.option("--tolerance", type=TOLERANCE, help="Largest accepted relative error (default: the artifact's).")
+@click.option(
+    "--trusted-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Run it only if this Ed25519 public key (PEM) signed its seal (convert --sign).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No native runtime notices (e.g. LiteRT's delegate line) on stderr.")
 @quiet_means_quiet
-def verify(out_dir, input_path, runtime, tolerance, quiet):
+def verify(out_dir, input_path, runtime, tolerance, trusted_key, quiet):
     """Run the artifact and its source model on inputs, print the error, and
-    exit non-zero when it is beyond the tolerance."""
+    exit non-zero when it is beyond the tolerance (it runs the artifact's code: see run --help)."""
     import lmu_edge
 
     from .errors import VerificationError
 
-    art = lmu_edge.open_artifact(out_dir)
+    art = lmu_edge.open_artifact(out_dir, trusted_key=trusted_key)
     try:
         r = art.verify(_load_input(input_path, art.graph), runtime=runtime, tolerance=tolerance)
     except VerificationError as e:
@@ -633,6 +656,17 @@ def verify(out_dir, input_path, runtime, tolerance, quiet):
         f"PASS:{exact} error {r['error']:.3e} against the source model (relative to the output "
         f"scale) <= tolerance {r['tolerance']:g} [runtime {r['runtime']}]"
     )
+
+
+@main.command()
+@click.argument("name", type=click.Path(dir_okay=False, path_type=Path))
+def keygen(name):
+    """Make an Ed25519 key pair for signing artifacts: NAME.key (private, keep it) and NAME.pub (give it to
+    those who run your artifacts: run / verify --trusted-key NAME.pub). Never replaces a file."""
+    from . import signing
+
+    priv, pub = signing.generate(name)
+    click.echo(f"wrote {priv} (private: convert --sign {priv}) and {pub} (public: run --trusted-key {pub})")
 
 
 main.add_command(report)

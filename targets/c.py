@@ -31,11 +31,13 @@ the board's SysTick counter, so they are deterministic.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -434,24 +436,83 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int
 
 # --- building and running -------------------------------------------------------------------
 
-#: what the Makefile builds, all under build/ (an artifact's --force replacement accepts exactly these there)
+#: what the Makefile builds, all under build/ of a private build directory (never inside the artifact: an
+#: artifact folder may hold these names from older versions or a user's own make, and they are never run)
 BUILD_DIR = "build"
 BUILD_OUTPUTS = (
     "harness_host",
     "libmodel.so",
     *(f"model_{r.tag}.{ext}" for r in toolchain.ARM_RUNTIMES.values() for ext in ("elf", "o")),
 )
+#: the artifact's files make reads: the Makefile, C sources and headers, linker scripts (nothing else is copied)
+_SOURCE_SUFFIXES = (".c", ".h", ".ld")
+_BUILDS: dict = {}  # digest of the sources -> private build directory, most recent last
+_BUILDS_LOCK = threading.Lock()
+_MAX_BUILDS = 8
 
 
-def _make(directory: Path, target: str, *more: str) -> Path:
-    """Build ``target`` and any ``more`` (of :data:`BUILD_OUTPUTS`) into ``directory/build``; returns the
-    first one's path. Several targets build in one make run, as many at once as there are cores (the
-    per-core objects of a conversion: about half the time on two cores).
+def _sources(directory: Path, sealed) -> dict:
+    """``{name: bytes}`` of the files the Makefile builds from, read once. An opened artifact's come from its
+    seal (``sealed``: each file checked against its SHA-256; the record in the directory when not given); a
+    directory without a record is one convert is writing now, read as it stands."""
+    from ..errors import ArtifactError
+    from ..outdir import read_record, read_sealed
 
-    Concurrent runs of one artifact are safe: the build holds an exclusive lock on the artifact directory,
-    and make writes each file under a temporary name and renames it when whole."""
-    import fcntl
+    directory = Path(directory)
+    if sealed is None:
+        rec = read_record(directory)
+        sealed = None if rec is None else rec[1]
+    if sealed is not None:
+        names = [n for n in sealed if "/" not in n and (n == "Makefile" or n.endswith(_SOURCE_SUFFIXES))]
+        out = {n: read_sealed(directory, n, sealed) for n in sorted(names)}
+    else:
+        out = {
+            p.name: p.read_bytes()
+            for p in sorted(directory.iterdir())
+            if not p.is_symlink() and p.is_file() and (p.name == "Makefile" or p.name.endswith(_SOURCE_SUFFIXES))
+        }
+    if "Makefile" not in out:
+        raise ArtifactError(f"{directory}: no Makefile among the artifact's files; convert the model again")
+    return out
 
+
+def _private_build_dir(sources: dict) -> Path:
+    """A directory only this process writes, holding exactly ``sources``: one per distinct set of sources,
+    reused while this process runs (the few most recent kept), removed at exit."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, data in sorted(sources.items()):
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    key = h.hexdigest()
+    d = _BUILDS.pop(key, None)
+    if d is None or not d.is_dir():
+        d = Path(tempfile.mkdtemp(prefix="lmu-edge-build-"))  # mode 0700: nobody else writes in it
+        for name, data in sources.items():
+            (d / name).write_bytes(data)
+    _BUILDS[key] = d
+    while len(_BUILDS) > _MAX_BUILDS:
+        shutil.rmtree(_BUILDS.pop(next(iter(_BUILDS))), ignore_errors=True)
+    return d
+
+
+@atexit.register
+def _remove_builds() -> None:
+    while _BUILDS:
+        shutil.rmtree(_BUILDS.popitem()[1], ignore_errors=True)
+
+
+def _make(directory: Path, target: str, *more: str, sealed=None) -> Path:
+    """Build ``target`` and any ``more`` (of :data:`BUILD_OUTPUTS`) from the artifact in ``directory``;
+    returns the first one's path. Several targets build in one make run, as many at once as there are cores
+    (the per-core objects of a conversion: about half the time on two cores).
+
+    The build never happens in the artifact: its sealed Makefile and sources (``sealed``, the seal checked when
+    it was opened; see :func:`_sources`) are copied into a private temporary directory and built there with
+    ``make -f Makefile``, so nothing else in the artifact folder (a ``GNUmakefile``, a planted ``build/``
+    binary or library, a ``build`` link) is read, run or written. Concurrent runs of one artifact share
+    nothing."""
     targets = (target, *more)
     for t in targets:
         if t not in BUILD_OUTPUTS:
@@ -461,18 +522,20 @@ def _make(directory: Path, target: str, *more: str) -> Path:
         _need("arm-none-eabi-gcc", "gcc-arm-none-eabi libnewlib-arm-none-eabi")
     if not all(t.endswith((".elf", ".o")) for t in targets):
         _need("gcc", "gcc")
+    sources = _sources(Path(directory), sealed)
     rels = [f"{BUILD_DIR}/{t}" for t in targets]
     jobs = max(1, min(len(targets), os.cpu_count() or 1))
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        r = subprocess.run([make, "-s", f"-j{jobs}", *rels], cwd=directory, capture_output=True, text=True)
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
-    if r.returncode != 0:
-        msg = (r.stderr or r.stdout).strip().splitlines()
-        raise LmuEdgeError(f"building {', '.join(targets)} in {directory} failed: {' / '.join(msg[-3:])}")
-    return Path(directory).resolve() / rels[0]
+    with _BUILDS_LOCK:
+        work = _private_build_dir(sources)
+        todo = [r for r in rels if not (work / r).is_file()]
+        if todo:
+            r = subprocess.run(
+                [make, "-f", "Makefile", "-s", f"-j{jobs}", *todo], cwd=work, capture_output=True, text=True
+            )
+            if r.returncode != 0:
+                msg = (r.stderr or r.stdout).strip().splitlines()
+                raise LmuEdgeError(f"building {', '.join(targets)} of {directory} failed: {' / '.join(msg[-3:])}")
+    return work / rels[0]
 
 
 def _is_quantized(art) -> bool:
@@ -525,14 +588,14 @@ def run_native(art, data: np.ndarray, runtime: str, with_state: bool = False) ->
     that runtime (the harness's 0x100 flag): ``(outputs, stats, states)``."""
     code = _DTYPE_CODES.get(data.dtype.type, 4)
     if runtime == "host":
-        exe = _make(art.path, "harness_host")
+        exe = _make(art.path, "harness_host", sealed=getattr(art, "sealed", None))
         cmd_prefix = [str(exe)]
     elif runtime in toolchain.ARM_RUNTIMES:
         rt = toolchain.ARM_RUNTIMES[runtime]
         if rt.integer_only and not _is_quantized(art):
             raise ArtifactError(f"runtime {runtime} runs the integer path only (no FPU): convert with --quantize int8")
         qemu = _need("qemu-system-arm", "qemu-system-arm")
-        exe = _make(art.path, f"model_{rt.tag}.elf")
+        exe = _make(art.path, f"model_{rt.tag}.elf", sealed=getattr(art, "sealed", None))
         cmd_prefix = toolchain.qemu_command(runtime, exe, qemu)
     else:
         raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
@@ -590,7 +653,7 @@ def check(art, x) -> dict:
     if man.get("quantized"):
         images.insert(0, "harness_host")
     if images:
-        _make(art.path, *images)
+        _make(art.path, *images, sealed=getattr(art, "sealed", None))
     if man.get("quantized"):
         qg = _qgraph(art)
         xq = intsim.quantize_input(qg, x)
@@ -622,16 +685,22 @@ class CStream:
 
     def __init__(self, art):
         self.art = art
-        lib_path = _make(art.path, "libmodel.so")
-        self.lib = ctypes.CDLL(str(lib_path))
+        lib_path = _make(art.path, "libmodel.so", sealed=getattr(art, "sealed", None))
         p = art.manifest["c"]["prefix"]
         self.quantized = _is_quantized(art)
         self.int_dtype = intsim.act_dtype(_qgraph(art)) if self.quantized else np.int8
         api = "int16" if self.int_dtype == np.int16 else "int8"
-        self._size = getattr(self.lib, f"{p}_state_size")
+        try:
+            self.lib = ctypes.CDLL(str(lib_path))
+            self._size = getattr(self.lib, f"{p}_state_size")
+            self._reset = getattr(self.lib, f"{p}_reset")
+            self._step = getattr(self.lib, f"{p}_step_{api}" if self.quantized else f"{p}_step")
+        except (OSError, AttributeError) as e:
+            raise ArtifactError(
+                f"{art.path}: the library built from it cannot be used ({' '.join(str(e).split())[:160]}); "
+                f"convert the model again"
+            ) from None
         self._size.restype = ctypes.c_size_t
-        self._reset = getattr(self.lib, f"{p}_reset")
-        self._step = getattr(self.lib, f"{p}_step_{api}" if self.quantized else f"{p}_step")
         self.n_in, self.n_out = art.graph.input_features, art.graph.output_features
         self.reset()
 

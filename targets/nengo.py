@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib.util
 import json
 import shutil
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -327,33 +327,42 @@ def _close_simulators() -> None:
         sim.close()
 
 
-def _network_module_from(path: Path):
-    """Import a ``network.py`` by path (each file once per content)."""
+def _network_module_from(path: Path, source: bytes | None = None):
+    """A ``network.py`` as a module, run from its source text (``source``, else ``path``'s bytes), each text
+    once. Not imported: the import system would run a compiled ``__pycache__/*.pyc`` beside the file instead
+    of its text (an unchecked-hash ``.pyc`` even when the text differs), and an artifact's sealed bytes are
+    the only code of it that runs."""
     path = Path(path).resolve()
-    digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    if source is None:
+        source = path.read_bytes()
+    digest = hashlib.sha256(source).hexdigest()[:16]
     key = (str(path), digest)
     if key not in _MODULES:
         registry.require("nengo", "nengo", "the Nengo target")
         name = f"_lmu_edge_nengo_network_{digest}_{len(_MODULES)}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None, path  # a .py path always has a source loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        before, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the artifact
         try:
-            spec.loader.exec_module(mod)
-        finally:
-            sys.dont_write_bytecode = before
+            code = compile(source, str(path), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as e:
+            raise ArtifactError(f"{path}: not valid Python ({e}); convert the model again") from None
+        mod = types.ModuleType(name)
+        mod.__file__ = str(path)
+        sys.modules[name] = mod  # dataclasses and nengo's pickling look the module up by name
+        try:
+            exec(code, mod.__dict__)  # noqa: S102 (the sealed text of network.py: see the docstring)
+        except BaseException:
+            del sys.modules[name]
+            raise
         _MODULES[key] = mod
     return _MODULES[key]
 
 
 def network_module(artifact):
-    """The artifact's ``network.py`` as a module."""
+    """The artifact's ``network.py`` as a module, run from its sealed text (:meth:`Artifact.sealed_bytes`)."""
     path = Path(artifact.path) / NETWORK_FILE
     if not path.is_file():
         raise ArtifactError(f"{artifact.path}: {NETWORK_FILE} is missing; convert the model again")
-    return _network_module_from(path)
+    sealed = getattr(artifact, "sealed_bytes", None)
+    return _network_module_from(path, sealed(NETWORK_FILE) if sealed is not None else None)
 
 
 def require_loihi():

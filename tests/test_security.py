@@ -226,7 +226,8 @@ def test_force_refuses_added_or_changed_files_and_accepts_build_outputs(tmp_path
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "-O", "measure=false").returncode == 0
     np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:2])
     assert cli("run", out, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy").returncode == 0
-    assert (out / "build" / "harness_host").exists()
+    assert not (out / "build").exists()  # lmu-edge builds in a private directory, never in the artifact
+    subprocess.run(["make", "-s", "build/harness_host"], cwd=out, check=True, capture_output=True)  # a user's make
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force", "-O", "measure=false").returncode == 0
     (out / "my_notes.txt").write_text("mine")
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
@@ -235,6 +236,7 @@ def test_force_refuses_added_or_changed_files_and_accepts_build_outputs(tmp_path
     (out / "model.c").write_text((out / "model.c").read_text() + "/* my tuning */\n")
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
     assert "model.c" in one_line_error(r, 1) and "my tuning" in (out / "model.c").read_text()
+    (out / "build").mkdir()
     (out / "build" / "thesis.tex").write_text("mine")
     assert "thesis.tex" in one_line_error(cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force"), 1)
 
@@ -341,12 +343,9 @@ def test_a_killed_convert_is_cleaned_up_by_the_next_run(tmp_path):
     assert not _leftovers(tmp_path)
 
 
-def test_concurrent_runs_build_the_artifact_once_and_all_succeed(tmp_path):
+def test_concurrent_runs_of_one_artifact_all_succeed_and_write_nothing_into_it(tmp_path):
     out = tmp_path / "out"
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "-O", "measure=false").returncode == 0
-    import shutil
-
-    shutil.rmtree(out / "build")
     np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:2])
     procs = [
         subprocess.Popen(
@@ -360,6 +359,8 @@ def test_concurrent_runs_build_the_artifact_once_and_all_succeed(tmp_path):
     assert all(c == 0 for c, _ in errs), errs
     ys = [np.load(tmp_path / f"y{i}.npy") for i in range(6)]
     assert all(np.array_equal(ys[0], y) for y in ys)
+    assert not (out / "build").exists()  # each run builds in its own private directory
+    lmu_edge.open_artifact(out)
 
 
 def test_a_failed_convert_into_a_nested_path_leaves_no_parents(tmp_path):
@@ -748,8 +749,9 @@ def test_an_artifact_whose_files_changed_since_convert_is_refused_in_one_line(tm
     err = one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
     assert "report.html changed or missing" in err and "sealed with the model: restore it or convert" in err, err
     assert cli("convert", DIGITS_IR, "-t", "onnx", "-o", out, "-q", "--force").returncode == 0
-    (out / "my_notes.txt").write_text("files lmu-edge did not write do not stop a run")
-    assert cli("verify", out, "-i", tmp_path / "x.npy").returncode == 0
+    (out / "my_notes.txt").write_text("an artifact is code: a file lmu-edge did not write stops a run")
+    assert "my_notes.txt, which lmu-edge did not write" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"))
+    (out / "my_notes.txt").unlink()
     (out / "lmu-edge-files.json").write_text("{}")
     assert "no valid lmu-edge-files.json" in one_line_error(cli("verify", out, "-i", tmp_path / "x.npy"), 1)
 
