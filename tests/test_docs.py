@@ -38,7 +38,7 @@ def test_every_docs_page_is_in_the_index():
     assert listed - pages == set(), f"docs/README.md lists pages that do not exist: {sorted(listed - pages)}"
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_reaches_a_file_and_heading(page):
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     for target in LINK.findall(text):
