@@ -548,10 +548,8 @@ def _load_input(path, graph=None):
 def run(out_dir, input_path, output_path, runtime, force, trusted_key, quiet):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns.
 
-    \b
-    An artifact is code (a C artifact's Makefile and sources are built and run, a Nengo one's network.py runs):
-    run one only from a builder you trust, as you would a downloaded Makefile. Only the files its seal records
-    run; --trusted-key also checks who signed that seal."""
+    An artifact is code from its builder, like a downloaded Makefile: run it only if you trust them. Only
+    files its seal records run; --trusted-key checks who signed it."""
     import lmu_edge
 
     from .errors import ArtifactError, OutputExistsError

@@ -255,3 +255,18 @@ def test_a_changed_byte_an_added_file_or_a_wrong_key_is_refused_in_one_line(buil
     refused("not signed")
     with pytest.raises(LmuEdgeError, match="not a PEM public key"):
         lmu_edge.open_artifact(c_art, trusted_key=x)
+
+
+def test_run_help_the_readme_and_security_md_say_that_an_artifact_is_code():
+    from click.testing import CliRunner
+
+    from lmu_edge.cli import main
+
+    text = " ".join(CliRunner().invoke(main, ["run", "--help"]).output.split())
+    assert "An artifact is code from its builder, like a downloaded Makefile" in text and "--trusted-key" in text
+    root = EXAMPLES.parents[1]
+    assert "code from whoever built it, like a downloaded Makefile" in " ".join(
+        (root / "README.md").read_text().split()
+    )
+    doc = (root / "docs" / "security.md").read_text()
+    assert "## Artifacts are code" in doc and "**The seal alone catches accidents, not an attacker.**" in doc
