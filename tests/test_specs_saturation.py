@@ -16,10 +16,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from lmu_edge import intsim, qir
+from lmu_edge import intsim, ir, lti, qir
+from lmu_edge._quantization_memory import Calibrated, fir_memory, rk_memory
 from lmu_edge.firmware_templates import path as templates
 from lmu_edge.fixedpoint import INT32_MAX, INT32_MIN, FixedType
 from lmu_edge.targets import c_codegen
@@ -100,6 +101,32 @@ static void run_linear16(const lmu_qlinear_t *L, int32_t n_in, int32_t n_out) {
             for (i = 0; i < q; ++i) printf("%" PRId64 "\n", (int64_t)m[i]);                \
         }                                                                                  \
     }
+#define RK(KERNEL, ST)                                                                     \
+    {                                                                                      \
+        static int32_t hc[64], x[64]; static int64_t w[4 * 64]; static ST m[64];          \
+        lmu_rk_memory_t cfg; int32_t i, t, u[1];                                           \
+        for (i = 0; i < q; ++i) { hc[i] = (int32_t)rd(); m[i] = 0; }                       \
+        cfg.d = 1; cfg.q = q; cfg.hc = hc; cfg.hc_frac = a; cfg.r = b; cfg.substeps = c;    \
+        cfg.u_shift = e; cfg.bits = bits; cfg.guard = g;                                   \
+        for (t = 0; t < T; ++t) {                                                          \
+            u[0] = (int32_t)rd();                                                          \
+            KERNEL(&cfg, m, u, w, x);                                                      \
+            for (i = 0; i < q; ++i) printf("%" PRId64 "\n", (int64_t)m[i]);               \
+        }                                                                                  \
+    }
+#define FIR(KERNEL, ST, CT, PT)                                                            \
+    {                                                                                      \
+        static CT K[64 * 64]; static ST m[64], buf[64]; int32_t head = 0;                  \
+        PT cfg; int32_t i, t, u[1];                                                        \
+        for (i = 0; i < q * a; ++i) K[i] = (CT)rd();                                       \
+        for (i = 0; i < a; ++i) buf[i] = 0;                                                \
+        cfg.d = 1; cfg.q = q; cfg.K = K; cfg.L = a; cfg.shift = e; cfg.bits = bits;        \
+        for (t = 0; t < T; ++t) {                                                          \
+            u[0] = (int32_t)rd();                                                          \
+            KERNEL(&cfg, m, u, buf, &head);                                                \
+            for (i = 0; i < q; ++i) printf("%" PRId64 "\n", (int64_t)m[i]);               \
+        }                                                                                  \
+    }
 int main(void) {
     char op[16];
     while (scanf("%15s", op) == 1) {
@@ -129,6 +156,22 @@ int main(void) {
             else if (!strcmp(op, "D16_32")) DENSE(lmu_dense_memory_s16_c32, int16_t, int32_t, lmu_dense_memory_c32_t)
             else if (!strcmp(op, "D32_16")) DENSE(lmu_dense_memory_s32_c16, int32_t, int16_t, lmu_dense_memory_c16_t)
             else DENSE(lmu_dense_memory_s32_c32, int32_t, int32_t, lmu_dense_memory_c32_t)
+        }
+        else if (op[0] == 'R' || op[0] == 'F') {
+            /* R<bits>: q hc_frac r substeps u_shift bits guard T, hc, u;
+               F<bits>_<coeff bits>: q L - - shift bits - T, K, u */
+            const int32_t q = (int32_t)rd(), a = (int32_t)rd(), b = (int32_t)rd(), c = (int32_t)rd();
+            const int32_t e = (int32_t)rd(), bits = (int32_t)rd(), g = (int32_t)rd(), T = (int32_t)rd();
+            (void)b; (void)c; (void)g;
+            if (!strcmp(op, "R8")) RK(lmu_rk_memory_s8, int8_t)
+            else if (!strcmp(op, "R16")) RK(lmu_rk_memory_s16, int16_t)
+            else if (!strcmp(op, "R32")) RK(lmu_rk_memory_s32, int32_t)
+            else if (!strcmp(op, "F8_16")) FIR(lmu_fir_memory_s8_c16, int8_t, int16_t, lmu_fir_memory_c16_t)
+            else if (!strcmp(op, "F8_32")) FIR(lmu_fir_memory_s8_c32, int8_t, int32_t, lmu_fir_memory_c32_t)
+            else if (!strcmp(op, "F16_16")) FIR(lmu_fir_memory_s16_c16, int16_t, int16_t, lmu_fir_memory_c16_t)
+            else if (!strcmp(op, "F16_32")) FIR(lmu_fir_memory_s16_c32, int16_t, int32_t, lmu_fir_memory_c32_t)
+            else if (!strcmp(op, "F32_16")) FIR(lmu_fir_memory_s32_c16, int32_t, int16_t, lmu_fir_memory_c16_t)
+            else FIR(lmu_fir_memory_s32_c32, int32_t, int32_t, lmu_fir_memory_c32_t)
         }
 """
         + linear
@@ -302,9 +345,78 @@ def test_dense_memory_states_saturate_at_both_ends_of_every_width(kernels, kerne
         _both_ends(got, st_bits)
 
 
-def _lmu_with_memory(mem, q, st_bits):
-    """A QLMU whose memory is ``mem`` (state: ``st_bits`` bits, frac 0); the other fields are never read by
-    intsim.memory_response."""
+def _extremes(bits: int, rng) -> np.ndarray:
+    """An encoder output stream: runs at the u range's top and bottom, longer than any window here, then random."""
+    lo, hi = RANGE[bits]
+    return np.concatenate([np.full(60, hi), np.full(60, lo), rng.integers(lo, hi + 1, 10)])
+
+
+@settings(max_examples=30)
+@given(
+    st_bits=st.sampled_from([8, 16, 32]),
+    r=st.sampled_from([1, 2, 4]),
+    substeps=st.integers(1, 3),
+    q=st.integers(2, 10),
+    theta=st.floats(4.0, 30.0),
+    gain=st.integers(4, 6),
+    seed=st.integers(0, 2**16),
+)
+@example(st_bits=32, r=4, substeps=2, q=6, theta=12.0, gain=6, seed=0)
+def test_rk_memory_states_saturate_at_both_ends_of_every_width(kernels, st_bits, r, substeps, q, theta, gain, seed):
+    """Every RK memory kernel (8-, 16-, 32-bit state) against intsim.memory_response, equal after every step,
+    on the quantizer's own coefficients (rk_memory) with the state given ``gain`` more fractional bits than
+    its proven bound allows: runs of the input's extremes drive it into saturation at both ends (asserted),
+    through the working value's saturation at bits + guard and the state's at bits."""
+    M, _ = lti.rk_map(q, theta, r, substeps)
+    assume(lti.spectral_radius(M) < 1)  # fold never picks an unstable step (its gains are infinite)
+    u_type = FixedType(st_bits, st_bits - 4)
+    node, fm, *_ = rk_memory(ir.RungeKutta(r, substeps), q, theta, st_bits, u_type, 200, [], Calibrated(1.0))
+    state = FixedType(st_bits, fm + gain)
+    layer = _lmu_with_memory(node, q, st_bits, state, u_type)
+    u = _extremes(st_bits, np.random.default_rng(seed))
+    want = intsim.memory_response(layer, u[:, None])
+    u_shift = u_type.frac - state.frac - node.guard  # as the code generator writes it
+    head = (f"R{st_bits}", q, node.hc_frac, r, substeps, u_shift, st_bits, node.guard, len(u))
+    got = kernels([head, tuple(node.hc), tuple(u)]).reshape(len(u), q)
+    np.testing.assert_array_equal(got, want)
+    _both_ends(got, st_bits)
+
+
+@settings(max_examples=30)
+@given(
+    kernel=st.sampled_from(DENSE_KERNELS),
+    q=st.integers(1, 8),
+    theta=st.floats(4.0, 20.0),
+    gain=st.integers(4, 6),
+    seed=st.integers(0, 2**16),
+)
+@example(kernel=(32, 32), q=6, theta=10.0, gain=6, seed=0)
+@example(kernel=(8, 16), q=1, theta=4.0, gain=4, seed=0)
+def test_fir_memory_states_saturate_at_both_ends_of_every_width(kernels, kernel, q, theta, gain, seed):
+    """Every FIR memory kernel (8-, 16-, 32-bit state x 16-, 32-bit coefficients) against
+    intsim.memory_response, equal after every step, on the quantizer's own kernel (fir_memory, the Legendre
+    impulse response) with the state given ``gain`` more fractional bits than its proven bound allows: runs
+    of the input's extremes saturate it at both ends (asserted). u fits the state's type (the quantizer
+    gives u the state's width), as the C ring buffer of state-typed entries needs."""
+    st_bits, c_bits = kernel
+    u_type = FixedType(st_bits, st_bits - 4)
+    K = lti.legendre_impulse_response(q, theta, int(2 * theta))
+    node, fm, *_ = fir_memory(ir.FIR(K), q, st_bits, c_bits, u_type, [], Calibrated(1.0))
+    state = FixedType(st_bits, fm + gain)
+    layer = _lmu_with_memory(node, q, st_bits, state, u_type)
+    u = _extremes(st_bits, np.random.default_rng(seed))
+    want = intsim.memory_response(layer, u[:, None])
+    shift = node.kernel_frac + u_type.frac - state.frac  # as the code generator writes it
+    L = node.kernel.shape[1]
+    head = (f"F{st_bits}_{16 if node.coeff_bits <= 16 else 32}", q, L, 0, 0, shift, st_bits, 0, len(u))
+    got = kernels([head, tuple(np.asarray(node.kernel).ravel()), tuple(u)]).reshape(len(u), q)
+    np.testing.assert_array_equal(got, want)
+    _both_ends(got, st_bits)
+
+
+def _lmu_with_memory(mem, q, st_bits, state=None, u_type=None):
+    """A QLMU whose memory is ``mem`` (state: ``st_bits`` bits, frac 0 unless given); the other fields are
+    never read by intsim.memory_response."""
     enc = LAYERS["l8"]
     return qir.QLMU(
         "m",
@@ -313,8 +425,8 @@ def _lmu_with_memory(mem, q, st_bits):
         1.0,
         "dense",
         enc,
-        FixedType(st_bits, 0),
-        FixedType(16, 0),
+        state or FixedType(st_bits, 0),
+        u_type or FixedType(16, 0),
         mem,
         1.0,
         0,
