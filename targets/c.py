@@ -452,16 +452,14 @@ _MAX_BUILDS = 8
 
 
 def _sources(directory: Path, sealed) -> dict:
-    """``{name: bytes}`` of the files the Makefile builds from, read once. An opened artifact's come from its
-    seal (``sealed``: each file checked against its SHA-256; the record in the directory when not given); a
-    directory without a record is one convert is writing now, read as it stands."""
+    """``{name: bytes}`` of the files the Makefile builds from, read once. An opened artifact's are those its
+    seal records (``sealed``, :attr:`Artifact.sealed`: each checked against its SHA-256); without one (the
+    directory convert is writing now, or an :class:`Artifact` made without :func:`open_artifact`) the
+    directory's files as they stand."""
     from ..errors import ArtifactError
-    from ..outdir import read_record, read_sealed
+    from ..outdir import read_sealed
 
     directory = Path(directory)
-    if sealed is None:
-        rec = read_record(directory)
-        sealed = None if rec is None else rec[1]
     if sealed is not None:
         names = [n for n in sealed if "/" not in n and (n == "Makefile" or n.endswith(_SOURCE_SUFFIXES))]
         out = {n: read_sealed(directory, n, sealed) for n in sorted(names)}

@@ -72,7 +72,7 @@ def test_a_gnumakefile_next_to_the_sealed_makefile_is_refused_and_never_read(bui
     assert "GNUmakefile" in err and "did not write" in err
     assert not (tmp_path / "y.npy").exists()
     _no_payload(tmp_path)
-    # even through the private build call, which skips open_artifact's check, make reads the sealed Makefile only
+    # even the private build call, which skips open_artifact's check, copies and reads the Makefile only
     lmu_edge.registry.target("c")._make(c_art, "harness_host")
     _no_payload(tmp_path)
 

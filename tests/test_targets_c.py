@@ -328,6 +328,7 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
     import re
 
     g, x, art, _ = built["rk4"]
+    art = type(art)(art.path, art.manifest)  # not sealed: an opened artifact refuses to build an edited model.c
     assert art.module.check(art, x[:1]).get("passed", True) is True
     src = (art.path / "model.c").read_text()
     bad, n = re.subn(r"(memcpy\(y, [^;]*;)", r"\1 y[0] = (int8_t)(y[0] ^ 1);", src, count=1)
