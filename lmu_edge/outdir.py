@@ -90,8 +90,11 @@ def _build_outputs(root: Path) -> set:
 
     allowed = set()
     for man in root.rglob("artifact.json"):
+        if man.is_symlink() or not man.is_file():  # a FIFO would block the read; a link leads elsewhere
+            continue
         try:
-            target = limits.load_json(man.read_bytes(), str(man)).get("target")
+            with open(man, "rb") as f:
+                target = limits.load_json(f.read(limits.MAX_JSON_BYTES + 1), str(man)).get("target")
             module = registry.target(target)
         except Exception:  # an unreadable manifest allows nothing extra
             continue

@@ -129,6 +129,21 @@ def test_an_edited_makefile_with_a_recomputed_seal_is_refused_under_the_builders
     _no_payload(tmp_path)
 
 
+def test_fifos_in_an_artifact_are_refused_without_blocking(built, c_art):
+    """A FIFO where a recorded file was, or named artifact.json in a folder of its own, would block a read."""
+    good = (c_art / "harness.c").read_bytes()
+    (c_art / "harness.c").unlink()
+    os.mkfifo(c_art / "harness.c")
+    (c_art / "sub").mkdir()
+    os.mkfifo(c_art / "sub" / "artifact.json")
+    err = one_line_error(cli("verify", c_art, "-i", built / "x.npy", timeout=60))
+    assert "harness.c changed or missing" in err
+    (c_art / "harness.c").unlink()
+    (c_art / "harness.c").write_bytes(good)
+    with pytest.raises(ArtifactError, match="holds sub/, which lmu-edge did not write"):
+        lmu_edge.open_artifact(c_art)
+
+
 # --- 2. a nengo artifact runs its sealed source text, never a planted .pyc ----------------------------
 
 
