@@ -438,6 +438,9 @@ def _convert(
         cal, _ = reference.check_input(source, cal, "calibration")
         if quantize != "float":
             quantization.check_calibration(cal)
+    from . import budget  # the verification's simulation, estimated before the fold starts
+
+    budget.check(budget.simulate_estimate(source, *budget.verify_shape(source, cal), "verifying"), progress)
     device = options.get("device")
     if prefer is not None:
         if prefer not in folding.PREFERENCES:

@@ -19,7 +19,13 @@ from ._cli_sweep import sweep
 
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="lmu-edge")
-def main():
+@click.option(
+    "--max-work",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    help="Allow N times the default work budget (docs/security.md); before the command.",
+)
+def main(max_work):
     """Convert Legendre Memory Unit models trained in parallel form into
     constant-memory recurrent models for devices, and check them.
 
@@ -31,6 +37,9 @@ def main():
       lmu-edge verify out/model_c --input x.npy
       lmu-edge report model.keras --data x.npy -o out/model_report
     """
+    from . import budget
+
+    click.get_current_context().with_resource(budget.allow(max_work))
 
 
 @main.command()

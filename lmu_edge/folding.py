@@ -27,7 +27,7 @@ from typing import Callable, Optional, Union
 
 import numpy as np
 
-from . import ir, limits, lti, pade
+from . import budget, ir, limits, lti, pade
 from .errors import FoldError
 
 REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir")
@@ -662,6 +662,9 @@ def candidates(
         )
     if names is None:
         names = _auto_names(layer)
+    searched = 0 if substeps is not None else sum(n in PADE_NAMES or n in ("rk2", "rk4") for n in names)
+    searched += "rk1" in names and substeps is None and layer.discretizer != "euler"
+    budget.check(budget.fold_estimate(layer, len(names), searched, horizon, stride), progress)
     ref = _Reference(layer, horizon, stride)
     out = []
     for name in names:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ir, lti, pade
+from . import budget, ir, lti, pade
 from .arrays import check_input  # noqa: F401  (reference.check_input stays importable)
 from .errors import ShapeError
 
@@ -326,6 +326,7 @@ def record_ranges(graph: ir.Graph, x) -> list:
     if graph.form == "parallel":
         raise ShapeError("record_ranges needs a recurrent graph; fold it first")
     x, _ = check_input(graph, x)
+    budget.check(budget.simulate_estimate(graph, x.shape[0], x.shape[1], "recording the ranges of"))
     recs = []
     X = x
     for r in _runners(graph, np.float64):
@@ -349,6 +350,7 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
         return simulate_quantized(graph, x)
     dtype = np.dtype(dtype).type
     x, batched = check_input(graph, x)
+    budget.check(budget.simulate_estimate(graph, x.shape[0], x.shape[1]))
     X = x.astype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         for r in _runners(graph, dtype):

@@ -203,3 +203,145 @@ def test_a_vanishing_calibration_is_refused_without_advising_the_mode_given(tmp_
     _refused_one_line(r.stderr, "calibration", "1e-310")
     assert f"--quantize {mode}" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+# --- item 5: a work budget for every input ----------------------------------------------------------
+
+
+def _one_lmu(path: Path, q: int, theta: float, d: int, seq_len, return_sequences: bool) -> Path:
+    from lmu_edge import ir
+
+    rng = np.random.default_rng(5)
+    layer = ir.LMU(
+        "lmu",
+        memory_d=d,
+        order=q,
+        theta=theta,
+        discretizer="zoh",
+        input_encoders=rng.standard_normal((1, d)),
+        encoder_bias=None,
+        hidden_encoders=None,
+        memory_encoders=None,
+        hidden=None,
+        input_to_hidden=False,
+        return_sequences=return_sequences,
+        memory=ir.ImpulseResponse(),
+    )
+    lmu_edge.save(ir.Graph("small_file", input_features=1, seq_len=seq_len, layers=(layer,)), path)
+    return path
+
+
+def test_a_small_file_asking_for_hours_of_folding_is_refused_at_once(tmp_path):
+    """1.3 KB: one LMU of order 1024, theta 102400 (inside the limits) kept inspect busy past 590 s."""
+    model = _one_lmu(tmp_path / "big.lmu.npz", 1024, 102400.0, 1, None, True)
+    assert model.stat().st_size < 2000
+    t0 = time.monotonic()
+    r = cli("inspect", model, timeout=120)
+    assert r.returncode == 1, r.stderr
+    _refused_one_line(r.stderr, "layer 'lmu'", "operations", "--max-work")
+    assert time.monotonic() - t0 < 20
+
+
+def test_a_long_declared_sequence_is_refused_before_it_is_simulated(tmp_path):
+    """5 KB: order 64, theta 6400, memory_d 1024, seq_len 1,000,000, last step only: convert -t ir grew to
+    8 GB simulating the probe. Its simulation is refused from its estimate, in one line."""
+    model = _one_lmu(tmp_path / "long.lmu.npz", 64, 6400.0, 1024, 1_000_000, False)
+    assert model.stat().st_size < 20_000
+    with pytest.raises(LimitError, match="1000000 steps.*GiB of memory.*--max-work"):
+        lmu_edge.convert(model, "ir", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_budget_scales_with_max_work():
+    from lmu_edge import budget
+
+    est = budget.Estimate("work", 3 * budget.MAX_WORK_OPS, 1.0)
+    with pytest.raises(LimitError, match="--max-work 3 "):
+        budget.check(est)
+    with budget.allow(3):
+        assert budget.check(est) is est
+    with pytest.raises(LimitError):
+        budget.check(est)  # the scale ends with its block
+    lines = []
+    budget.check(budget.Estimate("long work", budget.OPS_PER_SECOND * 60, 1.0), lines.append)
+    assert len(lines) == 1 and "long work" in lines[0] and "1.0 min" in lines[0]
+    budget.check(budget.Estimate("short work", budget.OPS_PER_SECOND, 1.0), lines.append)
+    assert len(lines) == 1
+
+
+def test_max_work_reaches_the_commands(tmp_path):
+    model = _one_lmu(tmp_path / "big.lmu.npz", 1024, 102400.0, 1, None, True)
+    r = cli("--max-work", "0.000001", "inspect", EX / "digits_lmu.lmu.npz")
+    assert r.returncode == 1 and "--max-work" in r.stderr, r.stderr
+    r = cli("--max-work", "0", "inspect", model)
+    assert r.returncode == 2 and "--max-work" in r.stderr
+
+
+def _psmnist_sized():
+    from lmu_edge import ir, lti  # noqa: F401
+
+    rng = np.random.default_rng(0)
+    lay = ir.LMU(
+        "lmu",
+        memory_d=1,
+        order=468,
+        theta=784.0,
+        discretizer="zoh",
+        input_encoders=rng.standard_normal((1, 1)),
+        encoder_bias=None,
+        hidden_encoders=None,
+        memory_encoders=None,
+        hidden=ir.HiddenDense(rng.standard_normal((468, 346)) * 0.05, np.zeros(346), "tanh"),
+        input_to_hidden=False,
+        return_sequences=False,
+        memory=ir.ImpulseResponse(),
+    )
+    head = ir.Dense("head", rng.standard_normal((346, 10)) * 0.1, np.zeros(10), "linear")
+    return ir.Graph("psmnist_sized", input_features=1, seq_len=784, layers=(lay, head))
+
+
+def test_the_default_budget_admits_the_shipped_models_and_a_psmnist_sized_conversion():
+    """The budget stated in docs/security.md, and the estimates written there."""
+    from lmu_edge import budget, folding
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    assert f"| `MAX_WORK_OPS` | {budget.MAX_WORK_OPS:.0e}".replace("e+", "e") in doc
+    assert f"| `MAX_WORK_BYTES` | {budget.MAX_WORK_BYTES >> 30} GiB" in doc
+    cases = [
+        (lmu_edge.load(EX / "digits_lmu.lmu.npz"), 256, 64),
+        (lmu_edge.load(EX / "gunpoint_lmu.keras"), 50, 150),
+        (lmu_edge.load(EX / "psmnist_lmu.keras"), 200, 784),
+        (_psmnist_sized(), 200, 784),
+    ]
+    for g, n, t in cases:
+        (layer,) = g.lmu_layers
+        fold = budget.check(budget.fold_estimate(layer, len(folding.auto_names(layer)), 2))
+        sim = budget.check(budget.simulate_estimate(g, n, t))
+
+        def cell(e):
+            ops = f"{e.ops:.1e}".replace("e+0", "e").replace("e+", "e")
+            return f"{ops} ops, " + f"{e.bytes / 2**20:,.0f}".replace(",", " ") + " MiB"
+
+        row = f"{cell(fold)} | {cell(sim)}"
+        assert row in doc, row
+
+
+def test_the_estimate_is_above_the_peak_memory_measured(tmp_path):
+    """A conversion of the shipped digits model (its calibration data verifies it): its peak RSS, from
+    wait4, below the largest estimate it was checked against."""
+    from lmu_edge import budget
+
+    cal = EX / "digits_calibration_x.npy"
+    p = subprocess.Popen(
+        lmu_edge_cli() + ["convert", str(DIGITS_IR), "-t", "ir", "--calibration", str(cal), "-o", str(tmp_path / "o")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(p.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, p.stderr.read() if p.stderr else ""
+    g = lmu_edge.load(DIGITS_IR)
+    x = np.load(cal)
+    est = max(
+        budget.fold_estimate(g.lmu_layers[0], 3, 2).bytes, budget.simulate_estimate(g, x.shape[0], x.shape[1]).bytes
+    )
+    assert usage.ru_maxrss * 1024 < est
