@@ -35,6 +35,7 @@ import atexit
 import ctypes
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -448,7 +449,9 @@ BUILD_OUTPUTS = (
 _SOURCE_SUFFIXES = (".c", ".h", ".ld")
 _BUILDS: dict = {}  # digest of the sources -> private build directory, most recent last
 _BUILDS_LOCK = threading.Lock()
+_BUILDS_PID = [os.getpid()]  # the process whose directories _BUILDS names (a forked child starts afresh)
 _MAX_BUILDS = 8
+_BUILD_PREFIX = "lmu-edge-build-"
 
 
 def _sources(directory: Path, sealed) -> dict:
@@ -484,9 +487,15 @@ def _private_build_dir(sources: dict) -> Path:
         h.update(f"{name}\0{len(data)}\0".encode())
         h.update(data)
     key = h.hexdigest()
+    if _BUILDS_PID[0] != os.getpid():  # forked: the parent's directories are the parent's to remove
+        _BUILDS.clear()
+        _BUILDS_PID[0] = os.getpid()
+        _STALE_SWEPT.clear()
     d = _BUILDS.pop(key, None)
     if d is None or not d.is_dir():
-        d = Path(tempfile.mkdtemp(prefix="lmu-edge-build-"))  # mode 0700: nobody else writes in it
+        _sweep_stale_builds()
+        # mode 0700: nobody else writes in it
+        d = Path(tempfile.mkdtemp(prefix=f"{_BUILD_PREFIX}{os.getpid()}-"))
         for name, data in sources.items():
             (d / name).write_bytes(data)
     _BUILDS[key] = d
@@ -495,8 +504,31 @@ def _private_build_dir(sources: dict) -> Path:
     return d
 
 
+_STALE_SWEPT: list = []
+
+
+def _sweep_stale_builds() -> None:
+    """Once per process, remove this user's build directories whose process is gone (killed, or ended by
+    ``os._exit`` as forked workers do, so that its exit handler never ran)."""
+    if _STALE_SWEPT:
+        return
+    _STALE_SWEPT.append(True)
+    from ..outdir import _pid_alive
+
+    for entry in Path(tempfile.gettempdir()).glob(f"{_BUILD_PREFIX}*-*"):
+        pid = entry.name[len(_BUILD_PREFIX) :].split("-", 1)[0]
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        if pid.isdigit() and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not _pid_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 @atexit.register
 def _remove_builds() -> None:
+    if _BUILDS_PID[0] != os.getpid():
+        return
     while _BUILDS:
         shutil.rmtree(_BUILDS.popitem()[1], ignore_errors=True)
 

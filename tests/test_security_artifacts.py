@@ -77,6 +77,21 @@ def test_a_gnumakefile_next_to_the_sealed_makefile_is_refused_and_never_read(bui
     _no_payload(tmp_path)
 
 
+def test_private_build_directories_of_ended_processes_are_removed(built, c_art):
+    """A process that ends without its exit handlers (os._exit, as forked workers do; SIGKILL) leaves its
+    private build directory; the next process that builds removes it, and never another live one's."""
+    from lmu_edge.targets import c
+
+    code = f"import os; from lmu_edge.targets import c; print(c._make({str(c_art)!r}, 'harness_host')); os._exit(0)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    left = Path(r.stdout.strip()).parents[1]
+    assert r.returncode == 0 and left.is_dir() and left.name.startswith("lmu-edge-build-"), r.stderr
+    mine = c._make(c_art, "harness_host").parents[1]  # this process's own, alive
+    c._STALE_SWEPT.clear()
+    c._sweep_stale_builds()
+    assert not left.exists() and mine.is_dir()
+
+
 def test_a_planted_harness_in_build_is_never_run(built, c_art, tmp_path):
     (c_art / "build").mkdir(exist_ok=True)
     exe = c_art / "build" / "harness_host"
