@@ -33,24 +33,25 @@ OPS_PER_SECOND = 2e9
 #: work estimated to take longer than this many seconds prints a progress line first
 PROGRESS_SECONDS = 5.0
 
-_SCALE: contextvars.ContextVar[float] = contextvars.ContextVar("lmu_edge_work_scale", default=1.0)
+_SCALE: contextvars.ContextVar[tuple] = contextvars.ContextVar("lmu_edge_work_scale", default=(1.0, 1.0))
 
 
 @contextlib.contextmanager
-def allow(scale: float) -> Iterator[None]:
-    """Within this block the work budget is ``scale`` times the default (``--max-work SCALE``)."""
-    s = float(scale)
-    if not (math.isfinite(s) and s > 0):
+def allow(scale: float, memory: Optional[float] = None) -> Iterator[None]:
+    """Within this block the work budget is ``scale`` times the default (``--max-work SCALE``): its
+    operations, and its memory too unless ``memory`` gives that scale on its own."""
+    s, m = float(scale), float(scale if memory is None else memory)
+    if not all(math.isfinite(v) and v > 0 for v in (s, m)):
         raise LimitError(f"--max-work must be a positive finite number, got {scale!r}")
-    token = _SCALE.set(s)
+    token = _SCALE.set((s, m))
     try:
         yield
     finally:
         _SCALE.reset(token)
 
 
-def scale() -> float:
-    """The budget scale in force (1 by default)."""
+def scale() -> tuple:
+    """The budget scales in force, ``(operations, memory)``; ``(1, 1)`` by default."""
     return _SCALE.get()
 
 
@@ -70,12 +71,12 @@ class Estimate:
 def check(est: Estimate, progress: Optional[Callable[[str], None]] = None) -> Estimate:
     """Refuse ``est`` in one line when over the budget; with ``progress``, say what is coming when it is
     long."""
-    s = scale()
+    s, m = scale()
     over = []
     if est.ops > MAX_WORK_OPS * s:
         over.append(f"{est.ops:.2g} operations (budget {MAX_WORK_OPS * s:.2g})")
-    if est.bytes > MAX_WORK_BYTES * s:
-        over.append(f"{est.bytes / 2**30:.3g} GiB of memory (budget {MAX_WORK_BYTES * s / 2**30:.3g} GiB)")
+    if est.bytes > MAX_WORK_BYTES * m:
+        over.append(f"{est.bytes / 2**30:.3g} GiB of memory (budget {MAX_WORK_BYTES * m / 2**30:.3g} GiB)")
     if over:
         need = max(est.ops / MAX_WORK_OPS, est.bytes / MAX_WORK_BYTES)
         raise LimitError(

@@ -200,7 +200,15 @@ def make_case(rng: random.Random, directory: Path) -> Path:
     kind = rng.random()
     if suffix == ".h5":
         raw = seed.read_bytes()
-        if kind < 0.6:
+        if kind < 0.3:  # links, virtual datasets, dtypes and sizes in place of a weight
+            import h5py
+
+            dst.write_bytes(raw)
+            with h5py.File(dst, "r") as h:
+                names: list = []
+                h.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+            return hostile.h5_edit(dst, rng.choice(sorted(names)), rng.choice(hostile.H5_EDITS))
+        if kind < 0.7:
             import h5py
 
             dst.write_bytes(raw)
@@ -212,6 +220,8 @@ def make_case(rng: random.Random, directory: Path) -> Path:
         return dst
     if suffix in (".safetensors", ".pt", ".pth"):
         return _torch_case(rng, seed, dst, kind)
+    if suffix == ".lmu.npz" and kind < 0.15:  # limit-edge work: sizes at the limits, small on disk
+        return hostile.limit_edge_ir(dst, rng)
     members = _zip_members(seed)
     if kind < 0.65:  # structured: the JSON the reader parses
         if suffix == ".lmu.npz":
@@ -289,9 +299,14 @@ def _snapshot(root: Path) -> set:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
+#: the work budget (operations) an accepted input too large to convert in about a second runs under
+WORK_SCALE = 0.0005
+
+
 def check_file(path: Path, rng: random.Random, work: Path) -> str:
     """The property for one model file. Returns ``"ok"`` / ``"refused"``; raises AssertionError otherwise."""
     import lmu_edge
+    from lmu_edge import budget
     from lmu_edge.errors import LmuEdgeError
 
     before = _snapshot(work)
@@ -303,14 +318,16 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
         assert time.time() - t < 10, f"refusal took {time.time() - t:.1f} s"
         assert _snapshot(work) == before, "a refused load wrote files"
         return "refused"
-    if not _small(g):
-        return "ok"
-    target = rng.choice(TARGETS) if rng.random() < 0.3 else "ir"
+    small = _small(g)
+    target = rng.choice(TARGETS) if small and rng.random() < 0.3 else "ir"
     out = work / "out"
     opts = TARGET_OPTIONS.get(target, {})
     t = time.time()
     try:
-        lmu_edge.convert(g, target, out, **opts)
+        # a large accepted input converts under a budget of about a second's work: refused at once from
+        # its estimate, or done in seconds (the estimates are upper bounds)
+        with budget.allow(1.0 if small else WORK_SCALE, memory=1.0 if small else 0.5):
+            lmu_edge.convert(g, target, out, **opts)
         status = "ok"
     except LmuEdgeError as e:
         assert "\n" not in str(e), f"multi-line error: {e!r}"

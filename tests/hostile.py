@@ -78,3 +78,70 @@ def edit_ir(src: Path, dst: Path, edit) -> Path:
     h, a = ir_header(src), ir_arrays(src)
     edit(h, a)
     return write_ir(dst, h, a)
+
+
+#: HDF5 edits that must be refused when they replace a weight of a .h5 model (no FIFO here: the fuzzer runs
+#: in-process under CI, where a regression would hang; tests/test_security_inputs.py has the FIFO case)
+H5_EDITS = ("external", "external_missing", "soft_nowhere", "soft_cycle", "vds", "raw", "array", "compound", "bytes")
+
+
+def h5_edit(path: Path, dataset: str, edit: str) -> Path:
+    """Replace ``dataset`` of the HDF5 file ``path`` (in place) by the hostile construct ``edit``."""
+    import h5py
+
+    other = path.with_name(path.stem + ".other.h5")
+    with h5py.File(other, "w") as f:
+        f["x"] = np.ones((32, 10), np.float32)
+    with h5py.File(path, "r+") as f:
+        shape = f[dataset].shape
+        del f[dataset]
+        if edit == "external":
+            f[dataset] = h5py.ExternalLink(str(other), "/x")
+        elif edit == "external_missing":
+            f[dataset] = h5py.ExternalLink(str(path.with_name("missing.h5")), "/x")
+        elif edit == "soft_nowhere":
+            f[dataset] = h5py.SoftLink("/no/such/object")
+        elif edit == "soft_cycle":
+            f[dataset] = h5py.SoftLink(dataset)
+        elif edit == "vds":
+            layout = h5py.VirtualLayout(shape=(32, 10), dtype="f4")
+            layout[:] = h5py.VirtualSource(str(other), "x", shape=(32, 10))
+            f.create_virtual_dataset(dataset, layout)
+        elif edit == "raw":
+            raw = path.with_name(path.stem + ".raw")
+            raw.write_bytes(b"\0" * 1280)
+            f.create_dataset(dataset, (32, 10), "f4", external=[(str(raw), 0, 1280)])
+        elif edit == "array":
+            f.create_dataset(dataset, shape=(2**20,), dtype=np.dtype(("f8", 512)))
+        elif edit == "compound":
+            f.create_dataset(dataset, shape=shape, dtype=np.dtype([("a", "f4"), ("b", "f4")]))
+        else:
+            f.create_dataset(dataset, shape=(4096,), dtype="S1048576", chunks=(1,))
+    return path
+
+
+def limit_edge_ir(dst: Path, rng) -> Path:
+    """An IR file of one LMU with sizes at the edges of the limits (order, theta, memory_d, declared length),
+    small on disk and asking for anything from a second to days of work."""
+    from lmu_edge import ir, limits, save
+
+    q = int(rng.choice([4, 16, 64, 256, 512, limits.MAX_ORDER]))
+    theta = float(rng.choice([limits.MIN_THETA, q, 10.0 * q, 100.0 * q, limits.MAX_THETA]))
+    d = int(rng.choice([1, 8, limits.MAX_MEMORY_D]))
+    seq_len = rng.choice([None, 64, 100_000, limits.MAX_SEQ_LEN])
+    layer = ir.LMU(
+        "lmu",
+        memory_d=d,
+        order=q,
+        theta=theta,
+        discretizer="zoh",
+        input_encoders=np.ones((1, d)),
+        encoder_bias=None,
+        hidden_encoders=None,
+        memory_encoders=None,
+        hidden=None,
+        input_to_hidden=False,
+        return_sequences=bool(rng.random() < 0.5),
+        memory=ir.ImpulseResponse(),
+    )
+    return save(ir.Graph("edge", input_features=1, seq_len=seq_len, layers=(layer,)), dst)
