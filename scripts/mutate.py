@@ -29,6 +29,7 @@ import argparse
 import hashlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,6 +343,9 @@ def main(argv=None) -> int:
     # tests/test_int_matrix.py keeps its conversions and Python reference hashes here, keyed by a hash of
     # the package's Python and templates: a mutant of a C header then rebuilds only the C (5 s, not 65 s)
     cache = tempfile.TemporaryDirectory(prefix="lmu-edge-mutate-")
+    seed = os.environ.get("LMU_EDGE_TEST_CACHE")  # scripts/test.sh's: its main run's conversions, reused here
+    if seed and Path(seed).is_dir():
+        shutil.copytree(seed, cache.name, dirs_exist_ok=True)
     os.environ["LMU_EDGE_TEST_CACHE"] = cache.name
     # every distinct set of covering tests must pass on the unmutated tree first (a mutant "killed" by a
     # test that fails anyway would be a false kill); this also fills the cache above

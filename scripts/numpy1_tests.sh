@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs tests/numpy1 (nengo-loihi's emulator, legacy tflite-runtime): packages that work only with numpy < 2.
 #   bash scripts/numpy1_tests.sh            extra arguments go to pytest
+#   bash scripts/numpy1_tests.sh --setup    only make the environment (scripts/test.sh runs this beside .venv's)
 # Creates (once) a second virtual environment .venv-numpy1 at the repository root with numpy<2, nengo,
 # nengo-loihi, tflite-runtime 2.14, pytest and lmu-edge (editable); a pip constraint keeps numpy below 2.
 # Not the [test] extra: its linters (mypy, ruff, pre-commit: about 100 MB) run in .venv only.
 # Exits with pytest's code; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/setup-common.sh   # editable_locked
 
 PY="${PYTHON:-python3}"
 VENV=.venv-numpy1
@@ -25,7 +27,7 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
     echo "numpy<2" > "$constraint"
     if ! { "${PIP[@]}" --upgrade pip &&
            "${PIP[@]}" -c "$constraint" "numpy<2" "nengo>=4.0" "nengo-loihi>=1.1" "tflite-runtime==2.14.*" &&
-           "${PIP[@]}" -c "$constraint" "pytest>=8" -e .; } >"$log" 2>&1; then
+           editable_locked "${PIP[@]}" -c "$constraint" "pytest>=8" -e .; } >"$log" 2>&1; then
         tail -n 40 "$log"
         echo "installing into $VENV failed; the whole pip log is in $log"
         exit 1
@@ -37,6 +39,7 @@ EOF
     touch "$STAMP"
 fi
 
+[ "${1:-}" != "--setup" ] || exit 0
 set +e
 "$VENV/bin/python" -m pytest tests/numpy1 -p no:nengo "$@"
 rc=$?

@@ -27,6 +27,13 @@ KWS_PACKAGES=(espeak-ng flite festival festvox-kdlpc16k)
 # scripts/lint.sh and the pre-commit hooks: the C style check of firmware_templates (ruff, mypy come from pip)
 LINT_PACKAGES=(clang-format)
 
+# lmu-edge's editable install writes lmu_edge.egg-info in the checkout: scripts/test.sh makes .venv and
+# .venv-numpy1 at the same time, so the two installs take turns (flock, where there is one)
+editable_locked() {
+    mkdir -p build
+    if command -v flock >/dev/null 2>&1; then flock build/.editable-install.lock "$@"; else "$@"; fi
+}
+
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     local PY="${PYTHON:-python3}" extras="$1"
     local PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
@@ -47,12 +54,12 @@ make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
         local lmu=""
         [[ ",$extras," == *,keras,* ]] && lmu="keras-lmu>=0.8"
         extras=$(echo ",$extras," | sed -e 's/,keras,/,/' -e 's/,tflite,/,tflite-runtimes,/' -e 's/^,//' -e 's/,$//')
-        "${PIP[@]}" -c scripts/constraints.txt tensorflow-cpu -e ".${extras:+[$extras]}"
+        editable_locked "${PIP[@]}" -c scripts/constraints.txt tensorflow-cpu -e ".${extras:+[$extras]}"
         # TensorFlow's C++ headers (287 MB) serve only to compile custom operators, which nothing here does
         rm -rf "$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/tensorflow/include"
         # last, and with --no-deps, so that no pip run after it reports the "tensorflow" it does not see
         [ -z "$lmu" ] || "${PIP[@]}" -c scripts/constraints.txt --no-deps "$lmu"
         return 0
     fi
-    "${PIP[@]}" -c scripts/constraints.txt -e ".${extras:+[$extras]}"
+    editable_locked "${PIP[@]}" -c scripts/constraints.txt -e ".${extras:+[$extras]}"
 }
