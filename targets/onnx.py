@@ -37,6 +37,7 @@ Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +259,12 @@ def build(graph, plan, qdq=None, expose=False, split=None):
         body=body,
         num_scan_inputs=1,
     )
+    # the initial states are inputs with a default (their initializer: zeros), so a stream can be resumed
+    # chunk by chunk by feeding one chunk's <name>_final as the next chunk's <name>_init
     sg = h.make_graph(
         [scan],
         f"{graph.name}_sequence",
-        [_info(h, "x_seq", ("T", 1, F))],
+        [_info(h, "x_seq", ("T", 1, F))] + [_info(h, f"{n}_init", (1, s)) for n, _, _, s in spec],
         [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
         zeros,
     )
@@ -413,6 +416,7 @@ def emit(graph, out_dir, options) -> dict:
                 "widened": [n for n in calib.candidates if n in widened],
             }
     step, seq, _ = build(graph, plan, qdq)
+    _write_contract(step, seq, graph, quantize)
     for m in (step, seq):
         onnx.checker.check_model(m, full_check=True)
     (out_dir / STEP).write_bytes(step.SerializeToString())
@@ -436,6 +440,36 @@ def emit(graph, out_dir, options) -> dict:
             **widening,
         }
     return {"files": [STEP, SEQ], "tolerance": None if quantize != "float" else 1e-4, "report": report}
+
+
+def _write_contract(step, seq, graph, quantize) -> None:
+    """The streaming contract (:mod:`._contract`) as both models' ``doc_string`` and ``metadata_props``."""
+    from . import _contract
+
+    session = (
+        "ONNX Runtime: set the session config entry session.disable_quant_qdq = 1 (its QDQ fusions round "
+        "differently; docs/tflite_onnx.md)"
+        if quantize != "float"
+        else ""
+    )
+    c = _contract.contract(
+        graph,
+        quantize,
+        interface="float32 (quantization, if any, is inside the model as QuantizeLinear / DequantizeLinear)",
+        extra={
+            "file": STEP,
+            "sequence_model": (
+                f"{SEQ} takes x_seq [T, 1, F] and optional initial states <name>_init (default zeros) and "
+                "returns y_seq [T, 1, outputs] and the final states <name>_final: feed them as the next "
+                "chunk's <name>_init to resume a stream"
+            ),
+            "session": session,
+        },
+    )
+    for m in (step, seq):
+        m.doc_string = _contract.describe(c)
+        entry = m.metadata_props.add()
+        entry.key, entry.value = _contract.KEY, json.dumps(c, sort_keys=True)
 
 
 def _run_seq(sess_or_ref, x, reference_eval=False):

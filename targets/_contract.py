@@ -1,0 +1,121 @@
+"""The streaming contract of a step model, written into the model file itself (ONNX ``metadata_props``
+and ``doc_string``; read back by ``lmu-edge inspect FILE``).
+
+A streaming runtime needs to know, without lmu-edge: which inputs and outputs carry state, in which
+order, with which shapes and dtypes, what the state starts as, how long the sequences were that the
+model was trained on, whether every step's output is an answer or only the last one, and what the
+outputs are (probabilities, logits or a regression)."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from .. import ir
+from . import _stepplan
+
+#: the metadata key that holds the contract as JSON
+KEY = "lmu_edge.streaming_contract"
+FORMAT = "lmu-edge-streaming-contract"
+
+
+def last_activation(graph: ir.Graph) -> str:
+    """The activation that produces the output: the last layer's (linear if it has none)."""
+    for layer in reversed(graph.layers):
+        act = getattr(layer, "activation", None)
+        if act is not None:
+            return act if act else "linear"
+        if isinstance(layer, (ir.Dense, ir.LMU)):
+            return "linear"
+    return "linear"
+
+
+def output_meaning(graph: ir.Graph) -> str:
+    """What the output numbers are, in words."""
+    act = last_activation(graph)
+    if act == "softmax":
+        return "class probabilities (softmax over the outputs; argmax is the class)"
+    if act == "sigmoid":
+        return "independent probabilities in [0, 1] (sigmoid per output)"
+    if act == "tanh":
+        return "values in [-1, 1] (tanh): a regression or scores"
+    return f"unbounded values ({act}): logits or a regression"
+
+
+def sequence_meaning(graph: ir.Graph) -> str:
+    """When an output is meaningful."""
+    n = f"{graph.seq_len}-step" if graph.seq_len else "variable-length"
+    if graph.output_is_sequence:
+        return f"trained on {n} sequences; the output of every step is an answer (a sequence model)"
+    return (
+        f"trained on {n} sequences; only the output at the last step of a sequence is the answer "
+        f"(the model's predict returns that one): reset the state at each sequence's start"
+    )
+
+
+def contract(graph: ir.Graph, quantize: str, *, interface: str, extra: Optional[dict] = None) -> dict:
+    """The contract of the step model ``step`` and, where there is one, the sequence model of ``graph``
+    (folded, recurrent); ``interface``: how inputs and outputs are typed (e.g. "float32")."""
+    spec = _stepplan.state_spec(graph)
+    layer_names = [layer.name for layer in graph.layers]
+    states = [
+        {
+            "input": n,
+            "output": f"{n}_out",
+            "shape": [1, size],
+            "dtype": "float32",
+            "initial": "zeros",
+            "layer": layer_names[i],
+            "kind": kind,
+        }
+        for n, i, kind, size in spec
+    ]
+    out = {
+        "format": FORMAT,
+        "version": 1,
+        "model": graph.name,
+        "quantize": quantize,
+        "interface": interface,
+        "input": {"name": "x", "shape": [1, graph.input_features], "dtype": "float32"},
+        "output": {"name": "y", "shape": [1, graph.output_features], "dtype": "float32"},
+        "output_order": ["y"] + [s["output"] for s in states],
+        "states": states,
+        "seq_len": graph.seq_len,
+        "every_step_is_an_answer": bool(graph.output_is_sequence),
+        "sequence": sequence_meaning(graph),
+        "outputs_are": output_meaning(graph),
+        "usage": (
+            "feed x and every state input (zeros at a sequence's start); read y and the state outputs; "
+            "feed each state output back as the same-named state input at the next step"
+        ),
+    }
+    out.update(extra or {})
+    return out
+
+
+def describe(c: dict) -> str:
+    """The contract as a few lines of text (the ONNX ``doc_string``, ``lmu-edge inspect``)."""
+    lines = [
+        f"lmu-edge step model of {c['model']!r} ({c['quantize']}; interface {c['interface']}).",
+        f"Inputs: {c['input']['name']} {c['input']['shape']} {c['input']['dtype']}"
+        + "".join(f", {s['input']} {s['shape']} {s['dtype']}" for s in c["states"])
+        + ".",
+        f"Outputs, in order: {', '.join(c['output_order'])}.",
+        f"State: {len(c['states'])} vector(s), all zeros at a sequence's start; "
+        "feed each <name>_out back as <name> at the next step.",
+        f"Sequence: {c['sequence']}.",
+        f"Outputs are {c['outputs_are']}.",
+    ]
+    for k in ("sequence_model", "session"):
+        if c.get(k):
+            lines.append(f"{k.replace('_', ' ').capitalize()}: {c[k]}.")
+    return "\n".join(lines)
+
+
+def read(props: dict) -> Optional[dict]:
+    """The contract from a file's key/value metadata (None when it has none)."""
+    text = props.get(KEY)
+    if text is None:
+        return None
+    c = json.loads(text)
+    return c if isinstance(c, dict) and c.get("format") == FORMAT else None
