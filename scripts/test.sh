@@ -49,7 +49,7 @@ if [ "$FAST" -eq 0 ] && [ -f scripts/numpy1_tests.sh ]; then
     numpy1_t=$SECONDS
 fi
 if [ "$FAST" -eq 0 ] || [ ! -x .venv/bin/python ]; then
-    timed setup .venv make_venv "test,keras,nengo,tflite,onnx,torch,nir"
+    timed setup .venv make_venv "test,keras,nengo,tflite,onnx,torch,nir,sweep"
 fi
 # issue 19: the second NIR simulator (Sinabs pins nir <= 1.0.4) in its own environment (after .venv: it
 # reads .venv's torch)
