@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
+from quantized_memory import impulse
 
 from lmu_edge import intsim, ir, lti, qir
 from lmu_edge._quantization_memory import Calibrated, fir_memory, rk_memory
@@ -345,10 +346,14 @@ def test_dense_memory_states_saturate_at_both_ends_of_every_width(kernels, kerne
         _both_ends(got, st_bits)
 
 
-def _extremes(bits: int, rng) -> np.ndarray:
-    """An encoder output stream: runs at the u range's top and bottom, longer than any window here, then random."""
-    lo, hi = RANGE[bits]
-    return np.concatenate([np.full(60, hi), np.full(60, lo), rng.integers(lo, hi + 1, 10)])
+def _worst_case(layer, theta: float, rng) -> np.ndarray:
+    """The input that drives the state's widest component to +G max|u| and then to -G min|u| (G its
+    impulse response's l1 norm: the encoder output at its clamp, the response's signs read backwards),
+    then random steps: the proven bound is reached from both sides (tests/test_state_bounds.py)."""
+    lo, hi = RANGE[layer.u_type.width]
+    H = impulse(layer, int(4 * theta) + 8)
+    s = H[::-1, int(np.argmax(np.abs(H).sum(axis=0)))] >= 0
+    return np.concatenate([np.where(s, hi, lo), np.where(s, lo, hi), rng.integers(lo, hi + 1, 10)])
 
 
 @settings(max_examples=30)
@@ -358,22 +363,23 @@ def _extremes(bits: int, rng) -> np.ndarray:
     substeps=st.integers(1, 3),
     q=st.integers(2, 10),
     theta=st.floats(4.0, 30.0),
-    gain=st.integers(4, 6),
+    gain=st.integers(2, 4),
     seed=st.integers(0, 2**16),
 )
-@example(st_bits=32, r=4, substeps=2, q=6, theta=12.0, gain=6, seed=0)
+@example(st_bits=32, r=4, substeps=2, q=6, theta=12.0, gain=4, seed=0)
 def test_rk_memory_states_saturate_at_both_ends_of_every_width(kernels, st_bits, r, substeps, q, theta, gain, seed):
     """Every RK memory kernel (8-, 16-, 32-bit state) against intsim.memory_response, equal after every step,
     on the quantizer's own coefficients (rk_memory) with the state given ``gain`` more fractional bits than
-    its proven bound allows: runs of the input's extremes drive it into saturation at both ends (asserted),
-    through the working value's saturation at bits + guard and the state's at bits."""
+    its proven bound allows: the worst-case input, then its negation, drive it into saturation at both ends
+    (asserted), through the working value's saturation at bits + guard and the state's at bits."""
     M, _ = lti.rk_map(q, theta, r, substeps)
     assume(lti.spectral_radius(M) < 1)  # fold never picks an unstable step (its gains are infinite)
     u_type = FixedType(st_bits, st_bits - 4)
-    node, fm, *_ = rk_memory(ir.RungeKutta(r, substeps), q, theta, st_bits, u_type, 200, [], Calibrated(1.0))
+    node, fm, _, err, _ = rk_memory(ir.RungeKutta(r, substeps), q, theta, st_bits, u_type, 200, [], Calibrated(1.0))
+    assume(err < 0.05)  # a realization fold can choose: near the exact response (not transients 50x its gain)
     state = FixedType(st_bits, fm + gain)
     layer = _lmu_with_memory(node, q, st_bits, state, u_type)
-    u = _extremes(st_bits, np.random.default_rng(seed))
+    u = _worst_case(layer, theta, np.random.default_rng(seed))
     want = intsim.memory_response(layer, u[:, None])
     u_shift = u_type.frac - state.frac - node.guard  # as the code generator writes it
     head = (f"R{st_bits}", q, node.hc_frac, r, substeps, u_shift, st_bits, node.guard, len(u))
@@ -387,16 +393,16 @@ def test_rk_memory_states_saturate_at_both_ends_of_every_width(kernels, st_bits,
     kernel=st.sampled_from(DENSE_KERNELS),
     q=st.integers(1, 8),
     theta=st.floats(4.0, 20.0),
-    gain=st.integers(4, 6),
+    gain=st.integers(2, 4),
     seed=st.integers(0, 2**16),
 )
-@example(kernel=(32, 32), q=6, theta=10.0, gain=6, seed=0)
-@example(kernel=(8, 16), q=1, theta=4.0, gain=4, seed=0)
+@example(kernel=(32, 32), q=6, theta=10.0, gain=4, seed=0)
+@example(kernel=(8, 16), q=1, theta=4.0, gain=2, seed=0)
 def test_fir_memory_states_saturate_at_both_ends_of_every_width(kernels, kernel, q, theta, gain, seed):
     """Every FIR memory kernel (8-, 16-, 32-bit state x 16-, 32-bit coefficients) against
     intsim.memory_response, equal after every step, on the quantizer's own kernel (fir_memory, the Legendre
-    impulse response) with the state given ``gain`` more fractional bits than its proven bound allows: runs
-    of the input's extremes saturate it at both ends (asserted). u fits the state's type (the quantizer
+    impulse response) with the state given ``gain`` more fractional bits than its proven bound allows: the
+    worst-case input and its negation saturate it at both ends (asserted). u fits the state's type (the quantizer
     gives u the state's width), as the C ring buffer of state-typed entries needs."""
     st_bits, c_bits = kernel
     u_type = FixedType(st_bits, st_bits - 4)
@@ -404,7 +410,7 @@ def test_fir_memory_states_saturate_at_both_ends_of_every_width(kernels, kernel,
     node, fm, *_ = fir_memory(ir.FIR(K), q, st_bits, c_bits, u_type, [], Calibrated(1.0))
     state = FixedType(st_bits, fm + gain)
     layer = _lmu_with_memory(node, q, st_bits, state, u_type)
-    u = _extremes(st_bits, np.random.default_rng(seed))
+    u = _worst_case(layer, theta, np.random.default_rng(seed))
     want = intsim.memory_response(layer, u[:, None])
     shift = node.kernel_frac + u_type.frac - state.frac  # as the code generator writes it
     L = node.kernel.shape[1]
