@@ -111,13 +111,27 @@ def activation(ops: StepOps, name: str, x: Any) -> Any:
     raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
 
 
-def split_weights(W: np.ndarray) -> tuple:
-    """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid, ``W_lo = W - W_hi``."""
+def split_weights(W: np.ndarray, per_tensor: bool = False) -> tuple:
+    """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid (``per_tensor``: on the
+    whole matrix's grid, for a converter that quantizes the weights per tensor), ``W_lo = W - W_hi``."""
     W = np.asarray(W, dtype=np.float64)
-    s = np.abs(W).max(axis=0, keepdims=True) / 127.0
+    s = np.abs(W).max(axis=None if per_tensor else 0, keepdims=True) / 127.0
     s = np.where(s > 0, s, 1.0)
     hi = np.round(W / s) * s
     return hi, W - hi
+
+
+#: a weight matrix whose output channels' largest weights differ by more than this factor loses more than
+#: a bit on its smaller channels on one per-tensor int8 grid: with ``split_uneven`` it is split too
+UNEVEN = 2.0
+
+
+def uneven(W: np.ndarray) -> bool:
+    """Whether one int8 scale for all of ``W``'s output channels costs its smallest channel more than a bit
+    (:data:`UNEVEN`); a matrix with a zero channel counts as uneven only through its nonzero ones."""
+    peaks = np.abs(np.asarray(W, dtype=np.float64)).max(axis=0)
+    peaks = peaks[peaks > 0]
+    return bool(len(peaks) and peaks.max() > UNEVEN * peaks.min())
 
 
 def conv_matrix(layer: ir.BandConv) -> np.ndarray:
@@ -158,7 +172,9 @@ class FloatStep:
     kernel, the hidden kernel with ``hidden_to_memory``): their 8-bit rounding circulates through the
     state (the layer-option matrix's RNN-path model in TFLite int16x8: 28.3 -> 41.5 dB). It costs a
     second matmul and an add per weight, whose output an 8-bit activation rounds on its own: ONNX int8
-    lost 4 dB on that model with it, so only the TFLite target asks for it.
+    lost 4 dB on that model with it, so only the TFLite target asks for it. ``per_tensor``: the split's
+    high part on the per-tensor grid, for a converter that quantizes these weights per tensor (TFLite's
+    int16x8, for TFLite Micro's CMSIS-NN kernels: :mod:`._tflite_build`).
     """
 
     #: layer type -> the method that writes it: ``(self, ops, i, layer, x, states, new) -> y``
@@ -172,8 +188,17 @@ class FloatStep:
     #: memory realization -> the method that writes its update: ``(self, ops, i, L, m2, u2) -> m2'``
     MEMORIES = {ir.DenseSS: "_dense_memory", ir.RungeKutta: "_rk_memory"}
 
-    def __init__(self, graph: ir.Graph, plan: StatePlan, split: bool = False, split_loop: bool = False):
+    def __init__(
+        self,
+        graph: ir.Graph,
+        plan: StatePlan,
+        split: bool = False,
+        split_loop: bool = False,
+        per_tensor: bool = False,
+        split_uneven: bool = False,
+    ):
         self.graph, self.plan, self.split, self.split_loop = graph, plan, bool(split), bool(split_loop)
+        self.per_tensor, self.split_uneven = bool(per_tensor), bool(split_uneven)
         for layer in graph.layers:
             _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}")
 
@@ -188,7 +213,7 @@ class FloatStep:
     # --- layers --------------------------------------------------------------------------------
 
     def _dense(self, ops, i, layer: ir.Dense, x, states, new):
-        return activation(ops, layer.activation, ops.matmul(x, layer.kernel, layer.bias))
+        return activation(ops, layer.activation, self._ff_matmul(ops, x, layer.kernel, layer.bias))
 
     def _activation(self, ops, i, layer: ir.Activation, x, states, new):
         return activation(ops, layer.activation, x)
@@ -216,11 +241,19 @@ class FloatStep:
             y = y_r if y is None else ops.maximum(y, y_r)
         return y
 
+    def _ff_matmul(self, ops, x, W, b=None):
+        """``x @ W (+ b)`` for a feed-forward weight: split as ``hi @ x + lo @ x`` with ``split_uneven`` where
+        one per-tensor scale would cost its smaller channels (:func:`uneven`)."""
+        if not (self.split_uneven and uneven(W)):
+            return ops.matmul(x, W, b)
+        hi, lo = split_weights(W, self.per_tensor)
+        return ops.add(ops.matmul(x, hi, b), ops.matmul(x, lo))
+
     def _loop_matmul(self, ops, x, W, b=None):
         """``x @ W (+ b)`` for a weight inside a feedback loop, as ``hi @ x + lo @ x`` with ``split_loop``."""
         if not self.split_loop:
             return ops.matmul(x, W, b)
-        hi, lo = split_weights(W)
+        hi, lo = split_weights(W, self.per_tensor)
         return ops.add(ops.matmul(x, hi, b), ops.matmul(x, lo))
 
     def _lmu(self, ops, i, L: ir.LMU, x, states, new):
@@ -228,7 +261,7 @@ class FloatStep:
         hk = f"L{i}_h"
         h_prev = states.get(hk)
         ops.memory_path(True)
-        u = ops.matmul(x, L.input_encoders, L.encoder_bias)
+        u = self._ff_matmul(ops, x, L.input_encoders, L.encoder_bias)
         if L.hidden_encoders is not None:
             u = ops.add(u, self._loop_matmul(ops, h_prev, L.hidden_encoders))
         if isinstance(mem, ir.FIR):
@@ -263,9 +296,9 @@ class FloatStep:
             if L.hidden_encoders is not None:  # hidden_to_memory: the hidden kernel is in the loop
                 pre = self._loop_matmul(ops, m_flat, Wk[: d * q], L.hidden.bias)
             else:
-                pre = ops.matmul(m_flat, Wk[: d * q], L.hidden.bias)
+                pre = self._ff_matmul(ops, m_flat, Wk[: d * q], L.hidden.bias)
             if L.input_to_hidden:
-                pre = ops.add(pre, ops.matmul(x, Wk[d * q :]))
+                pre = ops.add(pre, self._ff_matmul(ops, x, Wk[d * q :]))
             if isinstance(L.hidden, ir.HiddenSimpleRNN):
                 pre = ops.add(pre, self._loop_matmul(ops, h_prev, L.hidden.recurrent_kernel))
             h = activation(ops, L.hidden.activation, pre)
@@ -282,7 +315,7 @@ class FloatStep:
         W = np.asarray(mem.Abar, dtype=np.float64).T * sigma[:, None] / sigma[None, :]
         Bt = np.asarray(mem.Bbar, dtype=np.float64) / sigma
         if self.split:
-            hi, lo = split_weights(W)
+            hi, lo = split_weights(W, self.per_tensor)
             am = ops.add(ops.matmul(m2, hi), ops.matmul(m2, lo))
         else:
             am = ops.matmul(m2, W)

@@ -131,12 +131,16 @@ class TFOps:
         return None  # a body: AutoGraph cannot transform a function that is only a docstring (it warns)
 
 
-def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
-    """A ``tf.Module`` with a ``step`` function (and ``reset`` for the internal variant)."""
+def build_module(
+    graph: ir.Graph, plan: StatePlan, form: str, internal: bool, per_tensor: bool = False, split_uneven: bool = False
+):
+    """A ``tf.Module`` with a ``step`` function (and ``reset`` for the internal variant); ``per_tensor``:
+    the split weights' high parts on the per-tensor grid (:data:`PER_TENSOR`)."""
     tf = _tf()
     if form not in ("plain", "split"):
         raise ValueError(f"unknown memory form {form!r}; known: plain, split")
-    fstep = FloatStep(graph, plan, split=form == "split", split_loop=form == "split")
+    split = form == "split"
+    fstep = FloatStep(graph, plan, split, split, per_tensor=per_tensor, split_uneven=split and split_uneven)
     ops = TFOps(tf)
     Module: Any = tf.Module  # imported at run time: mypy sees no class here
     F = graph.input_features
@@ -180,7 +184,17 @@ def build_module(graph: ir.Graph, plan: StatePlan, form: str, internal: bool):
     return m, [m.step.get_concrete_function(), m.step_reset.get_concrete_function()]
 
 
-def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, rep: dict | None) -> bytes:
+#: the modes whose FULLY_CONNECTED weights are quantized per tensor: every FULLY_CONNECTED of an
+#: int16x8 model reads int16, and TFLite Micro's CMSIS-NN kernel takes per-channel weights with int8
+#: inputs only (``tensorflow/lite/micro/kernels/cmsis_nn/fully_connected.cc``, Prepare: "Currently only
+#: Int8 is supported for per channel quantization"). The int8 model's int16 state path is spliced from
+#: the int16x8 conversion (:mod:`._tflite_mixed`), so its int16-input FULLY_CONNECTED ops are per tensor too
+PER_TENSOR = ("int16x8",)
+
+
+def convert(
+    graph, plan: StatePlan, form: str, internal: bool, quantize: str, rep: dict | None, split_uneven=None
+) -> bytes:
     """The ``.tflite`` flatbuffer of the step model.
 
     ``rep`` (quantized modes): ``{"x": (S, F), <state>: (S, size)}`` in model
@@ -190,8 +204,12 @@ def convert(graph, plan: StatePlan, form: str, internal: bool, quantize: str, re
     real trajectory.
     """
     tf = _tf()
-    module, fns = build_module(graph, plan, form, internal)
+    per_tensor = quantize in PER_TENSOR
+    split_uneven = per_tensor if split_uneven is None else split_uneven
+    module, fns = build_module(graph, plan, form, internal, per_tensor, split_uneven)
     conv = tf.lite.TFLiteConverter.from_concrete_functions(fns, module)
+    # TF's converter option for per-tensor FULLY_CONNECTED weights (private, as TF names it; TF >= 2.16)
+    conv._experimental_disable_per_channel_quantization_for_dense_layers = per_tensor
     if quantize != "float":
         if rep is None:
             raise ValueError("a quantized conversion needs the representative data rep")
@@ -232,7 +250,7 @@ def convert_int8_pair(graph, plan: StatePlan, form: str, rep: dict) -> tuple:
     raises :class:`._tflite_mixed.SpliceError` when the int16x8 converter fails."""
     from ._tflite_mixed import SpliceError
 
-    m8 = convert(graph, plan, form, False, "int8", rep)
+    m8 = convert(graph, plan, form, False, "int8", rep, split_uneven=True)  # the int16x8 model's structure
     try:
         m16 = convert(graph, plan, form, False, "int16x8", rep)
     except Exception as e:
@@ -341,7 +359,10 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
     would be misread. Both get the union of the two ranges, and so does every
     tensor tied to them by an op that only moves bytes (RESHAPE, SQUEEZE,
     EXPAND_DIMS: its input and output must share one quantization; a ``d > 1``
-    memory reshapes the state to ``(d, q)``). The biases of the
+    memory reshapes the state to ``(d, q)``). Where the update is the output of a LOGISTIC, TANH or
+    SOFTMAX (a hidden state ``h``), both take that op's fixed quantization (:data:`._tflite_tflm.FIXED`):
+    the union of the two ranges moved a TANH's int16 output to 1/32767 and an int8 LOGISTIC's off 1/256,
+    which TFLite refuses (issue 52: "the LOGISTIC output scale"). The biases of the
     FULLY_CONNECTED ops that read any of these tensors are requantized to the
     new input scale (their scale must be input scale * weight scale).
     """
@@ -358,6 +379,13 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
         for i, c in enumerate(m.operatorCodes)  # RESHAPE, SQUEEZE, EXPAND_DIMS
         if max(c.builtinCode, c.deprecatedBuiltinCode) in (22, 43, 70)
     }
+    from ._tflite_tflm import FIXED
+
+    fixed_out = {}  # output tensor of a fixed-scale op -> its (scale, zero point)
+    for op in sg.operators:
+        c = max(m.operatorCodes[op.opcodeIndex].builtinCode, m.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode)
+        if c in FIXED and len(op.outputs) and sg.tensors[op.outputs[0]].type in FIXED[c]:
+            fixed_out[op.outputs[0]] = FIXED[c][sg.tensors[op.outputs[0]].type]
     links: dict[int, set[int]] = {}
     for op in sg.operators:
         if op.opcodeIndex in moves:
@@ -388,7 +416,10 @@ def tie_state_scales(model: bytes, state_names) -> bytes:
             _range(b.quantization.scale[0], b.quantization.zeroPoint[0], dt)[1],
         )
         info = np.iinfo(dt)
-        if dt == np.int16:  # symmetric
+        fixed = [fixed_out[t] for t in tied(ti, to) if t in fixed_out]
+        if fixed:  # the update is a LOGISTIC / TANH / SOFTMAX output: its fixed quantization, for both
+            s, z = fixed[0]
+        elif dt == np.int16:  # symmetric
             s, z = max(-lo, hi) / info.max, 0
         else:
             s = (hi - lo) / (info.max - info.min)

@@ -147,7 +147,7 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
     """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest
     more operators taken into the int16 path (:func:`lmu_edge.rounding.narrow`) that lift it there.
     Returns ``(model, {"widened": [...], "int8_sqnr_db": ...} or {})``."""
-    from . import _tflite_mixed
+    from . import _tflite_mixed, _tflite_tflm
 
     states = [n for n, *_ in plan.spec]
     cands: dict = _tflite_mixed.candidate_ops(m8, m16, states)
@@ -155,8 +155,10 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
 
     def build(wide):
         ops = sorted(k for k in wide if k != "x")
-        return _tflite_mixed.widen_state_path(
-            m8, m16, states, extra=ops, output_range=widen["y_range"], wide_input="x" in wide
+        return _tflite_tflm.conform(
+            _tflite_mixed.widen_state_path(
+                m8, m16, states, extra=ops, output_range=widen["y_range"], wide_input="x" in wide
+            )
         )
 
     def score(wide):
@@ -182,7 +184,7 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
     state path; ``widen`` (with ``wide``): ``{"db", "graph", "x"}``, widen more operators to 16 bits
     where the SQNR against ``graph`` on ``x`` misses ``db``, the output's int8 range ``y_range`` where
     they write it (:func:`_widen_ops`)."""
-    from . import _tflite_build, _tflite_mixed
+    from . import _tflite_build, _tflite_mixed, _tflite_tflm
 
     state_path, info = None, {}
     try:
@@ -201,6 +203,8 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
             model = _tflite_build.convert(graph, plan, form, variant == "internal", quantize, rep)
             if quantize != "float":
                 state_path = "int16" if quantize == "int16x8" else "int8"
+        if quantize != "float":  # what lmu-edge's edits of the conversion may break (:mod:`._tflite_tflm`)
+            model = _tflite_tflm.conform(model)
     except Exception as e:  # the converter's errors are long MLIR dumps: keep the line that names the op
         raise QuantizationError(
             f"the TFLite converter failed on the {variant} {quantize} step model "
@@ -255,23 +259,83 @@ def _construction(form: str, quantize: str, state_path: str) -> str:
     return f"{mem}; {state}"
 
 
-def gptq_weights(graph, plan, cal, correct_bias: bool):
+def gptq_per_tensor(W, gram, centered: bool):
+    """``W`` (``(inputs, outputs)``) rounded by GPTQ (:func:`lmu_edge.rounding.gptq`, the same error
+    feedback in blocks and the same scale search) on **one** int8 scale for the whole matrix, as a
+    converter that quantizes the weights per tensor stores them (:data:`._tflite_build.PER_TENSOR`); the
+    largest weight sits at 127 steps of the chosen scale, so that the converter's ``max |w| / 127``
+    finds it and keeps the values."""
+    from lmu_edge import rounding as qz
+
+    W = np.asarray(W, np.float64)
+    qmax = 127
+    base = max(float(np.abs(W).max()), 1e-30) / qmax
+    G, total, n = gram
+    nearest = np.clip(np.round(W / base), -qmax, qmax) * base
+    if n == 0 or W.shape[0] == 1:
+        return nearest
+    H = np.asarray(G, np.float64) / n
+    if centered:
+        mu = np.asarray(total, np.float64) / n
+        H = H - np.outer(mu, mu)
+    dead = np.diag(H) <= 0
+    H[dead, dead] = 1.0
+    H = H + qz.GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
+    order = np.argsort(-np.diag(H), kind="stable")
+    U = qz.inverse_upper_factor(H[np.ix_(order, order)])
+    if U is None:
+        return nearest
+    f, cols = len(qz.GPTQ_SCALES), W.shape[1]
+    scale = np.repeat(base * qz.GPTQ_SCALES, cols)  # candidate c at columns c*cols .. c*cols+cols-1
+    X = np.tile(W[order], f)
+    pi, pj = np.unravel_index(np.argmax(np.abs(W[order])), W.shape)
+    Q = np.empty_like(X)
+    for a in range(0, len(X), qz.GPTQ_BLOCK):
+        b = min(a + qz.GPTQ_BLOCK, len(X))
+        E = np.empty((b - a, X.shape[1]))
+        for i in range(a, b):
+            Q[i] = np.clip(np.round(X[i] / scale), -qmax, qmax) * scale
+            if i == pi:  # the peak at +-qmax steps: the converter finds the scale
+                cj = pj + cols * np.arange(f)
+                Q[i, cj] = np.sign(W[order][pi, pj]) * qmax * scale[cj]
+            E[i - a] = (X[i] - Q[i]) / U[i, i]
+            X[i + 1 : b] -= np.outer(U[i, i + 1 : b], E[i - a])
+        X[b:] -= U[a:b, b:].T @ E
+    Q = Q[np.argsort(order)]
+    R = Q - np.tile(W, f)
+    cost = np.sum(R * (H @ R), axis=0).reshape(f, cols).sum(axis=1)
+    c = int(np.argmin(cost))
+    return Q[:, c * cols : (c + 1) * cols]
+
+
+def gptq_weights(graph, plan, cal, correct_bias: bool, per_tensor: bool = False):
     """``graph`` with the weights TFLite's converter quantizes per output channel (Dense kernels, LMU input
     encoders, the hidden kernel's memory and input blocks) rounded by GPTQ
     (:func:`lmu_edge.rounding.gptq`) in the coordinates the step model holds them in (the hidden
     kernel's memory rows scaled by the plan's state balance), each channel's largest weight at 127 steps
     of the chosen scale, so that the converter's own ``max |w| / 127`` finds that scale and keeps the
     values. ``correct_bias``: the biases take out the rounding's mean (as ``quantize`` with 16-bit
-    activations). The weights of a feedback loop are left alone (``quantization.compensated``)."""
+    activations). The weights of a feedback loop are left alone (``quantization.compensated``).
+    ``per_tensor``: one scale per matrix (:func:`gptq_per_tensor`), for the modes whose weights TFLite
+    Micro's CMSIS-NN kernels take per tensor only (:data:`._tflite_build.PER_TENSOR`)."""
     import dataclasses
 
     from lmu_edge import ir
     from lmu_edge import rounding as qz
 
+    from ._floatstep import uneven
+
     recs = reference.record_ranges(graph, np.asarray(cal, np.float64))
 
     def rounded(W, gram, rows):
         G, total, n = gram
+        if per_tensor and uneven(W * rows[:, None]):  # split into hi + lo instead (FloatStep(split_uneven))
+            return np.asarray(W, np.float64)
+        if per_tensor:
+            return (
+                gptq_per_tensor(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), correct_bias)
+                / rows[:, None]
+            )
         Qb, _ = qz.gptq(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), 8, correct_bias, True)
         return Qb / rows[:, None]
 
@@ -357,7 +421,12 @@ def emit(graph, out_dir, options) -> dict:
         raise ArtifactError(f"tflite: unknown weight_rounding {rounding!r}; known: auto, gptq, nearest")
     # with 16-bit activations the weights' rounding is the main error, as in the C target (docs/matrix.md)
     use_gptq = quantize != "float" and (rounding == "gptq" or (rounding == "auto" and quantize == "int16x8"))
-    built = gptq_weights(graph, plan, cal, correct_bias=quantize == "int16x8") if use_gptq else graph
+    if use_gptq:
+        from ._tflite_build import PER_TENSOR
+
+        built = gptq_weights(graph, plan, cal, correct_bias=quantize == "int16x8", per_tensor=quantize in PER_TENSOR)
+    else:
+        built = graph
     widen_db = _widen_db(options.get("widen_db", WIDEN_DB))
     widen = None
     if widen_db is not None and wide and rec is not None:  # the output's range: every step's output
@@ -368,6 +437,11 @@ def emit(graph, out_dir, options) -> dict:
     report.update(model_bytes=len(model), ops=io["ops"], state_names=io["states"] or [n for n, *_ in plan.spec])
     with contextlib.suppress(Exception):
         report["tflm_arena_bytes"] = tflm_arena_size(model, io)
+    if quantize != "float":  # the TFLite Micro kernel sets that can prepare it (docs/tflite_onnx.md)
+        from . import _tflite_tflm
+
+        breaks = _tflite_tflm.violations(model)
+        report["tflm_kernels"] = {"cmsis_nn": "accepted" if not breaks else "refused: " + "; ".join(breaks[:3])}
     if quantize != "float":
         err, sq = _stream_error(model, io, graph, cal)
         q = {

@@ -111,9 +111,10 @@ def test_int16x8_split_form_beats_the_plain_conversion(quantized):
     g, arts = quantized
     q = json.loads((arts["int16x8"].path / "report.json").read_text())["quantization"]
     # plain conversion: Abar as 8-bit weights (the issue measured ~14 dB); split form: measured 41.06 dB,
-    # the plain one 15.49 (README: 41 and 15 dB; the conversion is deterministic)
-    assert 15.0 <= q["plain"]["sqnr_db_vs_float"] < 16.0, q["plain"]
-    assert q["sqnr_db_vs_float"] >= 40.5, q
+    # the plain one 15.49 with per-channel weights; 40.26 and 12.19 with the per-tensor weights TFLite
+    # Micro's CMSIS-NN kernels need (issue 52; the conversion is deterministic)
+    assert 11.5 <= q["plain"]["sqnr_db_vs_float"] < 13.0, q["plain"]
+    assert q["sqnr_db_vs_float"] >= 40.0, q
 
 
 @pytest.mark.slow
@@ -123,11 +124,12 @@ def test_int8_with_an_int16_state_path_beats_the_plain_conversion(quantized):
     q = rep["quantization"]
     # plain full-int8 conversion: Abar as 8-bit weights and an 8-bit state (the issue measured 12.7 dB);
     # split form with the int16 state path: 34.5 dB, below widen_db, so the hidden TANH and the input join
-    # it: 37.9 (the TANH alone gave 35.8, short of 36)
+    # it: 37.9 (the TANH alone gave 35.8, short of 36); with the state path's per-tensor weights (issue 52,
+    # TFLite Micro's CMSIS-NN kernels) 33.9 and 36.8 dB
     # README: 37.9 dB against the plain converter's 12
     assert q["state_path"] == "int16" and 11.5 <= q["plain"]["sqnr_db_vs_float"] < 12.5, q["plain"]
-    assert q["sqnr_db_vs_float"] >= 37.5, q
-    assert q["widened"] == ["TANH -> Tanh", "input x"] and 34.0 < q["int8_sqnr_db"] < 35.0, q
+    assert q["sqnr_db_vs_float"] >= 36.5, q
+    assert q["widened"] == ["TANH -> Tanh", "input x"] and 33.5 < q["int8_sqnr_db"] < 35.0, q
     io = json.loads((art_io := arts["int8"].path / "io.json").read_text())
     dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
     assert dtypes == {"x": "int16", "y": "int8", "L1_m": "int16", "L1_m_out": "int16"}, art_io
@@ -301,7 +303,8 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
     and its update keep one quantization; each FULLY_CONNECTED bias scale stays input scale * weight
     scale. On ff_linear_td_before of the layer-option matrix calibrated on its first 16 sequences (as the
     matrix was before 2026-11-26: the test inputs then pass the calibrated ranges), without and with the
-    headroom: 35.3 and 42.1 dB; with all 64 calibration sequences both give 43.5 dB (2026-11-26)."""
+    headroom: 35.3 and 42.1 dB; with all 64 calibration sequences both give 43.5 dB (2026-11-26); 35.3 and
+    40.0 with the per-tensor weights of issue 52 (TFLite Micro's CMSIS-NN kernels)."""
     from pathlib import Path
 
     from tensorflow.lite.tools import flatbuffer_utils as fb
@@ -319,7 +322,7 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
             src, "tflite", tmp_path / str(h), quantize="int16x8", calibration=data["x_cal"][:16], tolerance=float("inf")
         )
         got[h] = (sqnr_db(art.run(data["x_test"]), y), (art.path / "model.tflite").read_bytes())
-    assert got[2.0][0] >= 35.0 and got[2.0][0] >= got[1.0][0] + 5, {h: g[0] for h, g in got.items()}
+    assert got[2.0][0] >= 35.0 and got[2.0][0] >= got[1.0][0] + 4, {h: g[0] for h, g in got.items()}
 
     def tensors(model):
         m = fb.convert_bytearray_to_object(bytearray(model))
@@ -380,7 +383,8 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
     # docs/matrix.md: with int16x8 the step model's weights are rounded by GPTQ before the converter sees
     # them (targets/tflite.py, gptq_weights), each channel's largest weight at 127 steps of the chosen
     # scale, so the converter's per-channel max |w| / 127 keeps them. On the layer-option matrix's
-    # rnn_tt_euler_dense_seq: 33.2 dB with the converter's rounding, 36.4 dB with GPTQ's (floor 35 dB).
+    # rnn_tt_euler_dense_seq: 33.2 dB with the converter's rounding, 36.4 dB with GPTQ's (floor 35 dB);
+    # with per-tensor weights (issue 52: one scale per matrix, uneven ones split) 36.7 and 44.0 dB.
     from ai_edge_litert.interpreter import Interpreter
 
     from lmu_edge.rounding import on_grid
@@ -392,7 +396,7 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
     rep = {k: json.loads((a.path / "report.json").read_text())["quantization"] for k, a in (("on", on), ("off", off))}
     assert rep["on"]["weight_rounding"] == "gptq" and rep["off"]["weight_rounding"] == "nearest"
     s_on, s_off = (sqnr_db(a.run(x_test), y) for a in (on, off))
-    assert s_on >= 35.0 > s_off, (s_on, s_off)
+    assert s_on >= 35.0 and s_on >= s_off + 5, (s_on, s_off)
     # the Dense after the LMU (6 inputs, 1 output; no state scaling): the converter's own rounding is the
     # nearest point of W's grid, GPTQ's is another point with 127 steps at its largest weight
     W = next(lay for lay in src.layers if isinstance(lay, ir.Dense)).kernel
