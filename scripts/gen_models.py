@@ -1,0 +1,290 @@
+"""Generated keras-lmu models through every target and mode (issue 52).
+
+    python scripts/gen_models.py --seed 1234                          # one model, every cell, printed
+    python scripts/gen_models.py --seeds 0-499 --out results.jsonl    # a long run: resumable, one line per seed
+    python scripts/gen_models.py --repro qdot16_loop                  # one of the models issue 52 reported
+    python scripts/gen_models.py --table results.jsonl                # the summary table of a long run
+    python scripts/gen_models.py --ci-seeds 40                        # the first seeds covering every option value
+
+Each model (tests/model_gen.py) is trained briefly, calibrated on 64 sequences and measured on 32 others.
+A cell ``(target, mode)`` is *converted* (with its SQNR in dB against the float64 reference model),
+*refused* (a one-line LmuEdgeError; only nengo and nir may refuse) or *failed*: an internal error, a
+build failure, a NaN, an output below the floor of docs/matrix.md, or a refusal by c, tflite or onnx.
+A failing cell prints the one command that regenerates it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (target, mode) -> SQNR floor in dB (docs/matrix.md)
+CELLS = {
+    ("c", "float"): 80.0,
+    ("c", "int8"): 30.0,
+    ("c", "int16x8"): 45.0,
+    ("c", "int16"): 45.0,
+    ("tflite", "float"): 80.0,
+    ("tflite", "int8"): 30.0,
+    ("tflite", "int16x8"): 35.0,
+    ("onnx", "float"): 80.0,
+    ("onnx", "int8"): 30.0,
+    ("nengo", "float"): 80.0,
+    ("nir", "float"): 55.0,
+    ("ir", "float"): 80.0,
+}
+MAY_REFUSE = {"nengo", "nir"}  # the runtimes that may not express a model; c, tflite and onnx convert all
+
+
+def model_gen():
+    spec = importlib.util.spec_from_file_location("model_gen", ROOT / "tests" / "model_gen.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    sys.modules["model_gen"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _one_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[0][:400] if lines else type(e).__name__
+
+
+def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Path) -> dict:
+    """Convert the model at ``path`` for one cell and classify the outcome."""
+    import lmu_edge
+
+    t0 = time.perf_counter()
+    out = {"target": target, "mode": mode}
+    try:
+        art = lmu_edge.convert(
+            path,
+            target,
+            work / f"{target}-{mode}",
+            quantize=mode,
+            calibration=x_cal if mode != "float" else None,
+            tolerance=float("inf"),
+        )
+        y = art.run(x_test)
+    except (lmu_edge.errors.UnsupportedLayerError, lmu_edge.errors.QuantizationError) as e:
+        msg = str(e)
+        one = "\n" not in msg.strip()
+        if target in MAY_REFUSE and one:
+            out.update(status="refused", reason=msg)
+        else:
+            out.update(status="failed", kind="refused" if one else "multi-line refusal", reason=_one_line(e))
+        out["seconds"] = round(time.perf_counter() - t0, 2)
+        return out
+    except lmu_edge.LmuEdgeError as e:
+        msg = str(e)
+        kind = "build failure" if ("error:" in msg or "gcc" in msg or "compil" in msg) else "error"
+        out.update(status="failed", kind=kind, reason=_one_line(e))
+        out["seconds"] = round(time.perf_counter() - t0, 2)
+        return out
+    except Exception as e:  # an internal error: no raw exception may leave convert
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        where = f" ({Path(tb.filename).name}:{tb.lineno})"
+        out.update(status="failed", kind="internal error", reason=_one_line(e) + where)
+        out["seconds"] = round(time.perf_counter() - t0, 2)
+        return out
+    from lmu_edge.metrics import sqnr_db
+
+    y = np.asarray(y, np.float64)
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    if not np.all(np.isfinite(y)):
+        out.update(status="failed", kind="NaN", reason="non-finite output")
+        return out
+    s = float(sqnr_db(y, y_ref))
+    floor = CELLS[(target, mode)]
+    out["sqnr"] = round(s, 2) if math.isfinite(s) else 999.0
+    if s < floor:
+        out.update(status="failed", kind="below floor", reason=f"{s:.1f} dB < {floor:.0f} dB")
+    else:
+        out["status"] = "converted"
+    return out
+
+
+def run_spec(spec: dict, cells, keep: Path | None = None) -> dict:
+    """Make the model of ``spec`` and put it through ``cells``; the record of one seed."""
+    import lmu_edge
+
+    mg = model_gen()
+    rec: dict = {"seed": spec["seed"], "spec": spec, "cells": []}
+    if "name" in spec:
+        rec["name"] = spec["name"]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lmu_gen_") as tmp:
+        work = keep or Path(tmp)
+        try:
+            path = mg.make(spec, work / "model")
+        except mg.Discarded as e:
+            rec.update(discarded=str(e), seconds=round(time.perf_counter() - t0, 1))
+            return rec
+        data = np.load(work / "model" / "data.npz")
+        x_cal, x_test = data["x_cal"], data["x_test"]
+        try:
+            y_ref = lmu_edge.simulate(lmu_edge.load(path), x_test.astype(np.float64))
+        except lmu_edge.LmuEdgeError as e:  # the model is not readable: every cell fails the same way
+            rec.update(load_error=_one_line(e), seconds=round(time.perf_counter() - t0, 1))
+            return rec
+        for target, mode in cells:
+            rec["cells"].append(run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out"))
+    rec["seconds"] = round(time.perf_counter() - t0, 1)
+    return rec
+
+
+def _command(rec: dict) -> str:
+    if "name" in rec:
+        return f"python scripts/gen_models.py --repro {rec['name']}"
+    return f"python scripts/gen_models.py --seed {rec['seed']}"
+
+
+def report(rec: dict) -> list:
+    """Lines for the failing cells of one record, each with the command that regenerates it."""
+    lines = []
+    if "load_error" in rec:
+        lines.append(f"seed {rec['seed']}: load failed: {rec['load_error']}  [{_command(rec)}]")
+    for c in rec.get("cells", []):
+        if c["status"] == "failed":
+            cell = f"{c['target']}:{c['mode']}"
+            lines.append(f"{cell}: {c['kind']}: {c['reason']}  [{_command(rec)} --cell {cell}]")
+    return lines
+
+
+def _parse_seeds(text: str) -> list:
+    out = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def table(path: Path) -> str:
+    """Markdown summary of a results file: per cell converted / refused / failed and the SQNR spread."""
+    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    kept = [r for r in recs if "discarded" not in r]
+    lines = [
+        f"{len(recs)} seeds, {len(recs) - len(kept)} discarded draws, "
+        f"{sum(r.get('seconds', 0) for r in recs) / 3600:.2f} CPU hours",
+        "",
+        "| target mode | converted | refused | failed | min dB | 5th pct dB | median dB |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    reasons: dict = {}
+    for cell in CELLS:
+        cs = [c for r in kept for c in r.get("cells", []) if (c["target"], c["mode"]) == cell]
+        if not cs:
+            continue
+        ok = [c for c in cs if c["status"] == "converted"]
+        ref = [c for c in cs if c["status"] == "refused"]
+        bad = [c for c in cs if c["status"] == "failed"]
+        s = np.array([c["sqnr"] for c in cs if "sqnr" in c])
+        stats = (f"{s.min():.1f} | {np.percentile(s, 5):.1f} | {np.median(s):.1f}") if len(s) else "- | - | -"
+        kinds: dict = {}
+        for c in bad:
+            kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+        failed = str(len(bad)) + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ")" if kinds else "")
+        lines.append(f"| {cell[0]} {cell[1]} | {len(ok)} | {len(ref)} | {failed} | {stats} |")
+        for c in ref:
+            key = c["reason"].split(";")[0].split(": ", 1)[-1][:120]
+            reasons[(cell, key)] = reasons.get((cell, key), 0) + 1
+    if reasons:
+        lines += ["", "Refusals (per reason):", ""]
+        for (cell, key), n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            lines.append(f"- {cell[0]} {cell[1]}: {n} x {key}")
+    return "\n".join(lines)
+
+
+def ci_seeds(n_max: int) -> list:
+    """The first seeds that together cover every option value (greedy in seed order; runs no conversion)."""
+    mg = model_gen()
+    want: set = set()
+    specs = [mg.draw(s) for s in range(2000)]
+    for sp in specs:
+        want |= mg.options(sp)
+    chosen, have = [], set()
+    for sp in specs:
+        new = mg.options(sp) - have
+        if new:
+            chosen.append(sp["seed"])
+            have |= new
+        if have == want or len(chosen) >= n_max:
+            break
+    return chosen
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--seeds", help="ranges, e.g. 0-499 or 0-9,20")
+    ap.add_argument("--repro", help="one of model_gen.REPRODUCTIONS")
+    ap.add_argument("--out", type=Path, help="results file (JSON lines; seeds already there are skipped)")
+    ap.add_argument("--cell", action="append", help="target:mode (repeatable; default: every cell)")
+    ap.add_argument("--keep", type=Path, help="keep the model and artifacts in this directory")
+    ap.add_argument("--table", type=Path, help="print the summary table of a results file")
+    ap.add_argument("--ci-seeds", type=int, metavar="N", help="print the first <= N seeds covering every option")
+    ap.add_argument("--spec", action="store_true", help="print the spec(s) only")
+    a = ap.parse_args(argv)
+    if a.table:
+        print(table(a.table))
+        return 0
+    if a.ci_seeds:
+        print(",".join(map(str, ci_seeds(a.ci_seeds))))
+        return 0
+    cells = [tuple(c.split(":")) for c in a.cell] if a.cell else list(CELLS)
+    mg = model_gen()
+    if a.repro:
+        specs = [mg.REPRODUCTIONS[a.repro]]
+    elif a.seed is not None:
+        specs = [mg.draw(a.seed)]
+    elif a.seeds:
+        specs = [mg.draw(s) for s in _parse_seeds(a.seeds)]
+    else:
+        ap.error("give --seed, --seeds, --repro, --table or --ci-seeds")
+    if a.spec:
+        for sp in specs:
+            print(json.dumps(sp))
+        return 0
+    done = set()
+    if a.out and a.out.exists():
+        done = {json.loads(line)["seed"] for line in a.out.read_text().splitlines() if line.strip()}
+    failed = 0
+    for sp in specs:
+        if sp["seed"] in done:
+            continue
+        rec = run_spec(sp, cells, a.keep)
+        if a.out:
+            with a.out.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+        bad = report(rec)
+        failed += bool(bad)
+        if "discarded" in rec:
+            print(f"seed {sp['seed']}: discarded ({rec['discarded']})", flush=True)
+            continue
+        summary = " ".join(
+            f"{c['target']}:{c['mode']}=" + (str(c.get("sqnr")) if c["status"] == "converted" else c["status"])
+            for c in rec["cells"]
+        )
+        print(f"seed {sp['seed']} ({rec['seconds']} s): {summary}", flush=True)
+        for line in bad:
+            print("  " + line, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

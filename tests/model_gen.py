@@ -1,0 +1,450 @@
+"""Random valid keras-lmu models over the supported option space (issue 52), for the generated-model tests.
+
+A model is a plain JSON-able *spec* (:func:`draw` makes one from an integer seed; the same seed gives the
+same spec on every machine), built into a Keras model by :func:`build`, trained briefly on synthetic signals
+of several kinds (sines, noise, steps, sparse events) by :func:`make`, which saves ``model.keras`` with its
+calibration (>= 64 sequences) and held-out test inputs (>= 32 sequences, drawn from another seed).
+
+The option space is docs/keras.md's: ``LMUFeedforward`` (fft / raw, ``truncate_ir``), ``LMU`` (parallel
+path without flags, RNN path with any of ``hidden_to_memory``, ``memory_to_memory``, ``trainable_theta``)
+and ``RNN(LMUCell)``; zoh / euler; ``memory_d`` 1-8; ``order`` 1 up to ``limits.MAX_ORDER`` (most draws
+up to 256); ``theta`` 0.5q-100q; hidden cell ``Dense`` / ``SimpleRNNCell`` / none with every supported
+activation; ``input_to_hidden``, ``use_bias``, ``return_sequences``, known and unknown length; stacks of up
+to three LMU layers; ``Dense``, ``TimeDistributed(Dense)``, ``Activation`` and ``GlobalAveragePooling1D``
+before and after; every head activation. Where keras-lmu itself needs something (an integer theta for an
+impulse response of unknown length, ``input_d`` for ``LMUCell`` without a hidden cell), the draw respects it.
+
+Needs TensorFlow and keras-lmu. Import this module by path (scripts/gen_models.py does): it is a helper,
+not a test module.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+
+ACTIVATIONS = ("linear", "relu", "relu6", "tanh", "sigmoid", "softmax", "silu")
+LAYERS = ("ff", "lmu", "cell")  # LMUFeedforward, keras_lmu.LMU, RNN(LMUCell)
+FLAGS = ("hidden_to_memory", "memory_to_memory", "trainable_theta")
+SIGNALS = ("sines", "noise", "steps", "events")
+N_TRAIN, N_CAL, N_TEST = 96, 64, 32
+MAX_ORDER = 1024  # lmu_edge.limits.MAX_ORDER (docs/security.md)
+
+
+def _order(r: np.random.Generator) -> int:
+    # most draws up to 256, log-uniform so that small orders are as common as large ones; 1 in 50 above
+    if r.random() < 0.02:
+        return int(r.integers(257, MAX_ORDER + 1))
+    return int(np.round(np.exp(r.uniform(0.0, math.log(256.0)))))
+
+
+@functools.lru_cache(maxsize=None)
+def _legendre_eigvals(order: int) -> np.ndarray:
+    from lmu_edge import lti
+
+    return np.linalg.eigvals(lti.legendre_ab(order, 1.0)[0])
+
+
+def _euler_trainable(order: int, theta: float, steps: int) -> bool:
+    # Euler's step is I + A / theta: its spectral radius may pass 1 (keras-lmu accepts that, and over a
+    # short sequence such a model trains, as issue 52's models did); a growth past 1e4 over the sequence
+    # does not train (its outputs overflow float32), so such a theta is drawn again
+    rho = float(np.max(np.abs(1.0 + _legendre_eigvals(order) / theta)))
+    return rho**steps < 1e4
+
+
+def _act(r: np.random.Generator) -> str:
+    return str(r.choice(ACTIVATIONS))
+
+
+def _lmu(r: np.random.Generator, seq: bool, known_len: bool, T: int) -> dict:
+    kind = str(r.choice(LAYERS))
+    order = _order(r)
+    disc = str(r.choice(["zoh", "euler"]))
+    flags = {f: False for f in FLAGS}
+    if kind != "ff":
+        # the three feedback flags alone and together, and (keras_lmu.LMU) none: the parallel path
+        pick = int(r.integers(0, 8))
+        for i, f in enumerate(FLAGS):
+            flags[f] = bool(pick >> i & 1)
+    parallel = kind == "ff" or (kind == "lmu" and not any(flags.values()))
+    hidden_kind = str(r.choice(["dense", "simplernn", "none"]))
+    if hidden_kind == "none" and flags["hidden_to_memory"]:
+        hidden_kind = str(r.choice(["dense", "simplernn"]))  # keras-lmu: hidden_to_memory needs a hidden cell
+    hidden = None if hidden_kind == "none" else {"kind": hidden_kind, "units": int(r.integers(1, 33)), "act": _act(r)}
+    lo, hi = 0.5 * order, 100.0 * order
+    if parallel and not known_len:
+        hi = max(lo * 1.01, min(hi, 2000.0))  # keras-lmu builds a 5 * theta step response: at most 10000 steps
+    for _ in range(64):
+        theta = float(np.exp(r.uniform(math.log(lo), math.log(hi))))
+        if parallel and not known_len:
+            theta = float(max(1, round(theta)))  # keras-lmu's impulse length is 5 * theta steps: an integer
+        else:
+            theta = round(theta, 3)
+        if disc != "euler" or _euler_trainable(order, theta, T):
+            break
+    else:
+        disc = "zoh"  # no trainable Euler theta drawn
+    spec = {
+        "layer": kind,
+        "memory_d": int(r.integers(1, 9)),
+        "order": order,
+        "theta": theta,
+        "discretizer": disc,
+        "hidden": hidden,
+        "input_to_hidden": bool(r.random() < 0.4),
+        "use_bias": bool(r.random() < 0.4),
+        "no_kernel": bool(r.random() < 0.1),
+        "return_sequences": seq,
+        **flags,
+    }
+    if kind == "ff":
+        spec["conv_mode"] = str(r.choice(["fft", "raw"]))
+        spec["truncate_ir"] = None if spec["conv_mode"] == "fft" or r.random() < 0.5 else float(r.choice([1e-4, 1e-3]))
+    return spec
+
+
+def _plain(r: np.random.Generator, per_step: bool) -> dict:
+    """A layer before or after the LMUs (``per_step``: on 3-D inputs)."""
+    kinds = ["dense", "activation"] + (["td_dense"] if per_step else [])
+    k = str(r.choice(kinds))
+    if k == "activation":
+        return {"kind": k, "act": _act(r)}
+    return {"kind": k, "units": int(r.integers(1, 17)), "act": _act(r)}
+
+
+def draw(seed: int) -> dict:
+    """The spec of generated model ``seed``: a valid keras-lmu model over the supported option space."""
+    r = np.random.default_rng([52, int(seed)])
+    n_lmu = int(r.choice([1, 1, 1, 2, 2, 3]))
+    known_len = bool(r.random() < 0.6)
+    T = int(r.integers(12, 49))
+    F = int(r.integers(1, 14))
+    last_seq = bool(r.random() < 0.5)
+    before = [_plain(r, True) for _ in range(int(r.choice([0, 0, 1, 1, 2])))]
+    lmus = [_lmu(r, i < n_lmu - 1 or last_seq, known_len, T) for i in range(n_lmu)]
+    after = []
+    if last_seq:
+        after = [_plain(r, True) for _ in range(int(r.choice([0, 1, 1, 2])))]
+        if r.random() < 0.4:
+            after.append({"kind": "pool"})
+    elif r.random() < 0.4:
+        after = [_plain(r, False)]
+    head = {"units": int(r.integers(1, 11)), "act": _act(r)}
+    return {
+        "seed": int(seed),
+        "source": "keras",
+        "known_len": known_len,
+        "T": T,
+        "features": F,
+        "before": before,
+        "lmus": lmus,
+        "after": after,
+        "head": head,
+    }
+
+
+def options(spec: dict) -> set:
+    """The option values a spec exercises, as ``(option, value)`` pairs (the coverage the CI seeds need)."""
+    out = {
+        ("known_len", spec["known_len"]),
+        ("n_lmu", len(spec["lmus"])),
+        ("head_act", spec["head"]["act"]),
+        ("source", spec["source"]),
+    }
+    for p in spec["before"]:
+        out.add(("before", p["kind"]))
+    for p in spec["after"]:
+        out.add(("after", p["kind"]))
+    for m in spec["lmus"]:
+        out |= {
+            ("layer", m["layer"]),
+            ("discretizer", m["discretizer"]),
+            ("memory_d", m["memory_d"]),
+            ("order", _bucket(m["order"])),
+            ("theta/order", _ratio_bucket(m["theta"] / m["order"])),
+            ("hidden", m["hidden"]["kind"] if m["hidden"] else "none"),
+            ("input_to_hidden", m["input_to_hidden"]),
+            ("use_bias", m["use_bias"]),
+            ("return_sequences", m["return_sequences"]),
+            ("flags", "+".join(f for f in FLAGS if m[f]) or "none"),
+        }
+        if m["hidden"]:
+            out.add(("hidden_act", m["hidden"]["act"]))
+        if m["layer"] == "ff":
+            out.add(("conv_mode", m["conv_mode"] + ("+truncate" if m["truncate_ir"] else "")))
+    return out
+
+
+def _bucket(q: int) -> str:
+    for hi in (4, 16, 64, 256):
+        if q <= hi:
+            return f"<={hi}"
+    return ">256"
+
+
+def _ratio_bucket(r: float) -> str:
+    for hi in (2, 10, 100):
+        if r <= hi * 1.0001:
+            return f"<={hi}"
+    return ">100"
+
+
+def _activation(name: str):
+    import keras
+
+    return keras.activations.get(name) if name == "relu6" else name
+
+
+def build(spec: dict):
+    """The Keras model of ``spec`` (untrained)."""
+    import keras
+    import keras_lmu
+
+    L = keras.layers
+    T = spec["T"] if spec["known_len"] else None
+    F = spec["features"]
+    layers: list = [keras.Input((T, F))]
+    width = F
+
+    def plain(p, per_step):
+        nonlocal width
+        if p["kind"] == "activation":
+            return L.Activation(_activation(p["act"]))
+        if p["kind"] == "pool":
+            return L.GlobalAveragePooling1D()
+        width = p["units"]
+        d = L.Dense(p["units"], activation=_activation(p["act"]))
+        return L.TimeDistributed(d) if p["kind"] == "td_dense" else d
+
+    for p in spec["before"]:
+        layers.append(plain(p, True))
+    for m in spec["lmus"]:
+        hidden = None
+        if m["hidden"] is not None:
+            h = m["hidden"]
+            cls = L.Dense if h["kind"] == "dense" else L.SimpleRNNCell
+            hidden = cls(h["units"], activation=_activation(h["act"]))
+        kw = {
+            "memory_d": width if m["no_kernel"] else m["memory_d"],
+            "order": m["order"],
+            "theta": m["theta"],
+            "hidden_cell": hidden,
+            "input_to_hidden": m["input_to_hidden"],
+            "discretizer": m["discretizer"],
+            "use_bias": m["use_bias"],
+            "kernel_initializer": None if m["no_kernel"] else "glorot_uniform",
+        }
+        if m["layer"] == "ff":
+            layers.append(
+                keras_lmu.LMUFeedforward(
+                    **kw, conv_mode=m["conv_mode"], truncate_ir=m["truncate_ir"], return_sequences=m["return_sequences"]
+                )
+            )
+        else:
+            flags = {f: m[f] for f in FLAGS}
+            if m["layer"] == "lmu":
+                layers.append(keras_lmu.LMU(**kw, **flags, return_sequences=m["return_sequences"]))
+            else:
+                cell = keras_lmu.LMUCell(**kw, **flags, input_d=width)
+                layers.append(L.RNN(cell, return_sequences=m["return_sequences"]))
+        if hidden is not None:
+            width = m["hidden"]["units"]
+        else:
+            width = kw["memory_d"] * m["order"] + (width if m["input_to_hidden"] else 0)
+    for p in spec["after"]:
+        layers.append(plain(p, True))
+    layers.append(L.Dense(spec["head"]["units"], activation=_activation(spec["head"]["act"])))
+    return keras.Sequential(layers, name=f"gen_{spec['seed']}")
+
+
+def signals(n: int, T: int, F: int, seed: int) -> np.ndarray:
+    """``n`` input sequences (T steps, F features), each of one kind: sines, noise, steps or sparse events."""
+    r = np.random.default_rng(seed)
+    t = np.arange(T)[:, None]
+    x = np.empty((n, T, F))
+    for i in range(n):
+        kind = SIGNALS[i % len(SIGNALS)]
+        if kind == "sines":
+            f = r.uniform(0.01, 0.25, F)
+            x[i] = r.uniform(0.3, 1.0, F) * np.sin(2 * np.pi * f * t + r.uniform(0, 2 * np.pi, F))
+        elif kind == "noise":
+            x[i] = 0.5 * r.standard_normal((T, F))
+        elif kind == "steps":
+            cuts = np.sort(r.integers(0, T, (3, F)), axis=0)
+            levels = r.uniform(-1, 1, (4, F))
+            idx = (t >= cuts[0]).astype(int) + (t >= cuts[1]) + (t >= cuts[2])
+            x[i] = np.take_along_axis(levels, idx, 0)
+        else:
+            x[i] = (r.random((T, F)) < 0.08) * r.uniform(-1.5, 1.5, (T, F))
+        x[i] += 0.05 * r.standard_normal((T, F))  # a little noise on every kind
+    return x.astype(np.float32)
+
+
+def _targets(spec: dict, x: np.ndarray, model) -> np.ndarray:
+    """A learnable target of the model's output shape: a random projection of the input delayed by a few
+    steps, squashed into the head's range."""
+    r = np.random.default_rng([spec["seed"], 1])
+    out_shape = model.output_shape
+    k = out_shape[-1]
+    d = int(min(x.shape[1] - 1, max(1, spec["lmus"][0]["theta"] // 2)))
+    z = np.roll(x, d, axis=1)
+    z[:, :d] = 0
+    z = z @ r.standard_normal((x.shape[2], k)) / math.sqrt(x.shape[2])
+    if len(out_shape) == 2:
+        z = z.mean(axis=1) * 3
+    act = spec["head"]["act"]
+    if act == "softmax":
+        z = np.exp(z - z.max(-1, keepdims=True))
+        z /= z.sum(-1, keepdims=True)
+    elif act == "sigmoid":
+        z = 1 / (1 + np.exp(-z))
+    elif act in ("relu", "relu6"):
+        z = np.clip(z, 0, 6)
+    elif act == "tanh":
+        z = np.tanh(z)
+    return z.astype(np.float32)
+
+
+class Discarded(Exception):
+    """The draw does not give a usable model (its training diverged): counted, not a converter failure."""
+
+
+def make(spec: dict, out: Path) -> Path:
+    """Build, train (one epoch) and save ``spec`` under ``out``: ``model.keras``, ``data.npz``
+    (``x_cal``, ``x_test``) and ``spec.json``. Raises :class:`Discarded` if training diverged."""
+    import keras
+
+    out.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(spec["seed"])
+    T, F = spec["T"], spec["features"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = build(spec)
+        x = signals(N_TRAIN, T, F, spec["seed"] * 3 + 0)
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+        model.fit(x, _targets(spec, x, model), epochs=1, batch_size=16, verbose=0)
+        x_cal = signals(N_CAL, T, F, spec["seed"] * 3 + 1)
+        x_test = signals(N_TEST, T, F, spec["seed"] * 3 + 2)
+        y = model.predict(x_test, verbose=0)
+    if not np.all(np.isfinite(y)) or not all(np.all(np.isfinite(w)) for w in model.get_weights()):
+        raise Discarded("training diverged (non-finite weights or outputs)")
+    model.save(out / "model.keras")
+    np.savez(out / "data.npz", x_cal=x_cal, x_test=x_test)
+    (out / "spec.json").write_text(json.dumps(spec, indent=1))
+    return out / "model.keras"
+
+
+def _ff_spec(**kw) -> dict:
+    base = {
+        "layer": "ff",
+        "memory_d": 1,
+        "discretizer": "zoh",
+        "hidden": None,
+        "input_to_hidden": False,
+        "use_bias": False,
+        "no_kernel": False,
+        "return_sequences": False,
+        "conv_mode": "fft",
+        "truncate_ir": None,
+        **{f: False for f in FLAGS},
+    }
+    return {**base, **kw}
+
+
+def _model(name: str, T: int, F: int, before: list, lmus: list, head: dict, after=()) -> dict:
+    return {
+        "seed": sum(map(ord, name)),
+        "name": name,
+        "source": "keras",
+        "known_len": True,
+        "T": T,
+        "features": F,
+        "before": before,
+        "lmus": lmus,
+        "after": list(after),
+        "head": head,
+    }
+
+
+def _dense(units, act="linear"):
+    return {"kind": "dense", "units": units, "act": act}
+
+
+#: the models issue 52 reported, as specs (the regression tests build, train and convert them)
+REPRODUCTIONS = {
+    "qdot16_loop": _model(
+        "qdot16_loop",
+        240,
+        1,
+        [_dense(8, "relu")],
+        [_ff_spec(memory_d=8, order=12, theta=60, input_to_hidden=True, use_bias=True, discretizer="euler")],
+        {"units": 5, "act": "softmax"},
+    ),
+    "stacked_ff_nan": _model(
+        "stacked_ff_nan",
+        40,
+        2,
+        [_dense(4, "sigmoid")],
+        [
+            _ff_spec(order=16, theta=16, hidden=_dense(32, "tanh"), return_sequences=True),
+            _ff_spec(order=12, theta=12, discretizer="euler", return_sequences=True),
+        ],
+        {"units": 5, "act": "linear"},
+    ),
+    "rnn_h2m_m2m_degenerate": _model(
+        "rnn_h2m_m2m_degenerate",
+        40,
+        13,
+        [],
+        [
+            _ff_spec(
+                layer="cell",
+                memory_d=3,
+                order=32,
+                theta=128,
+                discretizer="euler",
+                hidden={"kind": "simplernn", "units": 8, "act": "tanh"},
+                input_to_hidden=True,
+                hidden_to_memory=True,
+                memory_to_memory=True,
+            )
+        ],
+        {"units": 3, "act": "softmax"},
+    ),
+    "rnn_euler_state_bound": _model(
+        "rnn_euler_state_bound",
+        40,
+        2,
+        [_dense(8, "sigmoid")],
+        [_ff_spec(layer="cell", order=24, theta=96, discretizer="euler", hidden=_dense(8, "tanh"))],
+        {"units": 3, "act": "softmax"},
+    ),
+    "m55_asm": _model(
+        "m55_asm",
+        40,
+        2,
+        [_dense(8)],
+        [
+            _ff_spec(order=48, theta=48, hidden=_dense(16, "tanh"), return_sequences=True),
+            _ff_spec(layer="lmu", order=16, theta=64, memory_d=2, discretizer="euler", hidden=_dense(16, "tanh")),
+        ],
+        {"units": 1, "act": "softmax"},
+    ),
+    "infinity_ir": _model(
+        "infinity_ir",
+        40,
+        2,
+        [],
+        [_ff_spec(order=48, theta=192, discretizer="euler", hidden=_dense(16, "tanh"), return_sequences=True)],
+        {"units": 3, "act": "softmax"},
+    ),
+}
