@@ -32,8 +32,8 @@ def _crypto():
         from .errors import MissingDependencyError
 
         raise MissingDependencyError(
-            f"signing needs the Python package 'cryptography' (an lmu-edge dependency), which cannot be "
-            f"imported ({e}); install it with: pip install cryptography"
+            f"signing and --trusted-key need the Python package 'cryptography', which cannot be imported "
+            f"({e}); install it with: pip install 'lmu-edge[sign]'"
         ) from None
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
