@@ -14,6 +14,9 @@ import numpy as np
 from . import ir, lti, qir
 from .errors import QuantizationError
 
+#: a gain past this is no bound (the state would need more than 100 integer bits): the sum stops there
+DIVERGED = 1e30
+
 
 def l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = True) -> tuple:
     """``(max_i sum_k |(Aq^k Bq)_i|, max_i sum_k ||row_i Aq^k||_1)`` summed until the terms vanish.
@@ -41,6 +44,10 @@ def l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = Tr
         n += blk_n
         k += block
         total = g.max() + n.max()
+        if not total < DIVERGED:
+            # the powers grow without bound (a spectral radius >= 1, e.g. Euler on a short window): no
+            # bound exists for every input; fit_state falls back to the calibrated range
+            return math.inf, math.inf
         if k >= horizon and last_blk is not None:
             now = blk_g.max() + blk_n.max()
             if now <= 1e-9 * total:
@@ -75,7 +82,7 @@ def fit_state(G, N, U, bits, cal: Calibrated, noise_lsb=1.0):
     not proven: the state may saturate, and the report says so."""
     max_int = (1 << (bits - 1)) - 1
     room = max_int - N * noise_lsb - 2
-    if room <= 0:
+    if room <= 0 or not G * U < DIVERGED:
         cal.proven = False
         m_abs = max(cal.m_abs, 1e-12)
         return int(math.floor(math.log2(max_int / (1.25 * m_abs))))
@@ -90,6 +97,8 @@ def ir_error(Aq, Bq, Abar, Bbar, horizon):
     errs, scale = 0.0, 0.0
     pairs = zip(lti.iter_impulse_response(Aq, Bq, horizon), lti.iter_impulse_response(Abar, Bbar, horizon), strict=True)
     for (_, a), (_, b) in pairs:
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            break  # a response growing past float64 (an unstable memory): the error relative so far
         errs = max(errs, float(np.max(np.abs(a - b))))
         scale = max(scale, float(np.max(np.abs(b))))
     return errs / scale if scale else errs

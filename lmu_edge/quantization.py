@@ -530,6 +530,10 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     else:
         raise QuantizationError(f"layer {layer.name!r}: fold the graph before quantizing it")
     st = FixedType(sb, fm, rounding=rounding)
+    if not cal.proven:
+        # no bound holds for every input: the state's range is what bounds it (what the calibration sized)
+        cap = st.max_int * 2.0**-fm
+        bound = float(bound) if float(bound) <= cap else cap  # (an infinite or NaN sum: the cap)
     # int8 view z of the memory (and of x when input_to_hidden)
     z_lo, z_hi = rec["z"]
     if ab == 16:

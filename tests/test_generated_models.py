@@ -1,0 +1,55 @@
+"""Generated keras-lmu models (issue 52): the CI seeds, and regression tests for what the generator found.
+
+tests/model_gen.py draws random valid models over docs/keras.md's option space; scripts/gen_models.py puts
+each through every target and mode (``--seeds 0-499 --out results.jsonl`` for a long run). CI runs the seeds
+of :data:`CI_SEEDS`: the first seeds that together cover every option value, chosen by
+``python scripts/gen_models.py --ci-seeds 40`` (which runs no conversion; the first test checks the list).
+"""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import irfile, qir
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import graphs  # noqa: E402  (tests/ joins sys.path first)
+
+
+def _gen_models():
+    spec = importlib.util.spec_from_file_location("gen_models", ROOT / "scripts" / "gen_models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _unstable_euler_chain(rnn_path: bool):
+    # issue 52: Euler at theta = 4q has a spectral radius above 1 (order 24: 1.020); keras-lmu accepts it and
+    # over a 40-step sequence the model trains. No bound on the state holds for every input length.
+    rng = np.random.default_rng(52)
+    g = graphs.chain(rng, seq_len=40, q=24, theta=96.0, disc="euler", rnn_path=rnn_path, hidden="dense")
+    return lmu_edge.fold(g, "euler" if not rnn_path else "auto")
+
+
+def test_an_unprovable_state_bound_falls_back_to_the_calibrated_range(tmp_path):
+    # before: the l1 gain summed the growing powers to 4.7e+253 (RNN path) or to inf, wrote it as the
+    # state bound, and the C target refused its own quantized IR ("state_bound ... got 4.7e+253",
+    # "Infinity is not valid JSON")
+    g = _unstable_euler_chain(rnn_path=True)
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 40, 2))
+    with pytest.warns(UserWarning, match="cannot be proven free of overflow"):
+        qg = lmu_edge.quantize(g, x)
+    (ql,) = [lay for lay in qg.layers if isinstance(lay, qir.QLMU)]
+    assert not ql.bound_proven
+    assert math.isfinite(ql.state_bound) and ql.state_bound <= ql.state_type.max_int * 2.0**-ql.state_type.frac
+    irfile.save(qg, tmp_path / "q.lmu.npz")  # writes no Infinity and reads back
+    back = irfile.load_ir(tmp_path / "q.lmu.npz")
+    y, y_back = lmu_edge.simulate(qg, x), lmu_edge.simulate(back, x)
+    assert np.all(np.isfinite(y)) and np.array_equal(y, y_back)
