@@ -46,8 +46,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "--calibration",
     "calibration_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Inputs the quantized variants are calibrated on (default: --data), e.g. the --calibration file a "
-    "deployed artifact was converted with, so that the report describes that artifact.",
+    help="Inputs that calibrate the quantized variants (default: --data), e.g. a deployed artifact's.",
 )
 @click.option(
     "--labels",
@@ -77,19 +76,13 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "--quantize",
     default="int8",
     show_default=True,
-    help="Number format of the artifacts and of the integer graph the report traces: int8 (with c among the "
-    "targets, the fewest layers given 16-bit activations that lift the model to 33 dB, as the c target "
-    "does), int16x8 (16-bit activations, int8 weights; with c among the targets, some widened to 16 bits "
-    "as the c target does), int16 (16-bit activations and weights, 32-bit state; c only) or float (no "
-    "integer graph: the float artifacts against the source).",
+    type=click.Choice(["float", "float32", "int8", "int16x8", "int16"]),
+    help="Number format of the artifacts and the traced integer graph: int8, int16x8, int16 (c) or float.",
 )
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
-    help="Bits of dense weights: 2..8 (8 by default), 2..16 with --quantize int16 (16 by default). Without it, "
-    "int16x8 with c among the targets widens the fewest matrices to 16 bits that lift the model to 48 dB on "
-    "the data, and int8 the fewest layers to 16-bit activations (33 dB), as the c target does; with it, "
-    "nothing is widened.",
+    help="Bits of dense weights: 2..8 (default 8), 2..16 with int16; given, nothing is widened.",
 )
 @click.option(
     "--state-bits", type=click.IntRange(8, 32), help="Bits of the LMU state (default 16; 32 with --quantize int16)."
@@ -105,8 +98,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "--error-budget",
     type=BUDGET,
     default=None,
-    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
-    "a quarter of one LSB of the widest state among the targets and the integer reference, at least 1e-6).",
+    help="Largest relative impulse-response error of a realization (default: from the widest state).",
 )
 @click.option(
     "--tolerance",

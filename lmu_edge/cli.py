@@ -48,8 +48,7 @@ def main(max_work):
     "--error-budget",
     type=BUDGET,
     default=None,
-    help="Largest relative impulse-response error a realization may have (default: convert's for --quantize: "
-    "1e-6 in float, a quarter of one LSB of the 16-bit state quantized).",
+    help="Largest relative impulse-response error of a realization (default: convert's for --quantize).",
 )
 @click.option(
     "--target",
@@ -64,8 +63,7 @@ def main(max_work):
     type=click.Choice(["float", "int8", "int16x8", "int16"]),
     default="float",
     show_default=True,
-    help="Mark the auto choice of a conversion with this number format: quantized, auto leaves the implicit "
-    "Pade step out (its integer roundings are amplified) and the default error budget follows the state width.",
+    help="Mark auto's choice for this number format (quantized: no Pade in auto, budget from the state).",
 )
 @click.option(
     "--candidates/--no-candidates",
@@ -224,12 +222,9 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     "--quantize",
     default="float",
     show_default=True,
-    help="Number format: float (every target; float32 is another name), int8 (c, tflite, onnx; where 8 bits "
-    "cannot carry the model, c gives the fewest layers 16-bit activations that lift it to 33 dB on the "
-    "calibration data, onnx the fewest tensors 16 bits and tflite the fewest operators that lift it to 36 dB, "
-    "the input among them; --option widen_db=null keeps 8 bits), int16x8 "
-    "(16-bit activations, int8 weights: c, tflite; c widens a few to 16 bits where int8 ones cap the accuracy, "
-    "see --weight-bits), int16 (16-bit activations and weights: c).",
+    type=click.Choice(["float", "float32", "int8", "int16x8", "int16"]),
+    help="float (every target), int8 (c, tflite, onnx; 16 bits where 8 fall short), int16x8 (c, tflite) or "
+    "int16 (c); docs/quantization.md.",
 )
 @click.option(
     "--calibration",
@@ -242,55 +237,42 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     default="auto",
     show_default=True,
     type=click.Choice(["auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir"]),
-    help="How to run each LMU memory: zoh or euler (a dense step, q*q coefficients; zoh is exact), rk4/rk2/rk1 "
-    "(Runge-Kutta "
-    "substeps on A's O(q) structure), pade (implicit Pade [3/4] substeps, O(q); pade23 and pade22 the [2/3] and "
-    "[2/2] approximants), fir (the impulse response as a convolution); auto picks the cheapest within the "
-    "error budget (see --prefer). Substep counts are measured, never assumed.",
+    help="How to run each LMU memory; auto: the cheapest within the error budget (see --prefer). docs/realizations.md.",
 )
 @click.option(
     "--error-budget",
     type=BUDGET,
     default=None,
-    help="Largest relative impulse-response error a realization may have (default: 1e-6 in float; "
-    "a quarter of one state LSB, at least 1e-6, when quantized).",
+    help="Largest relative impulse-response error of a realization (default: 1e-6 float; 1/4 state LSB quantized).",
 )
 @click.option("--substeps", type=click.IntRange(1, 4096), help="Fix the RK / Pade substep count (default: searched).")
 @click.option(
     "--prefer",
     type=click.Choice(["ops", "flash", "ram"]),
     default=None,
-    help="What --realization auto minimises, for every target: ops (operations per step), flash (the fewest "
-    "operations among realizations storing O(q) numbers) or ram (the least state and scratch). Default: ops; "
-    "with --device, flash where the fewest operations do not fit the device. The trade-off is printed.",
+    help="What auto minimises: ops per step, flash (O(q) storage) or ram (default: ops; flash if --device needs it).",
 )
 @click.option(
     "--tolerance",
     type=TOLERANCE,
-    help="Largest accepted relative output error against MODEL (default: the target's own; for most float "
-    "targets max(1e-4, 100 x the error budget); quantized artifacts are measured and reported, not refused).",
+    help="Largest accepted relative error against MODEL (default: the target's; quantized: measured, not enforced).",
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages.")
 @click.option(
     "--sign",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Sign the artifact's seal with this Ed25519 private key (PEM; 'lmu-edge keygen NAME' makes one), so "
-    "that receivers can check who built it with run / verify --trusted-key NAME.pub.",
+    help="Sign the seal with this Ed25519 private key (PEM; see `lmu-edge keygen`); receivers check --trusted-key.",
 )
 @click.option("--prefix", help="[c] Prefix of every C symbol (a C identifier; default: model).")
 @click.option(
     "--device",
-    help="[c] Device profile the artifact must fit: cortex-m0-16k (256 KB flash / 16 KB RAM, run on QEMU's "
-    "microbit), cortex-m0-32k (256 KB / 32 KB), cortex-m4-64k (256 KB / 64 KB), cortex-m4-128k (1 MB / 128 KB). "
-    "With it --prefer defaults to ops where the model fits the device, else flash.",
+    help="[c] Device profile to fit: cortex-m0-16k, cortex-m0-32k, cortex-m4-64k, cortex-m4-128k (docs/cli.md).",
 )
 @click.option(
     "--weight-bits",
     type=click.IntRange(2, 16),
-    help="[c] Bits of dense weights: 2..8 (stored in int8; 8 by default), 2..16 with --quantize int16 "
-    "(16 by default; stored in int16). Without it, --quantize int16x8 gives 16-bit weights to the fewest "
-    "matrices that lift the model to 48 dB against float on the calibration data; --weight-bits 8 keeps all int8.",
+    help="[c] Bits of dense weights: 2..8 (default 8), 2..16 with int16; given, nothing is widened to 16 bits.",
 )
 @click.option(
     "--state-bits",
@@ -300,9 +282,7 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
 @click.option(
     "--variant",
     type=click.Choice(["external", "internal", "exact", "spiking"]),
-    help="[tflite] external (default): the state is an input and an output the caller feeds back; internal: "
-    "the model keeps it in resource variables (a step_reset signature zeroes it). [nir] exact (default: the "
-    "linear memory) or spiking (the memory held by integrate-and-fire neurons; also --spiking).",
+    help="[tflite] external (state fed back by the caller) or internal; [nir] exact or spiking. Defaults first.",
 )
 @click.option(
     "--spiking",
@@ -324,8 +304,7 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
 @click.option(
     "--tau",
     type=Finite(0.0, 10.0, low_open=True),
-    help="[nengo, nir] Spiking: the memory's synaptic time constant; nengo in seconds (default 0.05), nir in "
-    "samples, a whole number (default 5).",
+    help="[nengo, nir] Spiking: synaptic time constant; nengo seconds (default 0.05), nir samples (default 5).",
 )
 @click.option(
     "--steps-per-sample",
@@ -542,9 +521,7 @@ def _load_input(path, graph=None):
 @click.option(
     "--runtime",
     "-r",
-    help="Runtime (default: the target's first): c: host, cortex-m4, cortex-m0, cortex-m7, cortex-m33, "
-    "cortex-m55, microbit; tflite: litert, tflm, tflite-runtime; onnx: onnxruntime, onnx-reference; "
-    "nengo: nengo, loihi-emulator; nir: rockpool, sinabs; ir: reference, reference-float32.",
+    help="Runtime to run it in (default: the target's first; the runtimes of each target are listed above).",
 )
 @click.option("--force", is_flag=True, help="Replace an existing --output file.")
 @click.option(
@@ -558,7 +535,16 @@ def run(out_dir, input_path, output_path, runtime, force, trusted_key, quiet):
     """Run the artifact in OUT_DIR on inputs; writes what the source model's predict returns.
 
     An artifact is code from its builder, like a downloaded Makefile: run it only if you trust them. Only
-    files its seal records run; --trusted-key checks who signed it."""
+    files its seal records run; --trusted-key checks who signed it.
+
+    \b
+    Runtimes (--runtime), the default first:
+      c: host, cortex-m4, cortex-m0, cortex-m7, cortex-m33, cortex-m55, microbit
+      tflite: litert, tflm, tflite-runtime
+      onnx: onnxruntime, onnx-reference
+      nengo: nengo, loihi-emulator
+      nir: rockpool, sinabs
+      ir: reference, reference-float32"""
     import lmu_edge
 
     from .errors import ArtifactError, OutputExistsError

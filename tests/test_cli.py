@@ -267,7 +267,8 @@ def test_int16_mode_from_the_command_line(tmp_path, rng):
     )
     assert not (tmp_path / "w").exists()
     r = cli("convert", "--help")
-    assert "int16 (16-bit activations and weights: c)" in " ".join(r.stdout.split())
+    text = " ".join(r.stdout.split())
+    assert "int16 (c)" in text and "--quantize [float|float32|int8|int16x8|int16]" in text  # a choice, listed
 
 
 def test_no_arguments_print_the_help_as_it_reads():

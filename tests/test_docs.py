@@ -38,7 +38,9 @@ def test_every_docs_page_is_in_the_index():
     assert listed - pages == set(), f"docs/README.md lists pages that do not exist: {sorted(listed - pages)}"
 
 
-@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize(
+    "page", [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *PAGES], ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_every_relative_link_reaches_a_file_and_heading(page):
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     for target in LINK.findall(text):
@@ -49,3 +51,19 @@ def test_every_relative_link_reaches_a_file_and_heading(page):
         assert dest.exists(), f"{page.name}: link to {target} reaches nothing"
         if anchor and dest.suffix == ".md":
             assert anchor in anchors(dest), f"{page.name}: link to {target}: no such heading in {dest.name}"
+
+
+def test_every_option_help_is_at_most_three_lines():
+    """Option help is a reminder (at most 3 lines of the 44-column help column at 80 columns); the details
+    are in docs/cli.md and the pages it links."""
+    import textwrap
+
+    from lmu_edge.cli import main
+
+    long = []
+    for name, cmd in sorted(main.commands.items()):
+        for p in cmd.params:
+            h = getattr(p, "help", None) or ""
+            if len(textwrap.wrap(h, 44)) > 3:
+                long.append(f"{name} {p.opts[0]} ({len(textwrap.wrap(h, 44))} lines)")
+    assert not long, f"option help over 3 lines: {long}"
