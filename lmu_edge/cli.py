@@ -43,7 +43,7 @@ def main(max_work):
 
 
 @main.command()
-@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("model", type=click.Path(path_type=Path))
 @click.option(
     "--error-budget",
     type=BUDGET,
@@ -82,12 +82,20 @@ def main(max_work):
 def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost, marking the one
-    `convert --realization auto` would take for --target, --quantize and --prefer."""
+    `convert --realization auto` would take for --target, --quantize and --prefer. Given an ONNX
+    artifact (its folder or its step.onnx), print the streaming contract the file carries."""
     import lmu_edge
 
     from .folding import auto_names, default_budget, rank, state_bits_for
     from .ir import LMU, BandConv, realization_name
 
+    step = model / "step.onnx" if model.is_dir() else model
+    if step.suffix.lower() == ".onnx" and (step.is_file() or not model.is_dir()):
+        from .targets import _contract
+
+        c = _contract.read_file(step)  # an ONNX artifact: its streaming contract
+        click.echo(json.dumps(c, indent=1, sort_keys=True) if as_json else _contract.describe(c))
+        return
     g = lmu_edge.load(model)
     quantized = quantize != "float"
     budget_why = "given"

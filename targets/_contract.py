@@ -119,3 +119,38 @@ def read(props: dict) -> Optional[dict]:
         return None
     c = json.loads(text)
     return c if isinstance(c, dict) and c.get("format") == FORMAT else None
+
+
+def read_file(path) -> dict:
+    """The contract of a step model file (``.onnx``), or a one-line :class:`ModelFormatError` saying why
+    there is none. The file is untrusted: a regular file, at most 2 GB (protobuf's own limit), its
+    external data never followed, the contract read with the JSON limits."""
+    from ..errors import LmuEdgeError, ModelFormatError
+    from ..limits import check_regular_file, load_json
+    from ..registry import require
+
+    p = check_regular_file(path, "inspect")
+    if p.stat().st_size > (2 << 30):
+        raise ModelFormatError(f"{p}: larger than 2 GB, more than an ONNX protobuf can be")
+    onnx = require("onnx", "onnx", "reading ONNX files")
+    try:
+        m = onnx.load(str(p), load_external_data=False)
+    except Exception as e:  # protobuf's DecodeError and friends: the file is not an ONNX model
+        raise ModelFormatError(
+            f"{p}: not an ONNX model ({type(e).__name__}); give a step.onnx lmu-edge wrote"
+        ) from None
+    props = {e.key: e.value for e in m.metadata_props}
+    if KEY not in props:
+        raise ModelFormatError(
+            f"{p}: no lmu-edge streaming contract in its metadata ({KEY}); it was not written by lmu-edge, "
+            "or by a version before the contract"
+        )
+    try:
+        c = load_json(props[KEY], f"{p}: {KEY}")
+    except LmuEdgeError:
+        raise
+    except ValueError as e:
+        raise ModelFormatError(f"{p}: {KEY} is not valid JSON ({e})") from None
+    if not isinstance(c, dict) or c.get("format") != FORMAT or not isinstance(c.get("states"), list):
+        raise ModelFormatError(f"{p}: {KEY} is not an lmu-edge streaming contract")
+    return c

@@ -101,3 +101,20 @@ def test_the_docs_example_streams_the_model(art):
     ns = {"art_dir": str(a.path), "x_seq": X[0]}
     exec(compile(code, "docs/streaming.md", "exec"), ns)  # the page's own example, as a user runs it
     np.testing.assert_allclose(ns["y"], a.run(X[:1])[0], rtol=0, atol=1e-6)
+
+
+def test_inspect_reads_the_contract_back_from_the_artifact_and_refuses_other_files(art, tmp_path):
+    from click.testing import CliRunner
+
+    from lmu_edge.cli import main
+
+    a, _ = art
+    _, c = _contract(a.path / "step.onnx")
+    r = CliRunner().invoke(main, ["inspect", str(a.path)])
+    assert r.exit_code == 0 and "Outputs, in order: y, L0_m_out." in r.output and "64-step" in r.output
+    r = CliRunner().invoke(main, ["inspect", str(a.path / "sequence.onnx"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output) == c
+    bad = tmp_path / "x.onnx"
+    bad.write_bytes(b"\x08\x07garbage")
+    r = CliRunner().invoke(main, ["inspect", str(bad)])
+    assert r.exit_code == 1 and "not an ONNX model" in r.output and len(r.output.strip().splitlines()) == 1
