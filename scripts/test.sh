@@ -31,7 +31,7 @@ timed() {   # timed setup|tests NAME COMMAND...: run it and note its seconds (no
     "$@"    # (under set -e a failure here still ends the script, as make_venv's pip runs rely on)
     took "$kind" "$name" "$t"
 }
-# the three environments take about 3.1 GB of disk (README, "Installing torch"); say what there is at the
+# the three environments take about 3.1 GB of disk (docs/torch.md, "Installing torch"); say what there is at the
 # start and at the end, for a run that fails on it
 disk() { echo "== disk$1: $(df -Ph . | awk 'NR == 2 {print $4}') free here, $(df -Ph "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $4}') in the temporary folder"; }
 disk ""
@@ -123,7 +123,9 @@ echo "== pytest"
 # Two files run alone after the rest: test_quickstart reinstalls lmu-edge into .venv (scripts/quickstart.sh)
 # and test_install builds it in the repository, which would pull the package from under the other worker.
 SERIAL=(tests/test_quickstart.py tests/test_install.py)
-PYTEST=(.venv/bin/python -m pytest -n 2 --dist loadfile --durations=25)
+# --no-loadscope-reorder: the files in tests/conftest.py's order, the longest first (xdist's own order is the
+# most tests first, which left some of the longest files for the end, on one worker)
+PYTEST=(.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25)
 set +e
 t=$SECONDS
 if [ "$FAST" -eq 1 ]; then

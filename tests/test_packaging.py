@@ -110,7 +110,13 @@ def test_the_test_environments_take_the_scripts_constraints_pins():
         for line in (ROOT / "scripts" / "constraints.txt").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     )
-    assert set(pins) == {"torch", "tensorflow-cpu"}, pins
+    assert set(pins) == {"torch", "tensorflow-cpu", "ray"}, pins
+    r = subprocess.run(
+        [sys.executable, "-c", "import importlib.metadata as m; print(m.version('ray'))"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.stdout.strip() == pins["ray"], r  # the sweep extra, at the version its tests were run with
     pythons = [sys.executable] + [os.environ[v] for v in ("LMU_EDGE_SINABS_PYTHON",) if os.environ.get(v)]
     if os.environ.get("CI") == "true":
         assert len(pythons) == 2, "scripts/test.sh sets LMU_EDGE_SINABS_PYTHON"
@@ -122,7 +128,7 @@ def test_the_test_environments_take_the_scripts_constraints_pins():
 
 
 def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
-    # README ("Installing torch"): CI machines have had 4.1 GB free, and the three environments take 3.1 GB
+    # docs/torch.md ("Installing torch"): CI machines have had 4.1 GB free, and the three environments take 3.1 GB
     # only with CPU builds and no second copy. Catches make_venv installing the tensorflow wheel (0.6 GB more,
     # or both wheels into one folder) and .venv-sinabs getting a torch of its own (0.8 GB more).
     import os
