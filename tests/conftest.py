@@ -91,3 +91,31 @@ def pytest_collectreport(report):
     if CI and _missing_tool(report):
         report.outcome = "failed"
         report.longrepr = f"CI=true and a required package is missing: {report.longrepr}"
+
+
+# scripts/test.sh runs the main suite on two workers, a file at a time (--dist loadfile) in collection order
+# (--no-loadscope-reorder): these files take minutes each (module fixtures that convert and build, QEMU and
+# simulator runs; --durations of full runs), so they start first and the last files on either worker are
+# short ones. xdist's default order, most tests first, put test_torch_examples (3 tests, about 2 minutes)
+# and test_readme (2 tests) among the last. The rest keep that default order.
+HEAVY_FIRST = (
+    "test_int_matrix.py",
+    "test_examples_kws_verify.py",
+    "test_targets_c.py",
+    "test_targets_nir.py",
+    "test_converters_keras_lmu.py",
+    "test_torch_examples.py",
+    "test_examples_kws_fsdd_stream.py",
+    "test_examples_kws_fsdd_torch.py",
+    "test_kernels_arm.py",
+    "test_readme.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    count: dict = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    # stable: a file's tests stay together and in their order (its module fixtures are built once)
+    items.sort(key=lambda it: (rank.get(it.path.name, len(rank)), -count[it.path], str(it.path)))
