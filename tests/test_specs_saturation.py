@@ -346,14 +346,19 @@ def test_dense_memory_states_saturate_at_both_ends_of_every_width(kernels, kerne
         _both_ends(got, st_bits)
 
 
-def _worst_case(layer, theta: float, rng) -> np.ndarray:
-    """The input that drives the state's widest component to +G max|u| and then to -G min|u| (G its
-    impulse response's l1 norm: the encoder output at its clamp, the response's signs read backwards),
-    then random steps: the proven bound is reached from both sides (tests/test_state_bounds.py)."""
-    lo, hi = RANGE[layer.u_type.width]
-    H = impulse(layer, int(4 * theta) + 8)
-    s = H[::-1, int(np.argmax(np.abs(H).sum(axis=0)))] >= 0
-    return np.concatenate([np.where(s, hi, lo), np.where(s, lo, hi), rng.integers(lo, hi + 1, 10)])
+def _driven_past_its_range(node, q, st_bits, u_type, theta, gain, rng):
+    """``(layer, u)``: a QLMU with memory ``node`` whose state has ``gain`` more fractional bits than the
+    worst-case input's peak needs, and that input (the encoder output at its clamp, the widest component's
+    impulse-response signs read backwards), then its negation, then random steps: the state goes past both
+    ends of its range by 2^gain (tests/test_state_bounds.py: this input reaches the bound)."""
+    lo, hi = RANGE[u_type.width]
+    H = impulse(_lmu_with_memory(node, q, st_bits, FixedType(st_bits, 0), u_type), int(4 * theta) + 8)
+    i = int(np.argmax(np.abs(H).sum(axis=0)))
+    peak = float(np.abs(H[:, i]).sum()) * hi * u_type.scale
+    frac = int(np.ceil(np.log2(2.0 ** (st_bits - 1) / peak))) + gain
+    s = H[::-1, i] >= 0
+    u = np.concatenate([np.where(s, hi, lo), np.where(s, lo, hi), rng.integers(lo, hi + 1, 10)])
+    return _lmu_with_memory(node, q, st_bits, FixedType(st_bits, frac), u_type), u
 
 
 @settings(max_examples=30)
@@ -369,17 +374,16 @@ def _worst_case(layer, theta: float, rng) -> np.ndarray:
 @example(st_bits=32, r=4, substeps=2, q=6, theta=12.0, gain=4, seed=0)
 def test_rk_memory_states_saturate_at_both_ends_of_every_width(kernels, st_bits, r, substeps, q, theta, gain, seed):
     """Every RK memory kernel (8-, 16-, 32-bit state) against intsim.memory_response, equal after every step,
-    on the quantizer's own coefficients (rk_memory) with the state given ``gain`` more fractional bits than
-    its proven bound allows: the worst-case input, then its negation, drive it into saturation at both ends
-    (asserted), through the working value's saturation at bits + guard and the state's at bits."""
+    on the quantizer's own coefficients (rk_memory), the worst-case input and its negation driving the state
+    2^gain past both ends of its range: saturated at both ends (asserted), through the working value's
+    saturation at bits + guard and the state's at bits."""
     M, _ = lti.rk_map(q, theta, r, substeps)
     assume(lti.spectral_radius(M) < 1)  # fold never picks an unstable step (its gains are infinite)
     u_type = FixedType(st_bits, st_bits - 4)
-    node, fm, _, err, _ = rk_memory(ir.RungeKutta(r, substeps), q, theta, st_bits, u_type, 200, [], Calibrated(1.0))
+    node, _, _, err, _ = rk_memory(ir.RungeKutta(r, substeps), q, theta, st_bits, u_type, 200, [], Calibrated(1.0))
     assume(err < 0.05)  # a realization fold can choose: near the exact response (not transients 50x its gain)
-    state = FixedType(st_bits, fm + gain)
-    layer = _lmu_with_memory(node, q, st_bits, state, u_type)
-    u = _worst_case(layer, theta, np.random.default_rng(seed))
+    layer, u = _driven_past_its_range(node, q, st_bits, u_type, theta, gain, np.random.default_rng(seed))
+    state = layer.state_type
     want = intsim.memory_response(layer, u[:, None])
     u_shift = u_type.frac - state.frac - node.guard  # as the code generator writes it
     head = (f"R{st_bits}", q, node.hc_frac, r, substeps, u_shift, st_bits, node.guard, len(u))
@@ -401,16 +405,15 @@ def test_rk_memory_states_saturate_at_both_ends_of_every_width(kernels, st_bits,
 def test_fir_memory_states_saturate_at_both_ends_of_every_width(kernels, kernel, q, theta, gain, seed):
     """Every FIR memory kernel (8-, 16-, 32-bit state x 16-, 32-bit coefficients) against
     intsim.memory_response, equal after every step, on the quantizer's own kernel (fir_memory, the Legendre
-    impulse response) with the state given ``gain`` more fractional bits than its proven bound allows: the
-    worst-case input and its negation saturate it at both ends (asserted). u fits the state's type (the quantizer
+    impulse response), the worst-case input and its negation driving the state 2^gain past both ends of its
+    range: saturated at both ends (asserted). u fits the state's type (the quantizer
     gives u the state's width), as the C ring buffer of state-typed entries needs."""
     st_bits, c_bits = kernel
     u_type = FixedType(st_bits, st_bits - 4)
     K = lti.legendre_impulse_response(q, theta, int(2 * theta))
-    node, fm, *_ = fir_memory(ir.FIR(K), q, st_bits, c_bits, u_type, [], Calibrated(1.0))
-    state = FixedType(st_bits, fm + gain)
-    layer = _lmu_with_memory(node, q, st_bits, state, u_type)
-    u = _worst_case(layer, theta, np.random.default_rng(seed))
+    node, *_ = fir_memory(ir.FIR(K), q, st_bits, c_bits, u_type, [], Calibrated(1.0))
+    layer, u = _driven_past_its_range(node, q, st_bits, u_type, theta, gain, np.random.default_rng(seed))
+    state = layer.state_type
     want = intsim.memory_response(layer, u[:, None])
     shift = node.kernel_frac + u_type.frac - state.frac  # as the code generator writes it
     L = node.kernel.shape[1]
