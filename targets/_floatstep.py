@@ -237,7 +237,7 @@ class FloatStep:
         b = None if layer.bias is None else np.tile(np.asarray(layer.bias, np.float64), layer.out_bands)
         y = None
         for r in range(layer.pool):
-            y_r = activation(ops, layer.activation, ops.matmul(w, T[r], b))
+            y_r = activation(ops, layer.activation, self._ff_matmul(ops, w, T[r], b))
             y = y_r if y is None else ops.maximum(y, y_r)
         return y
 
