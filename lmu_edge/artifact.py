@@ -32,6 +32,9 @@ ARTIFACT_FORMAT = "lmu-edge-artifact"
 ARTIFACT_VERSION = 1
 #: other names users write for a quantization mode (TFLite and ONNX users say float32)
 QUANTIZE_ALIASES = {"float32": "float"}
+#: target options that name a program to start (a side environment's Python): honoured only in the process
+#: that convert was given them in; an opened artifact's manifest never names a program the receiver runs
+PROGRAM_OPTIONS = ("tflite_runtime_python", "sinabs_python")
 DEFAULT_TOLERANCE = 1e-4  # float artifacts: fold budget 1e-6 on the impulse response, plus float32 rounding
 # of dense layers, stays well inside this relative error; quantized targets set their own
 
@@ -206,6 +209,10 @@ def _open(path: Path, trusted_key) -> Artifact:
             f"{'it' if len(changed) == 1 else 'them'} (SHA-256 against {outdir.RECORD}); {todo}"
         )
     manifest = _read_manifest(path / MANIFEST, outdir.read_sealed(path, MANIFEST, files))  # the bytes checked
+    opts = manifest.get("options", {})  # a dict: _read_manifest checked it
+    for key in PROGRAM_OPTIONS:  # a received manifest never chooses a program to start: the user's variable does
+        if opts.get(key):
+            opts[key] = ""
     extra = outdir.unrecorded(path, files, _declared_build_outputs(manifest["target"]))
     if extra:
         more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
