@@ -44,7 +44,8 @@ def _read_key_file(path, what: str) -> bytes:
     from .limits import check_regular_file
 
     p = check_regular_file(path, what)
-    data = p.read_bytes()[: _MAX_KEY_BYTES + 1]
+    with open(p, "rb") as f:  # never the whole of a huge file
+        data = f.read(_MAX_KEY_BYTES + 1)
     if len(data) > _MAX_KEY_BYTES:
         raise ArtifactError(f"{what} {p}: {len(data)}+ bytes, too large for an Ed25519 key file")
     return data
@@ -132,7 +133,8 @@ def check(directory: Path, record: bytes, trusted_key) -> None:
             f"artifact converted with --sign, or run it without --trusted-key only if you trust where it came from"
         )
     try:
-        sig = limits.load_json(path.read_bytes()[: 1 << 16], str(path))
+        with open(path, "rb") as f:  # at most 64 KiB: a huge (sparse) file is never read whole
+            sig = limits.load_json(f.read(1 << 16), str(path))
         raw = base64.b64decode(sig["signature"], validate=True) if isinstance(sig, dict) else b""
         signer = base64.b64decode(sig.get("public_key", ""), validate=True) if isinstance(sig, dict) else b""
     except (ValueError, TypeError, KeyError, UnicodeDecodeError):
