@@ -237,6 +237,25 @@ class _LMURun(_Recorder):
             return np.stack(out, axis=1)
         return self.hidden(Z, None)
 
+    def last(self, X):
+        """``seq(X)[:, -1:]`` without keeping every step: the output of a last-step model (a recurrence
+        keeps its state only; a parallel memory is the kernel against the reversed input, one step)."""
+        N, T = X.shape[:2]
+        if not self.L.is_parallel or isinstance(self.L.hidden, ir.HiddenSimpleRNN):
+            if self.L.is_parallel:
+                return self.seq(X)[:, -1:]
+            self.reset(N)
+            for t in range(T):
+                h = self.step(X[:, t])
+            return h[:, None]
+        H = parallel_kernel(self.L, T)  # (q, K)
+        U = np.asarray(self.encode(X), np.float64)[:, ::-1][:, : H.shape[1]]  # (N, K, d), newest first
+        m = np.einsum("qk,nkd->ndq", H, U).astype(self.dtype)
+        z = m.reshape(N, 1, -1)
+        if self.L.input_to_hidden:
+            z = np.concatenate([z, X[:, -1:]], axis=-1)
+        return self.hidden(z, None)
+
 
 def parallel_kernel(layer: ir.LMU, length: int) -> np.ndarray:
     """The (q, min(length, L)) kernel a parallel-form layer convolves with (float64)."""
@@ -354,7 +373,9 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     X = x.astype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         for r in _runners(graph, dtype):
-            X = r.seq(X)
+            # past a last-step LMU of a last-step model only per-step layers follow (ir.Graph.shapes)
+            last = not graph.output_is_sequence and isinstance(r, _LMURun) and not r.L.return_sequences
+            X = r.last(X) if last else r.seq(X)
     if not np.all(np.isfinite(X)):
         raise ShapeError(
             f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "

@@ -345,3 +345,71 @@ def test_the_estimate_is_above_the_peak_memory_measured(tmp_path):
         budget.fold_estimate(g.lmu_layers[0], 3, 2).bytes, budget.simulate_estimate(g, x.shape[0], x.shape[1]).bytes
     )
     assert usage.ru_maxrss * 1024 < est
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_last_step_model_is_simulated_without_keeping_every_step(seed):
+    """The float reference of a last-step model keeps no per-step outputs (a 1,000,000-step model kept
+    them all); what it returns is the last step of the whole-sequence run, for parallel memories with and
+    without a stored kernel, folded recurrences, input_to_hidden and SimpleRNN hidden cells."""
+    from dataclasses import replace
+
+    import graphs
+
+    from lmu_edge import ir, reference
+
+    rng = np.random.default_rng(seed)
+    kw = dict(
+        q=int(rng.integers(2, 12)),
+        theta=float(rng.uniform(2, 30)),
+        d=int(rng.integers(1, 3)),
+        hidden=["dense", "simple_rnn", None][seed % 3],
+        input_to_hidden=bool(seed % 2),
+    )
+    g = graphs.chain(rng, return_sequences=False, **kw)
+    if seed >= 3:
+        lay = g.layers[1]
+        kernel = reference.parallel_kernel(lay, 40)
+        g = g.replace(layers=(g.layers[0], replace(lay, memory=ir.ImpulseResponse(kernel, "truncated")), g.layers[2]))
+    full = g.replace(layers=(g.layers[0], replace(g.layers[1], return_sequences=True), g.layers[2]))
+    x = rng.standard_normal((3, 57, 2))
+    want = lmu_edge.simulate(full, x)[:, -1]
+    np.testing.assert_allclose(lmu_edge.simulate(g, x), want, rtol=1e-9, atol=1e-12)
+    folded = lmu_edge.fold(g)
+    np.testing.assert_allclose(lmu_edge.simulate(folded, x), want, rtol=1e-5, atol=1e-7)
+
+
+def test_a_last_step_simulation_does_not_hold_the_whole_memory_sequence():
+    """One sequence of 20 000 steps through a parallel LMU of order 32 and 64 dimensions: the whole
+    memory sequence is 328 MB (what the float reference held before); its last step is 16 KB."""
+    import tracemalloc
+
+    from lmu_edge import ir
+
+    rng = np.random.default_rng(3)
+    d, q, T = 64, 32, 20_000
+    lay = ir.LMU(
+        "lmu",
+        memory_d=d,
+        order=q,
+        theta=100.0,
+        discretizer="zoh",
+        input_encoders=rng.standard_normal((1, d)),
+        encoder_bias=None,
+        hidden_encoders=None,
+        memory_encoders=None,
+        hidden=ir.HiddenDense(rng.standard_normal((d * q, 4)) * 0.01, np.zeros(4), "tanh"),
+        input_to_hidden=False,
+        return_sequences=False,
+        memory=ir.ImpulseResponse(),
+    )
+    g = ir.Graph("long_last", input_features=1, seq_len=None, layers=(lay,))
+    x = rng.standard_normal((1, T, 1))
+    tracemalloc.start()
+    try:
+        y = lmu_edge.simulate(g, x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert y.shape == (1, 4) and np.all(np.isfinite(y))
+    assert peak < 64 << 20, f"{peak / 2**20:.0f} MiB"
