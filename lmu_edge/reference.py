@@ -237,7 +237,7 @@ class _LMURun(_Recorder):
             return np.stack(out, axis=1)
         return self.hidden(Z, None)
 
-    def last(self, X):
+    def seq_last(self, X):
         """``seq(X)[:, -1:]`` without keeping every step: the output of a last-step model (a recurrence
         keeps its state only; a parallel memory is the kernel against the reversed input, one step)."""
         N, T = X.shape[:2]
@@ -375,7 +375,7 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
         for r in _runners(graph, dtype):
             # past a last-step LMU of a last-step model only per-step layers follow (ir.Graph.shapes)
             last = not graph.output_is_sequence and isinstance(r, _LMURun) and not r.L.return_sequences
-            X = r.last(X) if last else r.seq(X)
+            X = r.seq_last(X) if last else r.seq(X)
     if not np.all(np.isfinite(X)):
         raise ShapeError(
             f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "
