@@ -110,3 +110,10 @@ def test_a_huge_trusted_key_file_is_refused_without_reading_it_whole(signed_ir, 
         tracemalloc.stop()
     assert peak < 8 << 20, f"{peak} bytes allocated to read a key file"
     assert os.path.getsize(big) == 64 << 20
+
+
+def test_security_md_says_a_received_artifact_never_chooses_a_program_and_a_resealed_makefile_runs():
+    doc = " ".join((EXAMPLES.parents[1] / "docs" / "security.md").read_text().split())
+    assert "opening an artifact blanks them in its manifest, so a received artifact never chooses a program" in doc
+    assert all(f"`{key}`" in doc for key in PROGRAM_OPTIONS)
+    assert "then build and run the edited Makefile (or `network.py`) as they would the builder's" in doc
