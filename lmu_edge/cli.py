@@ -91,10 +91,10 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
 
     step = model / "step.onnx" if model.is_dir() else model
     if step.suffix.lower() == ".onnx" and (step.is_file() or not model.is_dir()):
-        from .targets import _contract
+        from .targets import streaming
 
-        c = _contract.read_file(step)  # an ONNX artifact: its streaming contract
-        click.echo(json.dumps(c, indent=1, sort_keys=True) if as_json else _contract.describe(c))
+        c = streaming.read_file(step)  # an ONNX artifact: its streaming contract
+        click.echo(json.dumps(c, indent=1, sort_keys=True) if as_json else streaming.describe(c))
         return
     g = lmu_edge.load(model)
     quantized = quantize != "float"

@@ -443,8 +443,8 @@ def emit(graph, out_dir, options) -> dict:
 
 
 def _write_contract(step, seq, graph, quantize) -> None:
-    """The streaming contract (:mod:`._contract`) as both models' ``doc_string`` and ``metadata_props``."""
-    from . import _contract
+    """The streaming contract (:mod:`.streaming`) as both models' ``doc_string`` and ``metadata_props``."""
+    from . import streaming
 
     session = (
         "ONNX Runtime: set the session config entry session.disable_quant_qdq = 1 (its QDQ fusions round "
@@ -452,7 +452,7 @@ def _write_contract(step, seq, graph, quantize) -> None:
         if quantize != "float"
         else ""
     )
-    c = _contract.contract(
+    c = streaming.contract(
         graph,
         quantize,
         interface="float32 (quantization, if any, is inside the model as QuantizeLinear / DequantizeLinear)",
@@ -467,9 +467,9 @@ def _write_contract(step, seq, graph, quantize) -> None:
         },
     )
     for m in (step, seq):
-        m.doc_string = _contract.describe(c)
+        m.doc_string = streaming.describe(c)
         entry = m.metadata_props.add()
-        entry.key, entry.value = _contract.KEY, json.dumps(c, sort_keys=True)
+        entry.key, entry.value = streaming.KEY, json.dumps(c, sort_keys=True)
 
 
 def _run_seq(sess_or_ref, x, reference_eval=False):
