@@ -7,6 +7,8 @@ and count the bugs the suite catches.
     python scripts/mutate.py --sample 6      # an evenly spaced sample
     python scripts/mutate.py --list          # list the mutations, run nothing
     python scripts/mutate.py --only ID ...   # these mutations
+    python scripts/mutate.py --workers 2     # on a local Ray instance, each mutant in a private copy
+    python scripts/mutate.py --address HOST:PORT   # on an existing Ray cluster (every node: same venv)
 
 Mutations come from tests/mutations.toml (hand-written: file, exact original snippet, replacement,
 covering tests) and from rules applied to every integer kernel of firmware_templates/lmu_runtime.h
@@ -21,18 +23,31 @@ converters/, targets/, firmware_templates/ are remapped into lmu_edge from there
 is what the tests import and what the C builds include) and restored in a ``finally`` block. A
 snippet that no longer applies, or a C mutant that no longer compiles, is a harness ERROR, never a
 kill. Exit status: 0 when the score (killed / (killed + survived)) reaches --min-score and no error.
+
+With ``--workers N`` or ``--address``, the mutants run through ``lmu_edge.executor.run_tasks`` on Ray
+instead, and nothing is mutated in this working tree: the driver packs the tree's files once (tracked
+ones and untracked ones git does not ignore, as they are now), and each task unpacks them into a
+temporary directory of its own, builds the installed layout there as links (scripts/typecheck.py's
+tree: lmu_edge/, lmu_edge/targets -> targets/, ...) and puts it first on PYTHONPATH, applies its mutant
+there, runs the covering tests there with the worker's Python and deletes the directory. The baseline
+runs the same way, in this process, before the first mutant.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
+import importlib.util
+import io
+import math
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -266,8 +281,18 @@ def compiles(path: Path, core: str | None = None) -> str:
         return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[0]
 
 
-def run_one(m, python: str, timeout: int):
-    path = ROOT / m["file"]
+def _pytest(tests, python: str, root: Path, env=None, timeout=None):
+    """The covering tests, run in ``root`` with ``-P``: the working directory is not put first on sys.path,
+    so a checkout's own lmu_edge/ folder cannot shadow the installed layout that PYTHONPATH (a private
+    copy, a clone) or the editable install gives (which remaps targets/, converters/, ... into lmu_edge)."""
+    cmd = [python, "-P", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_one(m, python: str, timeout: int, root: Path = ROOT, env=None):
+    """Apply mutant ``m`` to the file under ``root``, run its covering tests, restore the file:
+    ``(status, why)``."""
+    path = root / m["file"]
     orig = path.read_text()
     if "line" in m:  # rule-generated: the line it was made from (the same code may recur, e.g. in macros)
         lines = orig.split("\n")
@@ -285,9 +310,8 @@ def run_one(m, python: str, timeout: int):
             err = compiles(path, m.get("core"))
             if err:
                 return "ERROR", f"does not compile: {err}"
-        cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *m["tests"]]
         try:
-            r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            r = _pytest(m["tests"], python, root, env, timeout)
         except subprocess.TimeoutExpired:
             return "KILLED", f"timeout after {timeout}s (counts as a kill: the mutant hangs)"
         if r.returncode == 0:
@@ -298,6 +322,63 @@ def run_one(m, python: str, timeout: int):
         return "ERROR", f"pytest exit {r.returncode}: {(r.stdout + r.stderr).strip().splitlines()[-1:]}"
     finally:
         path.write_text(orig)
+
+
+def pack_tree(root: Path = ROOT) -> bytes:
+    """The working tree's files as they are now (tracked, and untracked ones git does not ignore), as a
+    gzip'd tar: what each private copy is unpacked from (shipped once to the Ray workers)."""
+    ls = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    names = subprocess.run(ls, cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
+        for name in sorted(set(names)):
+            if name and (root / name).is_file():  # a deleted tracked file is not in the tree either
+                tar.add(root / name, arcname=name, recursive=False)
+    return buf.getvalue()
+
+
+# imported by every interpreter started in a private copy (it is first on PYTHONPATH): the editable
+# install's finder maps lmu_edge.targets & co. to the main checkout; without it, an lmu_edge picked up
+# from a copy's own folder fails to import instead of quietly testing the unmutated tree
+_SITECUSTOMIZE = """import sys
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+"""
+
+
+def private_tree(tree: bytes, where: Path):
+    """Unpack ``tree`` into ``where``/tree and build the installed layout as links in ``where``/site:
+    ``(root, environment)`` for running Python on the copy."""
+    root, site = where / "tree", where / "site"
+    with tarfile.open(fileobj=io.BytesIO(tree)) as tar:
+        tar.extractall(root, filter="data")
+    spec = importlib.util.spec_from_file_location("_typecheck", root / "scripts" / "typecheck.py")
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    typecheck.build_tree(root, site)
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return root, dict(os.environ, PYTHONPATH=path)
+
+
+def run_private(tree: bytes, cache: str, timeout: int, m):
+    """One task on a worker: ``tree`` unpacked into a temporary directory, mutant ``m`` applied there and
+    its covering tests run there with this interpreter; the directory is deleted. ``m`` a list of
+    tests instead of a mutant: run them unmutated (the baseline), ``("PASSED"|"FAILED", output)``."""
+    Path(cache).mkdir(parents=True, exist_ok=True)  # on another node of a cluster: its own cache
+    with tempfile.TemporaryDirectory(prefix="lmu-edge-mutant-") as d:
+        root, env = private_tree(tree, Path(d))
+        env["LMU_EDGE_TEST_CACHE"] = cache
+        if isinstance(m, list):
+            r = _pytest(m, sys.executable, root, env)
+            return ("PASSED", "") if r.returncode == 0 else ("FAILED", (r.stdout + r.stderr).strip()[-2000:])
+        return run_one(m, sys.executable, timeout, root, env)
+
+
+def _progress(done: int, total: int, left: float, per_worker: dict) -> None:
+    """A progress line on stderr after each finished mutant: done / total, time left, per-worker counts."""
+    eta = "?" if not math.isfinite(left) else f"{left / 60:.1f} min"
+    workers = ", ".join(f"{w} {n}" for w, n in sorted(per_worker.items()))
+    print(f"mutate: {done}/{total} done, about {eta} left (per worker: {workers})", file=sys.stderr, flush=True)
 
 
 def _terminate(signum, frame):
@@ -314,6 +395,13 @@ def main(argv=None) -> int:
     ap.add_argument("--file", default=str(ROOT / "tests" / "mutations.toml"))
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--min-score", type=float, default=0.95)
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run the mutants on a local Ray instance with N workers, each in a private copy (0: here, in place)",
+    )
+    ap.add_argument("--address", help="run the mutants on this Ray cluster (HOST:PORT), each in a private copy")
     a = ap.parse_args(argv)
     muts = load(Path(a.file))
     if a.ci:
@@ -347,26 +435,39 @@ def main(argv=None) -> int:
     if seed and Path(seed).is_dir():
         shutil.copytree(seed, cache.name, dirs_exist_ok=True)
     os.environ["LMU_EDGE_TEST_CACHE"] = cache.name
+    private = a.workers > 0 or a.address is not None
+    tree = pack_tree() if private else b""  # the tree every private copy is made from, as it is now
     # every distinct set of covering tests must pass on the unmutated tree first (a mutant "killed" by a
     # test that fails anyway would be a false kill); this also fills the cache above
     for tests in dict.fromkeys(tuple(m["tests"]) for m in muts):
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if r.returncode != 0:
+        if private:
+            ok, out = run_private(tree, cache.name, a.timeout, list(tests))
+        else:
+            r = _pytest(tests, sys.executable, ROOT)
+            ok, out = ("PASSED" if r.returncode == 0 else "FAILED"), (r.stdout + r.stderr).strip()[-2000:]
+        if ok != "PASSED":
             print(f"harness error: the unmutated tree fails {' '.join(tests)}:")
-            print((r.stdout + r.stderr).strip()[-2000:])
+            print(out)
             return 1
     print(f"baseline: {len(set(tuple(m['tests']) for m in muts))} test sets pass unmutated ({time.time() - t0:.0f}s)")
-    for n, m in enumerate(muts, 1):
-        t = time.time()
-        status, why = run_one(m, sys.executable, a.timeout)
+    from lmu_edge.executor import run_tasks
+
+    if private:  # the packed tree travels once, with the function (the executor puts it in Ray's store once)
+        fn = functools.partial(run_private, tree, cache.name, a.timeout)
+    else:
+        fn = functools.partial(run_one, python=sys.executable, timeout=a.timeout)
+    results = run_tasks(fn, [(m,) for m in muts], workers=a.workers, address=a.address, progress=_progress)
+    for n, (m, res) in enumerate(zip(muts, results, strict=True), 1):
+        status, why = res.value if res.error is None else ("ERROR", f"the task failed: {res.error}")
+        if res.attempts > 1:
+            why += f" ({res.attempts} attempts: a worker was lost)"
         if m["id"] in equivalent:
             if status == "SURVIVED":
                 status, why = "EQUIVALENT", equivalent[m["id"]]
             elif status == "KILLED":
                 why += " (listed as equivalent, yet killed: correct its reason)"
         counts[status] += 1
-        print(f"[{n}/{len(muts)}] {status:8s} {m['id']}  {why}  ({time.time() - t:.0f}s)", flush=True)
+        print(f"[{n}/{len(muts)}] {status:8s} {m['id']}  {why}  ({res.seconds:.0f}s)", flush=True)
     scored = counts["KILLED"] + counts["SURVIVED"]
     score = counts["KILLED"] / scored if scored else 0.0
     print(
