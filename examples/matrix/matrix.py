@@ -2,6 +2,9 @@
 
     python examples/matrix/matrix.py --full --docs docs/matrix.md   # the full product, writes the table
     python examples/matrix/matrix.py                                 # the pairwise subset CI runs
+    python examples/matrix/matrix.py --full --workers 2              # on a local Ray instance
+    python examples/matrix/matrix.py --full --address HOST:PORT      # on an existing Ray cluster
+    python examples/matrix/matrix.py --model M --target c --mode int8   # only these cells
 
 A cell is ``(model, target, mode)``. It either converts (``lmu_edge.convert``
 with the model's calibration inputs), and then its SQNR
@@ -9,12 +12,18 @@ with the model's calibration inputs), and then its SQNR
 the test inputs (drawn separately from the calibration inputs) must reach the
 mode's floor; or it is refused with a one-line :class:`LmuEdgeError`. Anything
 else (another exception type, a multi-line message) is a failure.
+
+The cells run through ``lmu_edge.executor.run_tasks``: one after another in this process by default,
+on Ray with ``--workers N`` (a local instance) or ``--address`` (a cluster whose every node has this
+checkout at the same path and the same environment), each in a temporary directory of its own; the
+results are the same and printed in the same order either way.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import sys
 import tempfile
@@ -126,6 +135,19 @@ def run_cell(model: str, target: str, mode: str, work: Path, **options) -> dict:
     }
 
 
+def cell_task(model: str, target: str, mode: str) -> dict:
+    """:func:`run_cell` in a temporary directory of its own: one task of :func:`lmu_edge.executor.run_tasks`."""
+    with tempfile.TemporaryDirectory(prefix="lmu-edge-matrix-") as work:
+        return run_cell(model, target, mode, Path(work))
+
+
+def _progress(done: int, total: int, left: float, per_worker: dict) -> None:
+    """A progress line on stderr after each finished cell: done / total, time left, per-worker counts."""
+    eta = "?" if not math.isfinite(left) else f"{left / 60:.1f} min"
+    workers = ", ".join(f"{w} {n}" for w, n in sorted(per_worker.items()))
+    print(f"matrix: {done}/{total} cells done, about {eta} left (per worker: {workers})", file=sys.stderr, flush=True)
+
+
 def int16_state_sqnr(model: str, state_bits: int) -> float:
     """SQNR (dB) of the integer reference of the C int16 mode (16-bit activations and weights) with a
     ``state_bits`` state, against the float64 model on the test inputs (docs/matrix.md, C int16)."""
@@ -232,6 +254,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="print each model's SQNR with int16 weights and a 16-, 24- and 32-bit state (the integer reference)",
     )
+    ap.add_argument("--model", action="append", help="only this model's cells (repeatable)")
+    ap.add_argument("--target", action="append", help="only this target's cells (repeatable)")
+    ap.add_argument("--mode", action="append", help="only this quantization mode's cells (repeatable)")
+    ap.add_argument("--workers", type=int, default=0, help="run the cells on a local Ray instance with N workers")
+    ap.add_argument("--address", help="run the cells on this existing Ray cluster (HOST:PORT)")
     args = ap.parse_args(argv)
     if args.int16_states:
         for model in OPTIONS:
@@ -243,13 +270,31 @@ def main(argv=None) -> int:
             print(f"{model:32s} int8 weights alone: {weight_ceiling(model):.1f} dB", flush=True)
         return 0
     cells = full() if args.full else pairwise()
+    for name, axis, known in (
+        ("--model", args.model, set(OPTIONS)),
+        ("--target", args.target, {t for t, _ in CELLS}),
+        ("--mode", args.mode, {m for _, m in CELLS}),
+    ):
+        if axis and not set(axis) <= known:
+            print(f"matrix: {name} {sorted(set(axis) - known)} is not in the matrix; it has {sorted(known)}")
+            return 2
+    cells = [
+        (model, (target, mode))
+        for model, (target, mode) in cells
+        if (not args.model or model in args.model)
+        and (not args.target or target in args.target)
+        and (not args.mode or mode in args.mode)
+    ]
+    from lmu_edge.executor import run_tasks
+
+    tasks = [(model, target, mode) for model, (target, mode) in cells]
+    done = run_tasks(cell_task, tasks, workers=args.workers, address=args.address, progress=_progress)
     results = {}
-    with tempfile.TemporaryDirectory() as work:
-        for model, (target, mode) in cells:
-            r = run_cell(model, target, mode, Path(work))
-            results[(model, target, mode)] = r
-            shown = f"{r['sqnr']:.1f} dB" if "sqnr" in r else r["reason"]
-            print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)", flush=True)
+    for (model, target, mode), res in zip(tasks, done, strict=True):
+        r = res.value if res.error is None else {"status": "error", "reason": res.error, "seconds": res.seconds}
+        results[(model, target, mode)] = r
+        shown = f"{r['sqnr']:.1f} dB" if "sqnr" in r else r["reason"]
+        print(f"{model:32s} {target:7s} {mode:8s} {r['status']:12s} {shown}  ({r['seconds']:.1f} s)", flush=True)
     md = table(results)
     if args.json:
         import json
