@@ -192,6 +192,11 @@ def _open(path: Path, trusted_key) -> Artifact:
             _read_manifest(path / MANIFEST, f.read(limits.MAX_JSON_BYTES + 1))
         raise ArtifactError(f"{path}: no valid {outdir.RECORD} (the record of the files convert wrote); convert again")
     record_bytes, files = sealed
+    # refuse what the seal does not record before anything is imported: with the artifact folder on sys.path
+    # (python -c, a REPL or a notebook started there) a planted cryptography/ or nengo.py would run on import.
+    # What its build/ holds is checked below, once the manifest names the target and its build outputs; a
+    # recorded name that is no longer a regular file is named by the changed files' check.
+    _refuse_unrecorded(path, [e for e in outdir.unrecorded(path, files, set()) if e != "build/" and e not in files])
     if trusted_key is not None:
         from . import signing
 
@@ -213,14 +218,17 @@ def _open(path: Path, trusted_key) -> Artifact:
     for key in PROGRAM_OPTIONS:  # a received manifest never chooses a program to start: the user's variable does
         if opts.get(key):
             opts[key] = ""
-    extra = outdir.unrecorded(path, files, _declared_build_outputs(manifest["target"]))
+    _refuse_unrecorded(path, outdir.unrecorded(path, files, _declared_build_outputs(manifest["target"])))
+    return Artifact(path, manifest, sealed=files)
+
+
+def _refuse_unrecorded(path: Path, extra: list) -> None:
     if extra:
         more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
         raise ArtifactError(
             f"{path}: holds {', '.join(extra[:3])}{more}, which lmu-edge did not write (not in {outdir.RECORD}); an "
             f"artifact is code that run and verify execute: remove what was added, or convert the model again"
         )
-    return Artifact(path, manifest, sealed=files)
 
 
 def _read_manifest(man: Path, text: bytes) -> dict:

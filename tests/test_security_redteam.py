@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tracemalloc
 from pathlib import Path
@@ -117,3 +118,22 @@ def test_security_md_says_a_received_artifact_never_chooses_a_program_and_a_rese
     assert "opening an artifact blanks them in its manifest, so a received artifact never chooses a program" in doc
     assert all(f"`{key}`" in doc for key in PROGRAM_OPTIONS)
     assert "then build and run the edited Makefile (or `network.py`) as they would the builder's" in doc
+
+
+def test_a_planted_package_is_refused_before_trusted_key_imports_cryptography(signed_ir, tmp_path):
+    # a REPL, notebook or python -c started in a received artifact has the folder on sys.path: a planted
+    # cryptography/ ran when --trusted-key's check imported the real one, before the seal was looked at
+    art_dir, pub = signed_ir
+    shutil.copytree(art_dir, tmp_path / "a")
+    (tmp_path / "a" / "cryptography").mkdir()
+    (tmp_path / "a" / "cryptography" / "__init__.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w')\n")
+    code = (
+        "import sys, lmu_edge\n"
+        "try:\n lmu_edge.open_artifact('.', trusted_key=sys.argv[1])\n"
+        "except Exception as e:\n print(e)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(pub)], cwd=tmp_path / "a", capture_output=True, text=True, timeout=120
+    )
+    assert not (tmp_path / "PWNED").exists(), "a planted package ran"
+    assert "holds cryptography/, which lmu-edge did not write" in r.stdout, (r.stdout, r.stderr)
