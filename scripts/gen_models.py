@@ -211,20 +211,16 @@ def table(path: Path) -> str:
 
 
 def ci_seeds(n_max: int) -> list:
-    """The first seeds that together cover every option value (greedy in seed order; runs no conversion)."""
+    """The first seeds that together cover every option value of ``model_gen.ALL_OPTIONS``: greedy in seed
+    order, a seed is taken when it adds a value (runs no conversion)."""
     mg = model_gen()
-    want: set = set()
-    specs = [mg.draw(s) for s in range(2000)]
-    for sp in specs:
-        want |= mg.options(sp)
-    chosen, have = [], set()
-    for sp in specs:
-        new = mg.options(sp) - have
+    chosen, have, seed = [], set(), 0
+    while not mg.ALL_OPTIONS <= have and len(chosen) < n_max and seed < 5000:
+        new = (mg.options(mg.draw(seed)) & mg.ALL_OPTIONS) - have
         if new:
-            chosen.append(sp["seed"])
+            chosen.append(seed)
             have |= new
-        if have == want or len(chosen) >= n_max:
-            break
+        seed += 1
     return chosen
 
 

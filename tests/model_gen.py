@@ -20,7 +20,6 @@ not a test module.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -46,19 +45,15 @@ def _order(r: np.random.Generator) -> int:
     return int(np.round(np.exp(r.uniform(0.0, math.log(256.0)))))
 
 
-@functools.lru_cache(maxsize=None)
-def _legendre_eigvals(order: int) -> np.ndarray:
-    from lmu_edge import lti
-
-    return np.linalg.eigvals(lti.legendre_ab(order, 1.0)[0])
-
-
 def _euler_trainable(order: int, theta: float, steps: int) -> bool:
     # Euler's step is I + A / theta: its spectral radius may pass 1 (keras-lmu accepts that, and over a
-    # short sequence such a model trains, as issue 52's models did); a growth past 1e4 over the sequence
-    # does not train (its outputs overflow float32), so such a theta is drawn again
-    rho = float(np.max(np.abs(1.0 + _legendre_eigvals(order) / theta)))
-    return rho**steps < 1e4
+    # short sequence such a model trains, as issue 52's models did); an impulse response growing past 1e4
+    # within the sequence does not train (its outputs overflow float32), so such a theta is drawn again
+    from lmu_edge import lti
+
+    with np.errstate(all="ignore"):
+        h = lti.legendre_impulse_response(order, theta, steps, "euler")
+    return bool(np.all(np.isfinite(h)) and np.max(np.abs(h)) < 1e4)
 
 
 def _act(r: np.random.Generator) -> str:
@@ -182,6 +177,27 @@ def options(spec: dict) -> set:
         if m["layer"] == "ff":
             out.add(("conv_mode", m["conv_mode"] + ("+truncate" if m["truncate_ir"] else "")))
     return out
+
+
+#: every option value :func:`options` can report (the theta/order bucket above 100 only by rounding, left out)
+ALL_OPTIONS = (
+    {("known_len", v) for v in (True, False)}
+    | {("n_lmu", n) for n in (1, 2, 3)}
+    | {("head_act", a) for a in ACTIVATIONS}
+    | {("hidden_act", a) for a in ACTIVATIONS}
+    | {("source", "keras")}
+    | {("before", k) for k in ("dense", "td_dense", "activation")}
+    | {("after", k) for k in ("dense", "td_dense", "activation", "pool")}
+    | {("layer", k) for k in LAYERS}
+    | {("discretizer", k) for k in ("zoh", "euler")}
+    | {("memory_d", d) for d in range(1, 9)}
+    | {("order", b) for b in ("<=4", "<=16", "<=64", "<=256", ">256")}
+    | {("theta/order", b) for b in ("<=2", "<=10", "<=100")}
+    | {("hidden", k) for k in ("dense", "simplernn", "none")}
+    | {(k, v) for k in ("input_to_hidden", "use_bias", "return_sequences") for v in (True, False)}
+    | {("flags", "+".join(f for i, f in enumerate(FLAGS) if c >> i & 1) or "none") for c in range(8)}
+    | {("conv_mode", k) for k in ("fft", "raw", "raw+truncate")}
+)
 
 
 def _bucket(q: int) -> str:

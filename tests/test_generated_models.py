@@ -22,6 +22,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import graphs  # noqa: E402  (tests/ joins sys.path first)
 
+#: ``python scripts/gen_models.py --ci-seeds 40``: the first seeds covering every option value
+CI_SEEDS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 17, 18, 23]
+
 
 def _gen_models():
     spec = importlib.util.spec_from_file_location("gen_models", ROOT / "scripts" / "gen_models.py")
@@ -53,3 +56,34 @@ def test_an_unprovable_state_bound_falls_back_to_the_calibrated_range(tmp_path):
     back = irfile.load_ir(tmp_path / "q.lmu.npz")
     y, y_back = lmu_edge.simulate(qg, x), lmu_edge.simulate(back, x)
     assert np.all(np.isfinite(y)) and np.array_equal(y, y_back)
+
+
+def test_the_ci_seeds_are_the_first_that_cover_every_option_value():
+    gm = _gen_models()
+    mg = gm.model_gen()
+    assert gm.ci_seeds(40) == CI_SEEDS
+    covered = set().union(*(mg.options(mg.draw(s)) for s in CI_SEEDS))
+    assert mg.ALL_OPTIONS <= covered
+
+
+def test_every_draw_is_a_model_keras_lmu_accepts():
+    # the constraints keras-lmu itself puts on a model, over 60 draws (the generator draws no invalid model)
+    mg = _gen_models().model_gen()
+    for seed in range(60):
+        spec = mg.draw(seed)
+        assert spec == mg.draw(seed)  # a seed regenerates its model
+        lmus = spec["lmus"]
+        assert 1 <= len(lmus) <= 3 and all(m["return_sequences"] for m in lmus[:-1])
+        if any(p["kind"] == "pool" for p in spec["after"]):
+            assert lmus[-1]["return_sequences"]
+        for m in lmus:
+            q, theta = m["order"], m["theta"]
+            assert 1 <= q <= 1024 and 0.5 * q * 0.999 <= theta <= 100 * q * 1.001 + 0.5, (seed, q, theta)
+            assert 1 <= m["memory_d"] <= 8
+            if m["hidden_to_memory"]:
+                assert m["hidden"] is not None, seed
+            parallel = m["layer"] == "ff" or (m["layer"] == "lmu" and not any(m[f] for f in mg.FLAGS))
+            if parallel and not spec["known_len"]:
+                assert theta == int(theta), seed  # keras-lmu's 5 * theta step response
+            if m["layer"] == "ff":
+                assert not any(m[f] for f in mg.FLAGS)
