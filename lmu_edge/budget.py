@@ -65,6 +65,7 @@ class Estimate:
 
     @property
     def seconds(self) -> float:
+        """The estimate's time at :data:`OPS_PER_SECOND` (for the progress line, not a promise)."""
         return self.ops / OPS_PER_SECOND
 
 
@@ -126,7 +127,7 @@ def fold_estimate(
     n = (n_names - searched) + searched * per_search
     squarings = math.ceil(math.log2(MAX_SUBSTEPS)) + 1
     ops = n * (2.0 * q * q * steps + 2.0 * q**3 * squarings) + 25.0 * q**3
-    from .folding import CACHE_BYTES
+    from .limits import CACHE_BYTES
 
     cache = min(8.0 * q * L, CACHE_BYTES)
     nbytes = BASE_BYTES + 8.0 * (6 * q * q + 4 * q * 512) + 2 * cache

@@ -173,7 +173,7 @@ def pade_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[s
 
 DEFAULT_ERROR_BUDGET = 1e-6
 MAX_SUBSTEPS = 4096
-CACHE_BYTES = 256 << 20  # keep the reference response in memory up to this size
+CACHE_BYTES = limits.CACHE_BYTES  # keep the reference response in memory up to this size
 
 
 @dataclass(frozen=True)

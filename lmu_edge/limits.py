@@ -49,6 +49,8 @@ MAX_LAYERS = 256
 MAX_MODEL_ELEMENTS = 1 << 27
 #: bytes a conversion may plan to allocate for one LMU layer's realizations
 MAX_PLANNED_BYTES = 1 << 30
+#: the fold keeps a layer's reference impulse response in memory up to this size (folding, budget)
+CACHE_BYTES = 256 << 20
 #: JSON text read from a model file, and its nesting depth
 MAX_JSON_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64

@@ -40,11 +40,10 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from .errors import OutputExistsError, OutputNotWritableError, os_refusal
+from .signing import SIGNATURE  # Ed25519 signature of RECORD (convert --sign)
 
 RECORD = "lmu-edge-files.json"
 RECORD_FORMAT = "lmu-edge-files"
-#: Ed25519 signature of RECORD (convert --sign; lmu_edge.signing)
-SIGNATURE = "lmu-edge-files.sig"
 #: the file that marks a temporary directory as lmu-edge's: only such directories are swept as stale
 PARTIAL_MARKER = ".lmu-edge-partial"
 _SHOW = 5
@@ -297,7 +296,8 @@ def _state(out_dir: Path) -> Optional[str]:
         return "other"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -316,7 +316,7 @@ def sweep_stale(out_dir: Path) -> list:
     removed = []
     for entry in parent.iterdir():
         m = pat.match(entry.name)
-        if m and entry.is_dir() and not entry.is_symlink() and _marked(entry) and not _pid_alive(int(m.group(1))):
+        if m and entry.is_dir() and not entry.is_symlink() and _marked(entry) and not pid_alive(int(m.group(1))):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry.name)
     return removed
@@ -378,7 +378,7 @@ def writing(out_dir, overwrite: bool = False, sign=None) -> Iterator[Path]:
         if sign is not None:
             from . import signing
 
-            signing.sign(tmp, sign)
+            signing.sign(tmp, sign, (tmp / RECORD).read_bytes())
         _mode_from_umask(tmp)
         with _locked(out_dir.parent):
             now = _state(out_dir)

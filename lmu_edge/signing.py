@@ -17,8 +17,9 @@ import os
 from pathlib import Path
 
 from .errors import ArtifactError
-from .outdir import SIGNATURE  # the signature file next to the seal (not listed in it: it signs the seal)
 
+#: the signature file next to the seal (not listed in it: it signs the seal)
+SIGNATURE = "lmu-edge-files.sig"
 SIGNATURE_FORMAT = "lmu-edge-signature"
 #: signed bytes are this prefix and the seal's bytes: a signature over a seal is no signature of anything else
 _DOMAIN = b"lmu-edge artifact seal v1\n"
@@ -101,12 +102,10 @@ def fingerprint(public_key) -> str:
     return hashlib.sha256(_raw_public(public_key)).hexdigest()[:16]
 
 
-def sign(directory: Path, key_path) -> None:
-    """Write :data:`SIGNATURE` into ``directory``: ``key_path``'s signature of its sealed record."""
-    from .outdir import RECORD
-
+def sign(directory: Path, key_path, record: bytes) -> None:
+    """Write :data:`SIGNATURE` into ``directory``: ``key_path``'s signature of ``record``, the bytes of its
+    sealed record (:data:`lmu_edge.outdir.RECORD`, which imports this module: it is passed, not read here)."""
     key = load_private_key(key_path)
-    record = (Path(directory) / RECORD).read_bytes()
     sig = {
         "format": SIGNATURE_FORMAT,
         "version": 1,

@@ -513,7 +513,7 @@ def _sweep_stale_builds() -> None:
     if _STALE_SWEPT:
         return
     _STALE_SWEPT.append(True)
-    from ..outdir import _pid_alive
+    from ..outdir import pid_alive
 
     for entry in Path(tempfile.gettempdir()).glob(f"{_BUILD_PREFIX}*-*"):
         pid = entry.name[len(_BUILD_PREFIX) :].split("-", 1)[0]
@@ -521,7 +521,7 @@ def _sweep_stale_builds() -> None:
             st = entry.lstat()
         except OSError:
             continue
-        if pid.isdigit() and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True)
 
 

@@ -278,7 +278,7 @@ def test_max_work_reaches_the_commands(tmp_path):
 
 
 def _psmnist_sized():
-    from lmu_edge import ir, lti  # noqa: F401
+    from lmu_edge import ir
 
     rng = np.random.default_rng(0)
     lay = ir.LMU(
