@@ -280,6 +280,9 @@ def _check_manifest(manifest, man: Path) -> None:
     for key in ("options", target, "report"):
         if key in manifest and not isinstance(manifest[key], dict):
             problems.append(f"{key} {repr(manifest[key])[:40]} (expected an object)")
+    arena = manifest["report"].get("tflm_arena_bytes") if isinstance(manifest.get("report"), dict) else None
+    if arena is not None and not (isinstance(arena, int) and not isinstance(arena, bool) and 0 < arena <= 1 << 30):
+        problems.append(f"report.tflm_arena_bytes {repr(arena)[:40]} (expected a byte count up to 1 GiB)")
     c = manifest.get("c")
     if target == "c" and isinstance(c, dict):
         if not isinstance(c.get("prefix"), str) or not c["prefix"].isidentifier():

@@ -137,3 +137,17 @@ def test_a_planted_package_is_refused_before_trusted_key_imports_cryptography(si
     )
     assert not (tmp_path / "PWNED").exists(), "a planted package ran"
     assert "holds cryptography/, which lmu-edge did not write" in r.stdout, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("arena", ["x", 10**15, True, [1], 0])
+def test_a_resealed_tflm_arena_size_that_is_no_byte_count_is_refused_on_open(signed_ir, tmp_path, arena):
+    # read by the tflm runtime: a string was an internal error, 10**15 a std::bad_alloc from the allocation
+    shutil.copytree(signed_ir[0], tmp_path / "a")
+
+    def edit(m):
+        m["target"] = "tflite"
+        m["report"] = {"tflm_arena_bytes": arena}
+
+    _reseal(tmp_path / "a", edit)
+    with pytest.raises(ArtifactError, match="malformed manifest: report.tflm_arena_bytes"):
+        lmu_edge.open_artifact(tmp_path / "a")
