@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Generated mutants over the Python integer path (docs/testing.md, "Generated mutants").
+#
+#     scripts/mutate_generated.sh [MODULE] [SAMPLE] [SEED]
+#
+# MODULE  a file of the checkout (default lmu_edge/fixedpoint.py); SAMPLE  how many of its mutants to run,
+# drawn with SEED (default 57), 0 for all of them (default 0). cosmic-ray mutates files in place, so this
+# script clones the checkout into a work folder of its own (WORK, default a new temporary folder), builds the
+# installed layout there as links (scripts/typecheck.py's tree: converters/, targets/, firmware_templates/
+# become lmu_edge.converters ...) and runs the tests from it with that tree first on the path. The checkout
+# itself is never touched. The session database (WORK/session.sqlite) resumes: run the script again with the
+# same WORK to finish an interrupted run. cosmic-ray is not in any extra (no test imports it):
+#     .venv/bin/pip install cosmic-ray==8.7.0
+# Each test command is the module's covering specification tests (TESTS below), -x, under nice.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PY:-$ROOT/.venv/bin/python}
+MODULE=${1:-lmu_edge/fixedpoint.py}
+SAMPLE=${2:-0}
+SEED=${3:-57}
+WORK=${WORK:-$(mktemp -d)}
+TIMEOUT=${TIMEOUT:-60}
+
+case "$MODULE" in
+  lmu_edge/fixedpoint.py) TESTS="tests/test_specs_fixedpoint.py tests/test_fixedpoint.py tests/test_specs_generated.py" ;;
+  lmu_edge/qir.py) TESTS="tests/test_quantize.py tests/test_specs_quantizer.py tests/test_ir.py" ;;
+  lmu_edge/_quantization_memory.py) TESTS="tests/test_specs_quantizer.py tests/test_quantize.py" ;;
+  *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
+esac
+
+CLONE=$WORK/clone
+[ -d "$CLONE" ] || git clone -q "$ROOT" "$CLONE"
+TREE=$CLONE/build/mut-tree
+(cd "$CLONE" && "$PY" -c "import sys; from pathlib import Path; sys.path.insert(0, 'scripts'); import typecheck; typecheck.build_tree(Path('.').resolve(), Path('$TREE'))")
+# PYTHONSAFEPATH: the clone's own lmu_edge/ (no targets/ inside) must not shadow the tree, and nothing may fall
+# back to the editable install; no bytecode: a same-size mutant written within a second must not reuse a .pyc.
+ENVS="PYTHONSAFEPATH=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$TREE"
+(cd "$CLONE" && env $ENVS "$PY" -c "import lmu_edge.targets.c as c, sys; sys.exit(not c.__file__.startswith('$TREE'))") \
+  || { echo "mutate_generated.sh: lmu_edge does not import from the clone's tree" >&2; exit 1; }
+
+CONFIG=$WORK/cosmic-ray.toml
+cat > "$CONFIG" <<TOML
+[cosmic-ray]
+module-path = "$MODULE"
+timeout = $TIMEOUT.0
+excluded-modules = []
+test-command = "env $ENVS nice -n 19 $PY -m pytest -x -q -p no:nengo -p no:cacheprovider $TESTS"
+[cosmic-ray.distributor]
+name = "local"
+TOML
+DB=$WORK/session.sqlite
+CR=$(dirname "$PY")
+cd "$CLONE"
+if [ ! -f "$DB" ]; then
+  "$CR/cosmic-ray" init "$CONFIG" "$DB"
+  if [ "$SAMPLE" != 0 ]; then
+    "$PY" - "$DB" "$SAMPLE" "$SEED" <<'PYEOF'
+import random
+import sys
+
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+db_path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with use_db(db_path, WorkDB.Mode.open) as db:
+    ids = sorted(item.job_id for item in db.pending_work_items)
+    keep = set(random.Random(seed).sample(ids, min(n, len(ids))))
+    for job in ids:
+        if job not in keep:
+            db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="not in the seeded sample"))
+print(f"sampled {len(keep)} of {len(ids)} mutants (seed {seed})")
+PYEOF
+  fi
+fi
+time nice -n 19 "$CR/cosmic-ray" exec "$CONFIG" "$DB"
+"$CR/cr-report" "$DB" --show-output | tail -n 4
+echo "session: $DB (cr-report $DB --show-output lists every survivor with its diff)"
