@@ -403,6 +403,8 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--address", help="run the mutants on this Ray cluster (HOST:PORT), each in a private copy")
     a = ap.parse_args(argv)
+    if a.workers < 0:
+        ap.error(f"--workers must be 0 (in this process, in place) or more, not {a.workers}")
     muts = load(Path(a.file))
     if a.ci:
         a.only = tomllib.loads(Path(a.file).read_text())["ci_sample"]
@@ -450,13 +452,18 @@ def main(argv=None) -> int:
             print(out)
             return 1
     print(f"baseline: {len(set(tuple(m['tests']) for m in muts))} test sets pass unmutated ({time.time() - t0:.0f}s)")
+    from lmu_edge import LmuEdgeError
     from lmu_edge.executor import run_tasks
 
     if private:  # the packed tree travels once, with the function (the executor puts it in Ray's store once)
         fn = functools.partial(run_private, tree, cache.name, a.timeout)
     else:
         fn = functools.partial(run_one, python=sys.executable, timeout=a.timeout)
-    results = run_tasks(fn, [(m,) for m in muts], workers=a.workers, address=a.address, progress=_progress)
+    try:
+        results = run_tasks(fn, [(m,) for m in muts], workers=a.workers, address=a.address, progress=_progress)
+    except LmuEdgeError as e:  # Ray missing, not reachable, a bad --workers: one line, no traceback
+        print(f"harness error: {e}")
+        return 1
     for n, (m, res) in enumerate(zip(muts, results, strict=True), 1):
         status, why = res.value if res.error is None else ("ERROR", f"the task failed: {res.error}")
         if res.attempts > 1:

@@ -278,6 +278,9 @@ def main(argv=None) -> int:
         if axis and not set(axis) <= known:
             print(f"matrix: {name} {sorted(set(axis) - known)} is not in the matrix; it has {sorted(known)}")
             return 2
+    if args.docs and (args.model or args.target or args.mode):
+        print("matrix: --docs writes the whole table; run it without --model, --target or --mode")
+        return 2
     cells = [
         (model, (target, mode))
         for model, (target, mode) in cells
@@ -285,10 +288,15 @@ def main(argv=None) -> int:
         and (not args.target or target in args.target)
         and (not args.mode or mode in args.mode)
     ]
+    from lmu_edge import LmuEdgeError
     from lmu_edge.executor import run_tasks
 
     tasks = [(model, target, mode) for model, (target, mode) in cells]
-    done = run_tasks(cell_task, tasks, workers=args.workers, address=args.address, progress=_progress)
+    try:
+        done = run_tasks(cell_task, tasks, workers=args.workers, address=args.address, progress=_progress)
+    except LmuEdgeError as e:  # Ray missing, not reachable, a bad --workers: one line, no traceback
+        print(f"matrix: {e}")
+        return 2
     results = {}
     for (model, target, mode), res in zip(tasks, done, strict=True):
         r = res.value if res.error is None else {"status": "error", "reason": res.error, "seconds": res.seconds}
