@@ -71,18 +71,20 @@ def run_tasks(
     address: Optional[str] = None,
     retries: int = RETRIES,
     progress: Optional[Progress] = None,
+    on_result: Optional[Callable[[int, TaskResult], None]] = None,
 ) -> list:
     """Run ``fn(*args)`` for every ``args`` in ``tasks``; one :class:`TaskResult` per task, in order.
 
     ``progress(done, total, seconds_left, per_worker)`` is called after every finished task
     (``seconds_left`` is an estimate, ``nan`` before the first task ends; ``per_worker`` counts the
-    finished tasks of each worker)."""
+    finished tasks of each worker). ``on_result(index, result)`` is called as each task finishes (in the
+    order they finish), so a long run can record its results as it goes."""
     tasks = [tuple(t) for t in tasks]
     if workers < 0:
         raise ExecutorError(f"workers must be 0 (in this process) or more, not {workers}")
     if workers == 0 and address is None:
-        return _run_here(fn, tasks, progress)
-    return _run_ray(fn, tasks, workers, address, retries, progress)
+        return _run_here(fn, tasks, progress, on_result)
+    return _run_ray(fn, tasks, workers, address, retries, progress, on_result)
 
 
 def _eta(done: int, total: int, elapsed: float) -> float:
@@ -91,13 +93,15 @@ def _eta(done: int, total: int, elapsed: float) -> float:
     return elapsed / done * (total - done)
 
 
-def _run_here(fn, tasks, progress) -> list:
+def _run_here(fn, tasks, progress, on_result=None) -> list:
     out: list = []
     counts: dict = {}
     t0 = time.perf_counter()
     for i, args in enumerate(tasks):
         value, error, worker, seconds = _call(fn, args)
         out.append(TaskResult(value, error, 1, worker, seconds))
+        if on_result:
+            on_result(i, out[-1])
         counts[worker] = counts.get(worker, 0) + 1
         if progress:
             progress(i + 1, len(tasks), _eta(i + 1, len(tasks), time.perf_counter() - t0), dict(counts))
@@ -111,10 +115,27 @@ def ray_module():
     return require("ray", "sweep", "running tasks on Ray (or use --workers 0 to run them in this process)")
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse an address nothing answers on in one line (``ray.init`` would retry it for minutes)."""
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--address {address!r}: expected HOST:PORT of a Ray head (ray start --head), or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ExecutorError(
+            f"--address {address}: nothing answers there ({e.strerror or type(e).__name__}); start the head with "
+            f"`ray start --head --port {port}` or check the address"
+        ) from None
+
+
 def _start(ray, workers: int, address: Optional[str]) -> bool:
     """Connect to ``address`` or start a local instance with ``workers`` CPUs; True when started here."""
     if ray.is_initialized():
         return False
+    if address and address != "auto":
+        _check_reachable(address)
     kw: dict = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         if address:
@@ -131,7 +152,7 @@ def _start(ray, workers: int, address: Optional[str]) -> bool:
     return True
 
 
-def _run_ray(fn, tasks, workers, address, retries, progress) -> list:
+def _run_ray(fn, tasks, workers, address, retries, progress, on_result=None) -> list:
     ray = ray_module()
     started = _start(ray, workers, address)
     try:
@@ -163,6 +184,8 @@ def _run_ray(fn, tasks, workers, address, retries, progress) -> list:
                     continue
                 value, error, worker, seconds = None, f"lost {attempts[i]} times; last: {why}", "", 0.0
             results[i] = TaskResult(value, error, attempts[i], worker, seconds, lost[i])
+            if on_result:
+                on_result(i, results[i])
             counts[worker] = counts.get(worker, 0) + 1
             done += 1
             if progress:

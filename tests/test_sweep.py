@@ -137,6 +137,29 @@ def test_the_executor_returns_every_task_in_order_with_its_own_error():
     assert res[1].error.startswith("ZeroDivisionError") and res[1].attempts == 1
 
 
+def test_results_are_handed_over_as_each_task_finishes():
+    seen = []
+    res = run_tasks(divmod, [(7, 2), (9, 3)], on_result=lambda i, r: seen.append((i, r.value)))
+    assert seen == [(0, (3, 1)), (1, (3, 0))] and [r.value for r in res] == [(3, 1), (3, 0)]
+
+
+def test_an_address_nothing_answers_on_is_one_line_at_once():
+    import socket
+    import time as _time
+
+    from lmu_edge.executor import ExecutorError
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = _time.perf_counter()
+    with pytest.raises(ExecutorError, match="nothing answers there") as e:
+        run_tasks(divmod, [(1, 1)], address=f"127.0.0.1:{port}")
+    assert _time.perf_counter() - t0 < 10 and "\n" not in str(e.value) and "ray start --head" in str(e.value)
+    with pytest.raises(ExecutorError, match="HOST:PORT"):
+        run_tasks(divmod, [(1, 1)], address="no-port-here")
+
+
 # --- real sweeps ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def here(tmp_path_factory):
