@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
 
 # The suite loads TensorFlow and PyTorch into one process. PyPI's Linux torch wheel depends on triton (GPU
 # kernel compiler), and importing triton after TensorFlow crashes the process (SIGSEGV in its LLVM; seen
@@ -38,19 +37,29 @@ def lmu_edge_cli() -> list:
 
 # hypothesis: derandomized under CI (CI=true), so a green run is reproducible; every module's property tests
 # get it here, not only those of a module that registers the profile itself (tests/test_fuzz.py does too)
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-settings.register_profile(
-    "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
-)
-settings.load_profile(
-    "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else os.environ.get("HYPOTHESIS_PROFILE", "dev")
-)
+def _hypothesis_profiles() -> None:
+    # the numpy<2 environment (tests/numpy1, scripts/numpy1_tests.sh) has no hypothesis: none of its tests
+    # uses it, so the profiles are registered where it is installed (the main environment, where the test
+    # extra requires it and a property test fails without it)
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return
+    settings.register_profile(
+        "ci",
+        derandomize=True,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    settings.register_profile(
+        "dev", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    )
+    ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    settings.load_profile("ci" if ci else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+_hypothesis_profiles()
 
 
 @pytest.fixture
