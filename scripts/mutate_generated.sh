@@ -11,7 +11,8 @@
 # itself is never touched. The session database (WORK/session.sqlite) resumes: run the script again with the
 # same WORK to finish an interrupted run. cosmic-ray is not in any extra (no test imports it):
 #     .venv/bin/pip install cosmic-ray==8.7.0
-# Each test command is the module's covering specification tests (TESTS below), -x, under nice.
+# Each test command is the module's covering specification tests (TESTS below), -x, under nice, hypothesis
+# derandomized (CI=true, the profile in tests/conftest.py).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
@@ -23,8 +24,8 @@ TIMEOUT=${TIMEOUT:-60}
 
 case "$MODULE" in
   lmu_edge/fixedpoint.py) TESTS="tests/test_specs_fixedpoint.py tests/test_fixedpoint.py tests/test_specs_generated.py" ;;
-  lmu_edge/qir.py) TESTS="tests/test_quantize.py tests/test_specs_quantizer.py tests/test_ir.py" ;;
-  lmu_edge/_quantization_memory.py) TESTS="tests/test_specs_quantizer.py tests/test_quantize.py" ;;
+  # too narrow for qir.py: 16 of a 30-mutant sample killed, the IR checks and the LUTs untested by it
+  lmu_edge/qir.py) TESTS="tests/test_specs_fixedpoint.py tests/test_specs_proofs.py tests/test_specs_saturation.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
 esac
 
@@ -34,7 +35,7 @@ TREE=$CLONE/build/mut-tree
 (cd "$CLONE" && "$PY" -c "import sys; from pathlib import Path; sys.path.insert(0, 'scripts'); import typecheck; typecheck.build_tree(Path('.').resolve(), Path('$TREE'))")
 # PYTHONSAFEPATH: the clone's own lmu_edge/ (no targets/ inside) must not shadow the tree, and nothing may fall
 # back to the editable install; no bytecode: a same-size mutant written within a second must not reuse a .pyc.
-ENVS="PYTHONSAFEPATH=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$TREE"
+ENVS="CI=true PYTHONSAFEPATH=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$TREE"
 (cd "$CLONE" && env $ENVS "$PY" -c "import lmu_edge.targets.c as c, sys; sys.exit(not c.__file__.startswith('$TREE'))") \
   || { echo "mutate_generated.sh: lmu_edge does not import from the clone's tree" >&2; exit 1; }
 
