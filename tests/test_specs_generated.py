@@ -1,13 +1,16 @@
-"""Specifications the generated mutants of lmu_edge/fixedpoint.py found unchecked (docs/testing.md, "Generated
-mutants"): cosmic-ray changed an operator or a constant and the fixed-point specification tests still passed.
-Each property computes its primitive's definition independently, in exact rational arithmetic (Fraction)."""
+"""Specifications the generated mutants of lmu_edge/fixedpoint.py and lmu_edge/qir.py found unchecked
+(docs/testing.md, "Generated mutants"): cosmic-ray changed an operator or a constant and the specification
+tests still passed. Each property computes its primitive's definition independently, in exact rational
+arithmetic (Fraction)."""
 
 from fractions import Fraction
 
+import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lmu_edge import fixedpoint as fp
+from lmu_edge import qir
 
 # operands whose product, shifted left by up to 8, still fits the int64 the helpers compute in
 int24s = st.integers(min_value=-(2**23), max_value=2**23 - 1)
@@ -71,3 +74,22 @@ def test_a_rounding_named_at_run_time_rounds_as_its_literal(y, name):
     built = "".join(list(name))  # equal, not the same object
     assert built == name and built is not name
     assert int(fp.round_real(y, built)) == int(fp.round_real(y, name))
+
+
+int16s = st.integers(min_value=-(2**15), max_value=2**15 - 1)
+
+
+@settings(max_examples=100)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), xs=st.lists(int16s, min_size=1, max_size=64))
+def test_lut16_interpolates_between_its_entries_every_128_inputs(seed, xs):
+    """Spec (the int16 activation tables): entry i sits at x = -32768 + 128 i; between two entries the value is
+    ``T[i] + round_half_up((T[i+1] - T[i]) f / 128)`` with i, f = divmod(x + 32768, 128); at an entry, T[i]."""
+    # a table of 513 arbitrary int16 entries (drawn from the seed: hypothesis drawing 513 integers is slow)
+    table = [int(v) for v in np.random.default_rng(seed).integers(-(2**15), 2**15, size=513)]
+    got = qir.lut16(table, xs)
+    for x, y in zip(xs, got, strict=True):
+        i, f = divmod(x + 32768, 128)
+        step = (Fraction((table[i + 1] - table[i]) * f, 128) + Fraction(1, 2)).__floor__()
+        assert int(y) == table[i] + step
+    at_entries = qir.lut16(table, [-32768 + 128 * i for i in range(512)])
+    assert [int(y) for y in at_entries] == table[:512]
