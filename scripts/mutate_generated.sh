@@ -24,7 +24,7 @@ TIMEOUT=${TIMEOUT:-60}
 
 case "$MODULE" in
   lmu_edge/fixedpoint.py) TESTS="tests/test_specs_fixedpoint.py tests/test_fixedpoint.py tests/test_specs_generated.py" ;;
-  # too narrow for qir.py: 16 of a 30-mutant sample killed (before lut16's test), the IR checks untested by it
+  # too narrow for qir.py: 16 of a 30-mutant sample killed (24 with test_specs_generated.py), see docs
   lmu_edge/qir.py) TESTS="tests/test_specs_fixedpoint.py tests/test_specs_proofs.py tests/test_specs_saturation.py tests/test_specs_generated.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
 esac

@@ -3,14 +3,17 @@
 tests still passed. Each property computes its primitive's definition independently, in exact rational
 arithmetic (Fraction)."""
 
+import dataclasses
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lmu_edge import fixedpoint as fp
 from lmu_edge import qir
+from lmu_edge.errors import ShapeError
 
 # operands whose product, shifted left by up to 8, still fits the int64 the helpers compute in
 int24s = st.integers(min_value=-(2**23), max_value=2**23 - 1)
@@ -93,3 +96,30 @@ def test_lut16_interpolates_between_its_entries_every_128_inputs(seed, xs):
         assert int(y) == table[i] + step
     at_entries = qir.lut16(table, [-32768 + 128 * i for i in range(512)])
     assert [int(y) for y in at_entries] == table[:512]
+
+
+@dataclasses.dataclass
+class _Fields:
+    """A node with the integer fields a quantized layer read from a file carries (validate reads any dataclass)."""
+
+    bits: int = 8
+    guard: int = 0
+    m_to_z: tuple = (1 << 30, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "field, ok, bad",
+    [
+        ("bits", [8, 16], [7, 15, 17]),
+        ("guard", [-32, 32], [-33, 33]),
+        ("m_to_z", [(0, -31, -128), (2**31 - 1, 30, 127), (1, -31)], [(0, -32, 0), (0, 31), (0, 0, 128), (-1, 0)]),
+    ],
+)
+def test_validate_accepts_each_integer_field_at_its_ends_and_refuses_one_past(field, ok, bad):
+    """Spec (quantized layers read from files): activations are 8 or 16 bits, a guard is in [-32, 32], a
+    requantization (multiplier, shift[, zero point]) is in [0, 2^31 - 1] x [-31, 30] x [-128, 127]."""
+    for v in ok:
+        qir.validate(_Fields(**{field: v}), "layer")
+    for v in bad:
+        with pytest.raises(ShapeError, match=rf"layer\.{field}"):
+            qir.validate(_Fields(**{field: v}), "layer")
