@@ -719,7 +719,10 @@ static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, 
         i = lmu_qdot16_arm(x, w, n, &s);
     }
 #endif
-    for (; i < n; ++i) {
+    x += i; /* the rest counted from 0: a tail loop from the kernel's i made gcc -O3 (Cortex-M4) warn */
+    w += i; /* of an iteration 2^31 - 1 once inlined with a constant n (-Waggressive-loop-optimizations) */
+    n -= i;
+    for (i = 0; i < n; ++i) {
         s += (int64_t)(((int32_t)x[i] - zp) * (int32_t)w[i]);
     }
     return s;
@@ -736,7 +739,10 @@ static inline int64_t lmu_qdot16w(const int16_t *x, int32_t zp, const int16_t *w
         i = lmu_qdot16w_arm(x, w, n, &s);
     }
 #endif
-    for (; i < n; ++i) {
+    x += i; /* the rest counted from 0: a tail loop from the kernel's i made gcc -O3 (Cortex-M4) warn */
+    w += i; /* of an iteration 2^31 - 1 once inlined with a constant n (-Waggressive-loop-optimizations) */
+    n -= i;
+    for (i = 0; i < n; ++i) {
         s += (int64_t)((int32_t)x[i] - zp) * (int32_t)w[i];
     }
     return s;

@@ -6,6 +6,7 @@ of :data:`CI_SEEDS`: the first seeds that together cover every option value, cho
 ``python scripts/gen_models.py --ci-seeds 40`` (which runs no conversion; the first test checks the list).
 """
 
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -87,3 +88,42 @@ def test_every_draw_is_a_model_keras_lmu_accepts():
                 assert theta == int(theta), seed  # keras-lmu's 5 * theta step response
             if m["layer"] == "ff":
                 assert not any(m[f] for f in mg.FLAGS)
+
+
+@pytest.mark.slow  # a C conversion (host and every core) and two Cortex-M4 builds at -O3: about 40 s
+def test_a_widened_int16_head_builds_at_o3_on_the_cortex_m4(tmp_path):
+    # issue 52: Dense(8, relu) -> LMUFeedforward(d 8, q 12, euler, no hidden cell, input_to_hidden) ->
+    # Dense(5, softmax) with the head widened to 16 bits: lmu_qdot16's tail loop, inlined into
+    # lmu_qlinear_i16 with n = 104, made arm-none-eabi-gcc -O3 stop on "iteration 2147483647 invokes
+    # undefined behavior" (-Werror=aggressive-loop-optimizations)
+    import subprocess
+
+    from lmu_edge import ir
+
+    rng = np.random.default_rng(52)
+    lay = graphs.lmu(rng, n_in=8, d=8, q=12, theta=60.0, disc="euler", hidden=None, input_to_hidden=True)
+    lay = dataclasses.replace(lay, return_sequences=False)
+    g = ir.Graph(
+        "head16",
+        input_features=1,
+        seq_len=None,
+        layers=(
+            ir.Dense("pre", rng.standard_normal((1, 8)), rng.standard_normal(8) * 0.1, "relu"),
+            lay,
+            ir.Dense("head", rng.standard_normal((104, 5)) * 0.3, rng.standard_normal(5) * 0.1, "softmax"),
+        ),
+    )
+    lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 40, 1))
+    out = tmp_path / "c"
+    lmu_edge.convert(tmp_path / "m.lmu.npz", "c", out, quantize="int8", calibration=x, widen_db=80.0, measure=False)
+    assert "lmu_qlinear_i16(" in (out / "model.c").read_text()  # the widened head the bug needed
+    flags = ["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", "model.c", "-o", "/dev/null"]
+    for level in ("-O3", "-O2"):
+        r = subprocess.run(
+            ["arm-none-eabi-gcc", level, "-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", *flags],
+            cwd=out,
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
