@@ -466,11 +466,14 @@ def _sources(directory: Path, sealed) -> dict:
     if sealed is not None:
         names = [n for n in sealed if "/" not in n and (n == "Makefile" or n.endswith(_SOURCE_SUFFIXES))]
         out = {n: read_sealed(directory, n, sealed) for n in sorted(names)}
-    else:
+    else:  # sources in sub-folders too (a firmware of several models: one folder of C per model)
         out = {
-            p.name: p.read_bytes()
-            for p in sorted(directory.iterdir())
-            if not p.is_symlink() and p.is_file() and (p.name == "Makefile" or p.name.endswith(_SOURCE_SUFFIXES))
+            p.relative_to(directory).as_posix(): p.read_bytes()
+            for p in sorted(directory.rglob("*"))
+            if not p.is_symlink()
+            and p.is_file()
+            and (p.name == "Makefile" or p.name.endswith(_SOURCE_SUFFIXES))
+            and not any(part == BUILD_DIR or part.startswith(".") for part in p.relative_to(directory).parts[:-1])
         }
     if "Makefile" not in out:
         raise ArtifactError(f"{directory}: no Makefile among the artifact's files; convert the model again")
@@ -497,6 +500,7 @@ def _private_build_dir(sources: dict) -> Path:
         # mode 0700: nobody else writes in it
         d = Path(tempfile.mkdtemp(prefix=f"{_BUILD_PREFIX}{os.getpid()}-"))
         for name, data in sources.items():
+            (d / name).parent.mkdir(parents=True, exist_ok=True)
             (d / name).write_bytes(data)
     _BUILDS[key] = d
     while len(_BUILDS) > _MAX_BUILDS:
