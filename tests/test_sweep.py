@@ -182,12 +182,27 @@ def test_in_process_sweep_converts_every_point_and_a_repeat_does_no_new_work(her
     assert extended["new_work"] == 4  # a new option is a new point: its key differs
 
 
+def _descends_from_us(pid: int) -> bool:
+    """Whether ``pid`` is a descendant of this test process (the local Ray instance it started: raylet and
+    its workers), not a worker of some other Ray on the machine."""
+    me = os.getpid()
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid
+        if pid == me:
+            return True
+    return False
+
+
 def _kill_a_busy_worker(stop: threading.Event, killed: list):
-    """SIGKILL the first Ray worker seen running a task (its process title is ray::_call)."""
+    """SIGKILL the first worker of this test's Ray seen running a task (its process title is ray::_call)."""
     while not stop.is_set() and not killed:
         ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
         for line in ps.splitlines():
-            if "ray::_call" in line and "grep" not in line:
+            if "ray::_call" in line and "grep" not in line and _descends_from_us(int(line.split()[0])):
                 pid = int(line.split()[0])
                 time.sleep(1.0)  # well inside the task (a conversion takes seconds)
                 os.kill(pid, signal.SIGKILL)
