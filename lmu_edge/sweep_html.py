@@ -103,7 +103,8 @@ def page(data: dict) -> str:
     against = "the labels" if key != "sqnr_db" else "the float source model"
     cost_note = (
         "Instructions per step are exact counts under QEMU (-icount) on the device's core (Cortex-M4 without "
-        "--device); TFLite and ONNX points are not measured there and are placed by their file size."
+        "--device). TFLite and ONNX points have no instruction count: they are in the table, not on the chart "
+        "(where no point has one, the chart's cost is flash bytes)."
     )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>lmu-edge sweep</title>
