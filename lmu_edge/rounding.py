@@ -78,6 +78,20 @@ def inverse_upper_factor(H):
     return np.ascontiguousarray(np.triu(Li[::-1, ::-1]))
 
 
+def gptq_hessian(gram, centered: bool) -> np.ndarray:
+    """GPTQ's damped Hessian ``E[x x^T]`` (the covariance where ``centered``) from ``gram`` = ``(sum x x^T,
+    sum x, count)`` with ``count > 0``: an input that never varies gets 1 on its diagonal, and every
+    diagonal :data:`GPTQ_DAMP` times the mean diagonal more, so the factorisation below always exists."""
+    G, total, n = gram
+    H = np.asarray(G, np.float64) / n
+    if centered:
+        mu = np.asarray(total, np.float64) / n
+        H = H - np.outer(mu, mu)
+    dead = np.diag(H) <= 0
+    H[dead, dead] = 1.0
+    return H + GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
+
+
 def gptq(W, gram, bits, centered, keep_peaks=False):
     """``(Q, scales)``: ``W`` (``(inputs, outputs)``) rounded to ``bits`` per output channel by error
     feedback (GPTQ: Frantar et al. 2022, after Optimal Brain Quantization), ``Q = k * scales`` with
@@ -96,16 +110,10 @@ def gptq(W, gram, bits, centered, keep_peaks=False):
     W = np.array(W, np.float64)
     qmax = (1 << (bits - 1)) - 1
     base = grid_scale(W, bits)
-    G, total, n = gram
+    n = gram[2]  # the count of calibration inputs
     if n == 0 or W.shape[0] == 1:  # one input: each channel's one weight is exact at max |w| / qmax
         return on_grid(W, bits), base
-    H = np.asarray(G, np.float64) / n
-    if centered:
-        mu = np.asarray(total, np.float64) / n
-        H = H - np.outer(mu, mu)
-    dead = np.diag(H) <= 0
-    H[dead, dead] = 1.0
-    H = H + GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
+    H = gptq_hessian(gram, centered)
     order = np.argsort(-np.diag(H), kind="stable")
     U = inverse_upper_factor(H[np.ix_(order, order)])
     if U is None:

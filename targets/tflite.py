@@ -291,17 +291,11 @@ def gptq_per_tensor(W, gram, centered: bool):
     W = np.asarray(W, np.float64)
     qmax = 127
     base = max(float(np.abs(W).max()), 1e-30) / qmax
-    G, total, n = gram
+    n = gram[2]  # the count of calibration inputs
     nearest = np.clip(np.round(W / base), -qmax, qmax) * base
     if n == 0 or W.shape[0] == 1:
         return nearest
-    H = np.asarray(G, np.float64) / n
-    if centered:
-        mu = np.asarray(total, np.float64) / n
-        H = H - np.outer(mu, mu)
-    dead = np.diag(H) <= 0
-    H[dead, dead] = 1.0
-    H = H + qz.GPTQ_DAMP * max(float(np.mean(np.diag(H))), 1e-30) * np.eye(len(H))
+    H = qz.gptq_hessian(gram, centered)
     order = np.argsort(-np.diag(H), kind="stable")
     U = qz.inverse_upper_factor(H[np.ix_(order, order)])
     if U is None:
