@@ -480,3 +480,45 @@ def test_no_new_file_over_600_lines():
     over = {str(p.relative_to(ROOT)) for p in files if len(p.read_text().splitlines()) > 600}
     assert over - OVERSIZE_PENDING == set(), "over 600 lines: split it, as CONTRIBUTING.md says"
     assert OVERSIZE_PENDING - over == set(), "now at most 600 lines: remove it from OVERSIZE_PENDING"
+
+
+# The pipeline's stages in order (CONTRIBUTING.md, "Where to look"): a module imports only from its own
+# stage or an earlier one, so the tree reads front to back the way a model travels through it. Patterns are
+# module names under lmu_edge (converters and targets are installed there).
+STAGES = [
+    (
+        "infrastructure",
+        "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor",
+    ),
+    ("graph", "ir irfile qir lti budget converters converters.*"),
+    ("fold", "pade folding"),
+    ("oracles", "reference intsim"),
+    ("quantize", "quantization _quantization_memory rounding"),
+    ("targets", "targets targets.* audio audio.* torch firmware_templates"),
+    ("artifact, report, sweep", "artifact report sweep sweep_html"),
+    ("command line", "cli _cli_* __init__"),
+]
+# imports that still run against the pipeline (issue 56), exactly: `load` and `__version__` live in the
+# package's __init__; folding reads the C target's default state widths
+KNOWN_BACKWARD_IMPORTS = {
+    ("lmu_edge.artifact", "lmu_edge"),
+    ("lmu_edge.sweep", "lmu_edge"),
+    ("lmu_edge.targets.c", "lmu_edge"),
+    ("lmu_edge.folding", "lmu_edge.targets.c"),
+}
+
+
+def _stage(module: str) -> int:
+    import fnmatch
+
+    short = module[len("lmu_edge.") :] if module.startswith("lmu_edge.") else "__init__"
+    for i, (_, patterns) in enumerate(STAGES):
+        if any(fnmatch.fnmatch(short, p) for p in patterns.split()):
+            return i
+    raise AssertionError(f"{module} is in no stage of tests/test_layout.py's STAGES: add it where it belongs")
+
+
+def test_every_module_imports_only_its_own_or_earlier_stages():
+    graph = _tree_imports()
+    backward = {(m, n) for m in graph for n in graph[m] if _stage(n) > _stage(m)}
+    assert backward == KNOWN_BACKWARD_IMPORTS
