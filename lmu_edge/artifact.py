@@ -40,7 +40,7 @@ DEFAULT_TOLERANCE = 1e-4  # float artifacts: fold budget 1e-6 on the impulse res
 
 
 def _version() -> str:
-    from . import __version__
+    from .version import __version__
 
     return __version__
 
@@ -386,7 +386,7 @@ def _convert(
     (``lmu-edge-files.sig``), so that a receiver can check who built the artifact
     (``open_artifact(d, trusted_key=PUB)``, ``run`` / ``verify --trusted-key``).
     """
-    from . import load
+    from .loading import load
 
     if out_dir is None:
         raise ArtifactError("convert() needs out_dir, the directory to write the artifact to")

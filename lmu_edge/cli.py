@@ -11,10 +11,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from . import __version__, escape, outdir
+from . import escape, outdir
 from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, quiet_means_quiet, target_names
 from ._cli_report import report
 from ._cli_sweep import sweep
+from .version import __version__
 
 
 @click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

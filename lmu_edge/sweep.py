@@ -188,8 +188,7 @@ def _core(device: Optional[str]) -> str:
 def evaluate_point(model, point, x_cal, x_eval, y_ref, labels, device, src) -> dict:
     """Convert ``model`` at ``point`` (calibrated on ``x_cal``), run it on ``x_eval`` and measure it
     against ``y_ref`` (the float source model's outputs) and ``labels``. Runs where a worker runs it."""
-    import lmu_edge
-
+    from .artifact import convert
     from .metrics import sqnr_db
     from .report import task_metric
 
@@ -204,7 +203,7 @@ def evaluate_point(model, point, x_cal, x_eval, y_ref, labels, device, src) -> d
         opts["prefix"] = "sweep"
     with tempfile.TemporaryDirectory(prefix="lmu-edge-sweep-") as tmp:
         try:
-            art = lmu_edge.convert(
+            art = convert(
                 model,
                 target=point["target"],
                 out_dir=Path(tmp) / "a",
@@ -354,9 +353,9 @@ def sweep(
     model and point (status, metric, SQNR, flash, RAM, instructions, fits, the convert command), the
     Pareto front, and the recommendation with its reason. ``out_dir``: where the sweep's files go (the
     commands name its ``calibration.npy`` and write point ``i`` to ``OUT.point<i>``)."""
-    import lmu_edge
-
     from .executor import run_tasks
+    from .loading import load
+    from .reference import simulate
 
     grid = parse_grid(None) if grid is None else grid
     if device is not None:
@@ -375,7 +374,7 @@ def sweep(
     todo: list = []
     for model in models:
         mbytes = Path(model).read_bytes()
-        y_ref = np.asarray(lmu_edge.simulate(lmu_edge.load(model), x_eval), np.float64)
+        y_ref = np.asarray(simulate(load(model), x_eval), np.float64)
         for p in pts:
             key = _digest(
                 hashlib.sha256(mbytes).digest(),

@@ -44,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__, intsim, irfile, toolchain
+from .. import intsim, irfile, toolchain
 from ..errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError
 from ..escape import c_comment
 from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
+from ..version import __version__
 from . import c_codegen
 
 QUANTIZE = ("float", "int8", "int16x8", "int16")
