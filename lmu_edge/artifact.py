@@ -456,6 +456,7 @@ def _convert(
         cal, _ = reference.check_input(source, cal, "calibration")
         if quantize != "float":
             quantization.check_calibration(cal)
+            quantization.check_growth(source, max(cal.shape[1], source.seq_len or 0))  # every target's integers
     from . import budget  # the verification's simulation, estimated before the fold starts
 
     budget.check(budget.simulate_estimate(source, *budget.verify_shape(source, cal), "verifying"), progress)

@@ -49,6 +49,8 @@ count is found by measurement (:mod:`lmu_edge.fold`), never assumed.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 
@@ -229,6 +231,30 @@ def legendre_impulse_response(order: int, theta: float, length: int, method: str
 def spectral_radius(M: np.ndarray) -> float:
     """Largest eigenvalue magnitude of a square matrix."""
     return float(np.max(np.abs(np.linalg.eigvals(np.asarray(M, dtype=np.float64)))))
+
+
+def euler_stable_theta(order: int) -> float:
+    """The theta above which Euler's step ``I + A`` of the order-``order`` Legendre memory is stable.
+
+    With ``lam`` an eigenvalue of the continuous A at theta = 1, Euler's step has ``1 + lam / theta``,
+    inside the unit circle exactly when ``theta > |lam|^2 / (-2 Re lam)``."""
+    lam = np.linalg.eigvals(legendre_ab(order, 1.0)[0])
+    return float(np.max(np.abs(lam) ** 2 / (-2.0 * np.minimum(lam.real, -1e-300))))
+
+
+def growth(Abar: np.ndarray, Bbar: np.ndarray, steps: int) -> float:
+    """``max_k max|Abar^k Bbar| / max|Bbar|`` over ``k < steps``: how much the memory's response to one
+    input grows within ``steps`` (1 for a memory whose response only decays; ``inf`` past float64)."""
+    v = np.asarray(Bbar, np.float64).reshape(-1)
+    b = float(np.max(np.abs(v))) or 1.0
+    top = b
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(max(int(steps), 1) - 1):
+            v = Abar @ v
+            top = max(top, float(np.max(np.abs(v))))
+            if not np.isfinite(top):
+                return math.inf
+    return top / b
 
 
 # --- per-step cost of each realization (per memory channel) -----------------------------

@@ -117,13 +117,82 @@ def test_a_widened_int16_head_builds_at_o3_on_the_cortex_m4(tmp_path):
     x = np.random.default_rng(1).uniform(-1, 1, (16, 40, 1))
     out = tmp_path / "c"
     lmu_edge.convert(tmp_path / "m.lmu.npz", "c", out, quantize="int8", calibration=x, widen_db=80.0, measure=False)
-    assert "lmu_qlinear_i16(" in (out / "model.c").read_text()  # the widened head the bug needed
+    assert "lmu_qlinear_i16(" in (out / "model" / "model.c").read_text()  # the widened head the bug needed
     flags = ["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c", "model.c", "-o", "/dev/null"]
     for level in ("-O3", "-O2"):
         r = subprocess.run(
             ["arm-none-eabi-gcc", level, "-mcpu=cortex-m4", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16", *flags],
-            cwd=out,
+            cwd=out / "model",
             capture_output=True,
             text=True,
         )
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+def _long_window(seq_len=None):
+    # issue 52, seeds 1 and 3: Euler, theta ~90 q (order 15, theta 1393) over 16 steps: the state's proven
+    # bound (every input, every length) is 127x what the calibration reaches
+    g = graphs.chain(np.random.default_rng(52), seq_len=seq_len, q=15, theta=1392.677, disc="euler", hidden=None)
+    x_cal = np.random.default_rng(1).uniform(-1, 1, (64, 16, 2))
+    x_test = np.random.default_rng(2).uniform(-1, 1, (32, 16, 2))
+    return g, lmu_edge.fold(g, "euler"), x_cal, x_test
+
+
+def test_a_long_window_memory_gets_the_state_bits_its_floor_needs():
+    # before: int16x8 kept the 16-bit state (39.0 dB < 45: widening weights cannot help a state that keeps
+    # ~9 of its 16 bits) and int16's 16-bit view z spanned 64x the calibrated range (49.7 dB)
+    from lmu_edge.metrics import sqnr_db
+
+    g, f, x_cal, x_test = _long_window()
+    y = lmu_edge.simulate(g, x_test)
+    q = lmu_edge.quantize(f, x_cal, activation_bits=16, widen_db=48.0)
+    meta = q.metadata["quantization"]
+    assert (
+        meta["widened_state_bits"] == 32 and meta["state_bits_sqnr_db"]["16"] < 45.0 < meta["state_bits_sqnr_db"]["32"]
+    )
+    assert all(lay.state_type.width == 32 for lay in q.layers if isinstance(lay, qir.QLMU))
+    assert sqnr_db(lmu_edge.simulate(q, x_test), y) >= 55.0  # measured 60.8
+    q16 = lmu_edge.quantize(f, x_cal, activation_bits=16, weight_bits=16, state_bits=32)
+    assert sqnr_db(lmu_edge.simulate(q16, x_test), y) >= 60.0  # measured 67.2
+    # where 16 bits reach the target nothing is widened
+    ok = lmu_edge.quantize(f, x_cal, activation_bits=16, widen_db=30.0)
+    assert "widened_state_bits" not in ok.metadata["quantization"]
+
+
+def _unstable(tmp_path):
+    # issue 52's stacked_ff_nan: Euler at theta = q = 12 has spectral radius 1.71; over 40 steps the response
+    # to one input grows 1.1e10x (keras' own float run grows with it); C and ONNX int8 gave 0.0 dB
+    g = graphs.chain(np.random.default_rng(52), seq_len=40, q=12, theta=12.0, disc="euler", hidden=None)
+    lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    return g, np.random.default_rng(1).uniform(-1, 1, (16, 40, 2))
+
+
+@pytest.mark.parametrize(("target", "mode"), [("c", "int8"), ("c", "int16"), ("tflite", "int8"), ("onnx", "int8")])
+def test_an_unstable_euler_memory_is_refused_in_integers_naming_the_layer_and_the_fix(tmp_path, target, mode):
+    from lmu_edge.errors import QuantizationError
+
+    _, x = _unstable(tmp_path)
+    with pytest.raises(QuantizationError) as e:
+        lmu_edge.convert(tmp_path / "m.lmu.npz", target, tmp_path / "out", quantize=mode, calibration=x)
+    msg = str(e.value)
+    assert "\n" not in msg and "layer 'lmu'" in msg and "unstable" in msg and "1.707" in msg
+    assert "discretizer='zoh'" in msg and "36.19" in msg  # the theta above which Euler is stable
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unstable_euler_memory_converts_exactly_in_float_and_is_refused_by_quantize(tmp_path):
+    from lmu_edge import lti
+    from lmu_edge.errors import QuantizationError
+    from lmu_edge.metrics import sqnr_db
+
+    g, x = _unstable(tmp_path)
+    art = lmu_edge.convert(tmp_path / "m.lmu.npz", "ir", tmp_path / "ir", calibration=x)
+    assert sqnr_db(art.run(x), lmu_edge.simulate(g, x)) >= 80.0  # the float floor
+    with pytest.raises(QuantizationError, match=r"grows 1.14e\+10x"):
+        lmu_edge.quantize(lmu_edge.fold(g, "euler"), x)
+    # the theta it names is where Euler turns stable; 22x growth (rnn_euler_state_bound) still converts
+    t = lti.euler_stable_theta(12)
+    assert lti.spectral_radius(lti.legendre_discrete(12, t * 1.001, "euler")[0]) < 1
+    assert lti.spectral_radius(lti.legendre_discrete(12, t * 0.999, "euler")[0]) > 1
+    A, B = lti.legendre_discrete(24, 96.0, "euler")
+    assert 20 < lti.growth(A, B, 40) < lmu_edge.quantization.MAX_GROWTH
