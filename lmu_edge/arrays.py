@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -67,6 +68,7 @@ def load_array(source, what: str = "input") -> np.ndarray:
             NotImplementedError,
             TypeError,
             AttributeError,
+            tokenize.TokenError,  # numpy's reading of a damaged .npy header (an unclosed bracket)
         ) as e:
             msg = " ".join(str(e).split())[:160]
             raise ShapeError(

@@ -10,10 +10,13 @@ when everything succeeded, so a failed conversion leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
 import os
+import tokenize
+import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -58,6 +61,7 @@ class Artifact:
         self.module: Target = load_target(self.target)
         self._graph: Optional[ir.Graph] = None
         self._source: Optional[ir.Graph] = None
+        self._private: dict = {}  # rel -> the private copy of its sealed bytes (data_path)
 
     def __repr__(self) -> str:
         return f"Artifact(target={self.target!r}, path={str(self.path)!r})"
@@ -67,18 +71,47 @@ class Artifact:
         :func:`open_artifact`); :class:`ArtifactError` if it is missing, a link, or changed since."""
         return outdir.read_sealed(self.path, rel, self.sealed)
 
+    def data_path(self, rel: str) -> Path:
+        """Where a reader that takes a path parses the artifact's data file ``rel`` (an IR file, ``model.tflite``,
+        ``weights.npz``) from. For an opened artifact: a private copy of the bytes :meth:`sealed_bytes` read once
+        and checked, in a folder of this process's (mode 0700, removed with the artifact or at exit), so that a
+        file swapped in the artifact after the check is never parsed. While convert writes it: the file itself."""
+        if self.sealed is None:
+            return self.path / rel
+        if rel not in self._private:
+            if rel not in self.sealed:
+                raise ArtifactError(f"{self.path}: {rel[:80]!r} is not a file lmu-edge wrote; convert the model again")
+            data = self.sealed_bytes(rel)
+            if not self._private:
+                import shutil
+                import tempfile
+                import weakref
+
+                private = Path(tempfile.mkdtemp(prefix="lmu-edge-sealed-"))  # mode 0700
+                self._private[""] = private
+                weakref.finalize(self, shutil.rmtree, private, True)
+            dst = self._private[""] / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            self._private[rel] = dst
+        return self._private[rel]
+
     @property
     def graph(self) -> ir.Graph:
         """The recurrent graph the artifact implements."""
         if self._graph is None:
-            self._graph = irfile.load_ir(self.path / "model.lmu.npz")
+            with self._readable():
+                self._graph = irfile.load_ir(self.data_path("model.lmu.npz"))
         return self._graph
 
     @property
     def source(self) -> ir.Graph:
         """The model it was converted from (parallel form, float)."""
         if self._source is None:
-            self._source = irfile.load_ir(self.path / "source.lmu.npz")
+            with self._readable():
+                self._source = irfile.load_ir(self.data_path("source.lmu.npz"))
         return self._source
 
     @property
@@ -103,12 +136,40 @@ class Artifact:
     def run(self, x, runtime: Optional[str] = None) -> np.ndarray:
         """Float in ``(N, T, F)`` or ``(T, F)``, float out: what the source model's predict returns."""
         x, batched = reference.check_input(self.graph, x)
-        y = self.module.run(self, x, self._runtime(runtime))
+        with self._readable():
+            y = self.module.run(self, x, self._runtime(runtime))
         return y if batched else y[0]
 
     def stream(self, runtime: Optional[str] = None):
         """An object with ``reset(batch=1)`` and ``step(x_t)``, driving the artifact one sample at a time."""
-        return self.module.stream(self, self._runtime(runtime))
+        with self._readable():
+            s = self.module.stream(self, self._runtime(runtime))
+        return s if self.sealed is None else _Guarded(s, self._readable)
+
+    @contextlib.contextmanager
+    def _readable(self):
+        """A received artifact's data files that pass the seal yet cannot be read by their runtime (damaged and
+        resealed: the seal catches accidents, not edits) are refused in one line, naming the artifact; while
+        convert writes one, such an exception is a bug of lmu-edge's and stays one."""
+        try:
+            yield
+        except LmuEdgeError as e:  # a reader names the private copy it parsed: name the artifact's file instead
+            private = str(self._private.get("", ""))
+            if not private or private not in str(e):
+                raise
+            raise type(e)(str(e).replace(private, str(self.path))) from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except _UNREADABLE as e:
+            if self.sealed is None:
+                raise
+            msg = " ".join(str(e).split())
+            if self._private:
+                msg = msg.replace(str(self._private[""]), str(self.path))
+            raise ArtifactError(
+                f"{self.path}: its files pass the seal but cannot be run ({type(e).__name__}: {msg[:200]}); "
+                f"convert the model again"
+            ) from None
 
     def reference(self, x) -> np.ndarray:
         """The source model's output (float64 reference simulation)."""
@@ -149,6 +210,38 @@ class Artifact:
                 f"if it persists"
             )
         return result
+
+
+#: what a runtime or reader raises on a damaged data file (ONNX Runtime's and LiteRT's errors are RuntimeErrors)
+_UNREADABLE = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    EOFError,
+    RuntimeError,
+    zipfile.BadZipFile,
+    MemoryError,
+    tokenize.TokenError,  # numpy's reading of a damaged .npy header
+)
+
+
+class _Guarded:
+    """A received artifact's stream, its failures refused as :meth:`Artifact._readable` says."""
+
+    def __init__(self, stream, readable):
+        self._stream, self._readable = stream, readable
+
+    def reset(self, batch: int = 1):
+        with self._readable():
+            return self._stream.reset(batch)
+
+    def step(self, x_t):
+        with self._readable():
+            return self._stream.step(x_t)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def open_artifact(out_dir, trusted_key=None) -> Artifact:

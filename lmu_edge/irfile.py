@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -79,10 +80,11 @@ def _decode(obj, arrays, where: str):
             if not isinstance(key, str) or key not in arrays:
                 raise IRFormatError(f"{w}: array {key!r} is missing from the file")
             a = arrays[key]
-            if list(a.shape) != list(v.get("shape", [])) or str(a.dtype) != v.get("dtype"):
+            shape = v.get("shape", [])  # any JSON value in a damaged header: compared, never iterated
+            if not isinstance(shape, list) or list(a.shape) != shape or str(a.dtype) != v.get("dtype"):
                 raise IRFormatError(
                     f"{w}: array {key!r} has shape {a.shape} and dtype {a.dtype}, "
-                    f"the header says {tuple(v.get('shape', []))} and {v.get('dtype')}"
+                    f"the header says {repr(shape)[:40]} and {repr(v.get('dtype'))[:40]}"
                 )
             v = a
         elif isinstance(v, dict) and "type" in v:
@@ -175,6 +177,7 @@ def load_ir(path) -> ir.Graph:
         NotImplementedError,
         RuntimeError,
         zlib.error,
+        tokenize.TokenError,  # numpy's reading of a damaged .npy header (an unclosed bracket)
     ) as e:
         raise IRFormatError(f"{path}: not a readable lmu-edge IR file ({type(e).__name__}: {e}); {hint}") from None
     if sum(int(a.size) for a in arrays.values()) > limits.MAX_MODEL_ELEMENTS:

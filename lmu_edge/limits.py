@@ -212,3 +212,41 @@ def _plain(o):
     if isinstance(o, (tuple, set, frozenset)):
         return list(o)
     raise TypeError(f"{type(o).__name__} is not JSON")
+
+
+def check_onnx(data: bytes, where: str):
+    """Parse an ONNX model from ``data`` (bytes already read and checked) and refuse in one line what lmu-edge
+    never writes and a runtime would follow out of those bytes: tensors whose data lives in another file
+    (``data_location`` EXTERNAL: ONNX Runtime reads them from the working directory or any path the model
+    names), in the graph, its sparse initializers, node attributes and sub-graphs. Returns the model."""
+    from .errors import ArtifactError
+
+    try:
+        import onnx
+        from google.protobuf.message import DecodeError
+    except ImportError:  # the runtime that needs the check is missing too: its own error says so
+        return None
+    try:
+        model = onnx.load_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise ArtifactError(f"{where}: not a readable ONNX model ({' '.join(str(e).split())[:120]})") from None
+
+    def tensors(graph):
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+        for node in graph.node:
+            for a in node.attribute:
+                if a.HasField("t"):
+                    yield a.t
+                yield from a.tensors
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    yield from tensors(g)
+
+    for t in tensors(model.graph):
+        if t.data_location == onnx.TensorProto.EXTERNAL or len(t.external_data):
+            raise ArtifactError(
+                f"{where}: tensor {t.name[:60]!r} keeps its data in another file (ONNX external data), which "
+                f"lmu-edge never writes and does not follow; convert the model again"
+            )
+    return model

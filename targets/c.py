@@ -579,7 +579,7 @@ def _is_quantized(art) -> bool:
 
 def _qgraph(art):
     if not hasattr(art, "_qgraph"):
-        art._qgraph = irfile.load_ir(art.path / "quantized.lmu.npz")
+        art._qgraph = irfile.load_ir(art.data_path("quantized.lmu.npz"))
     return art._qgraph
 
 

@@ -378,7 +378,7 @@ def require_loihi():
 
 def _model(artifact, runtime, **overrides):
     """A built network and its simulator, cached per artifact, runtime and options."""
-    weights = Path(artifact.path) / WEIGHTS_FILE
+    weights = artifact.data_path(WEIGHTS_FILE)  # a private copy of the sealed bytes (Artifact.data_path)
     key = (str(Path(artifact.path).resolve()), weights.stat().st_mtime_ns, runtime, tuple(sorted(overrides.items())))
     if key not in _MODELS:
         if runtime == "loihi-emulator":

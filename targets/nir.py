@@ -208,6 +208,13 @@ def read(artifact):
     path = Path(artifact.path) / NIR_FILE
     if not path.is_file():
         raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
+    path = artifact.data_path(NIR_FILE)  # a private copy of the sealed bytes, its links checked (an HDF5 file)
+    import h5py
+
+    from ..converters.keras_files import check_h5
+
+    with h5py.File(path, "r") as h5:
+        check_h5(h5, f"{artifact.path}/{NIR_FILE}")
     return nir.read(str(path))
 
 
@@ -333,6 +340,7 @@ class _SinabsWorker:
         path = Path(artifact.path) / NIR_FILE
         if not path.is_file():
             raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
+        path = artifact.data_path(NIR_FILE)
         self.F = artifact.graph.input_features
         self.proc = subprocess.Popen(
             [py, _nir_sinabs.__file__, str(path), str(self.k)],

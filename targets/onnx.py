@@ -482,14 +482,24 @@ def _run_seq(sess_or_ref, x, reference_eval=False):
 
 
 def _runner(artifact, runtime, model=SEQ):
-    data = (artifact.path / model).read_bytes()
-    if runtime == "onnxruntime":
-        return _ort_session(data)
-    if runtime == "onnx-reference":
-        onnx = _onnx()
-        from onnx.reference import ReferenceEvaluator
+    from lmu_edge import limits  # parsed from the bytes checked against the seal, external data refused
 
-        return ReferenceEvaluator(onnx.load_from_string(data))
+    data = artifact.sealed_bytes(model)
+    limits.check_onnx(data, f"{artifact.path}/{model}")
+    try:
+        if runtime == "onnxruntime":
+            return _ort_session(data)
+        if runtime == "onnx-reference":
+            onnx = _onnx()
+            from onnx.reference import ReferenceEvaluator
+
+            return ReferenceEvaluator(onnx.load_from_string(data))
+    except Exception as e:
+        if getattr(artifact, "sealed", None) is None:  # one being written: a bug of ours, reported as one
+            raise
+        msg = " ".join(str(e).split())[:160]
+        where = f"{artifact.path}/{model}"
+        raise ArtifactError(f"{where}: {runtime} cannot load it ({msg}); convert the model again") from None
     raise ArtifactError(f"onnx: unknown runtime {runtime!r}")
 
 

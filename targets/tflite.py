@@ -492,7 +492,7 @@ def emit(graph, out_dir, options) -> dict:
 
 
 def _io(artifact) -> dict:
-    return json.loads((artifact.path / IO).read_text())
+    return json.loads(artifact.data_path(IO).read_text())
 
 
 def tflm_arena_size(model: bytes, io: dict) -> int:
@@ -536,8 +536,9 @@ class _WorkerSession:
                 f"(or the option tflite_runtime_python)"
             )
         script = Path(_tflite_session.__file__)
+        model_dir = artifact.data_path(MODEL).parent  # private copies of the sealed bytes (io.json: by _io)
         self.proc = subprocess.Popen(
-            [py, str(script), str(artifact.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            [py, str(script), str(model_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
 
     def _ask(self, arr):
@@ -571,14 +572,14 @@ def _session(artifact, runtime):
     io = _io(artifact)
     if runtime == "litert":
         return _tflite_session.Session(
-            io, _tflite_session.SignatureBackend(_litert().Interpreter, artifact.path / MODEL)
+            io, _tflite_session.SignatureBackend(_litert().Interpreter, artifact.data_path(MODEL))
         )
     if runtime == "tflm":
         micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
         arena = artifact.manifest.get("report", {}).get("tflm_arena_bytes")
         arena = int(arena) + 1024 if arena else 1 << 16
         return _tflite_session.Session(
-            io, _tflite_session.MicroBackend(micro, (artifact.path / MODEL).read_bytes(), io, arena, grow=True)
+            io, _tflite_session.MicroBackend(micro, artifact.sealed_bytes(MODEL), io, arena, grow=True)
         )
     if runtime == "tflite-runtime":
         return _WorkerSession(artifact)

@@ -1,0 +1,207 @@
+"""A received artifact's data files are parsed from the bytes checked against its seal, never read again by path
+(a file swapped after the check is not used); ONNX external data and damaged, resealed data files are refused in
+one line; damaged .npy headers are refused by every reader (issue 53's leftovers, found by scripts/fuzz.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import lmu_edge
+from lmu_edge import outdir
+from lmu_edge.cli import main
+from lmu_edge.errors import ArtifactError, LmuEdgeError
+
+sys.path.insert(0, str(Path(__file__).parent))
+import hostile  # noqa: E402
+from conftest import EXAMPLES  # noqa: E402
+
+DIGITS_IR = EXAMPLES / "digits_lmu.lmu.npz"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The shipped digits model as ir, onnx and nengo artifacts, and each again from a model whose output
+    layer is scaled by 3 (the same shapes: the swapped-in files of a local writer)."""
+    d = tmp_path_factory.mktemp("sealed")
+    other = hostile.edit_ir(DIGITS_IR, d / "other.lmu.npz", _scale_dense)
+    for target in ("ir", "onnx", "nengo"):
+        lmu_edge.convert(DIGITS_IR, target, d / target)
+        lmu_edge.convert(other, target, d / f"{target}.other")
+    np.save(d / "x.npy", np.load(EXAMPLES / "digits_test_x.npy")[:2, :16])
+    return d
+
+
+def _scale_dense(header, arrays):
+    arrays["g.layers1.kernel"] = arrays["g.layers1.kernel"] * 3.0  # the output Dense layer
+
+
+def _copy(built, name, tmp_path) -> Path:
+    shutil.copytree(built / name, tmp_path / "a", symlinks=True)
+    return tmp_path / "a"
+
+
+DATA_FILE = {"ir": "model.lmu.npz", "onnx": "sequence.onnx", "nengo": "weights.npz"}
+
+
+@pytest.mark.parametrize("target", sorted(DATA_FILE))
+def test_a_data_file_swapped_after_the_seal_check_is_not_used(built, tmp_path, target):
+    """Deterministic: the artifact is opened (its seal checked), then its data file is replaced by another
+    model's; running it either refuses in one line or gives the sealed model's output, never the other's."""
+    x = np.load(built / "x.npy")
+    want = lmu_edge.open_artifact(built / target).run(x)
+    other = lmu_edge.open_artifact(built / f"{target}.other").run(x)
+    assert np.abs(want - other).max() > 1e-3  # the swapped-in file would show
+    d = _copy(built, target, tmp_path)
+    art = lmu_edge.open_artifact(d)
+    rel = DATA_FILE[target]
+    os.replace(_staged(built / f"{target}.other" / rel, tmp_path), d / rel)
+    try:
+        y = art.run(x)
+    except ArtifactError as e:
+        assert "\n" not in str(e) and rel in str(e)
+    else:
+        np.testing.assert_array_equal(y, want)
+
+
+def _staged(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / f"staged.{os.getpid()}.{threading.get_ident()}"
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def test_a_writer_swapping_the_data_file_during_runs_never_gets_its_model_run(built, tmp_path):
+    """A real race: a thread keeps replacing model.lmu.npz with another model's and back while the artifact is
+    opened and run again and again; every run is refused in one line or gives the sealed model's output."""
+    x = np.load(built / "x.npy")
+    want = lmu_edge.open_artifact(built / "ir").run(x)
+    d = _copy(built, "ir", tmp_path)
+    versions = [(built / "ir.other" / "model.lmu.npz").read_bytes(), (built / "ir" / "model.lmu.npz").read_bytes()]
+    stop = threading.Event()
+
+    def writer():
+        k = 0
+        while not stop.is_set():
+            tmp = tmp_path / "w.tmp"
+            tmp.write_bytes(versions[k % 2])
+            os.replace(tmp, d / "model.lmu.npz")
+            k += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    outcomes = {"same": 0, "refused": 0}
+    try:
+        for _ in range(40):
+            try:
+                y = lmu_edge.open_artifact(d).run(x)
+            except ArtifactError as e:
+                assert "\n" not in str(e)
+                outcomes["refused"] += 1
+                continue
+            np.testing.assert_array_equal(y, want)
+            outcomes["same"] += 1
+    finally:
+        stop.set()
+        t.join()
+    assert sum(outcomes.values()) == 40
+
+
+def _external(d: Path, location: str) -> None:
+    """Move sequence.onnx's first initializer to ONNX external data at ``location``, and reseal."""
+    import onnx
+
+    m = onnx.load_from_string((d / "sequence.onnx").read_bytes())
+    t = m.graph.initializer[0]
+    (d / "weights.bin").write_bytes(t.raw_data or np.zeros(64, np.float32).tobytes())
+    t.ClearField("raw_data")
+    del t.float_data[:]
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", "16")):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    (d / "sequence.onnx").write_bytes(m.SerializeToString())
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+
+
+@pytest.mark.parametrize("location", ["weights.bin", "/etc/passwd", "../../x.bin"])
+def test_onnx_external_data_is_refused_in_one_line(built, tmp_path, location):
+    """Resealed ONNX models whose weights live in another file: exit 1 with one line, not exit 70; the data is
+    never read (ONNX Runtime would read a relative location from the working directory)."""
+    d = _copy(built, "onnx", tmp_path)
+    _external(d, location)
+    r = CliRunner().invoke(main, ["run", str(d), "-i", str(built / "x.npy"), "-o", str(tmp_path / "y.npy")])
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 1, r.stderr
+    assert len(lines) == 1 and lines[0].startswith("lmu-edge: error: ") and "external data" in lines[0], r.stderr
+    assert not (tmp_path / "y.npy").exists()
+
+
+def _unclosed_header(raw: bytes) -> bytes:
+    """An .npy whose header dict has an unclosed bracket: numpy's reader raised tokenize.TokenError."""
+    return raw[:128].replace(b"'descr'", b"('desc'") + raw[128:]
+
+
+def test_a_damaged_npy_header_is_refused_by_every_reader(tmp_path):
+    buf = io.BytesIO()
+    np.save(buf, np.load(EXAMPLES / "digits_calibration_x.npy")[:4])
+    (tmp_path / "x.npy").write_bytes(_unclosed_header(buf.getvalue()))
+    with pytest.raises(LmuEdgeError, match="not a readable") as e:
+        lmu_edge.convert(DIGITS_IR, "ir", tmp_path / "out", calibration=tmp_path / "x.npy")
+    assert "\n" not in str(e.value)
+
+    def edit(name, data):
+        return _unclosed_header(data) if name == "header.json.npy" else data
+
+    model = hostile.rewrite_zip(DIGITS_IR, tmp_path / "m.lmu.npz", edit)
+    with pytest.raises(LmuEdgeError, match="not a readable"):
+        lmu_edge.load(model)
+
+
+@pytest.mark.parametrize(
+    "target, rel, damage",
+    [
+        ("nengo", "weights.npz", "truncate"),
+        ("nengo", "weights.npz", "header"),
+        ("onnx", "sequence.onnx", "truncate"),
+        ("ir", "model.lmu.npz", "header"),
+    ],
+)
+def test_a_damaged_resealed_data_file_is_refused_in_one_line(built, tmp_path, target, rel, damage):
+    """The seal catches accidents, not edits: a data file damaged and resealed runs into its reader, which must
+    refuse it in one line naming the artifact (the fuzzer found a truncated weights.npz and an unclosed .npy
+    header escaping as ValueError / TokenError)."""
+    d = _copy(built, target, tmp_path)
+    p = d / rel
+    raw = p.read_bytes()
+    if damage == "truncate":
+        p.write_bytes(raw[: len(raw) // 2])
+    else:
+        members = hostile.rewrite_zip(p, tmp_path / "z.npz", lambda n, b: _unclosed_header(b))
+        shutil.copyfile(members, p)
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    with pytest.raises(LmuEdgeError) as e:
+        lmu_edge.open_artifact(d).run(np.load(built / "x.npy"))
+    assert "\n" not in str(e.value) and str(d) in str(e.value)
+
+
+@pytest.mark.parametrize("shape", [3.7, 1, None, "ab", {"a": 1}])
+def test_an_ir_header_array_shape_of_any_json_type_is_refused_in_one_line(tmp_path, shape):
+    """The fuzzer's resealed model.lmu.npz with ``"shape": 1e-300``: a TypeError (exit 70) before."""
+
+    def edit(header, arrays):
+        header["graph"]["layers"][0]["input_encoders"]["shape"] = shape
+
+    path = hostile.edit_ir(DIGITS_IR, tmp_path / "m.lmu.npz", edit)
+    with pytest.raises(LmuEdgeError, match="the header says") as e:
+        lmu_edge.load(path)
+    assert "\n" not in str(e.value)
