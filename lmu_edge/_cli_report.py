@@ -40,7 +40,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "data_path",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="Inputs to evaluate on (.npy / .npz), shape (N, T, F); also the calibration data unless --calibration.",
+    help="Inputs (.npy / .npz), shape (N, T, F); without --calibration the first half calibrates, the rest is tested.",
 )
 @click.option(
     "--calibration",
@@ -114,9 +114,8 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
 @click.option(
     "--max-sequences",
     type=click.IntRange(min=1),
-    default=64,
-    show_default=True,
-    help="Evaluate on at most this many sequences of --data.",
+    default=None,
+    help="Evaluate on at most this many sequences (default: all that fit the work budget; the page says how many).",
 )
 @click.option("--force", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress messages or bars.")
@@ -173,21 +172,27 @@ def report(
     outdir.check_replaceable(out_dir, force)
     source = lmu_edge.load(model)
     x, _ = check_input(source, load_array(data_path, f"--data {data_path}"), f"--data {data_path}")
-    cal, cal_what = x, f"--data {data_path}"
-    if calibration_path is not None:
-        cal_what = f"--calibration {calibration_path}"
-        cal, _ = check_input(source, load_array(calibration_path, cal_what), cal_what)
-    if quantize != "float":  # calibrates the integer reference and the quantized artifacts
-        lmu_edge.quantization.check_calibration(cal, cal_what)
     labels = None
     if labels_path is not None:  # checked against all of --data: the --max-sequences cut could hide a mismatch
         expect = (len(x),) if not source.output_is_sequence else (len(x), x.shape[1])
         labels = _labels(
             load_array(labels_path, f"--labels {labels_path}"), expect, source.output_features, labels_path
         )
-        labels = labels[:max_sequences]
     n_data = len(x)
-    x = x[:max_sequences]
+    split = split_data(n_data, quantize, calibration_path is not None)
+    cal, cal_what = x[: split["calibration_sequences"]], f"--data {data_path}"
+    if calibration_path is not None:
+        cal_what = f"--calibration {calibration_path}"
+        cal, _ = check_input(source, load_array(calibration_path, cal_what), cal_what)
+    elif split["held_out"]:
+        cal_what = f"the first {len(cal)} sequences of --data {data_path}"
+    if quantize != "float":  # calibrates the integer reference and the quantized artifacts
+        lmu_edge.quantization.check_calibration(cal, cal_what)
+    first = split["first_evaluated"]
+    n_eval, capped_by = evaluation_count(source, n_data - first, x.shape[1], max_sequences)
+    x = x[first : first + n_eval]
+    labels = None if labels is None else labels[first : first + n_eval]
+    evaluation = describe_split(split, n_eval, n_data, capped_by, data_path, calibration_path, len(cal), quantize)
     say = progress_printer(quiet)
     error_budget, budget_why = report_budget(error_budget, targets, quantize, state_bits)
     if say:
@@ -244,22 +249,27 @@ def report(
             tolerance=tolerance,
             progress=say,
             budget_why=budget_why,
+            evaluation=evaluation,
         )
         if sweep:
             grid = [(w, s_) for s_ in (8, 12, 16, 24, 32) for w in range(2, 9)]
-            n_sweep = min(16, len(x))
+            n_sweep, n_sweep_cal = min(SWEEP_SEQUENCES, len(x)), min(SWEEP_SEQUENCES, len(cal))
             with click.progressbar(
                 length=len(grid), label="bit-width sweep", file=open(os.devnull, "w") if quiet else None, show_pos=True
             ) as bar:
                 data["sweep"] = rep_mod.sweep(
-                    folded, x[:n_sweep], None if labels is None else labels[:n_sweep], progress=lambda m: bar.update(1)
+                    folded,
+                    x[:n_sweep],
+                    None if labels is None else labels[:n_sweep],
+                    progress=lambda m: bar.update(1),
+                    calibration=cal[:n_sweep_cal],
                 )
             if labels is not None:  # the float model on the sweep's own sequences: the line to compare with
                 data["sweep_float"] = rep_mod.task_metric(lmu_edge.simulate(folded, x[:n_sweep]), labels[:n_sweep])
             data["sweep_data"] = (
-                f"calibrated and evaluated on the first {n_sweep} sequences of --data, with 8-bit activations "
-                f"and no widening: compare its cells with each other (its ranges fit {n_sweep} sequences, "
-                f"tighter than the headline's calibration on more data, so its SQNRs run higher)"
+                f"calibrated on the first {n_sweep_cal} calibration sequences and evaluated on the first "
+                f"{n_sweep} evaluated ones, with 8-bit activations and no widening: compare its cells with each "
+                f"other, not with the headline (fewer sequences, other activations)"
             )
         data["data_sequences"] = {"evaluated": len(x), "given": n_data, "max_sequences": max_sequences}
         for t in data["targets"]:  # the artifacts move with the directory
@@ -269,28 +279,30 @@ def report(
 
     click.echo(f"wrote {j} and {h}")
     click.echo(
-        f"evaluated {len(x)} of the {n_data} sequences of --data"
-        + (f" (--max-sequences {max_sequences})" if len(x) < n_data else "")
-        + (
-            (
-                "; they calibrate the quantized variants too"
-                if calibration_path is None
-                else f"; calibrated on {cal_what}"
-            )
-            if quantize != "float"
-            else ""
-        )
+        f"evaluated on {evaluation['text']}"
+        + (f"; calibrated on {evaluation['calibration']}" if evaluation.get("calibration") else "")
     )
     click.echo(f"error budget {error_budget:.3g}: {budget_why}")
     for r in data.get("realizations", []):
         err = "not measured (already recurrent)" if r["error"] is None else f"measured error {r['error']:.2e}"
         click.echo(f"  {r['layer']}: {r['realization']}, {err}")
-    if data.get("diagnosis"):
+    if data.get("diagnosis") and data.get("advice"):  # advice only where something misses its floor
         click.echo(data["diagnosis"]["text"])
     for v in data["variants"]:
         metric = f", {v['metric']['name']} {v['metric']['value']:.4f}" if "metric" in v else ""
         sq = "inf" if v["sqnr_db"] is None else f"{v['sqnr_db']:.1f}"
         click.echo(f"  {v['name']:<36} error {v['error_vs_source']:.2e}, SQNR {sq} dB{metric}")
+    for t in data["targets"]:
+        sq = "exact" if t["sqnr_db"] is None else f"SQNR {t['sqnr_db']:.1f} dB"
+        metric = (
+            f"; {t['metric']['name']} {t['metric']['value']:.4f} ({t['metric_vs_float']:+.4f} against float)"
+            if "metric" in t
+            else ""
+        )
+        click.echo(
+            f"{t['target']} ({t['quantize']}): {t['verdict'].upper()}, {sq} against the source, floor "
+            f"{t['floor_db']:g} dB{metric}"
+        )
     failed = [t for t in data["targets"] if not t["passed"]]
     if failed:
         click.echo(
@@ -299,6 +311,68 @@ def report(
             err=True,
         )
         sys.exit(1)
+
+
+#: sequences the bit-width sweep calibrates on and evaluates on (35 quantizations: kept short)
+SWEEP_SEQUENCES = 32
+#: passes over the evaluated data a report makes (source, two float recurrences, the integer reference,
+#: the artifacts, two traces of every tensor), for the work budget
+REPORT_PASSES = 8
+
+
+def split_data(n: int, quantize: str, calibration_given: bool) -> dict:
+    """Which sequences of --data calibrate and which are evaluated: with --calibration (or in float, where
+    nothing is calibrated) all of them are evaluated; else the first half calibrates and the second half,
+    never seen by the calibration, is evaluated (one sequence: it does both, and the page says so)."""
+    if calibration_given or quantize == "float":
+        return {"calibration_sequences": n, "first_evaluated": 0, "held_out": True}
+    if n < 2:
+        return {"calibration_sequences": n, "first_evaluated": 0, "held_out": False}
+    return {"calibration_sequences": n // 2, "first_evaluated": n // 2, "held_out": True}
+
+
+def evaluation_count(source, n: int, steps: int, max_sequences) -> tuple:
+    """``(sequences evaluated, why fewer than n or None)``: all ``n``, or as many as ``--max-sequences``
+    allows, or as many as the work budget (:mod:`lmu_edge.budget`) allows for the report's passes."""
+    from . import budget
+
+    ops_scale, mem_scale = budget.scale()
+
+    def fits(k):
+        e = budget.simulate_estimate(source, k, steps)
+        return e.ops * REPORT_PASSES <= budget.MAX_WORK_OPS * ops_scale and (
+            e.bytes * 2 <= budget.MAX_WORK_BYTES * mem_scale
+        )
+
+    want = n if max_sequences is None else min(n, max_sequences)
+    why = f"--max-sequences {max_sequences}" if want < n else None
+    if fits(want):
+        return want, why
+    lo, hi = 1, want  # the largest count that fits, by bisection
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo, "the work budget (lmu-edge --max-work N report ... allows N times more)"
+
+
+def describe_split(split, n_eval, n_data, capped_by, data_path, calibration_path, n_cal, quantize) -> dict:
+    """``report.json``'s ``evaluation``: which sequences were evaluated and which calibrated, in words."""
+    first = split["first_evaluated"]
+    span = f"sequences {first}..{first + n_eval - 1}" if n_eval > 1 else f"sequence {first}"
+    text = f"{n_eval} of the {n_data} sequences of --data {data_path.name} ({span})"
+    if capped_by:
+        text += f", capped by {capped_by}"
+    ev = {"sequences": n_eval, "given": n_data, "first": first, "held_out": split["held_out"], "capped_by": capped_by}
+    if quantize == "float":
+        text += "; nothing is calibrated in float"
+    elif calibration_path is not None:
+        ev["calibration"] = f"--calibration {calibration_path.name} ({n_cal} sequences), apart from these"
+    elif split["held_out"]:
+        ev["calibration"] = f"sequences 0..{n_cal - 1} of --data, none of them evaluated (the first half calibrates)"
+    else:
+        ev["calibration"] = "the same single sequence (NOT held out: give more sequences or --calibration)"
+    ev["text"] = text
+    return ev
 
 
 def _labels(labels, expect: tuple, n_out: int, path):

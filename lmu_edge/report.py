@@ -25,6 +25,66 @@ from .metrics import relative_error, sqnr_db
 
 SCHEMA_VERSION = 1
 
+#: The SQNR (dB, against the source model) below which a target's verdict is "fail", per (target, mode):
+#: the floors of the trained-model matrix (docs/matrix.md), which every shipped model meets on held-out data
+FLOORS_DB = {
+    ("c", "int8"): 30.0,
+    ("c", "int16x8"): 45.0,
+    ("c", "int16"): 45.0,
+    ("tflite", "int8"): 30.0,
+    ("tflite", "int16x8"): 35.0,
+    ("onnx", "int8"): 30.0,
+    ("nir", "float"): 55.0,
+}
+#: float artifacts (within 1e-4 relative of the float64 model is above 80 dB)
+FLOAT_FLOOR_DB = 80.0
+
+
+def floor_db(target: str, quantize: Optional[str]) -> float:
+    """The verdict's floor for ``target`` in mode ``quantize`` (:data:`FLOORS_DB`; float: 80 dB; another
+    quantized mode: 30 dB, the 8-bit one)."""
+    quantize = quantize or "float"
+    if (target, quantize) in FLOORS_DB:
+        return FLOORS_DB[(target, quantize)]
+    return FLOAT_FLOOR_DB if quantize in ("float", "float32") else 30.0
+
+
+_TENSOR_WORDS = {"u": "encoder output u", "state": "memory state", "out": "output"}
+_LAYER_KINDS = {
+    "lmu": "LMU",
+    "dense": "Dense",
+    "activation": "activation",
+    "time_pooling": "time pooling",
+    "band_conv": "band convolution",
+}
+
+
+def layer_origins(graph: ir.Graph) -> dict:
+    """Each layer's name -> where it comes from in the user's model: the Keras layer of that name, the
+    index in the exported ``torch.nn.Sequential`` (lmu-edge names its layers ``lmu_0``, ``dense_1``, ...
+    after it), or the IR layer; with its kind (``LMU``, ``Dense (softmax)``, ...)."""
+    source = str(graph.metadata.get("source", ""))
+    out = {}
+    for i, layer in enumerate(graph.layers):
+        kind = _LAYER_KINDS.get(layer.TYPE, layer.TYPE)
+        act = getattr(layer, "activation", None)
+        if act and act != "linear":
+            kind += f" ({act})"
+        if source == "lmu_edge.torch":
+            idx = layer.name.rsplit("_", 1)[-1]
+            where = f"torch Sequential[{idx}]" if idx.isdigit() else f"torch layer {layer.name!r}"
+        elif source == "keras":
+            where = f"Keras layer {layer.name!r}"
+        else:
+            where = f"layer {i} {layer.name!r}"
+        out[layer.name] = f"{where}, {kind}"
+    return out
+
+
+def tensor_label(row: dict) -> str:
+    """A tensor of :func:`tensor_table` in words: ``lmu_0 memory state``, ``classifier output (softmax)``."""
+    return f"{row['layer']} {_TENSOR_WORDS.get(row['tensor'], row['tensor'])}"
+
 
 def _finite(v):
     """JSON has no infinity: an exact match (infinite SQNR) is written as null and shown as 'exact'."""
@@ -95,6 +155,7 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
     """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
     tf, ti = trace_float(graph, x), trace_int(qg, x)
     qlayers = {q.name: q for q in qg.layers}
+    origins = layer_origins(graph)
     rows = []
     for layer in graph.layers:
         qn = _q_name(layer, qg)
@@ -112,6 +173,8 @@ def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
                 "layer": layer.name,
                 "tensor": key,
                 "name": f"{layer.name}.{key}",
+                "label": f"{layer.name} {_TENSOR_WORDS[key]}",
+                "source_layer": origins[layer.name],
                 "sqnr_db": _finite(sqnr_db(src, b)),
                 "max_error": float(np.max(np.abs(src - b))),
                 "relative_error": relative_error(src, b),
@@ -143,43 +206,55 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
     worst = max(rows, key=lambda r: (r["sqnr_drop_db"], -(r["sqnr_db"] or 300)))
     if rows[0]["sqnr_drop_db"] == 0 and worst["sqnr_drop_db"] == 0:
         worst = min(rows, key=lambda r: r["sqnr_db"] if r["sqnr_db"] is not None else 300)
-    text = f"most of the error appears at {worst['name']} (SQNR {worst['sqnr_db']:.1f} dB"
-    text += f", {worst['sqnr_drop_db']:.1f} dB lost there)" if worst["sqnr_drop_db"] else ")"
+    where = worst.get("label", worst["name"]) + (f" ({worst['source_layer']})" if worst.get("source_layer") else "")
+    text = f"most of the error appears at {where}: SQNR {worst['sqnr_db']:.1f} dB"
+    text += f", {worst['sqnr_drop_db']:.1f} dB lost there" if worst["sqnr_drop_db"] else ""
     if worst["tensor"] == "state":
         text += (
-            f": the LMU state type {worst['type']} is too narrow for this memory; "
+            f"; the LMU state type {worst['type']} is too narrow for this memory; "
             f"raise --state-bits (or use the delta form / more coefficient bits)"
         )
     elif worst["tensor"] == "u":
-        text += ": the encoder output u loses precision; raise --state-bits (u has the state's width)"
+        text += "; the encoder output u loses precision; raise --state-bits (u has the state's width)"
+    elif weight_bits < 8:
+        text += (
+            f"; the layers' weights have {weight_bits} bits: raise --weight-bits (8 is the default; report "
+            "--sweep shows what each width costs)"
+        )
     elif worst.get("type", f"int{act_bits}") == "int8":
         text += (
-            ": an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); use --quantize int16x8 "
+            "; an 8-bit activation tensor (the int8 scheme keeps activations at 8 bits); use --quantize int16x8 "
             "(16-bit activations, int8 weights: c and tflite), check that the calibration data covers the "
             "inputs' range, or use float for this model"
         )
     elif mixed:
         text += (
-            ": a tensor the int8 scheme already carries in 16 bits (its mixed precision widened this layer "
+            "; a tensor the int8 scheme already carries in 16 bits (its mixed precision widened this layer "
             "where 8 bits missed widen_db on the calibration data), so its int8 weights or the 8-bit tensors "
             "it reads are the likely limit; use --quantize int16x8 (16-bit activations throughout), check "
             "that the calibration data covers the inputs' range, or use float for this model"
         )
     elif weight_bits <= 8:
         text += (
-            ": a 16-bit activation tensor, so the int8 weights feeding it are the likely limit (c's int16x8 "
+            "; a 16-bit activation tensor, so the int8 weights feeding it are the likely limit (c's int16x8 "
             "gives weights 16 bits only where int8 ones keep the model below 48 dB on the calibration data, and "
             "never with --weight-bits 8); use --quantize int16 (16-bit weights throughout: c), check that the "
             "calibration data covers the inputs' range, or use float for this model"
         )
     else:
         text += (
-            f": a 16-bit activation tensor with {weight_bits}-bit weights, so what is left is 16-bit rounding "
+            f"; a 16-bit activation tensor with {weight_bits}-bit weights, so what is left is 16-bit rounding "
             "(an LMU's int16 output view spans its state's proven bound, wider than the calibrated range, so "
             "that no input clips it) and the tanh / sigmoid tables' interpolation; no integer mode is wider: "
             "check that the calibration data covers the inputs' range, or use float if this is not enough"
         )
-    return {"tensor": worst["name"], "layer": worst["layer"], "kind": worst["tensor"], "text": text}
+    return {
+        "tensor": worst["name"],
+        "label": worst.get("label", worst["name"]),
+        "layer": worst["layer"],
+        "kind": worst["tensor"],
+        "text": text,
+    }
 
 
 def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
@@ -298,6 +373,7 @@ def analyze(
     progress: Optional[Callable[[str], None]] = None,
     budget_why: Optional[str] = None,
     outputs: Optional[dict] = None,
+    evaluation: Optional[dict] = None,
 ) -> dict:
     """Compare every variant of a model on ``x``; see the module docstring.
 
@@ -306,7 +382,13 @@ def analyze(
 
     The report keeps the error budget the realizations were chosen under (``folded``'s fold metadata)
     with ``budget_why``, the reason it was used (``"given"`` when none is said), and each LMU layer's
-    realization with its measured impulse-response error."""
+    realization with its measured impulse-response error.
+
+    Each target gets a verdict: ``pass`` when its SQNR against the source reaches :func:`floor_db` (and its
+    error is within ``tolerance`` when one is given), else ``fail``; with labels, its task metric and the
+    difference from the float model's. ``evaluation`` says which sequences ``x`` is (``held_out``: none
+    of them calibrated the quantized variants; ``text``: the sentence the page shows); ``advice`` is true
+    when some target misses, and only then does the page show the diagnosis as advice."""
     say = progress or (lambda m: None)
     x, _ = reference.check_input(source, x, "data")
     say("running the source model (parallel form)")
@@ -331,6 +413,9 @@ def analyze(
         tol = tolerance if tolerance is not None else art.tolerance
         c = rep.get("c", {})
         ver = rep.get("verification", {})
+        sq = _finite(sqnr_db(y, y_src))
+        floor = floor_db(art.target, art.manifest.get("quantize"))
+        within = bool(tol is None or err <= tol)
         targets.append(
             {
                 "target": art.target,
@@ -346,7 +431,11 @@ def analyze(
                 "instructions_per_step_m0": ver.get("instructions_per_step_m0"),
                 "bit_exact_host": ver.get("bit_exact_host"),
                 "tolerance": tol,
-                "passed": bool(tol is None or err <= tol),
+                "passed": within,
+                "floor_db": floor,
+                "verdict": "pass" if within and (sq is None or sq >= floor) else "fail",
+                "variant": f"{art.target} ({art.manifest.get('quantize')}, {art.module.DEFAULT_RUNTIME})",
+                "files": artifact_files(art.path, art.target, art.manifest),
             }
         )
     rep = {
@@ -360,13 +449,21 @@ def analyze(
         "targets": targets,
     }
     fold_meta = folded.metadata.get("fold", {})
+    if qg is None:
+        rep["advice"] = any(t["verdict"] == "fail" for t in targets)
     if "error_budget" in fold_meta:
         rep["error_budget"] = {"value": float(fold_meta["error_budget"]), "why": budget_why or "given"}
     rep["realizations"] = realizations(folded)
+    rep["evaluation"] = dict(evaluation or {"sequences": int(x.shape[0]), "held_out": None})
     if labels is not None:
         labels = np.asarray(labels)
         for v in rep["variants"]:
             v["metric"] = task_metric(variants[v["name"]], labels)
+        ref = rep["variants"][0]["metric"]  # the source model, in float64
+        for t in targets:
+            m = next(v["metric"] for v in rep["variants"] if v["name"] == t["variant"])
+            t["metric"] = m
+            t["metric_vs_float"] = m["value"] - ref["value"]
     out_y = variants.get("integer reference", variants["recurrent float32"])
     if source.output_is_sequence:
         rep["step_errors"] = step_errors(out_y, y_src)
@@ -380,6 +477,11 @@ def analyze(
             int(qg.metadata.get("quantization", {}).get("weight_bits", 8)),
             intsim.mixed(qg),
         )
+        ref_sq = next(v["sqnr_db"] for v in rep["variants"] if v["name"] == "integer reference")
+        reach = 45.0 if intsim.act_bits(qg) == 16 else 30.0  # without targets: the integer reference's floor
+        rep["advice"] = (
+            any(t["verdict"] == "fail" for t in targets) if targets else ref_sq is not None and ref_sq < reach
+        )
         rep["lmu"] = lmu_memories(folded, qg)
         rep["quantization"] = qg.metadata.get("quantization", {})
         if not source.output_is_sequence:
@@ -388,6 +490,38 @@ def analyze(
                 trace_int(qg, x)[qg.layers[-1].name]["out"], trace_float(folded, x)[folded.layers[-1].name]["out"]
             )
     return rep
+
+
+#: what a user copies out of each target's artifact: (file names or folder, the docs page)
+_DEPLOY = {
+    "c": ("firmware", "firmware.md"),
+    "tflite": ("tflite_onnx", "tflite_onnx.md"),
+    "onnx": ("tflite_onnx", "tflite_onnx.md"),
+    "nengo": ("neuromorphic", "neuromorphic.md"),
+    "nir": ("neuromorphic", "neuromorphic.md"),
+}
+_SKIP = {"manifest.json", "report.json", "report.html", "source.lmu.npz", "model.lmu.npz", "lmu-edge-files.sig"}
+
+
+def artifact_files(path, target: str, manifest: dict) -> dict:
+    """What to copy out of an artifact into a product, and the docs page on using it: for the C target
+    the kit folder ``OUT/<prefix>/`` when the artifact has one (what a firmware compiles), else its
+    ``.c`` and ``.h`` files; for the others the model files. ``docs``: the page (``lmu-edge docs PAGE``)."""
+    path = Path(path)
+    page, doc = _DEPLOY.get(target, ("cli", "cli.md"))
+    kit = (manifest.get("c") or {}).get("kit") if target == "c" else None
+    if kit and (path / kit).is_dir():
+        names = [f"{kit}/"]
+        inside = sorted(p.relative_to(path).as_posix() for p in (path / kit).rglob("*") if p.is_file())
+    else:
+        files = [str(f) for f in manifest.get("files", [])]
+        if not files and path.is_dir():
+            files = sorted(p.name for p in path.iterdir() if p.is_file())
+        if target == "c":
+            files = [f for f in files if f.endswith((".c", ".h")) and "/" not in f]
+        names = [f for f in files if Path(f).name not in _SKIP and not f.endswith((".npz", ".ld"))]
+        inside = []
+    return {"names": names, "inside": inside, "docs": doc, "docs_command": f"lmu-edge docs {page}"}
 
 
 def c_footprint(qg: ir.Graph) -> tuple:
@@ -407,11 +541,13 @@ def sweep(
     state_bits=(8, 12, 16, 24, 32),
     progress: Optional[Callable[[str], None]] = None,
     footprint: Optional[Callable[[ir.Graph], tuple]] = None,
+    calibration: Optional[np.ndarray] = None,
 ) -> list:
     """Metric (or SQNR) against memory for a grid of weight and state bit widths.
 
     ``footprint(qgraph) -> (constant bytes, state bytes)`` measures the memory of one integer
-    graph; by default the C target's (:func:`c_footprint`).
+    graph; by default the C target's (:func:`c_footprint`). Each cell is calibrated on ``calibration``
+    (default: ``x`` itself) and evaluated on ``x``.
     """
     import warnings
 
@@ -426,7 +562,7 @@ def sweep(
                 progress(f"sweep: weight bits {wb}, state bits {sb}")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                qg = quantize(folded, x, weight_bits=wb, state_bits=sb)
+                qg = quantize(folded, x if calibration is None else calibration, weight_bits=wb, state_bits=sb)
             y = reference.simulate(qg, x)
             const_bytes, state_bytes = footprint(qg)
             row = {
@@ -469,14 +605,16 @@ def figures(rep: dict) -> dict:
             [sp.color(3) if r["name"] == diag else sp.color(0) for r in rows],
             align="center",
         )
-        p.xticks(range(len(rows)), [r["name"] for r in rows], rotate=30)
+        p.xticks(range(len(rows)), [r.get("label", r["name"]) for r in rows], rotate=30)
         p.xlim = (-0.6, len(rows) - 0.4)
         figs["sqnr"] = sp.compose([[p]], label="SQNR per tensor")
         cols = min(4, len(rows))
         panels = []
         for r in rows:
             e = [float(v) for v in r["hist_edges"]]
-            h = sp.Plot(260, 190, title=f"{r['name']} ({r['type']})", margins=(44, 10, 22, 30), font=9.0)
+            h = sp.Plot(
+                260, 190, title=f"{r.get('label', r['name'])} ({r['type']})", margins=(44, 10, 22, 30), font=9.0
+            )
             h.bars(e[:-1], r["hist"], [b - a for a, b in zip(e[:-1], e[1:], strict=True)], sp.color(0))
             for v in r["type_range"]:
                 h.vline(v, sp.color(3), dash="dashed")
@@ -601,6 +739,7 @@ def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    describe_evaluation(rep)
     (out_dir / "report.json").write_text(json.dumps(rep, indent=2, sort_keys=True, default=json_default))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent)), autoescape=True, undefined=jinja2.ChainableUndefined
@@ -610,6 +749,34 @@ def write(rep: dict, out_dir, title: Optional[str] = None) -> tuple:
     )
     (out_dir / "report.html").write_text(html)
     return out_dir / "report.json", out_dir / "report.html"
+
+
+def describe_evaluation(rep: dict) -> None:
+    """Fill in ``rep["evaluation"]`` where :func:`analyze` was not told which data it had: a conversion's
+    report (``verification`` present) evaluates a slice of the data that calibrated it, not held out."""
+    ev = rep.setdefault("evaluation", {"sequences": (rep.get("data_shape") or [0])[0], "held_out": None})
+    ev.setdefault("sequences", (rep.get("data_shape") or [0])[0])
+    if ev.get("text"):
+        return
+    n = ev["sequences"]
+    ver = rep.get("verification") or {}
+    if ev.get("held_out") is None and ver:
+        given = (ver.get("input_shape") or [n])[0]
+        what = ver.get("input", "verification input")
+        ev["held_out"] = False
+        ev["given"] = given
+        ev["text"] = (
+            f"{'all ' if n == given else f'the first {n} of the '}{given} sequences of the {what} the conversion "
+            f"{'calibrated and ' if what == 'calibration data' else ''}verified on"
+            + (
+                ", so NOT held out: the verdict is on data the model was fitted to"
+                if what == "calibration data"
+                else ""
+            )
+        )
+        ev["held_out_command"] = "lmu-edge report MODEL --data TEST --calibration CALIBRATION"
+    elif ev.get("held_out") is None:
+        ev["text"] = f"{n} sequences (whether any of them calibrated the model was not said)"
 
 
 def _fmt(v, spec=".3g"):

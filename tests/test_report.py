@@ -192,14 +192,21 @@ def test_cli_report_writes_json_and_html(tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr
-    said = "evaluated 24 of the 200 sequences of --data (--max-sequences 24); they calibrate the quantized variants"
+    said = (
+        "evaluated on 24 of the 200 sequences of --data keras_digits_test_x.npy (sequences 100..123), capped by "
+        "--max-sequences 24; calibrated on sequences 0..99 of --data, none of them evaluated"
+    )
     assert said in r.stdout, r.stdout
     rep = json.loads((out / "report.json").read_text())
     assert rep["data_sequences"] == {"evaluated": 24, "given": 200, "max_sequences": 24}
+    assert rep["evaluation"]["held_out"] is True and rep["evaluation"]["first"] == 100
     assert rep["schema_version"] == report.SCHEMA_VERSION
     assert rep["targets"][0]["target"] == "c" and rep["targets"][0]["bit_exact_host"] is True
     assert (out / "report.html").stat().st_size > 20000
     assert (out / "c" / "report.html").exists()  # convert writes one next to every artifact
+    # ... on its calibration data, and says that this is not held out
+    conv = json.loads((out / "c" / "report.json").read_text())["evaluation"]
+    assert conv["held_out"] is False and "NOT held out" in (out / "c" / "report.html").read_text()
     r = subprocess.run(
         lmu_edge_cli()
         + [
@@ -229,9 +236,10 @@ def test_cli_report_calibrates_on_the_file_a_deployed_artifact_used(tmp_path):
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert f"evaluated 16 of the 200 sequences of --data (--max-sequences 16); calibrated on --calibration {cal}" in (
-        r.stdout
-    ), r.stdout
+    assert (
+        "evaluated on 16 of the 200 sequences of --data keras_digits_test_x.npy (sequences 0..15), capped by "
+        "--max-sequences 16; calibrated on --calibration digits_calibration_x.npy (256 sequences), apart from these"
+    ) in r.stdout, r.stdout
     deployed = lmu_edge.convert(model, "c", tmp_path / "dep", quantize="int8", calibration=cal, measure=False)
     x = np.load(data)[:16]
     assert np.array_equal(lmu_edge.open_artifact(tmp_path / "rep" / "c").run(x), deployed.run(x))
@@ -365,6 +373,7 @@ def test_cli_report_traces_the_widened_int16x8_graph_only_for_the_c_target(tmp_p
         r = subprocess.run(
             lmu_edge_cli()
             + ["report", str(model), "--data", str(tmp_path / "cal.npy"), "--quantize", "int16x8", "-t", target]
+            + ["--calibration", str(tmp_path / "cal.npy")]
             + ["-o", str(out), "-q"],
             capture_output=True,
             text=True,
@@ -394,9 +403,9 @@ def test_cli_report_names_its_data_when_it_is_all_zero(tmp_path):
         timeout=300,
     )
     assert r.returncode == 1 and r.stderr.strip().splitlines() == [
-        f"lmu-edge: error: --data {tmp_path / 'zeros.npy'}: all 256 values are 0, no range to quantize to; "
-        "give typical inputs"
-    ]
+        f"lmu-edge: error: the first 2 sequences of --data {tmp_path / 'zeros.npy'}: all 128 values are 0, no range "
+        "to quantize to; give typical inputs"
+    ]  # the half of --data that calibrates
     assert not (tmp_path / "rep").exists()
 
 
@@ -418,3 +427,62 @@ def test_a_32_bit_state_is_never_worse_than_a_24_bit_one():
             sq[sb] = {r["name"]: r["sqnr_db"] for r in report.tensor_table(folded, qg, x)}
         for name, db24 in sq[24].items():
             assert sq[32][name] >= db24 - 0.5, (wb, name, sq)
+
+
+@pytest.mark.parametrize("case", ["pass", "fail"])
+def test_cli_report_verdict_on_held_out_sequences(tmp_path, case):
+    """Issue 55: a verdict per target against a stated floor with the accuracy difference from float, on all
+    of --data that did not calibrate (the page says which), and advice only when a target misses. It said
+    "measured", advised --quantize int16x8 on a model that passed, and evaluated 64 of 500 sequences silently.
+    Fail: 2-bit weights (7 dB); pass: the default int8 (31 dB against the 30 dB floor)."""
+    model, data = ROOT / "examples/models/keras_digits.keras", ROOT / "examples/models/keras_digits_test_x.npy"
+    y = np.load(ROOT / "examples/models/keras_digits_test_y.npy")
+    out = tmp_path / "rep"
+    r = subprocess.run(
+        lmu_edge_cli()
+        + ["report", str(model), "--data", str(data), "--labels", str(ROOT / "examples/models/keras_digits_test_y.npy")]
+        + ["-o", str(out), "-q"] + (["--weight-bits", "2"] if case == "fail" else []),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr  # a verdict is no error: --tolerance makes one
+    rep = json.loads((out / "report.json").read_text())
+    html = (out / "report.html").read_text()
+    # every sequence the calibration did not see (the second half), none capped, and the page says so
+    assert rep["evaluation"]["sequences"] == 100 and rep["evaluation"]["capped_by"] is None
+    assert rep["data_shape"][0] == 100 and "100 of the 200 sequences" in html and "sequences 100..199" in html
+    assert "sequences 0..99 of --data, none of them evaluated" in html
+    # the verdict's SQNR is the artifact's on exactly those sequences, computed here independently
+    x = np.load(data)[100:]
+    t = rep["targets"][0]
+    y_art = lmu_edge.open_artifact(out / "c").run(x)
+    assert t["sqnr_db"] == pytest.approx(sqnr_db(y_art, lmu_edge.simulate(lmu_edge.load(model), x)), abs=1e-9)
+    acc = float(np.mean(y_art.argmax(-1) == y[100:]))
+    float_acc = rep["variants"][0]["metric"]["value"]
+    assert t["metric"]["value"] == pytest.approx(acc) and t["metric_vs_float"] == pytest.approx(acc - float_acc)
+    assert t["floor_db"] == report.FLOORS_DB[("c", "int8")] == 30.0
+    assert t["verdict"] == case and (t["sqnr_db"] >= 30.0) == (case == "pass")
+    assert f"c (int8): {case.upper()}" in html and f"c (int8): {case.upper()}, SQNR" in r.stdout
+    assert f"{t['metric_vs_float']:+.4f} against the float model" in html
+    # advice (the orange box) only when it misses, and then about what was changed: the weights' width
+    assert rep["advice"] is (case == "fail") and ('class="diag"' in html) is (case == "fail")
+    assert ("most of the error appears" in r.stdout) is (case == "fail")
+    if case == "fail":
+        assert "raise --weight-bits" in rep["diagnosis"]["text"] and "int16x8" not in rep["diagnosis"]["text"]
+    else:
+        assert "Nothing misses its floor" in html
+    # the files to copy (the kit folder when the artifact has one) and the docs command that explains them
+    assert t["files"]["docs_command"] == "lmu-edge docs firmware" and "lmu-edge docs firmware" in html
+    assert all((out / "c" / f).exists() for f in t["files"]["names"]) and t["files"]["names"]
+
+
+def test_tensor_names_map_back_to_the_models_layers(digits):
+    src, folded, qg, x, labels = digits
+    rows = report.tensor_table(folded, qg, x[:4])
+    assert [r["label"] for r in rows] == ["lmu encoder output u", "lmu memory state", "lmu output", "classifier output"]
+    assert {r["source_layer"] for r in rows} == {"Keras layer 'lmu', LMU", "Keras layer 'classifier', Dense (softmax)"}
+    # a torch checkpoint's layers are named after their index in the Sequential (lmu_0, dense_1)
+    torch_graph = lmu_edge.load(ROOT / "examples/models/torch_psmnist_small.safetensors")
+    assert list(report.layer_origins(torch_graph).values()) == [
+        "torch Sequential[0], LMU",
+        "torch Sequential[1], Dense",
+    ]
