@@ -498,6 +498,18 @@ def _c_summary(rep: dict) -> str:
     return "  C: " + "; ".join(parts)
 
 
+def _warn_outside_calibration(art, fraction: float, lo_hi) -> None:
+    """run's and verify's warning when a quantized artifact gets inputs beyond its calibration data's range."""
+    if fraction > 0 and art.manifest.get("quantize") not in (None, "float"):
+        lo, hi = lo_hi
+        click.echo(
+            f"warning: {100 * fraction:.3g}% of the input values lie outside [{lo:.4g}, {hi:.4g}], the "
+            f"range of the data the artifact was calibrated on; a quantized input saturates beyond it (convert "
+            f"again with --calibration data that covers these inputs)",
+            err=True,
+        )
+
+
 def _load_input(path, graph=None):
     """``--input``'s array; checked against ``graph``'s input shape here, so that an error names the file."""
     from .arrays import load_array
@@ -568,7 +580,11 @@ def run(out_dir, input_path, output_path, runtime, force, trusted_key, quiet):
         how = "pass --force to replace it, or " if o.is_file() else ""
         raise OutputExistsError(f"--output {output_path} exists; {how}choose another name")
     outdir.check_writable(output_path)
-    y = art.run(_load_input(input_path, art.graph), runtime=runtime)
+    x = _load_input(input_path, art.graph)
+    lo_hi = art.manifest.get("calibration_range")  # verify's warning: a quantized input saturates beyond it
+    if lo_hi is not None:
+        _warn_outside_calibration(art, float(np.mean((x < lo_hi[0]) | (x > lo_hi[1]))), lo_hi)
+    y = art.run(x, runtime=runtime)
     output_path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile
 
@@ -633,14 +649,8 @@ def verify(out_dir, input_path, runtime, tolerance, trusted_key, quiet):
         click.echo(f"FAIL: {e}", err=True)
         sys.exit(1)
     out = r.get("outside_calibration_range") or {}
-    if out.get("fraction", 0) > 0 and art.manifest.get("quantize") not in (None, "float"):
-        lo, hi = out["range"]
-        click.echo(
-            f"warning: {100 * out['fraction']:.3g}% of the input values lie outside [{lo:.4g}, {hi:.4g}], the "
-            f"range of the data the artifact was calibrated on; a quantized input saturates beyond it (convert "
-            f"again with --calibration data that covers these inputs)",
-            err=True,
-        )
+    if out:
+        _warn_outside_calibration(art, out["fraction"], out["range"])
     exact = " the build is bit for bit its integer reference;" if r.get("bit_exact_host") else ""
     if r["tolerance"] is None and not r.get("bit_exact_host"):
         click.echo(
