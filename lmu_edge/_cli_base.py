@@ -9,8 +9,8 @@ import sys
 import click
 
 EPILOG = (
-    "Docs: README.md and docs/ of the lmu-edge source tree. Errors print one line; set LMU_EDGE_DEBUG=1 to see a "
-    "traceback."
+    "Docs: 'lmu-edge docs' lists the pages shipped with lmu-edge, 'lmu-edge docs PAGE' prints one. Errors print "
+    "one line; set LMU_EDGE_DEBUG=1 to see a traceback."
 )
 
 

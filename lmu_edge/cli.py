@@ -13,6 +13,7 @@ import numpy as np
 
 from . import escape, outdir
 from ._cli_base import BUDGET, EPILOG, TOLERANCE, Finite, Group, progress_printer, quiet_means_quiet, target_names
+from ._cli_docs import docs
 from ._cli_report import report
 from ._cli_sweep import sweep
 from .version import __version__
@@ -682,6 +683,7 @@ def keygen(name):
 
 
 main.add_command(report)
+main.add_command(docs)
 main.add_command(sweep)
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, lmu_edge_cli
 
 HEAVY = (
     "tensorflow",
@@ -89,8 +89,12 @@ def test_wheel_holds_the_three_sub_packages(tmp_path):
         "lmu_edge/firmware_templates/model.c.j2",
         "lmu_edge/firmware_templates/mps2.ld",
         "lmu_edge/report_template.html.j2",
+        "lmu_edge/_cli_docs.py",
     ):
         assert f in names, f
+    # every documentation page, for lmu-edge docs (a pip user has no docs/ of the source tree)
+    for page in (ROOT / "docs").glob("*.md"):
+        assert f"lmu_edge/docs/{page.name}" in names, page.name
     assert not any(n.startswith(("tests/", "converters/", "targets/", "examples/", "bench/")) for n in names)
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     text = zipfile.ZipFile(wheel).read(meta).decode()
@@ -151,3 +155,21 @@ def test_the_test_environments_hold_one_copy_of_each_heavy_runtime():
     torch_file, nir_file, nir_version = r.stdout.split()
     assert torch_file.startswith(sysconfig.get_paths()["purelib"]), torch_file  # .venv's torch, no second copy
     assert not nir_file.startswith(sysconfig.get_paths()["purelib"]) and nir_version == "1.0.4", r.stdout
+
+
+def test_docs_lists_and_prints_the_shipped_pages():
+    """``lmu-edge docs`` lists every page of docs/ with its title and prints one by name; the top-level help
+    points to it (it pointed to "README.md and docs/ of the source tree", which a pip user does not have)."""
+    r = subprocess.run(lmu_edge_cli() + ["docs"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    listed = {line.split()[0] for line in r.stdout.splitlines()[1:]}
+    assert listed == {p.stem for p in (ROOT / "docs").glob("*.md")}, listed
+    assert "Dropping a converted model into a firmware project" in r.stdout  # firmware.md's title
+    r = subprocess.run(lmu_edge_cli() + ["docs", "firmware"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == (ROOT / "docs" / "firmware.md").read_text(), r.stderr
+    r = subprocess.run(lmu_edge_cli() + ["docs", "nope"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "no documentation page 'nope'; the pages: README, " in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run(lmu_edge_cli() + ["--help"], capture_output=True, text=True, timeout=60)
+    flat = " ".join(r.stdout.split())
+    assert "'lmu-edge docs' lists the pages shipped with lmu-edge" in flat and "source tree" not in flat
