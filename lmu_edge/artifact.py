@@ -199,7 +199,7 @@ class Artifact:
                 result["checked"] = True
                 result["passed"] = result["passed"] and bool(extra["bit_exact_host"])
         if not result["passed"]:
-            if tol is not None and err > tol:
+            if tol is not None and not err <= tol:  # NaN too: an output that is not a number differs
                 raise VerificationError(
                     f"{self.path}: output differs from the source model by {err:.3g} "
                     f"(relative to the output scale), more than the tolerance {tol:g}"
@@ -223,6 +223,7 @@ _UNREADABLE = (
     zipfile.BadZipFile,
     MemoryError,
     tokenize.TokenError,  # numpy's reading of a damaged .npy header
+    OSError,  # zipfile seeking to a damaged member's offset (EINVAL) in the private copy
 )
 
 
@@ -387,12 +388,13 @@ def _check_manifest(manifest, man: Path) -> None:
 
 
 def _probe_input(graph: ir.Graph, seed: int = 0) -> np.ndarray:
-    """A seeded random input long enough to exercise every memory (10 theta, at most 4000 steps)."""
-    T = graph.seq_len
-    if T is None:
-        thetas = [layer.theta for layer in graph.lmu_layers] or [10.0]
-        T = int(min(max(10 * max(thetas), 16), 4000))
-    return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
+    """A seeded random input long enough to exercise every memory (:func:`budget.probe_length`: 10 theta, at
+    most 4000 steps and the declared length)."""
+    from . import budget
+
+    return np.random.default_rng(seed).standard_normal(
+        (budget.PROBE_SEQUENCES, budget.probe_length(graph), graph.input_features)
+    )
 
 
 def _describe(model) -> str:
@@ -657,9 +659,12 @@ def _write(
         x = cal if cal is not None else _probe_input(source)
         y_art = art.run(x)
         err = relative_error(y_art, reference.simulate(source, x))
+        from . import budget
+
         verification = {
             "input": "calibration data" if cal is not None else "seeded random probe",
             "input_shape": list(x.shape),
+            **({} if cal is not None else {"probe": budget.probe_note(source)}),
             "runtime": module.DEFAULT_RUNTIME,
             "error_vs_source": err,
             "tolerance": manifest["tolerance"],

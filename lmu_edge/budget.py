@@ -179,14 +179,36 @@ def simulate_estimate(graph: ir.Graph, n: int, t: int, what: str = "simulating")
     return Estimate(f"{what} model {graph.name!r} on {n} sequence(s) of {t} steps", ops, nbytes + peak)
 
 
+#: the seeded probe a conversion without calibration data verifies on: this many sequences of
+#: :func:`probe_length` steps
+PROBE_SEQUENCES = 4
+#: the probe's longest sequence, whatever length the model declares
+PROBE_MAX_STEPS = 4000
+
+
+def probe_length(graph: ir.Graph) -> int:
+    """Steps of the seeded probe: 10 theta of the longest memory (a memory's window is theta steps, so the
+    probe runs through it whole several times), at least 16 and at most :data:`PROBE_MAX_STEPS`, and never
+    more than the declared length. Not the declared length itself: a file declaring 1,000,000 steps is
+    verified on 4000 (the report says so, ``verification.probe``)."""
+    thetas = [layer.theta for layer in graph.lmu_layers] or [10.0]
+    t = int(min(max(10 * max(thetas), 16), PROBE_MAX_STEPS))
+    return min(t, int(graph.seq_len)) if graph.seq_len else t
+
+
+def probe_note(graph: ir.Graph) -> str:
+    """What :func:`probe_length` chose, and why, for the report."""
+    t = probe_length(graph)
+    why = f"10 theta of the longest memory, at least 16 and at most {PROBE_MAX_STEPS} steps"
+    if graph.seq_len and t < graph.seq_len:
+        return f"{t} steps ({why}), shorter than the declared {graph.seq_len}"
+    return f"{t} steps ({why}{', capped at the declared length' if graph.seq_len == t else ''})"
+
+
 def verify_shape(graph: ir.Graph, cal=None) -> tuple[int, int]:
     """``(N, T)`` a conversion verifies ``graph`` on: the calibration data, else the seeded probe
-    (:func:`lmu_edge.artifact._probe_input`: 4 sequences of the declared length, or of 10 theta, at
-    most 4000 steps), without making it."""
+    (:func:`lmu_edge.artifact._probe_input`: :data:`PROBE_SEQUENCES` of :func:`probe_length` steps), without
+    making it."""
     if cal is not None:
         return int(cal.shape[0]), int(cal.shape[1])
-    t = graph.seq_len
-    if t is None:
-        thetas = [layer.theta for layer in graph.lmu_layers] or [10.0]
-        t = int(min(max(10 * max(thetas), 16), 4000))
-    return 4, int(t)
+    return PROBE_SEQUENCES, probe_length(graph)

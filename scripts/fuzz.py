@@ -461,9 +461,8 @@ def _cli_outcome(r, args) -> str:
     if r.exit_code == 0:
         return "accepted"
     lines = [line for line in err.splitlines() if line.strip()]
-    out = [line for line in r.stdout.splitlines() if line.strip()] if not lines else []
-    if args[0] == "verify" and r.exit_code == 1 and len(out) == 1 and out[0].startswith("FAIL: "):
-        return "refused"  # verify's verdict on an artifact that runs but differs from its source (resealed edits)
+    if args[0] == "verify" and r.exit_code == 1 and not lines:
+        return "refused"  # verify's FAIL verdict (on stdout) on an artifact that runs but differs from its source
     if r.exit_code == 70 or "Traceback" in err or "internal error" in err:
         raise _Internal(f"exit {r.exit_code}: {' '.join(err.split())[:300]}")
     if r.exit_code not in (1, 2) or len(lines) != 1 or not lines[0].startswith("lmu-edge: error: "):

@@ -4,6 +4,7 @@ names the mode already given. Every test here failed on the code before that wor
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -245,12 +246,32 @@ def test_a_small_file_asking_for_hours_of_folding_is_refused_at_once(tmp_path):
 
 def test_a_long_declared_sequence_is_refused_before_it_is_simulated(tmp_path):
     """5 KB: order 64, theta 6400, memory_d 1024, seq_len 1,000,000, last step only: convert -t ir grew to
-    8 GB simulating the probe. Its simulation is refused from its estimate, in one line."""
+    8 GB simulating the probe. The probe is 4000 steps, not the declared million; its simulation (estimated
+    as the whole-sequence path: 4 x 4000 x 1024 x 64 doubles, twice) is refused from its estimate, in one
+    line."""
     model = _one_lmu(tmp_path / "long.lmu.npz", 64, 6400.0, 1024, 1_000_000, False)
     assert model.stat().st_size < 20_000
-    with pytest.raises(LimitError, match="1000000 steps.*GiB of memory.*--max-work"):
+    with pytest.raises(LimitError, match=" 4000 steps.*GiB of memory.*--max-work") as e:
         lmu_edge.convert(model, "ir", tmp_path / "out")
+    assert "1000000" not in str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("seq_len, theta, steps", [(1_000_000, 8.0, 80), (1_000_000, 1000.0, 4000), (50, 8.0, 50)])
+def test_the_probe_is_short_whatever_length_a_file_declares_and_the_report_says_so(tmp_path, seq_len, theta, steps):
+    """Without calibration data a conversion verifies on a seeded probe of 10 theta (at most 4000 steps, at
+    most the declared length), not on the declared length: a file declaring a million steps converts in
+    seconds, and report.json says how long the probe was and why."""
+    from lmu_edge import budget
+
+    model = _one_lmu(tmp_path / "m.lmu.npz", 4, theta, 1, seq_len, False)
+    g = lmu_edge.load(model)
+    assert budget.verify_shape(g) == (budget.PROBE_SEQUENCES, steps) == (4, steps)
+    art = lmu_edge.convert(model, "ir", tmp_path / "out")
+    ver = json.loads((art.path / "report.json").read_text())["verification"]
+    assert ver["input_shape"] == [4, steps, 1]
+    assert ver["probe"].startswith(f"{steps} steps (10 theta")
+    assert (f"shorter than the declared {seq_len}" in ver["probe"]) == (steps < seq_len)
 
 
 def test_the_budget_scales_with_max_work():

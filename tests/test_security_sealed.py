@@ -205,3 +205,23 @@ def test_an_ir_header_array_shape_of_any_json_type_is_refused_in_one_line(tmp_pa
     with pytest.raises(LmuEdgeError, match="the header says") as e:
         lmu_edge.load(path)
     assert "\n" not in str(e.value)
+
+
+def test_a_weights_archive_placing_members_before_its_start_is_refused_in_one_line(built, tmp_path):
+    """The fuzzer's resealed weights.npz whose end record places the central directory 1000 bytes further on,
+    so that zipfile puts the members before the file's start: its seek raised OSError (EINVAL) from the
+    stream's first step."""
+    d = _copy(built, "nengo", tmp_path)
+    p = d / "weights.npz"
+    raw = bytearray(p.read_bytes())
+    end = raw.rfind(b"PK\x05\x06")  # the end of central directory record: the directory's offset at +16
+    offset = int.from_bytes(raw[end + 16 : end + 20], "little")
+    raw[end + 16 : end + 20] = (offset + 1000).to_bytes(4, "little")
+    p.write_bytes(bytes(raw))
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    with pytest.raises(LmuEdgeError) as e:
+        s = lmu_edge.open_artifact(d).stream()
+        s.reset(1)
+        s.step(np.zeros(1))
+    assert "\n" not in str(e.value) and str(d) in str(e.value)
