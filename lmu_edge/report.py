@@ -480,7 +480,7 @@ def analyze(
         ref_sq = next(v["sqnr_db"] for v in rep["variants"] if v["name"] == "integer reference")
         reach = 45.0 if intsim.act_bits(qg) == 16 else 30.0  # without targets: the integer reference's floor
         rep["advice"] = (
-            any(t["verdict"] == "fail" for t in targets) if targets else ref_sq is not None and ref_sq < reach
+            any(t["verdict"] == "fail" for t in targets) if targets else bool(ref_sq is not None and ref_sq < reach)
         )
         rep["lmu"] = lmu_memories(folded, qg)
         rep["quantization"] = qg.metadata.get("quantization", {})

@@ -112,6 +112,11 @@ def test_too_narrow_state_is_named_as_the_source_of_error(rng):
     repw = report.analyze(g, g, qgw, x[:4])
     assert "16-bit weights" in repw["diagnosis"]["text"] and "int8 weights" not in repw["diagnosis"]["text"]
     assert "--quantize int16 " not in repw["diagnosis"]["text"]
+    # without targets the advice shows where the integer reference misses its activations' floor
+    for r, floor in ((rep, 30.0), (rep32, 30.0), (rep16, 45.0)):
+        ref = next(v["sqnr_db"] for v in r["variants"] if v["name"] == "integer reference")
+        assert r["advice"] is bool(ref < floor), (ref, floor)  # a Python bool, for JSON
+    assert rep["advice"] is True  # the 8-bit state: far below
     st8 = next(r for r in rep["tensors"] if r["tensor"] == "state")
     st32 = next(r for r in rep32["tensors"] if r["tensor"] == "state")
     assert st8["sqnr_db"] < st32["sqnr_db"] - 20
@@ -486,3 +491,35 @@ def test_tensor_names_map_back_to_the_models_layers(digits):
         "torch Sequential[0], LMU",
         "torch Sequential[1], Dense",
     ]
+
+
+def test_the_evaluated_count_is_all_unless_capped_and_the_cap_is_said():
+    """report evaluates every held-out sequence by default (it cut at 64 of 500 without a word); --max-sequences
+    or the work budget (lmu-edge --max-work) cap it, at the largest count that fits, and the page says which."""
+    from lmu_edge import budget
+    from lmu_edge._cli_report import describe_split, evaluation_count, split_data
+
+    src = lmu_edge.load(ROOT / "examples/models/keras_digits.keras")
+    assert evaluation_count(src, 500, 64, None) == (500, None)
+    assert evaluation_count(src, 500, 64, 24) == (24, "--max-sequences 24")
+    assert evaluation_count(src, 500, 64, 900) == (500, None)
+    fit = 37  # a budget that holds the report's passes over exactly 37 sequences
+    scale = budget.simulate_estimate(src, fit, 64).ops * 8 / budget.MAX_WORK_OPS
+    with budget.allow(scale * (1 + 1e-9), memory=1.0):
+        n, why = evaluation_count(src, 500, 64, None)
+    assert n == fit and why.startswith("the work budget"), (n, why)
+    split = split_data(1000, "int8", calibration_given=False)
+    assert split == {"calibration_sequences": 500, "first_evaluated": 500, "held_out": True}
+    ev = describe_split(split, n, 1000, why, ROOT / "x.npy", None, 500, "int8")
+    assert ev["text"] == f"37 of the 1000 sequences of --data x.npy (sequences 500..536), capped by {why}"
+    assert ev["calibration"].startswith("sequences 0..499 of --data, none of them evaluated")
+    assert split_data(1, "int8", False)["held_out"] is False  # one sequence cannot be split: said so
+    assert (
+        split_data(10, "int8", True)
+        == split_data(10, "float", False)
+        == {
+            "calibration_sequences": 10,
+            "first_evaluated": 0,
+            "held_out": True,
+        }
+    )
