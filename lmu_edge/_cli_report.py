@@ -46,7 +46,7 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
     "--calibration",
     "calibration_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Inputs that calibrate the quantized variants (default: --data), e.g. a deployed artifact's.",
+    help="Inputs that calibrate the quantized variants (default: the first half of --data), e.g. an artifact's.",
 )
 @click.option(
     "--labels",
