@@ -224,6 +224,7 @@ _UNREADABLE = (
     MemoryError,
     tokenize.TokenError,  # numpy's reading of a damaged .npy header
     OSError,  # zipfile seeking to a damaged member's offset (EINVAL) in the private copy
+    AttributeError,  # network.py given a weights.npz entry of another type (bytes where an array was)
 )
 
 

@@ -225,3 +225,17 @@ def test_a_weights_archive_placing_members_before_its_start_is_refused_in_one_li
         s.reset(1)
         s.step(np.zeros(1))
     assert "\n" not in str(e.value) and str(d) in str(e.value)
+
+
+def test_a_weights_member_that_is_not_npy_is_refused_in_one_line(built, tmp_path):
+    """The fuzzer's resealed weights.npz with a member cut to 3 bytes: numpy hands a member without the .npy
+    magic back as raw bytes, and network.py's ``.T`` on them raised AttributeError (exit 70 from run)."""
+    d = _copy(built, "nengo", tmp_path)
+    cut = lambda n, b: b[:3] if n == "0.enc.npy" else b  # noqa: E731
+    hostile.rewrite_zip(built / "nengo" / "weights.npz", d / "weights.npz", cut)
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    r = CliRunner().invoke(main, ["run", str(d), "-i", str(built / "x.npy"), "-o", str(tmp_path / "y.npy")])
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 1 and len(lines) == 1 and "internal error" not in r.stderr, r.stderr
+    assert str(d) in lines[0]
