@@ -20,8 +20,17 @@
  * The Cortex-M kernels (DSP: Cortex-M4, M7, M33; Helium: Cortex-M55) are in lmu_kernels_arm.h, included
  * below only when the compiler targets such a core; define LMU_PORTABLE to use the portable loops there too.
  */
+/* The runtime's version, 10000 * major + 100 * minor + patch of the lmu-edge that wrote it: every generated
+ * <prefix>.c checks it, and a second copy of another version in one translation unit stops the build here
+ * (the include guard below would otherwise keep the first copy silently). */
+#if defined(LMU_RUNTIME_VERSION) && LMU_RUNTIME_VERSION != 100
+#error                                                                                                                 \
+    "lmu_runtime.h: two lmu-edge runtime versions in one build (this copy is 0.1.0, LMU_RUNTIME_VERSION 100): convert every model with one lmu-edge version, or build each model's kit on its own"
+#endif
 #ifndef LMU_RUNTIME_H
 #define LMU_RUNTIME_H
+#define LMU_RUNTIME_VERSION 100
+#define LMU_RUNTIME_VERSION_STRING "0.1.0"
 
 #include <stdint.h>
 #include <string.h>

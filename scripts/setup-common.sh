@@ -19,8 +19,9 @@ apt_install() {
 
 # the C target: host compiler, ARM cross compiler with newlib, and QEMU for Cortex-M
 C_TARGET_PACKAGES=(gcc make binutils gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
-# the report test opens the HTML page in a real browser
-REPORT_TEST_PACKAGES=(chromium)
+# the report test opens the HTML page in a real browser; the C kit's tests (tests/test_c_kit.py) build with
+# CMake and clang, and for Linux on aarch64 run under qemu-user (these are installed by scripts/test.sh only)
+REPORT_TEST_PACKAGES=(chromium cmake clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 # the keyword-spotting example synthesizes its speech (training: espeak-ng; held-out test: flite; the FSDD
 # stream's extra negatives: Festival, one voice here for its test)
 KWS_PACKAGES=(espeak-ng flite festival festvox-kdlpc16k)

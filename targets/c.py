@@ -1,15 +1,18 @@
 """The C target: constant-memory streaming C for microcontrollers and hosts.
 
-``emit`` writes ``model.c`` / ``model.h`` (data and glue), the hand-written
-runtime ``lmu_runtime.h`` (and its Cortex-M kernels, ``lmu_kernels_arm.h``), a test harness, the
-Cortex-M startup and linker script and a ``Makefile``. ``quantize="int8"`` emits the integer path (int8
-activations, a fixed-point LMU state of ``state_bits``); ``"int16x8"`` the same with int16 activations
-(zero point 0) and int8 weights, as TFLite's 16x8 mode (16-bit weights in the fewest matrices that
-lift the model to 48 dB on the calibration data where int8 ones miss it, unless ``weight_bits`` is
-given: ``quantize(widen_db=)``), through ``<prefix>_step_int16`` (portable
+``emit`` writes the kit ``<prefix>/``, what a firmware compiles: ``<prefix>.c`` / ``<prefix>.h`` (data and
+glue), the hand-written runtime headers ``<prefix>.c`` includes (``lmu_runtime.h`` and its Cortex-M kernels,
+``lmu_kernels_arm.h``; ``lmu_pade.h``, ``lmu_bandconv.h`` where used), CMakeLists.txt, sources.mk, a Zephyr
+module, PlatformIO and Arduino library files and ``examples/main.c``; and beside the kit a test harness, the
+Cortex-M startup and linker scripts and a ``Makefile`` that builds them with the kit.
+
+``quantize="int8"`` emits the integer path (int8 activations, a fixed-point LMU state of ``state_bits``);
+``"int16x8"`` the same with int16 activations (zero point 0) and int8 weights, as TFLite's 16x8 mode (16-bit
+weights in the fewest matrices that lift the model to 48 dB on the calibration data where int8 ones miss it,
+unless ``weight_bits`` is given: ``quantize(widen_db=)``), through ``<prefix>_step_int16`` (portable
 activation kernels on every core; the LMU memory kernels are int8's); ``"int16"`` as int16x8 with int16
-weights (``weight_bits`` 16 by default; a layer whose int32 bias would not fit at that scale keeps
-fewer) and a 32-bit LMU state by default; ``"float"`` emits float32.
+weights (``weight_bits`` 16 by default; a layer whose int32 bias would not fit at that scale keeps fewer)
+and a 32-bit LMU state by default; ``"float"`` emits float32.
 
 Runtimes (:data:`lmu_edge.toolchain.RUNTIMES`; flags, boards and counting live in
 :mod:`lmu_edge.toolchain`):
@@ -34,6 +37,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -148,6 +152,11 @@ def check_options(quantize: str, options: dict) -> None:
         c_codegen.check_prefix(options.get("prefix") or "model")
     except ValueError as e:
         raise ArtifactError(str(e)) from None
+    if str(options.get("prefix") or "model").lower() in RESERVED_PREFIXES:
+        raise ArtifactError(
+            f"--prefix {options.get('prefix')!r} would name the kit folder like the artifact's "
+            f"{'build folder' if str(options.get('prefix')).lower() == 'build' else 'Makefile'}; choose another prefix"
+        )
     device = options.get("device")
     if device is not None and (not isinstance(device, str) or device not in DEVICES):
         raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
@@ -253,7 +262,7 @@ def emit(graph, out_dir, options) -> dict:
         "PREFIX": prefix.upper(),
         "version": __version__,
         "model_name": c_comment(graph.name),
-        "header": "model.h",
+        "header": f"{prefix}.h",
         "quantized": quantized,
         "int_api": int_api,
         "n_inputs": graph.input_features,
@@ -278,35 +287,10 @@ def emit(graph, out_dir, options) -> dict:
         ctx.update(
             input_scale=c_codegen.c_float(in_s), input_zp=in_zp, output_scale=c_codegen.c_float(out_s), output_zp=out_zp
         )
-    env = _jinja()
-    for name, template in (
-        ("model.h", "model.h.j2"),
-        ("model.c", "model.c.j2"),
-        ("harness.c", "harness.c.j2"),
-        ("Makefile", "Makefile.j2"),
-    ):
-        (out_dir / name).write_text(env.get_template(template).render(**ctx))
-    for name in (
-        "lmu_runtime.h",
-        "lmu_kernels_arm.h",
-        "lmu_pade.h",
-        "lmu_bandconv.h",
-        "startup.c",
-        *toolchain.LINKER_SCRIPTS,
-    ):
-        shutil.copyfile(TEMPLATES / name, out_dir / name)
-    files = [
-        "model.c",
-        "model.h",
-        "lmu_runtime.h",
-        "lmu_kernels_arm.h",
-        "lmu_pade.h",
-        "lmu_bandconv.h",
-        "harness.c",
-        "startup.c",
-        *toolchain.LINKER_SCRIPTS,
-        "Makefile",
-    ]
+        # the helpers' double scales: repr round-trips a float64 (the scales intsim quantizes with)
+        ctx.update(input_scale_d=repr(float(in_s)), output_scale_d=repr(float(out_s)))
+    ctx.update(_kit_context(graph, options, prefix, quantized, int_api, qg if quantized else None))
+    files = write_kit(out_dir, ctx)
     sizes: dict[str, Any] = {
         "ram_bytes": code.state_bytes,
         "const_data_bytes": code.const_bytes,
@@ -333,6 +317,7 @@ def emit(graph, out_dir, options) -> dict:
         "report": report,
         "c": {
             "prefix": prefix,
+            "kit": prefix,  # the folder a firmware compiles (OUT/<prefix>/); the harness stays at the top
             "quantized": quantized,
             "activation_bits": act_bits,
             # the widths used (the options say None for "the mode's default")
@@ -345,6 +330,147 @@ def emit(graph, out_dir, options) -> dict:
     if quantized:
         result["tolerance"] = None  # measured and reported; the integer path is checked bit for bit instead
     return result
+
+
+# --- the kit: OUT/<prefix>/, what a firmware compiles ------------------------------------------------
+
+#: the harness, startup code, linker scripts and Makefile: at the artifact's top, next to the kit folder
+HARNESS_FILES = ("harness.c", "startup.c", *toolchain.LINKER_SCRIPTS, "Makefile")
+#: the top-level names a prefix may not take (its kit folder would collide with them; any case)
+RESERVED_PREFIXES = ("build", "makefile")
+#: the first calibration sequence's steps the kit's examples/main.c streams, at most
+EXAMPLE_STEPS = 1000
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def runtime_version() -> tuple:
+    """``(LMU_RUNTIME_VERSION, its string)`` of the packaged ``lmu_runtime.h``."""
+    text = (TEMPLATES / "lmu_runtime.h").read_text()
+    number = re.search(r"^#define LMU_RUNTIME_VERSION (\d+)$", text, re.M)
+    string = re.search(r'^#define LMU_RUNTIME_VERSION_STRING "([^"]+)"$', text, re.M)
+    if number is None or string is None:
+        raise LmuEdgeError("firmware_templates/lmu_runtime.h defines no LMU_RUNTIME_VERSION; reinstall lmu-edge")
+    return int(number.group(1)), string.group(1)
+
+
+def runtime_headers(source: str) -> list:
+    """The runtime headers ``source`` (a generated .c) includes, directly or through one another, in the
+    order first met: exactly the packaged headers a firmware needs beside it."""
+    found: list = []
+    todo = _INCLUDE.findall(source)
+    while todo:
+        name = todo.pop(0)
+        if name in found or not (TEMPLATES / name).is_file():
+            continue  # the model's own header (written, not copied) and repeats
+        found.append(name)
+        todo.extend(_INCLUDE.findall((TEMPLATES / name).read_text()))
+    return found
+
+
+def _output_semantics(graph) -> tuple:
+    """``(when, what)``: when an output is the model's answer, and what the outputs are, for <prefix>.h."""
+    last = graph.layers[-1] if graph.layers else None
+    act = getattr(last, "activation", "linear") if last is not None else "linear"
+    if getattr(last, "TYPE", "") == "lmu":
+        act = "linear"  # an LMU layer's output is its hidden state (or memory): no classifier activation
+    what = {
+        "softmax": "probabilities (a softmax: non-negative, they sum to 1; the class is the largest)",
+        "sigmoid": "probabilities (a sigmoid per output, each in [0, 1])",
+        "linear": "unbounded values: logits if the model was trained as a classifier (the class is the largest), "
+        "else the regression's values",
+    }.get(act, f"the {act} activations of the last layer")
+    if graph.output_is_sequence:
+        when = "every step's output is an answer (the model returns a sequence)."
+    else:
+        when = (
+            "only the output after a sequence's last step is the model's answer (it returns the last step only); "
+            "the outputs of earlier steps are partial. Call reset before the next sequence."
+        )
+    return when, what
+
+
+def _kit_context(graph, options, prefix: str, quantized: bool, int_api: str, qg) -> dict:
+    """What the kit's templates need besides the model's code: sequence semantics, names, the example's data."""
+    cal = options.get("calibration")
+    if cal is not None:
+        seq = np.asarray(cal, np.float64)[0]
+        origin = "the first calibration sequence"
+    else:  # a float conversion without calibration data: a seeded probe, as convert's check uses
+        T = graph.seq_len or 64
+        seq = np.random.default_rng(0).standard_normal((T, graph.input_features))
+        origin = "a seeded random sequence (no calibration data was given)"
+    cal_steps = int(seq.shape[0])
+    seq = seq[:EXAMPLE_STEPS]
+    if graph.seq_len:
+        seq_text = f"the model was trained on sequences of {graph.seq_len} steps"
+    else:
+        seq_text = f"the model fixes no sequence length (the calibration sequences had {cal_steps} steps)"
+    when, what = _output_semantics(graph)
+    if quantized:
+        values = intsim.quantize_input(qg, seq[None])[0].astype(np.int64)
+        body = ",\n".join("    {" + ", ".join(str(int(v)) for v in row) + "}" for row in values)
+    else:
+        body = ",\n".join("    {" + ", ".join(c_codegen.c_float(v) for v in row) + "}" for row in seq)
+    bits = 16 if int_api == "int16" else 8
+    number, string = runtime_version()
+    library_name = prefix if prefix[0].isalpha() else f"lmu{prefix}"
+    return {
+        "seq_len": graph.seq_len,
+        "seq_text": seq_text,
+        "output_when": when,
+        "output_kind": what,
+        "output_is_sequence": graph.output_is_sequence,
+        "int_min": -(1 << (bits - 1)),
+        "int_max": (1 << (bits - 1)) - 1,
+        "runtime_version": number,
+        "runtime_version_string": string,
+        "library_name": library_name,
+        "sentence": f"The lmu-edge model {prefix} as C99 for microcontrollers.",
+        "json_description": f"lmu-edge model {prefix}: constant-memory streaming C99 (generated)",
+        "steps": int(seq.shape[0]),
+        "steps_note": f" of {cal_steps}, {origin}" if cal_steps > seq.shape[0] else f", {origin}",
+        "sequence_body": body,
+        "in_ctype": f"{int_api}_t" if quantized else "float",
+        "out_ctype": f"{int_api}_t" if quantized else "float",
+    }
+
+
+def write_kit(out_dir: Path, ctx: dict) -> list:
+    """Write the kit ``out_dir/<prefix>/`` (the model's source and header, the runtime headers it includes,
+    CMakeLists.txt, sources.mk, a Zephyr module, library.json, library.properties, examples/main.c) and the
+    harness, startup code, linker scripts and Makefile beside it. Returns the files written, relative."""
+    env = _jinja()
+    prefix = ctx["prefix"]
+    kit = Path(out_dir) / prefix
+    (kit / "zephyr").mkdir(parents=True, exist_ok=True)
+    (kit / "examples").mkdir(exist_ok=True)
+    source = env.get_template("model.c.j2").render(**ctx)
+    headers = runtime_headers(source)
+    ctx = dict(ctx, headers=[f"{prefix}.h", *headers])
+    kit_files = [f"{prefix}.c", f"{prefix}.h", *headers]
+    ctx["kit_files"] = kit_files
+    written = {
+        f"{prefix}.c": source,
+        f"{prefix}.h": env.get_template("model.h.j2").render(**ctx),
+        "CMakeLists.txt": env.get_template("kit/CMakeLists.txt.j2").render(**ctx),
+        "sources.mk": env.get_template("kit/sources.mk.j2").render(**ctx),
+        "zephyr/module.yml": env.get_template("kit/zephyr_module.yml.j2").render(**ctx),
+        "zephyr/CMakeLists.txt": env.get_template("kit/zephyr_CMakeLists.txt.j2").render(**ctx),
+        "zephyr/Kconfig": env.get_template("kit/zephyr_Kconfig.j2").render(**ctx),
+        "library.json": env.get_template("kit/library.json.j2").render(**ctx),
+        "library.properties": env.get_template("kit/library.properties.j2").render(**ctx),
+        "examples/main.c": env.get_template("kit/main.c.j2").render(**ctx),
+    }
+    for name, text in written.items():
+        (kit / name).write_text(text)
+    for name in headers:
+        shutil.copyfile(TEMPLATES / name, kit / name)
+    for name, template in (("harness.c", "harness.c.j2"), ("Makefile", "Makefile.j2")):
+        (Path(out_dir) / name).write_text(env.get_template(template).render(**ctx))
+    for name in ("startup.c", *toolchain.LINKER_SCRIPTS):
+        shutil.copyfile(TEMPLATES / name, Path(out_dir) / name)
+    names = [*kit_files[:2], *headers, *(n for n in written if n not in kit_files)]
+    return [f"{prefix}/{n}" for n in names] + list(HARNESS_FILES)
 
 
 def footprint(qgraph) -> tuple:
@@ -465,7 +591,8 @@ def _sources(directory: Path, sealed) -> dict:
 
     directory = Path(directory)
     if sealed is not None:
-        names = [n for n in sealed if "/" not in n and (n == "Makefile" or n.endswith(_SOURCE_SUFFIXES))]
+        # the top-level Makefile and harness, and the sources of the kit folder
+        names = [n for n in sealed if n == "Makefile" or n.endswith(_SOURCE_SUFFIXES)]
         out = {n: read_sealed(directory, n, sealed) for n in sorted(names)}
     else:  # sources in sub-folders too (a firmware of several models: one folder of C per model)
         out = {
@@ -564,8 +691,9 @@ def _make(directory: Path, target: str, *more: str, sealed=None) -> Path:
         work = _private_build_dir(sources)
         todo = [r for r in rels if not (work / r).is_file()]
         if todo:
+            env = {k: v for k, v in os.environ.items() if k not in ("LMU_KIT", "LMU_MODEL_SRC")}  # the sealed kit
             r = subprocess.run(
-                [make, "-f", "Makefile", "-s", f"-j{jobs}", *todo], cwd=work, capture_output=True, text=True
+                [make, "-f", "Makefile", "-s", f"-j{jobs}", *todo], cwd=work, capture_output=True, text=True, env=env
             )
             if r.returncode != 0:
                 msg = (r.stderr or r.stdout).strip().splitlines()

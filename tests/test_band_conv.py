@@ -170,7 +170,7 @@ def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_inclu
     if mode == "int16":  # int16 weights as well
         assert any(np.abs(qg.layers[i].linear.parts[0].kernel).max() > 127 for i in convs)
     lib = ctypes.CDLL(str(art.module._make(art.path, "libmodel.so")))
-    fields = _state_offsets((art.path / "model.h").read_text())
+    fields = _state_offsets((art.path / "model" / "model.h").read_text())
     dt = intsim.act_dtype(qg)
     xq = intsim.quantize_input(qg, x[:1])[0].astype(dt)
     state = ctypes.create_string_buffer(int(lib.model_state_size()))
@@ -249,14 +249,14 @@ def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on
     x = rng.standard_normal((2, 9, g.input_features))
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
-    src = (art.path / "model.c").read_text()
+    src = (art.path / "model" / "model.c").read_text()
     convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
     assert src.count("lmu_band_rows_i8(") == len(convs) == src.count("lmu_qlinear_i8(&model_l") - 1
     xq = intsim.quantize_input(qg, x)
     y, stats, states = art.module.run_native(art, xq.astype(np.int8), runtime, with_state=True)
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
     assert stats["instructions_per_step"] > 0
-    fields = _state_offsets((art.path / "model.h").read_text())
+    fields = _state_offsets((art.path / "model" / "model.h").read_text())
     assert states.shape == (*xq.shape[:2], stats["state_bytes"])
     ref = intsim.IntStream(qg)
     for n in range(xq.shape[0]):

@@ -23,7 +23,7 @@ print(len(fe.emit_c(out / "fe")))
 from lmu_edge._cli_docs import docs_dir, pages
 assert docs_dir().resolve().is_relative_to(site) and "firmware" in pages(), docs_dir()  # lmu-edge docs
 art = lmu_edge.convert(sys.argv[3], "c", out / "art", measure=False)
-print(sorted(p.name for p in art.path.iterdir() if p.suffix in (".h", ".c")))
+print(sorted(p.name for p in art.path.rglob("*") if p.suffix in (".h", ".c")))
 """
 
 

@@ -370,7 +370,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
                 widen_db=widen,
             )
         qg = lmu_edge.load(art.path / "quantized.lmu.npz")
-        header = (art.path / "model.h").read_text()
+        header = (art.path / prefix / f"{prefix}.h").read_text()
         fields = _state_fields(header, prefix)
         assert any(kind == "m" for _, kind, _ in fields), f"{prefix}: no LMU state array found in model.h"
         py, peak = _python_hashes(qg, fields, x8, out_ctype)
@@ -385,8 +385,8 @@ def _convert_all(tmp_path_factory, case_list, mode):
                 "widths": _widths(qg),
             }
         )
-        wrapper.append(f'#include "{prefix}/model.c"')
-        headers.append(f'#include "{prefix}/model.h"')
+        wrapper.append(f'#include "{prefix}/{prefix}/{prefix}.c"')  # the artifact's kit folder
+        headers.append(f'#include "{prefix}/{prefix}/{prefix}.h"')
         states.append(f"static {prefix}_state_t s{k};")
         resets.append(f"    {prefix}_reset(&s{k}); h[{k}] = 0xCBF29CE484222325ull;")
         steps.append(_c_case(k, prefix, fields, api))
@@ -403,7 +403,9 @@ def _convert_all(tmp_path_factory, case_list, mode):
         "startup.c",
         *toolchain.LINKER_SCRIPTS,
     ):
-        shutil.copyfile(first.path / name, d / name)
+        shutil.copyfile(first.path / name if (first.path / name).exists() else c_target.TEMPLATES / name, d / name)
+    # the harness builds model.c (the wrapper) from this folder, not the first artifact's kit
+    (d / "Makefile").write_text("LMU_KIT = .\nLMU_MODEL_SRC = model.c\n" + (first.path / "Makefile").read_text())
     for k in range(len(case_list)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")
     (d / "model.h").write_text(

@@ -89,7 +89,7 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     art = lmu_edge.convert(
         g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False, widen_db=None
     )  # all-int8: these are the int8 kernels' tests
-    src = (art.path / "model.c").read_text()
+    src = (art.path / "model" / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in src
     if q in (18, 20, 36, 64):  # the whole-channel kernels run only with the code generator's step32 proof
@@ -159,7 +159,7 @@ def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(tmp_path, mo
     g = lmu_edge.fold(chain(rng, n_in=1, q=12, theta=20.0, units=8), "zoh")
     x = rng.standard_normal((2, 30, 1))
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False, widen_db=None)
-    src = (art.path / "model.c").read_text()
+    src = (art.path / "model" / "model.c").read_text()
     first = src.split("static const lmu_qlinear_t model_l1_dense = {", 1)[1].split("};", 1)[0]
     assert ".acc30" not in first and "l2_hidden: one part" in src
     qg = c_target._qgraph(art)
@@ -620,7 +620,7 @@ def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
     # int16x8 with int8 weights throughout (--weight-bits 8: no widening), the rows this test is about
     wb = 8 if mode == "int16x8" else None
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize=mode, calibration=x, weight_bits=wb, measure=False)
-    assert (".w16 = " in (art.path / "model.c").read_text()) == (mode == "int16")
+    assert (".w16 = " in (art.path / "model" / "model.c").read_text()) == (mode == "int16")
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, np.concatenate([x, 40 * np.sign(x[:, :20])], axis=1))
     assert xq.min() == -32768 and xq.max() == 32767

@@ -40,7 +40,7 @@ def test_float_c_runs_the_implicit_step_as_the_float_oracle_does(tmp_path):
     ref = lmu_edge.simulate(g, x)
     # float32 arithmetic against the float64 oracle: a few float32 ulps of the output scale
     assert np.max(np.abs(y - ref)) <= 1e-5 * np.max(np.abs(ref))
-    assert "lmu_f_pade_memory" in (art.path / "model.c").read_text()
+    assert "lmu_f_pade_memory" in (art.path / "model" / "model.c").read_text()
 
 
 @pytest.mark.parametrize("state_bits,name", [(8, "pade"), (16, "pade"), (32, "pade"), (16, "pade23"), (16, "pade22")])
@@ -66,7 +66,7 @@ def test_integer_c_matches_the_integer_oracle_bit_for_bit(tmp_path, state_bits, 
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     assert isinstance(qg.layers[2].memory, pade.QPadeMemory)
     assert art.manifest["c"]["quantized"]
-    assert "lmu_pade_memory_s" in (art.path / "model.c").read_text()
+    assert "lmu_pade_memory_s" in (art.path / "model" / "model.c").read_text()
     x8 = rng.integers(-128, 128, (1, 300, 2))
     x8[0, 100:160] = 127  # long runs at the extremes push the state to its bound
     y, _ = c_target.run_native(art, x8.astype(np.int8), "host")

@@ -71,7 +71,7 @@ def test_hostile_keras_names_cannot_inject_code_into_c(tmp_path, where):
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
-    src = (tmp_path / "out" / "model.c").read_text() + (tmp_path / "out" / "model.h").read_text()
+    src = (tmp_path / "out" / "model" / "model.c").read_text() + (tmp_path / "out" / "model" / "model.h").read_text()
     assert "lmu_pwned" not in src.replace("lmu_pwned_void", "")  # the name survives only as a safe token
     assert "system(" not in src and "$(shell" not in src and "<script>" not in src
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out" / "PWNED").exists()
@@ -129,7 +129,7 @@ def test_hostile_names_in_a_torch_checkpoint_cannot_inject_code(tmp_path, suffix
     assert limits.NAME_PATTERN.match(g.name) and "\n" not in g.name
     r = cli("convert", weights, "-t", "c", "-o", tmp_path / "out", "-O", "measure=false", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    src_c = (tmp_path / "out" / "model.c").read_text()
+    src_c = (tmp_path / "out" / "model" / "model.c").read_text()
     assert "system(" not in src_c and "$(shell" not in src_c and not list(tmp_path.rglob("PWNED"))
     cfg["layers"] = [{"type": "relu"}] * (limits.MAX_LAYERS + 1)
     weights.with_suffix(".json").write_text(json.dumps(cfg))
@@ -233,9 +233,9 @@ def test_force_refuses_added_or_changed_files_and_accepts_build_outputs(tmp_path
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
     assert "my_notes.txt" in one_line_error(r, 1) and (out / "my_notes.txt").read_text() == "mine"
     (out / "my_notes.txt").unlink()
-    (out / "model.c").write_text((out / "model.c").read_text() + "/* my tuning */\n")
+    (out / "model" / "model.c").write_text((out / "model" / "model.c").read_text() + "/* my tuning */\n")
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
-    assert "model.c" in one_line_error(r, 1) and "my tuning" in (out / "model.c").read_text()
+    assert "model.c" in one_line_error(r, 1) and "my tuning" in (out / "model" / "model.c").read_text()
     (out / "build").mkdir()
     (out / "build" / "thesis.tex").write_text("mine")
     assert "thesis.tex" in one_line_error(cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force"), 1)

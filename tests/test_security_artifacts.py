@@ -284,7 +284,7 @@ def test_a_changed_byte_an_added_file_or_a_wrong_key_is_refused_in_one_line(buil
     (c_art / "extra.txt").write_text("added")
     refused("extra.txt")
     (c_art / "extra.txt").unlink()
-    model = c_art / "model.c"
+    model = c_art / "model" / "model.c"
     good = model.read_bytes()
     model.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])
     refused("model.c changed")

@@ -220,7 +220,7 @@ def test_model_that_does_not_fit_the_device_is_a_clear_error(tmp_path, rng):
 
 def test_generated_code_is_data_and_calls(built):
     _, _, art, _ = built["rk4"]
-    src = (art.path / "model.c").read_text()
+    src = (art.path / "model" / "model.c").read_text()
     body = src.split("_step_int8(", 1)[1]
     assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")  # only copy loops
     assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "Makefile").read_text()
@@ -230,7 +230,7 @@ def test_memory_calls_take_a_const_struct_not_positional_integers(built):
     # docs/firmware.md: each memory's constants are a static const struct with designated initializers
     seen = set()
     for name in CONFIGS:
-        src = (built[name][2].path / "model.c").read_text()
+        src = (built[name][2].path / "model" / "model.c").read_text()
         for kind, args in re.findall(r"lmu_(dense|rk|fir)_memory_s\w+\(([^;]*)\);", src):
             args = [a.strip() for a in args.split(",")]
             assert re.fullmatch(r"&\w+_memory", args[0]), args
@@ -330,15 +330,15 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
     g, x, art, _ = built["rk4"]
     art = type(art)(art.path, art.manifest)  # not sealed: an opened artifact refuses to build an edited model.c
     assert art.module.check(art, x[:1]).get("passed", True) is True
-    src = (art.path / "model.c").read_text()
+    src = (art.path / "model" / "model.c").read_text()
     bad, n = re.subn(r"(memcpy\(y, [^;]*;)", r"\1 y[0] = (int8_t)(y[0] ^ 1);", src, count=1)
     assert n == 1
     try:
-        (art.path / "model.c").write_text(bad)
+        (art.path / "model" / "model.c").write_text(bad)
         res = art.module.check(art, x[:1])
         assert res["bit_exact_host"] is False and res["passed"] is False
     finally:
-        (art.path / "model.c").write_text(src)
+        (art.path / "model" / "model.c").write_text(src)
         art.module.check(art, x[:1])  # rebuild the clean host harness for later tests
 
 
@@ -503,7 +503,7 @@ def built16(tmp_path_factory):
 def test_int16x8_c_is_bit_exact_with_the_integer_reference_on_the_host(built16, name):
     g, x, art = built16[name]
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
-    assert art.manifest["c"]["activation_bits"] == 16 and "_step_int16(" in (art.path / "model.h").read_text()
+    assert art.manifest["c"]["activation_bits"] == 16 and "_step_int16(" in (art.path / "model" / "model.h").read_text()
     xq = intsim.quantize_input(qg, x)
     assert xq.min() >= -32768 and xq.max() <= 32767 and np.abs(xq).max() > 127  # int16 inputs
     y_c, stats = art.module.run_native(art, xq.astype(np.int16), "host")
@@ -566,8 +566,8 @@ def test_int16x8_c_widens_the_weights_int8_cannot_carry(matrix_tanh_model, tmp_p
         art = lmu_edge.convert(src, "c", tmp_path / label, quantize="int16x8", calibration=x_cal, measure=False, **opts)
         qg = lmu_edge.load(art.path / "quantized.lmu.npz")
         info = qg.metadata["quantization"]
-        code = (art.path / "model.c").read_text()
-        header = (art.path / "model.h").read_text()
+        code = (art.path / "model" / "model.c").read_text()
+        header = (art.path / "model" / "model.h").read_text()
         got[label] = sqnr_db(art.run(x_test), y)
         xq = intsim.quantize_input(qg, x_test[:2])
         y_c, _ = art.module.run_native(art, xq.astype(np.int16), "host")
@@ -613,7 +613,7 @@ def test_int8_c_gives_16_bits_to_the_layers_8_bits_cannot_carry(matrix_tanh_mode
         ("q_convert", 16),
         ("q_convert", 8),
     ]
-    header = (art.path / "model.h").read_text()
+    header = (art.path / "model" / "model.h").read_text()
     assert "_step_int8(" in header and "16-bit in lmu_feedforward, dense_2; an int8 API" in header
     assert (
         art.manifest["c"]["activation_bits"] == 8
@@ -663,7 +663,7 @@ def test_int8_c_gives_an_int16_api_where_8_bits_of_input_cap_the_model(tmp_path)
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     info = qg.metadata["quantization"]
     assert "input" in info["widened"] and info["widened_weights"], info
-    assert intsim.act_bits(qg) == 16 and "_step_int16(" in (art.path / "model.h").read_text()
+    assert intsim.act_bits(qg) == 16 and "_step_int16(" in (art.path / "model" / "model.h").read_text()
     assert json.loads((art.path / "report.json").read_text())["c"]["int_api"] == "int16"
     xq = intsim.quantize_input(qg, x_test[:2])
     y_c, _ = art.module.run_native(art, xq.astype(np.int16), "host")
@@ -678,7 +678,7 @@ def test_int8_c_leaves_a_model_at_its_target_alone(tmp_path):
     b = lmu_edge.convert(src, "c", tmp_path / "b", quantize="int8", calibration=x_cal, measure=False, widen_db=None)
     assert json.loads((a.path / "report.json").read_text())["quantization"]["widened"] == []
     for f in ("model.c", "model.h"):
-        assert (a.path / f).read_text() == (b.path / f).read_text()
+        assert (a.path / "model" / f).read_text() == (b.path / "model" / f).read_text()
 
 
 # --- int16: int16 activations and int16 weights ---------------------------------------------------------
@@ -702,7 +702,7 @@ def test_int16_c_lifts_the_int8_weight_ceiling_of_int16x8(matrix_tanh_model, tmp
     assert art.manifest["options"]["weight_bits"] is None  # the option itself was not given
     rep = json.loads((art.path / "report.json").read_text())
     assert rep["targets"][0]["path"] == str(art.path)  # the final directory, not the one being written
-    src_c = (art.path / "model.c").read_text()
+    src_c = (art.path / "model" / "model.c").read_text()
     assert ".w16 = " in src_c and ".w = " not in src_c  # every weight part is int16
     xq = intsim.quantize_input(qg, x_test[:2])
     y_c, _ = art.module.run_native(art, xq.astype(np.int16), "host")

@@ -13,6 +13,7 @@ to the same samples, and all randomness (noise, gains, positions) comes from see
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import wave
@@ -451,13 +452,23 @@ def build_stream(
     # every runtime header a model.c may include: a model with a convolutional front end includes
     # lmu_bandconv.h, one with the implicit Pade memory lmu_pade.h
     files = ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "lmu_bandconv.h")
-    for f in files:
-        shutil.copyfile(art_dir / f, d / f)
+
+    def copy_model(folder: Path, to: Path):  # a C artifact's kit folder (OUT/<prefix>/), or a flat folder
+        kit = None
+        if (folder / "artifact.json").is_file():
+            kit = folder / json.loads((folder / "artifact.json").read_text())["c"]["prefix"]
+        for f in files:
+            src = folder / f if kit is None else kit / f.replace("model.", f"{kit.name}.")
+            if src.is_file() or kit is None:
+                shutil.copyfile(src, to / f)
+        if kit is not None:  # <prefix>.c includes "<prefix>.h"; stream.c "model.h"
+            shutil.copyfile(kit / f"{kit.name}.h", to / f"{kit.name}.h")
+
+    copy_model(art_dir, d)
     sources = ["stream.c", "kws_frontend.c", "model.c"]
     if verifier is not None:  # its own folder: its model.c includes its own "model.h"
         (d / "verify").mkdir(exist_ok=True)
-        for f in files:
-            shutil.copyfile(Path(verifier[0]) / f, d / "verify" / f)
+        copy_model(Path(verifier[0]), d / "verify")
         sources.append("verify/model.c")
     (d / "kws_verify.h").write_text(verifier[1] if verifier is not None else "/* no second stage */\n")
     frontend.emit_c(d, cfg, "kws")
