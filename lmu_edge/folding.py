@@ -28,7 +28,7 @@ from typing import Callable, Optional, Union
 import numpy as np
 
 from . import budget, ir, limits, lti, pade
-from .errors import FoldError
+from .errors import FoldError, QuantizationError
 
 REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir")
 #: the implicit realizations by name: Pade orders (numerator, denominator); "pade" is [3/4]
@@ -45,8 +45,23 @@ PADE_IN_INTEGER_AUTO = False
 #: is measured: TFLite has no 16x8 CUMSUM (the structured RK step's two per stage), so the int16x8
 #: conversion fails and an int8 model loses its int16 state path. With the dense Euler step instead, the
 #: layer-option matrix's PyTorch Euler model converts to int16x8 at 44.6 dB (refused with RK) and to int8
-#: at 21.7 dB (13.7 dB with RK). Asked for by name, RK is still built.
+#: at 21.7 dB (13.7 dB with RK). Asked for by name, RK is refused there (:func:`rk_refusal`): the shipped
+#: digits model converted "successfully" to TFLite int8 at -1.7 dB with it.
 RK_LEFT_OUT_QUANTIZED = ("tflite",)
+
+
+def rk_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[str]:
+    """Why a Runge-Kutta realization cannot be used for a quantized ``target``; ``None`` when it can."""
+    targets = () if target is None else (target,) if isinstance(target, str) else tuple(target)
+    bad = [t for t in targets if t in RK_LEFT_OUT_QUANTIZED]
+    if not quantized or not bad:
+        return None
+    return (
+        f"the Runge-Kutta realization has no integer state path on the {bad[0]!r} target: TFLite has no 16x8 "
+        f"op CUMSUM (two per RK stage), so int16x8 cannot be built and int8 runs the state in 8 bits (the shipped "
+        f"digits model: -1.7 dB); use --realization auto, zoh or euler (the dense step), --quantize float, "
+        f"or --target c"
+    )
 
 
 #: what ``auto`` minimises: operations per step, flash (numbers stored), or RAM (state and scratch)
@@ -786,6 +801,9 @@ def fold_layer(
     refusal = pade_refusal(target, quantized)
     if realization in PADE_NAMES and refusal:
         raise FoldError(f"layer {layer.name!r}: {refusal}")
+    rk = rk_refusal(target, quantized) if realization.startswith("rk") else None
+    if rk:
+        raise QuantizationError(f"layer {layer.name!r}: {rk}")
     names = auto_names(layer, target, quantized) if realization == "auto" else [realization]
     cands = candidates(layer, error_budget, names, prefer=prefer, **kw)
     chosen = _choose(layer, cands, error_budget, realization, prefer)

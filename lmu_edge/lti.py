@@ -242,10 +242,11 @@ def euler_stable_theta(order: int) -> float:
     return float(np.max(np.abs(lam) ** 2 / (-2.0 * np.minimum(lam.real, -1e-300))))
 
 
-def growth(Abar: np.ndarray, Bbar: np.ndarray, steps: int) -> float:
+def growth(Abar: np.ndarray, Bbar: np.ndarray, steps: int, stop: float = math.inf) -> float:
     """``max_k max|Abar^k Bbar| / max|Bbar|`` over ``k < steps``: how much the memory's response to one
-    input grows within ``steps`` (1 for a memory whose response only decays; ``inf`` past float64)."""
-    v = np.asarray(Bbar, np.float64).reshape(-1)
+    input grows within ``steps`` (1 for a memory whose response only decays; ``inf`` past float64).
+    ``Bbar``: a vector, or one column per input. Returns early once the growth passes ``stop``."""
+    v = np.asarray(Bbar, np.float64).reshape(np.shape(Abar)[0], -1)
     b = float(np.max(np.abs(v))) or 1.0
     top = b
     with np.errstate(over="ignore", invalid="ignore"):
@@ -254,7 +255,21 @@ def growth(Abar: np.ndarray, Bbar: np.ndarray, steps: int) -> float:
             top = max(top, float(np.max(np.abs(v))))
             if not np.isfinite(top):
                 return math.inf
+            if top > stop * b:
+                break
     return top / b
+
+
+def feedback_system(Abar: np.ndarray, Bbar: np.ndarray, memory_encoders: np.ndarray) -> tuple:
+    """``(A, B)`` of ``memory_d`` channels of the memory ``(Abar, Bbar)`` with the ``memory_to_memory``
+    feedback ``u += m @ memory_encoders`` (``(d q, d)``; ``m`` flattened as ``channel * q + i``), the
+    channels' inputs as B's columns: the linear loop whose powers say whether the state stays bounded."""
+    Bv = np.asarray(Bbar, np.float64).reshape(-1)
+    Me = np.asarray(memory_encoders, np.float64)
+    q, d = Bv.size, Me.shape[1]
+    A = np.kron(np.eye(d), np.asarray(Abar, np.float64))
+    A += (Bv[None, :, None] * Me.T[:, None, :]).reshape(d * q, d * q)
+    return A, np.kron(np.eye(d), Bv[:, None])
 
 
 # --- per-step cost of each realization (per memory channel) -----------------------------

@@ -243,28 +243,46 @@ MIN_CALIBRATION_RANGE = 1e-30
 #: (an unstable Euler memory): 8 bits of growth that the state, its 8- or 16-bit view and every layer after it
 #: would have to carry (issue 52: 2730x gave C int8 6.6 dB and int16 28 dB; 22x converts at 37 dB)
 MAX_GROWTH = 256.0
+#: a quantized graph further than this from the float model on the calibration data (dB) is warned about:
+#: issue 52's --state-bits 8 conversion of the digits model came out at -1.6 dB without a word
+GARBAGE_DB = 10.0
+#: check_growth steps a memory_to_memory loop (memory_d * order states) through a sequence where that costs at
+#: most this many multiplications ((d q)^2 d per step); beyond, only the memory's own Euler step is checked
+MAX_LOOP_CHECK = 4e9
 
 
 def check_growth(graph: ir.Graph, steps: int) -> None:
-    """Refuse, in one line, an integer conversion of a graph with an unstable Euler memory whose response
-    grows more than :data:`MAX_GROWTH` times within ``steps`` (the calibration's length): the source model
+    """Refuse, in one line, an integer conversion of a graph whose LMU memory is unstable (an Euler step
+    past its stable theta, or a ``memory_to_memory`` feedback loop that diverges) and whose response grows
+    more than :data:`MAX_GROWTH` times within ``steps`` (the calibration's length): the source model
     diverges there too, and no fixed-point scale holds both its first input and its last value."""
     for layer in graph.layers:
-        if not isinstance(layer, ir.LMU) or layer.discretizer != "euler":
+        if not isinstance(layer, ir.LMU):
             continue
-        A, B = lti.legendre_discrete(layer.order, layer.theta, "euler")
+        n = layer.memory_d * layer.order
+        loop = layer.memory_encoders is not None and n * n * layer.memory_d * steps <= MAX_LOOP_CHECK
+        if not loop and (layer.discretizer != "euler" or layer.theta >= lti.euler_stable_theta(layer.order)):
+            continue  # ZOH, and Euler past its stable theta, decay
+        A, B = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
+        if loop and layer.memory_encoders is not None:
+            A, B = lti.feedback_system(A, B, layer.memory_encoders)
+        if not lti.growth(A, B, steps, stop=MAX_GROWTH) > MAX_GROWTH:
+            continue
+        g = lti.growth(A, B, steps)  # the whole of it, for the message
         rho = lti.spectral_radius(A)
-        if rho <= 1.0:
-            continue
-        g = lti.growth(A, B, steps)
-        if g > MAX_GROWTH:
-            raise QuantizationError(
-                f"layer {layer.name!r}: its Euler memory (order {layer.order}, theta {layer.theta:g}) is unstable "
-                f"(spectral radius {rho:.3f}): within {int(steps)} steps its response to one input grows "
-                f"{g:.3g}x, and the source model's outputs with it, more than integers can carry (the float "
-                f"modes convert it exactly); retrain it with discretizer='zoh' or a theta above "
-                f"{lti.euler_stable_theta(layer.order):.4g}, where Euler is stable"
-            )
+        what = "memory with its memory_to_memory feedback" if loop else "Euler memory"
+        fix = (
+            "retrain it (discretizer='zoh', a larger theta, or without memory_to_memory)"
+            if loop
+            else f"retrain it with discretizer='zoh' or a theta above {lti.euler_stable_theta(layer.order):.4g}, "
+            f"where Euler is stable"
+        )
+        raise QuantizationError(
+            f"layer {layer.name!r}: its {what} (order {layer.order}, theta {layer.theta:g}, {layer.discretizer}) "
+            f"is unstable (spectral radius {rho:.3f}): within {int(steps)} steps its response to one input "
+            f"grows {g:.3g}x, and the source model's outputs with it, more than integers can carry (the float "
+            f"modes convert it exactly); {fix}"
+        )
 
 
 def quantize(
@@ -278,6 +296,7 @@ def quantize(
     weight_rounding: str = "auto",
     widen_db: Optional[float] = None,
     wide_layers=None,
+    widen_state: bool = True,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -301,6 +320,11 @@ def quantize(
     input: ``"input"``) 16-bit activations, and within them the fewest weight matrices 16-bit weights,
     that reach it (:func:`lmu_edge.rounding.widen_activations`; the metadata's ``widened`` and ``widened_weights``);
     ``wide_layers`` (layer names and ``"input"``) sets the 16-bit layers without a search.
+
+    Where that search still misses ``widen_db`` and ``widen_state`` holds (pass False for a ``state_bits``
+    the user chose), the same search with 32-bit LMU states is kept if it does better (the metadata's
+    ``widened_state_bits``). A result below :data:`GARBAGE_DB` on the calibration data is warned about
+    with its measured SQNR.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -400,6 +424,7 @@ def quantize(
     built, sqnr, qg, caught = search()
     if (
         widen_db is not None
+        and widen_state
         and sqnr < float(widen_db)
         and sb < 32
         and any(isinstance(la, ir.LMU) for la in graph.layers)
@@ -416,6 +441,14 @@ def quantize(
             built, sqnr, qg, caught = narrow
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not sqnr >= GARBAGE_DB:
+        used = state["bits"]
+        wider = f"; use more state bits (--state-bits {min(32, max(16, 2 * used))})" if used < 32 else ""
+        warnings.warn(
+            f"{graph.name!r}: the quantized graph is {sqnr:.1f} dB from the float model on the calibration data "
+            f"({used}-bit state, {wb}-bit weights, {ab}-bit activations): its outputs are not the model's{wider}",
+            stacklevel=2,
+        )
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
         meta = dict(qg.metadata)
         meta["quantization"] = dict(meta["quantization"])

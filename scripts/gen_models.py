@@ -5,10 +5,15 @@
     python scripts/gen_models.py --repro qdot16_loop                  # one of the models issue 52 reported
     python scripts/gen_models.py --table results.jsonl                # the summary table of a long run
     python scripts/gen_models.py --ci-seeds 40                        # the first seeds covering every option value
+    python scripts/gen_models.py --seeds 0-499 --out r.jsonl --workers 2   # on a local Ray instance (or --address)
+
+The seeds run through ``lmu_edge.executor.run_tasks``: one after another in this process by default, on Ray
+with ``--workers N`` or ``--address``; each finished seed is appended to ``--out`` as it finishes.
 
 Each model (tests/model_gen.py) is trained briefly, calibrated on 64 sequences and measured on 32 others.
 A cell ``(target, mode)`` is *converted* (with its SQNR in dB against the float64 reference model),
-*refused* (a one-line LmuEdgeError; only nengo and nir may refuse) or *failed*: an internal error, a
+*refused* (a one-line LmuEdgeError; only nengo and nir may refuse, and every integer mode a model whose
+unstable Euler memory diverges within its sequence) or *failed*: an internal error, a
 build failure, a NaN, an output below the floor of docs/matrix.md, or a refusal by c, tflite or onnx.
 A failing cell prints the one command that regenerates it.
 """
@@ -48,6 +53,9 @@ CELLS = {
     ("ir", "float"): 80.0,
 }
 MAY_REFUSE = {"nengo", "nir"}  # the runtimes that may not express a model; c, tflite and onnx convert all
+#: every integer mode refuses a source model whose own memory diverges (an unstable Euler step growing more
+#: than quantization.MAX_GROWTH times within the sequence): keras' float run grows with it
+DIVERGES = "is unstable (spectral radius"
 
 
 def model_gen():
@@ -84,7 +92,7 @@ def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Pat
     except (lmu_edge.errors.UnsupportedLayerError, lmu_edge.errors.QuantizationError) as e:
         msg = str(e)
         one = "\n" not in msg.strip()
-        if target in MAY_REFUSE and one:
+        if one and (target in MAY_REFUSE or DIVERGES in msg):
             out.update(status="refused", reason=msg)
         else:
             out.update(status="failed", kind="refused" if one else "multi-line refusal", reason=_one_line(e))
@@ -159,6 +167,8 @@ def report(rec: dict) -> list:
     lines = []
     if "load_error" in rec:
         lines.append(f"seed {rec['seed']}: load failed: {rec['load_error']}  [{_command(rec)}]")
+    if "task_error" in rec:
+        lines.append(f"seed {rec['seed']}: the task failed: {rec['task_error']}  [{_command(rec)}]")
     for c in rec.get("cells", []):
         if c["status"] == "failed":
             cell = f"{c['target']}:{c['mode']}"
@@ -178,8 +188,9 @@ def table(path: Path) -> str:
     """Markdown summary of a results file: per cell converted / refused / failed and the SQNR spread."""
     recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     kept = [r for r in recs if "discarded" not in r]
+    errors = sum("task_error" in r or "load_error" in r for r in recs)
     lines = [
-        f"{len(recs)} seeds, {len(recs) - len(kept)} discarded draws, "
+        f"{len(recs)} seeds, {len(recs) - len(kept)} discarded draws, {errors} failed whole (task or load), "
         f"{sum(r.get('seconds', 0) for r in recs) / 3600:.2f} CPU hours",
         "",
         "| target mode | converted | refused | failed | min dB | 5th pct dB | median dB |",
@@ -235,6 +246,8 @@ def main(argv=None) -> int:
     ap.add_argument("--table", type=Path, help="print the summary table of a results file")
     ap.add_argument("--ci-seeds", type=int, metavar="N", help="print the first <= N seeds covering every option")
     ap.add_argument("--spec", action="store_true", help="print the spec(s) only")
+    ap.add_argument("--workers", type=int, default=0, help="run the seeds on a local Ray instance with N workers")
+    ap.add_argument("--address", help="run the seeds on this Ray cluster (every node has this checkout)")
     a = ap.parse_args(argv)
     if a.table:
         print(table(a.table))
@@ -259,11 +272,15 @@ def main(argv=None) -> int:
     done = set()
     if a.out and a.out.exists():
         done = {json.loads(line)["seed"] for line in a.out.read_text().splitlines() if line.strip()}
+    todo = [sp for sp in specs if sp["seed"] not in done]
     failed = 0
-    for sp in specs:
-        if sp["seed"] in done:
-            continue
-        rec = run_spec(sp, cells, a.keep)
+
+    def record(i, res):  # as each seed finishes (in the order they finish): appended, then printed
+        nonlocal failed
+        sp = todo[i]
+        rec = res.value
+        if res.error is not None:  # the task itself failed (a worker lost twice, or a bug of this script)
+            rec = {"seed": sp["seed"], "spec": sp, "cells": [], "task_error": res.error, "seconds": res.seconds}
         if a.out:
             with a.out.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -271,7 +288,7 @@ def main(argv=None) -> int:
         failed += bool(bad)
         if "discarded" in rec:
             print(f"seed {sp['seed']}: discarded ({rec['discarded']})", flush=True)
-            continue
+            return
         summary = " ".join(
             f"{c['target']}:{c['mode']}=" + (str(c.get("sqnr")) if c["status"] == "converted" else c["status"])
             for c in rec["cells"]
@@ -279,6 +296,17 @@ def main(argv=None) -> int:
         print(f"seed {sp['seed']} ({rec['seconds']} s): {summary}", flush=True)
         for line in bad:
             print("  " + line, flush=True)
+
+    from lmu_edge import LmuEdgeError
+    from lmu_edge.executor import run_tasks
+
+    try:
+        run_tasks(
+            run_spec, [(sp, cells, a.keep) for sp in todo], workers=a.workers, address=a.address, on_result=record
+        )
+    except LmuEdgeError as e:  # Ray missing or not reachable, a bad --workers: one line, no traceback
+        print(f"gen_models: {e}", file=sys.stderr)
+        return 2
     return 1 if failed else 0
 
 

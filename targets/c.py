@@ -232,6 +232,7 @@ def emit(graph, out_dir, options) -> dict:
                 activation_bits=int(act_bits or 8),
                 weight_rounding=str(options.get("weight_rounding") or "auto"),
                 widen_db=widen_db,
+                widen_state=not options.get("state_bits"),  # a state width the user chose is kept
             )
             return qg, c_codegen.generate_int(qg, prefix)
 

@@ -158,7 +158,10 @@ def _root_map(F, G, k):
 
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # accuracy is checked by the caller
-        Lg = scipy.linalg.logm(F)
+        try:
+            Lg = scipy.linalg.logm(F)
+        except ValueError:  # logm's error estimate overflowed (issue 52, seed 2: ZOH order 224): no root here
+            return None
     if np.iscomplexobj(Lg):
         if np.max(np.abs(Lg.imag)) > 1e-9 * max(np.max(np.abs(Lg.real)), 1.0):
             return None

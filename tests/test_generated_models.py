@@ -196,3 +196,56 @@ def test_an_unstable_euler_memory_converts_exactly_in_float_and_is_refused_by_qu
     assert lti.spectral_radius(lti.legendre_discrete(12, t * 0.999, "euler")[0]) > 1
     A, B = lti.legendre_discrete(24, 96.0, "euler")
     assert 20 < lti.growth(A, B, 40) < lmu_edge.quantization.MAX_GROWTH
+
+
+def test_a_state_too_narrow_for_the_model_is_warned_about_with_its_measured_sqnr():
+    # issue 52: --state-bits 8 on the shipped digits model converted at -1.6 dB without a word; a state width
+    # the user chose is kept (no 32-bit widening), and the result's calibration SQNR is named in a warning
+    g = lmu_edge.load(ROOT / "examples" / "models" / "digits_lmu.lmu.npz")
+    x = np.load(ROOT / "examples" / "models" / "digits_calibration_x.npy")[:64]
+    f = lmu_edge.fold(g, "auto", target="c", quantized=True)
+    with pytest.warns(UserWarning, match=r"-?\d+\.\d dB from the float model .*8-bit state.*--state-bits 16"):
+        q = lmu_edge.quantize(f, x, state_bits=8, widen_db=33.0, widen_state=False)
+    assert q.metadata["quantization"]["calibration_sqnr_db"] < 10.0
+    assert all(lay.state_type.width == 8 for lay in q.layers if isinstance(lay, qir.QLMU))
+
+
+def test_tflite_int8_refuses_runge_kutta_by_name_before_any_work(tmp_path):
+    # issue 52 / 58: TFLite int8 with --realization rk4 converted "successfully" at -1.7 dB on the digits model
+    # (no 16x8 CUMSUM: the RK state ran in int8)
+    from lmu_edge.errors import QuantizationError
+
+    src = ROOT / "examples" / "models" / "digits_lmu.lmu.npz"
+    x = np.load(ROOT / "examples" / "models" / "digits_calibration_x.npy")[:16]
+    with pytest.raises(QuantizationError, match=r"op CUMSUM.*--realization auto") as e:
+        lmu_edge.convert(src, "tflite", tmp_path / "o", quantize="int8", calibration=x, realization="rk4")
+    assert "\n" not in str(e.value) and not (tmp_path / "o").exists()
+
+
+def test_a_diverging_memory_to_memory_loop_is_refused_naming_the_feedback(tmp_path):
+    # issue 52's rnn_h2m_m2m_degenerate: Euler order 32, theta 128 grows 92x alone (converts), but its
+    # memory_to_memory loop has spectral radius 1.79 and the float model's u reached 2e9 within 40 steps; every
+    # C mode refused with "activation ranges are degenerate", TFLite and ONNX int8 gave 8.6 dB
+    from lmu_edge.errors import QuantizationError
+
+    def model(disc):
+        return graphs.chain(np.random.default_rng(52), seq_len=40, q=32, theta=128.0, disc=disc, rnn_path=True, d=3)
+
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 40, 2))
+    lmu_edge.save(model("euler"), tmp_path / "m.lmu.npz")
+    with pytest.raises(QuantizationError, match=r"'lmu': its memory with its memory_to_memory feedback .* unstable"):
+        lmu_edge.convert(tmp_path / "m.lmu.npz", "onnx", tmp_path / "o", quantize="int8", calibration=x)
+    lmu_edge.quantize(lmu_edge.fold(model("zoh"), "zoh"), x)  # the same loop around a ZOH memory stays bounded
+
+
+def test_nengo_spreads_a_large_zoh_memory_over_substeps_where_logm_overflows():
+    # issue 52, seed 2: a trainable theta left an order-224 ZOH memory at theta 40.7; the nengo target took a
+    # matrix logarithm of its one-sample map even though the ZOH map at theta * k is exact, and scipy's logm
+    # raised "array must not contain infs or NaNs" (an internal error). Now the ZOH k-th root is used.
+    from lmu_edge import lti
+    from lmu_edge.targets import nengo
+
+    g = graphs.chain(np.random.default_rng(52), q=32, theta=5.8, disc="zoh", hidden=None)  # the same ratio
+    (lay,) = [la for la in lmu_edge.fold(g, "zoh").layers if isinstance(la, lmu_edge.ir.LMU)]
+    Fk, Gk, _ = nengo.substep_map(lay, 2)
+    assert np.allclose(Fk, lti.legendre_discrete(32, 5.8 * 2, "zoh")[0], atol=1e-12)
