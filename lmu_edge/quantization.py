@@ -254,8 +254,8 @@ MAX_LOOP_CHECK = 4e9
 def check_growth(graph: ir.Graph, steps: int) -> None:
     """Refuse, in one line, an integer conversion of a graph whose LMU memory is unstable (an Euler step
     past its stable theta, or a ``memory_to_memory`` feedback loop that diverges) and whose response grows
-    more than :data:`MAX_GROWTH` times within ``steps`` (the calibration's length): the source model
-    diverges there too, and no fixed-point scale holds both its first input and its last value."""
+    more than :data:`MAX_GROWTH` times within ``steps`` (the calibration's length): the source model's
+    memory diverges there too, and no fixed-point scale holds both its first input and its last value."""
     for layer in graph.layers:
         if not isinstance(layer, ir.LMU):
             continue
@@ -280,8 +280,8 @@ def check_growth(graph: ir.Graph, steps: int) -> None:
         raise QuantizationError(
             f"layer {layer.name!r}: its {what} (order {layer.order}, theta {layer.theta:g}, {layer.discretizer}) "
             f"is unstable (spectral radius {rho:.3f}): within {int(steps)} steps its response to one input "
-            f"grows {g:.3g}x, and the source model's outputs with it, more than integers can carry (the float "
-            f"modes convert it exactly); {fix}"
+            f"grows {g:.3g}x (the source model's memory diverges too), more than integer scales can carry (the "
+            f"float modes convert it exactly); {fix}"
         )
 
 
