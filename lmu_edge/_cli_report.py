@@ -300,8 +300,9 @@ def report(
             else ""
         )
         click.echo(
-            f"{t['target']} ({t['quantize']}): {t['verdict'].upper()}, {sq} against the source, floor "
-            f"{t['floor_db']:g} dB{metric}"
+            f"{t['target']} ({t['quantize']}): {t['verdict'].upper()}, {sq} against the source, "
+            + (f"floor {t['floor_db']:g} dB" if t["floor_db"] is not None else f"tolerance {t['tolerance']}")
+            + metric
         )
     failed = [t for t in data["targets"] if not t["passed"]]
     if failed:

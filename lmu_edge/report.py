@@ -35,14 +35,15 @@ FLOORS_DB = {
     ("tflite", "int16x8"): 35.0,
     ("onnx", "int8"): 30.0,
     ("nir", "float"): 55.0,
+    ("nengo", "float"): None,  # its own tolerance (the spiking form: measured, no verdict)
 }
 #: float artifacts (within 1e-4 relative of the float64 model is above 80 dB)
 FLOAT_FLOOR_DB = 80.0
 
 
-def floor_db(target: str, quantize: Optional[str]) -> float:
+def floor_db(target: str, quantize: Optional[str]) -> Optional[float]:
     """The verdict's floor for ``target`` in mode ``quantize`` (:data:`FLOORS_DB`; float: 80 dB; another
-    quantized mode: 30 dB, the 8-bit one)."""
+    quantized mode: 30 dB, the 8-bit one; None: the artifact's tolerance alone decides)."""
     quantize = quantize or "float"
     if (target, quantize) in FLOORS_DB:
         return FLOORS_DB[(target, quantize)]
@@ -257,6 +258,13 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
     }
 
 
+def _verdict(within: bool, sq: Optional[float], floor: Optional[float], tol: Optional[float]) -> str:
+    """``pass`` / ``fail`` against the floor and the tolerance; ``measured`` where there is neither."""
+    if floor is None and tol is None:
+        return "measured"
+    return "pass" if within and (sq is None or floor is None or sq >= floor) else "fail"
+
+
 def lmu_memories(graph: ir.Graph, qg: ir.Graph) -> list:
     """Per LMU layer: float vs quantized impulse response (first, middle, last row) and poles."""
     out = []
@@ -433,7 +441,7 @@ def analyze(
                 "tolerance": tol,
                 "passed": within,
                 "floor_db": floor,
-                "verdict": "pass" if within and (sq is None or sq >= floor) else "fail",
+                "verdict": _verdict(within, sq, floor, tol),
                 "variant": f"{art.target} ({art.manifest.get('quantize')}, {art.module.DEFAULT_RUNTIME})",
                 "files": artifact_files(art.path, art.target, art.manifest),
             }

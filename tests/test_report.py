@@ -523,3 +523,20 @@ def test_the_evaluated_count_is_all_unless_capped_and_the_cap_is_said():
             "held_out": True,
         }
     )
+
+
+def test_the_verdict_is_the_floor_and_the_tolerance_over_every_sqnr():
+    """pass exactly when the SQNR reaches the mode's floor and the error is within a given tolerance; the
+    floors are docs/matrix.md's; a target with neither floor nor tolerance (Nengo's spiking form) is measured."""
+    for (target, mode), floor in report.FLOORS_DB.items():
+        assert report.floor_db(target, mode) == floor
+    assert report.floor_db("c", "float") == report.FLOAT_FLOOR_DB == 80.0
+    assert report.floor_db("c", "int8") == 30.0 and report.floor_db("tflite", "int16x8") == 35.0
+    for sq in np.linspace(0.0, 120.0, 241):
+        for within, tol in ((True, None), (True, 0.1), (False, 0.1)):
+            v = report._verdict(within, float(sq), 30.0, tol)
+            assert v == ("pass" if within and sq >= 30.0 else "fail"), (sq, within, tol, v)
+        assert report._verdict(True, float(sq), None, 1e-3) == "pass"  # Nengo float: its tolerance decides
+        assert report._verdict(False, float(sq), None, 1e-3) == "fail"
+    assert report._verdict(True, 5.0, None, None) == "measured"
+    assert report._verdict(True, None, 80.0, None) == "pass"  # exact (infinite SQNR)
