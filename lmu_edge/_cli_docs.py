@@ -6,27 +6,20 @@ The pages are the repository's ``docs/*.md``; a wheel holds them as the package 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import click
 
 
 def docs_dir() -> Path:
-    """The folder holding the documentation pages: the installed ``lmu_edge/docs``, or a checkout's
-    ``docs/`` (an editable install made before the pages were packaged)."""
-    spec = importlib.util.find_spec("lmu_edge.docs")
-    for location in (spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(location) / "README.md").is_file():
-            return Path(location)
-    checkout = Path(__file__).resolve().parent.parent / "docs"
-    if (checkout / "README.md").is_file():
-        return checkout
+    """The folder holding the documentation pages (:func:`lmu_edge.resources.docs_dir`), or a one-line error."""
     from .errors import LmuEdgeError
+    from .resources import docs_dir as where
 
-    raise LmuEdgeError(
-        "lmu-edge's documentation pages are missing from this installation (lmu_edge/docs); reinstall lmu-edge"
-    )
+    try:
+        return where()
+    except FileNotFoundError as e:
+        raise LmuEdgeError(str(e)) from None
 
 
 def pages() -> dict:

@@ -529,7 +529,13 @@ def artifact_files(path, target: str, manifest: dict) -> dict:
             files = [f for f in files if f.endswith((".c", ".h")) and "/" not in f]
         names = [f for f in files if Path(f).name not in _SKIP and not f.endswith((".npz", ".ld"))]
         inside = []
-    return {"names": names, "inside": inside, "docs": doc, "docs_command": f"lmu-edge docs {page}"}
+    from .resources import docs_dir
+
+    try:  # a link the page can open where lmu-edge is installed (the page is read on the machine that made it)
+        uri = (docs_dir() / doc).as_uri() if (docs_dir() / doc).is_file() else None
+    except FileNotFoundError:
+        uri = None
+    return {"names": names, "inside": inside, "docs": doc, "docs_command": f"lmu-edge docs {page}", "docs_uri": uri}
 
 
 def c_footprint(qg: ir.Graph) -> tuple:

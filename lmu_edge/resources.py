@@ -28,3 +28,20 @@ def templates_dir() -> Path:
         "lmu-edge's firmware templates are missing from this installation "
         "(lmu_edge.firmware_templates); reinstall lmu-edge"
     )
+
+
+@functools.lru_cache(maxsize=None)
+def docs_dir() -> Path:
+    """The folder holding the documentation pages (``lmu-edge docs``): ``docs/`` installs as the package data
+    of ``lmu_edge.docs``; a checkout (or an editable install made before the pages were packaged) has it at
+    the repository root."""
+    spec = importlib.util.find_spec("lmu_edge.docs")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(location) / "README.md").is_file():
+            return Path(location)
+    checkout = Path(__file__).resolve().parent.parent / "docs"
+    if (checkout / "README.md").is_file():
+        return checkout
+    raise FileNotFoundError(
+        "lmu-edge's documentation pages are missing from this installation (lmu_edge/docs); reinstall lmu-edge"
+    )

@@ -478,6 +478,9 @@ def test_cli_report_verdict_on_held_out_sequences(tmp_path, case):
     # the files to copy (the kit folder when the artifact has one) and the docs command that explains them
     assert t["files"]["docs_command"] == "lmu-edge docs firmware" and "lmu-edge docs firmware" in html
     assert all((out / "c" / f).exists() for f in t["files"]["names"]) and t["files"]["names"]
+    # and a link to the page where lmu-edge is installed (a pip user has no docs/ of the source tree)
+    docs_page = t["files"]["docs_uri"]
+    assert docs_page.startswith("file://") and docs_page.endswith("/firmware.md") and f'<a href="{docs_page}">' in html
 
 
 def test_tensor_names_map_back_to_the_models_layers(digits):
