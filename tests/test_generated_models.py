@@ -192,6 +192,8 @@ def test_an_unstable_euler_memory_converts_exactly_in_float_and_is_refused_by_qu
         lmu_edge.quantize(lmu_edge.fold(g, "euler"), x)
     # the theta it names is where Euler turns stable; 22x growth (rnn_euler_state_bound) still converts
     t = lti.euler_stable_theta(12)
+    # docs/keras.md: about 3q at order 12, 5q at 24, 8q at 48
+    assert [round(lti.euler_stable_theta(q) / q) for q in (12, 24, 48)] == [3, 5, 8]
     assert lti.spectral_radius(lti.legendre_discrete(12, t * 1.001, "euler")[0]) < 1
     assert lti.spectral_radius(lti.legendre_discrete(12, t * 0.999, "euler")[0]) > 1
     A, B = lti.legendre_discrete(24, 96.0, "euler")
