@@ -250,6 +250,7 @@ def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False)
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
     src = (art.path / "model" / "model.c").read_text()
+    assert (art.path / "model" / "lmu_bandconv.h").is_file() and not (art.path / "model" / "lmu_pade.h").exists()
     convs = [i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QBandConv)]
     assert src.count("lmu_band_rows_i8(") == len(convs) == src.count("lmu_qlinear_i8(&model_l") - 1
     xq = intsim.quantize_input(qg, x)

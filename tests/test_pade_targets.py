@@ -67,6 +67,7 @@ def test_integer_c_matches_the_integer_oracle_bit_for_bit(tmp_path, state_bits, 
     assert isinstance(qg.layers[2].memory, pade.QPadeMemory)
     assert art.manifest["c"]["quantized"]
     assert "lmu_pade_memory_s" in (art.path / "model" / "model.c").read_text()
+    assert (art.path / "model" / "lmu_pade.h").is_file()  # the kit holds the header the source includes
     x8 = rng.integers(-128, 128, (1, 300, 2))
     x8[0, 100:160] = 127  # long runs at the extremes push the state to its bound
     y, _ = c_target.run_native(art, x8.astype(np.int8), "host")
