@@ -26,9 +26,12 @@ coordinates of :class:`._stepplan.StatePlan`, ``m = sigma * mt``)::
                      RungeKutta  the structured step of :func:`lmu_edge.lti.rk_step` (CUMSUM, no q*q matrix)
                      FIR         buf' = [u, buf[:, :K-1]],  m' = buf' H^T
 
-Every tensor is a row vector of batch 1. A backend sees the exact same sequence
-of op calls for a given graph, so the TFLite and the ONNX models compute the
-same arithmetic in the same order.
+Every tensor is a batch of row vectors, one row per stream: a memory's ``(d, q)``
+rows of stream ``b`` are rows ``b*d .. b*d+d-1`` of the ``(-1, q)`` reshape, so the
+batch dimension may be left open (the ONNX and TFLite step models take any batch,
+each row with its own state). A backend sees the exact same sequence of op calls
+for a given graph, so the TFLite and the ONNX models compute the same arithmetic
+in the same order.
 """
 
 from __future__ import annotations
@@ -203,7 +206,7 @@ class FloatStep:
             _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}")
 
     def step(self, ops: StepOps, x: Any, states: dict) -> tuple:
-        """``(y, new_states)``: ``states`` maps state names to ``(1, size)`` tensors of ``ops``."""
+        """``(y, new_states)``: ``states`` maps state names to ``(batch, size)`` tensors of ``ops``."""
         new: dict = {}
         for i, layer in enumerate(self.graph.layers):
             write = getattr(self, _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}"))
@@ -267,13 +270,13 @@ class FloatStep:
         if isinstance(mem, ir.FIR):
             H = np.asarray(mem.kernel, dtype=np.float64)  # (q, K)
             K = H.shape[1]
-            buf = ops.reshape(states[f"L{i}_buf"], (d, K))
+            buf = ops.reshape(states[f"L{i}_buf"], (-1, K))
             if L.memory_encoders is not None:  # m_prev from the previous buffer
-                m_prev = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
+                m_prev = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
                 u = ops.add(u, self._loop_matmul(ops, m_prev, L.memory_encoders))
-            buf = ops.concat([ops.reshape(u, (d, 1)), ops.cols(buf, 0, K - 1)], axis=1)
-            new[f"L{i}_buf"] = ops.reshape(buf, (1, d * K))
-            m_flat = ops.reshape(ops.matmul(buf, H.T), (1, d * q))
+            buf = ops.concat([ops.reshape(u, (-1, 1)), ops.cols(buf, 0, K - 1)], axis=1)
+            new[f"L{i}_buf"] = ops.reshape(buf, (-1, d * K))
+            m_flat = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
             rows = np.ones(d * q)
         else:
             update = getattr(self, _lookup(self.MEMORIES, mem, "memories (and FIR)", f"layer {L.name!r}"))
@@ -281,10 +284,10 @@ class FloatStep:
             rows = np.tile(self.plan.sigma[i], d)
             if L.memory_encoders is not None:
                 u = ops.add(u, self._loop_matmul(ops, m_prev, np.asarray(L.memory_encoders) * rows[:, None]))
-            m2 = ops.reshape(m_prev, (d, q))
-            u2 = ops.reshape(u, (d, 1))
+            m2 = ops.reshape(m_prev, (-1, q))
+            u2 = ops.reshape(u, (-1, 1))
             m2 = update(ops, i, L, m2, u2)
-            m_flat = ops.reshape(m2, (1, d * q))
+            m_flat = ops.reshape(m2, (-1, d * q))
             new[f"L{i}_m"] = m_flat
         ops.memory_path(False)
         if L.hidden is None:  # fold sigma into the consumer's rows

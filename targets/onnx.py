@@ -3,11 +3,13 @@
 Files:
 
 ``step.onnx``
-    ``(x [1, F], L<i>_m [1, size], ...) -> (y [1, F_out], L<i>_m_out, ...)``: the
-    state is explicit, the caller feeds each ``*_out`` back (zeros to reset).
+    ``(x [B, F], L<i>_m [B, size], ...) -> (y [B, F_out], L<i>_m_out, ...)``: the
+    state is explicit, the caller feeds each ``*_out`` back (zeros to reset); the
+    batch ``B`` is a symbolic dimension, one row per stream.
 ``sequence.onnx``
-    ``x_seq [T, 1, F] -> y_seq [T, 1, F_out]``: the same step as the body of a
-    ``Scan`` whose carried values are the states (starting at zero).
+    ``x_seq [T, B, F], <state>_init [B or 1, size] -> y_seq [T, B, F_out], <state>_final``:
+    the same step as the body of a ``Scan`` whose carried values are the states
+    (starting at ``<state>_init``, zeros by default).
 
 The step is :class:`._floatstep.FloatStep` (the same description the TFLite
 target converts), written as ONNX nodes by :class:`OnnxOps`.
@@ -64,6 +66,11 @@ WIDEN_DB = 36.0
 WIDE = "int16"  # a weight matrix's entry in a qdq map: 16-bit
 OPTIONS: dict = {"calibration_steps": 2000, "widen_db": WIDEN_DB, "widen_steps": 20000}
 STEP, SEQ = "step.onnx", "sequence.onnx"
+#: the largest int8 weight of a MatMul with an 8-bit input (7 bits, ONNX Runtime's "reduce range"): the
+#: fused QLinearMatMul on x86 CPUs without VNNI adds two uint8 x int8 products in 16 bits (ORT_SESSION_CONFIG)
+SAFE_INT8 = 63
+#: the name of the step and sequence models' symbolic batch dimension (any number of streams per call)
+BATCH = "batch"
 
 
 def _onnx():
@@ -87,15 +94,16 @@ class OnnxOps:
         self.output = None  # the tensor the output y is (kept 8-bit: int8 I/O)
         self._ints = {}  # int64 vectors (shapes, slice bounds, axes) -> initializer name
         self._axis = None  # CumSum's axis
+        self.bits: dict = {}  # a QDQ model's activation (its DequantizeLinear output) -> its bits
 
     def name(self, base):
         """A fresh tensor name."""
         self.n += 1
         return f"{self.p}{base}_{self.n}"
 
-    def const(self, a, dtype=np.float32):
-        """A float initializer, or (quantized) a weight matrix as int8 (int16 where ``qdq`` names it
-        :data:`WIDE`) behind DequantizeLinear, symmetric per output channel."""
+    def const(self, a, dtype=np.float32, wide=False, top8=127):
+        """A float initializer, or (quantized) a weight matrix as int8 in ``[-top8, top8]`` (int16 where
+        ``qdq`` names it :data:`WIDE` or ``wide``) behind DequantizeLinear, symmetric per output channel."""
         a = np.asarray(a, dtype=dtype)
         nm = self.name("w")
         if a.ndim == 2:
@@ -103,7 +111,7 @@ class OnnxOps:
         if self.qdq is None or a.ndim != 2:
             self.inits.append(self.onnx.numpy_helper.from_array(a, nm))
             return nm
-        top, qt = (32767, np.int16) if self.qdq.get(nm) == WIDE else (127, np.int8)
+        top, qt = (32767, np.int16) if wide or self.qdq.get(nm) == WIDE else (top8, np.int8)
         s = np.abs(a).max(axis=0) / float(top)
         s = np.where(s > 0, s, 1.0).astype(np.float32)
         qa = np.clip(np.round(a / s), -top, top).astype(qt)
@@ -143,6 +151,7 @@ class OnnxOps:
             self.onnx.numpy_helper.from_array(np.array(z, np.int16 if bits == 16 else np.int8), zn),
         ]
         q, dq = t + "_q", t + "_dq"
+        self.bits[dq] = bits
         self.nodes += [
             self.h.make_node("QuantizeLinear", [t, sn, zn], [q]),
             self.h.make_node("DequantizeLinear", [q, sn, zn], [dq]),
@@ -153,7 +162,12 @@ class OnnxOps:
 
     def matmul(self, x, W, b=None):
         """MatMul (and Add of the bias)."""
-        y = self.op("MatMul", [x, self.const(W)])
+        # what ONNX Runtime's default session computes as the QDQ graph says (ORT_SESSION_CONFIG): a 16-bit
+        # input reads 16-bit weights (no fused kernel takes them; int8 ones became MatMulNBits, which rounds
+        # that input to 8 bits), an 8-bit input reads 7-bit weights (QLinearMatMul: x86 without VNNI sums
+        # uint8 x int8 pairs in int16, and 2 * 255 * 127 saturates where 2 * 255 * 63 does not)
+        bits = self.bits.get(x)
+        y = self.op("MatMul", [x, self.const(W, wide=bits == 16, top8=SAFE_INT8 if bits == 8 else 127)])
         return y if b is None else self.op("Add", [y, self.const(np.asarray(b)[None, :])])
 
     def add(self, a, b):
@@ -219,6 +233,7 @@ def build(graph, plan, qdq=None, expose=False, split=None):
     h = onnx.helper
     spec = plan.spec
     F, Fo = graph.input_features, graph.output_features
+    B = BATCH  # a symbolic batch: one row per stream, each with its own state rows
     b = OnnxOps(graph, plan, qdq)
     states = {}
     for n, *_ in spec:
@@ -229,14 +244,14 @@ def build(graph, plan, qdq=None, expose=False, split=None):
     y, new = FloatStep(graph, plan, split=split).step(b, b.act("x"), states)
     b.output = y
     outs = [h.make_node("Identity", [y], ["y"])] + [h.make_node("Identity", [new[n]], [f"{n}_out"]) for n, *_ in spec]
-    o_info = [_info(h, "y", (1, Fo))] + [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec]
+    o_info = [_info(h, "y", (B, Fo))] + [_info(h, f"{n}_out", (B, s)) for n, _, _, s in spec]
     if expose:  # every activation as an output, for calibration
         skip = {"x"} | {n for n, *_ in spec}
         o_info += [h.make_tensor_value_info(v, 1, None) for v in dict.fromkeys(b.values) if v not in skip]
     g = h.make_graph(
         b.nodes + outs,
         f"{graph.name}_step",
-        [_info(h, "x", (1, F))] + [_info(h, n, (1, s)) for n, _, _, s in spec],
+        [_info(h, "x", (B, F))] + [_info(h, n, (B, s)) for n, _, _, s in spec],
         o_info,
         b.inits,
     )
@@ -247,14 +262,22 @@ def build(graph, plan, qdq=None, expose=False, split=None):
     body = h.make_graph(
         b.nodes + outs,
         "step_body",
-        [_info(h, n, (1, s)) for n, _, _, s in spec] + [_info(h, "x", (1, F))],
-        [_info(h, f"{n}_out", (1, s)) for n, _, _, s in spec] + [_info(h, "y", (1, Fo))],
+        [_info(h, n, (B, s)) for n, _, _, s in spec] + [_info(h, "x", (B, F))],
+        [_info(h, f"{n}_out", (B, s)) for n, _, _, s in spec] + [_info(h, "y", (B, Fo))],
         b.inits,
     )
     zeros = [onnx.numpy_helper.from_array(np.zeros((1, s), np.float32), f"{n}_init") for n, _, _, s in spec]
+    # each initial state is broadcast to the batch of x_seq: the default (one zero row) starts every
+    # stream at zero, a given [batch, size] state resumes each stream, a [1, size] one starts all alike
+    rows = [
+        h.make_node("Shape", ["x_seq"], ["batch_rows"], start=1, end=2),
+        *(h.make_node("Concat", ["batch_rows", f"{n}_size"], [f"{n}_shape"], axis=0) for n, *_ in spec),
+        *(h.make_node("Expand", [f"{n}_init", f"{n}_shape"], [f"{n}_start"]) for n, *_ in spec),
+    ]
+    sizes = [onnx.numpy_helper.from_array(np.array([s], np.int64), f"{n}_size") for n, _, _, s in spec]
     scan = h.make_node(
         "Scan",
-        [f"{n}_init" for n, *_ in spec] + ["x_seq"],
+        [f"{n}_start" for n, *_ in spec] + ["x_seq"],
         [f"{n}_final" for n, *_ in spec] + ["y_seq"],
         body=body,
         num_scan_inputs=1,
@@ -262,11 +285,11 @@ def build(graph, plan, qdq=None, expose=False, split=None):
     # the initial states are inputs with a default (their initializer: zeros), so a stream can be resumed
     # chunk by chunk by feeding one chunk's <name>_final as the next chunk's <name>_init
     sg = h.make_graph(
-        [scan],
+        rows + [scan],
         f"{graph.name}_sequence",
-        [_info(h, "x_seq", ("T", 1, F))] + [_info(h, f"{n}_init", (1, s)) for n, _, _, s in spec],
-        [_info(h, "y_seq", ("T", 1, Fo))] + [_info(h, f"{n}_final", (1, s)) for n, _, _, s in spec],
-        zeros,
+        [_info(h, "x_seq", ("T", B, F))] + [_info(h, f"{n}_init", (B, s)) for n, _, _, s in spec],
+        [_info(h, "y_seq", ("T", B, Fo))] + [_info(h, f"{n}_final", (B, s)) for n, _, _, s in spec],
+        zeros + sizes,
     )
     seq = h.make_model(sg, opset_imports=[h.make_opsetid("", OPSET)], producer_name="lmu-edge")
     return step, seq, b
@@ -278,13 +301,15 @@ def _is_state(name: str) -> bool:
     return name.endswith(("_m", "_buf", "_mean", "_n"))
 
 
-#: ONNX Runtime session settings the QDQ model needs (docs/tflite_onnx.md): compute what the QDQ graph
-#: says. Its CPU provider otherwise fuses QDQ patterns into integer kernels (MatMulNBits, QLinearMatMul,
-#: QLinearSigmoid) whose rounding depends on the CPU: MatMulNBits at its default accuracy level 4
-#: quantizes the other input (the LMU's 16-bit state) to 8 bits per block (the GunPoint model of
-#: examples/models: 15.2 dB against 28.9 dB unfused), and on an AMD EPYC even accuracy level 1 left
-#: the layer-option matrix's sigmoid model at 14.2 dB against 31.8 dB (ONNX Runtime 1.32).
-ORT_SESSION_CONFIG = {"session.disable_quant_qdq": "1"}
+#: ONNX Runtime session settings the QDQ model needs: none. ORT's CPU provider fuses QDQ patterns into
+#: integer kernels; the ones it picks for this placement compute what the QDQ graph says (QLinearMatMul,
+#: QLinearAdd, QLinearSoftmax on 8-bit tensors: integer products, one rounding of the result). What did
+#: not: int8 weights behind DequantizeLinear that a 16-bit activation (the LMU's state and input) reads,
+#: which ORT fuses into MatMulNBits, whose default accuracy level 4 rounds that activation to 8 bits per
+#: block (the GunPoint model of examples/models: 15.2 dB against 28.9 dB unfused; the matrix's sigmoid
+#: model 14.2 against 31.8 on an AMD EPYC, ORT 1.32). Those weights are int16 now (:meth:`OnnxOps.matmul`):
+#: no fused kernel takes them, and ORT's defaults give the unfused SQNR (docs/tflite_onnx.md).
+ORT_SESSION_CONFIG: dict = {}
 
 
 def _ort_session(model_bytes):
@@ -433,9 +458,9 @@ def emit(graph, out_dir, options) -> dict:
             "sqnr_db_vs_float": sqnr_db(y, ref),
             "note": (
                 "int8 QDQ (int16 LMU input and state) with calibrated per-tensor activations and "
-                "per-channel weights, measured against the float oracle on the calibration data; "
-                "ONNX Runtime ran with QDQ fusion off (onnxruntime_session_config): with it on, its "
-                "fused integer kernels round differently and, on some CPUs, far worse"
+                "per-channel weights (int16 where a 16-bit activation reads them), measured against the "
+                "float oracle on the calibration data in ONNX Runtime with its default session options "
+                "(QDQ fusion on)"
             ),
             **widening,
         }
@@ -447,8 +472,8 @@ def _write_contract(step, seq, graph, quantize) -> None:
     from . import streaming
 
     session = (
-        "ONNX Runtime: set the session config entry session.disable_quant_qdq = 1 (its QDQ fusions round "
-        "differently; docs/tflite_onnx.md)"
+        "ONNX Runtime: default session options (its QDQ fusions compute this placement as written; "
+        "no session config entry is needed)"
         if quantize != "float"
         else ""
     )
@@ -459,9 +484,9 @@ def _write_contract(step, seq, graph, quantize) -> None:
         extra={
             "file": STEP,
             "sequence_model": (
-                f"{SEQ} takes x_seq [T, 1, F] and optional initial states <name>_init (default zeros) and "
-                "returns y_seq [T, 1, outputs] and the final states <name>_final: feed them as the next "
-                "chunk's <name>_init to resume a stream"
+                f"{SEQ} takes x_seq [T, batch, F] and optional initial states <name>_init [batch or 1, size] "
+                "(default zeros) and returns y_seq [T, batch, outputs] and the final states <name>_final: "
+                "feed them as the next chunk's <name>_init to resume a stream"
             ),
             "session": session,
         },
@@ -510,30 +535,25 @@ def run(artifact, x, runtime):
 
 
 class _Stream:
-    """Steps ``step.onnx`` with explicit state, one session per batch row."""
+    """Steps ``step.onnx`` with explicit state: every batch row in one call (the model's batch is open)."""
 
     def __init__(self, artifact, runtime):
         self.sess = _runner(artifact, runtime, STEP)
         self.spec = _stepplan.state_spec(artifact.graph)
+        self.names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
         self.reset()
 
     def reset(self, batch: int = 1):
         self.batch = batch
-        self.st = [{n: np.zeros((1, s), np.float32) for n, _, _, s in self.spec} for _ in range(batch)]
-
-    def _one(self, k, x_t):
-        names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
-        res = dict(
-            zip(names, self.sess.run(names, {"x": np.asarray(x_t, np.float32)[None], **self.st[k]}), strict=True)
-        )
-        self.st[k] = {n: res[f"{n}_out"] for n, *_ in self.spec}
-        return np.asarray(res["y"][0], np.float64)
+        self.st = {n: np.zeros((batch, s), np.float32) for n, _, _, s in self.spec}
 
     def step(self, x_t):
-        x = np.asarray(x_t, dtype=np.float64)
-        if x.ndim == 1:
-            return self._one(0, x)
-        return np.stack([self._one(k, row) for k, row in enumerate(x)])
+        x = np.asarray(x_t, dtype=np.float32)
+        rows = x.reshape(-1, x.shape[-1])
+        res = dict(zip(self.names, self.sess.run(self.names, {"x": rows, **self.st}), strict=True))
+        self.st = {n: res[f"{n}_out"] for n, *_ in self.spec}
+        y = np.asarray(res["y"], np.float64)
+        return y[0] if x.ndim == 1 else y
 
 
 def stream(artifact, runtime):

@@ -1,10 +1,12 @@
 """The streaming contract of a step model, written into the model file itself (ONNX ``metadata_props``
-and ``doc_string``; read back by ``lmu-edge inspect FILE``).
+and ``doc_string``, TFLite ``metadata`` beside the ``step`` signature; read back by
+``lmu-edge inspect FILE``).
 
 A streaming runtime needs to know, without lmu-edge: which inputs and outputs carry state, in which
 order, with which shapes and dtypes, what the state starts as, how long the sequences were that the
 model was trained on, whether every step's output is an answer or only the last one, and what the
-outputs are (probabilities, logits or a regression)."""
+outputs are (probabilities, logits or a regression), how the interface is quantized, and that the
+batch is open (dimension 0 of every input and output: one row per stream, each row its own state)."""
 
 from __future__ import annotations
 
@@ -78,12 +80,17 @@ def contract(graph: ir.Graph, quantize: str, *, interface: str, extra: Optional[
         "interface": interface,
         "input": {"name": "x", "shape": [1, graph.input_features], "dtype": "float32"},
         "output": {"name": "y", "shape": [1, graph.output_features], "dtype": "float32"},
+        "input_order": ["x"] + [s["input"] for s in states],
         "output_order": ["y"] + [s["output"] for s in states],
         "states": states,
         "seq_len": graph.seq_len,
         "every_step_is_an_answer": bool(graph.output_is_sequence),
         "sequence": sequence_meaning(graph),
         "outputs_are": output_meaning(graph),
+        "batch": (
+            "dimension 0 of every input and output is open: one row per stream, each row with its own "
+            "state rows; shapes here are for one stream"
+        ),
         "usage": (
             "feed x and every state input (zeros at a sequence's start); read y and the state outputs; "
             "feed each state output back as the same-named state input at the next step"
@@ -97,19 +104,56 @@ def describe(c: dict) -> str:
     """The contract as a few lines of text (the ONNX ``doc_string``, ``lmu-edge inspect``)."""
     lines = [
         f"lmu-edge step model of {c['model']!r} ({c['quantize']}; interface {c['interface']}).",
-        f"Inputs: {c['input']['name']} {c['input']['shape']} {c['input']['dtype']}"
+        f"Tensors: {c['input']['name']} {c['input']['shape']} {c['input']['dtype']}"
         + "".join(f", {s['input']} {s['shape']} {s['dtype']}" for s in c["states"])
         + ".",
-        f"Outputs, in order: {', '.join(c['output_order'])}.",
+        f"Inputs, in order: {', '.join(map(str, c.get('input_order') or [c['input']['name']]))}.",
+        f"Outputs, in order: {', '.join(map(str, c.get('output_order') or []))}.",
         f"State: {len(c['states'])} vector(s), all zeros at a sequence's start; "
         "feed each <name>_out back as <name> at the next step.",
+        f"Batch: {c.get('batch', '1')}.",
         f"Sequence: {c['sequence']}.",
         f"Outputs are {c['outputs_are']}.",
     ]
-    for k in ("sequence_model", "session"):
+    quant = [
+        f"{e['name']} {e['dtype']} scale {_g(e['scale'])} zero point {e['zero_point']}"
+        for e in [c["input"], c["output"], *({"name": s["input"], **s} for s in c["states"])]
+        if "scale" in e
+    ]
+    if quant:
+        lines.append(f"Quantized interface (real = scale * (q - zero point)): {'; '.join(quant)}.")
+    for k in ("sequence_model", "session", "signature", "state_storage"):
         if c.get(k):
             lines.append(f"{k.replace('_', ' ').capitalize()}: {c[k]}.")
     return "\n".join(lines)
+
+
+def _g(v) -> str:
+    """A number in 6 significant digits (anything else as it is: the contract of a file is untrusted)."""
+    return f"{v:.6g}" if isinstance(v, (int, float)) else str(v)
+
+
+def with_interface(c: dict, io: list) -> dict:
+    """``c`` with the dtype and, for an integer tensor, the quantization of each of its input, output and
+    states from ``io``: ``[{"name", "dtype", "scale", "zero_point"}, ...]`` (a TFLite file's interface);
+    an integer state starts at its zero point (the real value 0)."""
+    by = {e["name"]: e for e in io}
+
+    def fill(entry, name):
+        e = by.get(name)
+        if e is None:
+            return
+        entry["dtype"] = e["dtype"]
+        if e["dtype"] != "float32":
+            entry["scale"], entry["zero_point"] = float(e["scale"]), int(e["zero_point"])
+
+    fill(c["input"], c["input"]["name"])
+    fill(c["output"], c["output"]["name"])
+    for s in c["states"]:
+        fill(s, s["input"])
+        if "zero_point" in s:
+            s["initial"] = f"zeros: the integer {s['zero_point']} (its zero point) in every entry"
+    return c
 
 
 def read(props: dict) -> Optional[dict]:
@@ -122,14 +166,18 @@ def read(props: dict) -> Optional[dict]:
 
 
 def read_file(path) -> dict:
-    """The contract of a step model file (``.onnx``), or a one-line :class:`ModelFormatError` saying why
+    """The contract of a step model file (``.onnx``, ``.tflite``), or a one-line :class:`ModelFormatError` saying why
     there is none. The file is untrusted: a regular file, at most 2 GB (protobuf's own limit), its
     external data never followed, the contract read with the JSON limits."""
-    from ..errors import LmuEdgeError, ModelFormatError
-    from ..limits import check_regular_file, load_json
+    from ..errors import ModelFormatError
+    from ..limits import check_regular_file
     from ..registry import require
 
     p = check_regular_file(path, "inspect")
+    if p.suffix.lower() == ".tflite":
+        from . import _tflite_contract
+
+        return _tflite_contract.read_file(p)
     if p.stat().st_size > (2 << 30):
         raise ModelFormatError(f"{p}: larger than 2 GB, more than an ONNX protobuf can be")
     onnx = require("onnx", "onnx", "reading ONNX files")
@@ -145,12 +193,24 @@ def read_file(path) -> dict:
             f"{p}: no lmu-edge streaming contract in its metadata ({KEY}); it was not written by lmu-edge, "
             "or by a version before the contract"
         )
+    return parse(props[KEY], p)
+
+
+def parse(text, p) -> dict:
+    """The contract from the metadata text of file ``p`` (untrusted: read with the JSON limits), or a
+    one-line :class:`ModelFormatError`."""
+    from ..errors import LmuEdgeError, ModelFormatError
+    from ..limits import load_json
+
     try:
-        c = load_json(props[KEY], f"{p}: {KEY}")
+        c = load_json(text, f"{p}: {KEY}")
     except LmuEdgeError:
         raise
     except ValueError as e:
         raise ModelFormatError(f"{p}: {KEY} is not valid JSON ({e})") from None
-    if not isinstance(c, dict) or c.get("format") != FORMAT or not isinstance(c.get("states"), list):
+    ok = isinstance(c, dict) and c.get("format") == FORMAT and isinstance(c.get("states"), list)
+    ok = ok and all(isinstance(c.get(k), dict) and "shape" in c[k] for k in ("input", "output"))
+    ok = ok and all(isinstance(s, dict) and {"input", "output", "shape"} <= set(s) for s in c["states"])
+    if not ok:
         raise ModelFormatError(f"{p}: {KEY} is not an lmu-edge streaming contract")
     return c

@@ -175,7 +175,7 @@ def test_c_int8_says_which_layers_it_widened(tmp_path):
 
 
 def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
-    # the matrix's tanh model: 8-bit activations give ONNX int8 25.9 dB on its calibration data, so a few
+    # the matrix's tanh model: 8-bit activations give ONNX int8 24.4 dB on its calibration data, so a few
     # tensors get 16 bits; convert says how many and why, and --option widen_db=null turns it off
     here = EXAMPLES.parent / "matrix"
     np.save(tmp_path / "cal.npy", np.load(here / "ff_fft_zoh_tanh_before_dense.npz")["x_cal"])
@@ -184,11 +184,11 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     r = cli(*args, "-o", tmp_path / "a")
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "16 bits for" in ln)
-    assert re.search(r"16 bits for \d+ activations?(, | and )\d+ weight matri(x|ces)( and the input)? \(", line), line
-    assert "8 bits gave 25.9 dB against the source on the calibration data, below 36 dB (" in line, line
+    widened = r"16 bits for \d+ activations?((, | and )\d+ weight matri(x|ces))?( and the input)? \("
+    assert re.search(widened, line), line
+    assert "8 bits gave 24.4 dB against the source on the calibration data, below 36 dB (" in line, line
     assert line.endswith("dB now); --option widen_db=null keeps them 8-bit"), line
-    ort = "in your ONNX Runtime sessions set session.disable_quant_qdq = 1 (so.add_session_config_entry("
-    assert ort in r.stdout, r.stdout  # README: the session setting the measured error needs
+    assert "session" not in r.stdout, r.stdout  # ONNX Runtime's default session options give the error above
     r = cli(*args, "--option", "widen_db=null", "-o", tmp_path / "b")
     assert r.returncode == 0, r.stderr
     assert "16 bits for" not in r.stdout

@@ -38,7 +38,8 @@ def test_models_pass_the_full_checker_at_opset_19(artifacts, name):
         onnx.checker.check_model(m, full_check=True)
         assert m.opset_import[0].version >= 19
     seq = onnx.load(artifacts[name].path / "sequence.onnx")
-    assert [n.op_type for n in seq.graph.node] == ["Scan"]
+    ops = [n.op_type for n in seq.graph.node]  # the initial states broadcast to the batch, then the Scan
+    assert ops[-1] == "Scan" and set(ops[:-1]) <= {"Shape", "Concat", "Expand"}
 
 
 def test_step_model_streams_like_the_sequence_model_and_resets(artifacts):
@@ -91,12 +92,13 @@ def test_int8_qdq_keeps_the_lmu_state_at_16_bits(tmp_path):
     # measured 28.8 dB in ONNX Runtime and in the reference evaluator on this order-64 model with its int8
     # input (32.6 when the input fed the first MatMul as float, before 2026-11-26); with an 8-bit state
     # 19.6. ONNX Runtime
-    # gave 26.0 dB with its QDQ fusion on (ORT_SESSION_CONFIG turns it off): it runs a MatMul of dequantized
-    # int8 weights as MatMulNBits with 8-bit inputs, the 16-bit state's too (and on some CPUs it rounds
-    # worse: 12.5 dB on an AMD EPYC even at accuracy level 1, 12.3 at the default)
+    # gave 26.0 dB with its QDQ fusion on while int8 weights read the 16-bit state: it ran them as MatMulNBits
+    # with 8-bit inputs, the state's too (12.3 dB on an AMD EPYC); now those weights are int16, 8-bit inputs
+    # read 7-bit weights (QLinearMatMul's 16-bit pair sums saturated without VNNI: 12.4 dB on the EPYC), and
+    # ONNX Runtime's default session (no ORT_SESSION_CONFIG) computes what the reference evaluator does
     ort, reference = sqnr_db(art.run(x), ref), sqnr_db(art.run(x, runtime="onnx-reference"), ref)
     cfg = json.loads((art.path / "report.json").read_text())["quantization"]["onnxruntime_session_config"]
-    assert cfg == {"session.disable_quant_qdq": "1"}
+    assert cfg == {}
     assert reference >= 27.0
     assert abs(ort - reference) <= 0.5, (ort, reference)
 
@@ -193,9 +195,9 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     y_in = next(n.input[0] for n in onnx.load(art.path / "step.onnx").graph.node if n.output == ["y"])
     assert acts[y_in[: -len("_dq")]] == np.int8  # the output stays int8
     assert "x" in widened and acts["x"] == np.int16  # the input does not: 8 bits of it cap the model
-    wide_w = {n for n, d in weights.items() if d == np.int16}
-    assert len(wide_w) >= 2 and wide_w == {n for n in widened if n.startswith("w_")}
-    assert all(d == np.int8 for n, d in weights.items() if n not in widened)
+    wide_w = {n for n, d in weights.items() if d == np.int16}  # these and those reading a 16-bit input
+    searched = {n for n in widened if n.startswith("w_")}
+    assert len(wide_w) >= 2 and searched <= wide_w and any(d == np.int8 for d in weights.values())
     assert {n for n in widened if not n.startswith("w_")} <= {n for n, d in acts.items() if d == np.int16}
     assert any(d == np.int8 for n, d in acts.items() if n != "x")  # not simply everything 16-bit
     # an int8 input (at the range the calibration data gives it) is the limit on the test data
