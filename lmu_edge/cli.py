@@ -85,17 +85,19 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     """Describe MODEL: its layers, LMU parameters and, per LMU layer, the candidate
     realizations of its memory with their measured error and per-step cost, marking the one
     `convert --realization auto` would take for --target, --quantize and --prefer. Given an ONNX
-    artifact (its folder or its step.onnx), print the streaming contract the file carries."""
+    or TFLite artifact (its folder, step.onnx or model.tflite), print the streaming contract the file carries."""
     import lmu_edge
 
     from .folding import auto_names, default_budget, rank, state_bits_for
     from .ir import LMU, BandConv, realization_name
 
     step = model / "step.onnx" if model.is_dir() else model
-    if step.suffix.lower() == ".onnx" and (step.is_file() or not model.is_dir()):
+    if model.is_dir() and not step.exists() and (model / "model.tflite").exists():
+        step = model / "model.tflite"  # a TFLite artifact
+    if step.suffix.lower() in (".onnx", ".tflite") and (step.is_file() or not model.is_dir()):
         from .targets import streaming
 
-        c = streaming.read_file(step)  # an ONNX artifact: its streaming contract
+        c = streaming.read_file(step)  # an ONNX or TFLite artifact: its streaming contract
         click.echo(json.dumps(c, indent=1, sort_keys=True) if as_json else streaming.describe(c))
         return
     g = lmu_edge.load(model)

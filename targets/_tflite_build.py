@@ -146,7 +146,7 @@ def build_module(
     F = graph.input_features
     spec = plan.spec
 
-    if not internal:
+    if not internal:  # batch 1 here (TFLite Micro runs the stored shapes); the batch is opened at the end
         sig = [tf.TensorSpec((1, F), tf.float32, name="x")] + [
             tf.TensorSpec((1, s), tf.float32, name=n) for n, _, _, s in spec
         ]

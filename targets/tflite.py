@@ -1,14 +1,18 @@
 """The ``tflite`` target: a TFLite step model ``(x_t, state) -> (y_t, state')``.
 
 Files: ``model.tflite`` (the step model) and ``io.json`` (its inputs and outputs
-in subgraph order, with their quantization, for runtimes without signatures).
+in subgraph order, with their quantization, for runtimes without signatures). The
+model carries its streaming contract (:mod:`.streaming`, :mod:`._tflite_contract`):
+a ``step`` signature and a metadata entry, read back by ``lmu-edge inspect``.
 
 Variants (option ``variant``):
 
 ``external`` (default)
     signature ``step(x, L<i>_m, ...) -> {y, L<i>_m_out, ...}``: the caller
     keeps the state and feeds each ``*_out`` back as the next step's input;
-    resetting is passing zeros (the zero point, in quantized models).
+    resetting is passing zeros (the zero point, in quantized models). The batch
+    (dimension 0, ``shape_signature`` -1) is open: LiteRT resizes it to the rows
+    fed, one row per stream; TFLite Micro runs the stored shape, batch 1.
 ``internal``
     signature ``step(x) -> {y}`` keeps the state in resource variables
     (VAR_HANDLE / READ_VARIABLE / ASSIGN_VARIABLE); the ``step_reset``
@@ -242,6 +246,38 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
     return model, io, state_path, info
 
 
+def _with_contract(model: bytes, io: dict, graph, quantize: str) -> bytes:
+    """``model`` with the streaming contract (:mod:`.streaming`) in its metadata and its signature named
+    ``step`` (:mod:`._tflite_contract`); the interface's dtypes and quantization come from ``io``."""
+    from . import _tflite_contract, streaming
+
+    kinds = sorted({d["dtype"] for d in io["inputs"] + io["outputs"]})
+    extra = {
+        "file": MODEL,
+        "signature": (
+            f"{_tflite_contract.SIGNATURE!r}, inputs and outputs by the names above (TFLite Micro, which has no "
+            "signatures: by index, in the orders above)"
+        ),
+    }
+    if io["variant"] == "internal":
+        extra["state_storage"] = (
+            "internal: resource variables inside the model (batch 1); the step_reset signature zeroes them"
+        )
+    c = streaming.contract(
+        graph,
+        quantize,
+        interface=" and ".join(kinds) + (" (scale and zero point per tensor)" if kinds != ["float32"] else ""),
+        extra=extra,
+    )
+    if io["variant"] == "internal":
+        c["states"], c["batch"] = [], "1 (the state is inside the model)"
+    # subgraph 0's order: what a runtime without signatures (TFLite Micro) indexes by
+    c["input_order"] = [d["name"] for d in io["inputs"]]
+    c["output_order"] = [d["name"] for d in io["outputs"]]
+    streaming.with_interface(c, io["inputs"] + io["outputs"])
+    return _tflite_contract.stamp(model, c, open_batch=io["variant"] == "external")
+
+
 def _instead(quantize: str) -> str:
     """What to do instead: the other quantization modes of this target, or another target."""
     others = [m for m in ("float", "int8", "int16x8") if m != quantize]
@@ -448,6 +484,8 @@ def emit(graph, out_dir, options) -> dict:
         y_range = (float(rec["y"].min()), float(rec["y"].max()))
         widen = {"db": widen_db, "graph": graph, "x": _widen_x(options, cal), "y_range": y_range}
     model, io, state_path, widening = _emit_one(built, out_dir, plan, form, variant, quantize, rep, wide, widen)
+    model = _with_contract(model, io, graph, quantize)
+    (out_dir / MODEL).write_bytes(model)
     (out_dir / IO).write_text(json.dumps(io, indent=2))
     report.update(model_bytes=len(model), ops=io["ops"], state_names=io["states"] or [n for n, *_ in plan.spec])
     with contextlib.suppress(Exception):
