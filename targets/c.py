@@ -186,7 +186,7 @@ def check_options(quantize: str, options: dict) -> None:
 
 
 def _describe_widths(qg, int_api: str) -> str:
-    """The model.h line on the integer path's widths: activations, weights, and what took 16 bits."""
+    """The <prefix>.h line on the integer path's widths: activations, weights, and what took 16 bits."""
     q = qg.metadata["quantization"]
     if q["activation_bits"] == 8 and q.get("widened") is not None:  # int8, mixed precision searched
         acts = "int8 activations" + (

@@ -1,4 +1,4 @@
-"""C code generation: a graph -> the data and glue of model.c / model.h.
+"""C code generation: a graph -> the data and glue of <prefix>.c / <prefix>.h.
 
 The generated code holds constant arrays, parameter structs and the sequence of
 runtime calls for one step; the algorithms live in ``lmu_runtime.h``. Integer
