@@ -553,6 +553,8 @@ def _convert(
         if quantize != "float":
             quantization.check_calibration(cal)
             quantization.check_growth(source, max(cal.shape[1], source.seq_len or 0))  # every target's integers
+    if quantize == "float" and (cal is not None or source.seq_len):  # a diverging memory: warned about
+        quantization.check_growth(source, cal.shape[1] if cal is not None else int(source.seq_len or 0), warn=True)
     from . import budget  # the verification's simulation, estimated before the fold starts
 
     budget.check(budget.simulate_estimate(source, *budget.verify_shape(source, cal), "verifying"), progress)

@@ -186,7 +186,10 @@ def test_an_unstable_euler_memory_converts_exactly_in_float_and_is_refused_by_qu
     from lmu_edge.metrics import sqnr_db
 
     g, x = _unstable(tmp_path)
-    art = lmu_edge.convert(tmp_path / "m.lmu.npz", "ir", tmp_path / "ir", calibration=x)
+    # float converts, with a warning naming the layer and the fix: float32 cannot hold 80 dB on a diverging
+    # memory (infinity_ir: C float 58.1 dB, keras' own float32 run 57.2 dB); the float64 ir target can
+    with pytest.warns(UserWarning, match=r"layer 'lmu': its Euler memory .* unstable .*discretizer='zoh'"):
+        art = lmu_edge.convert(tmp_path / "m.lmu.npz", "ir", tmp_path / "ir", calibration=x)
     assert sqnr_db(art.run(x), lmu_edge.simulate(g, x)) >= 80.0  # the float floor
     with pytest.raises(QuantizationError, match=r"grows 1.14e\+10x"):
         lmu_edge.quantize(lmu_edge.fold(g, "euler"), x)
