@@ -107,8 +107,8 @@ def describe(c: dict) -> str:
         f"Tensors: {c['input']['name']} {c['input']['shape']} {c['input']['dtype']}"
         + "".join(f", {s['input']} {s['shape']} {s['dtype']}" for s in c["states"])
         + ".",
-        f"Inputs, in order: {', '.join(map(str, c.get('input_order') or [c['input']['name']]))}.",
-        f"Outputs, in order: {', '.join(map(str, c.get('output_order') or []))}.",
+        f"Inputs, in order: {', '.join(map(str, _listed(c.get('input_order') or [c['input']['name']])))}.",
+        f"Outputs, in order: {', '.join(map(str, _listed(c.get('output_order') or [])))}.",
         f"State: {len(c['states'])} vector(s), all zeros at a sequence's start; "
         "feed each <name>_out back as <name> at the next step.",
         f"Batch: {c.get('batch', '1')}.",
@@ -116,7 +116,7 @@ def describe(c: dict) -> str:
         f"Outputs are {c['outputs_are']}.",
     ]
     quant = [
-        f"{e['name']} {e['dtype']} scale {_g(e['scale'])} zero point {e['zero_point']}"
+        f"{e['name']} {e['dtype']} scale {_g(e['scale'])} zero point {e.get('zero_point')}"
         for e in [c["input"], c["output"], *({"name": s["input"], **s} for s in c["states"])]
         if "scale" in e
     ]
@@ -126,6 +126,11 @@ def describe(c: dict) -> str:
         if c.get(k):
             lines.append(f"{k.replace('_', ' ').capitalize()}: {c[k]}.")
     return "\n".join(lines)
+
+
+def _listed(v) -> list:
+    """``v`` as a list (a damaged file's field may be anything)."""
+    return v if isinstance(v, list) else [v]
 
 
 def _g(v) -> str:
@@ -208,9 +213,11 @@ def parse(text, p) -> dict:
         raise
     except ValueError as e:
         raise ModelFormatError(f"{p}: {KEY} is not valid JSON ({e})") from None
+    # every key describe() reads (a damaged or foreign file gets the one-line error, not a KeyError)
     ok = isinstance(c, dict) and c.get("format") == FORMAT and isinstance(c.get("states"), list)
-    ok = ok and all(isinstance(c.get(k), dict) and "shape" in c[k] for k in ("input", "output"))
-    ok = ok and all(isinstance(s, dict) and {"input", "output", "shape"} <= set(s) for s in c["states"])
+    ok = ok and {"model", "quantize", "interface", "sequence", "outputs_are"} <= set(c)
+    ok = ok and all(isinstance(c.get(k), dict) and {"name", "shape", "dtype"} <= set(c[k]) for k in ("input", "output"))
+    ok = ok and all(isinstance(s, dict) and {"input", "output", "shape", "dtype"} <= set(s) for s in c["states"])
     if not ok:
         raise ModelFormatError(f"{p}: {KEY} is not an lmu-edge streaming contract")
     return c

@@ -144,3 +144,31 @@ def test_the_docs_litert_and_tflite_micro_examples_stream_the_model(art):
     np.testing.assert_allclose(ns["y"], want, rtol=0, atol=tol)
     exec(compile(blocks["# TFLite Micro"], "docs/streaming.md", "exec"), ns)
     np.testing.assert_allclose(ns["y_micro"][0], a.run(X[:1], runtime="tflm")[0], rtol=0, atol=1e-9)
+
+
+def test_a_damaged_tflite_file_gives_the_contract_or_a_one_line_error(art, tmp_path):
+    """The contract reader opens untrusted files: 300 copies of the model with bytes overwritten (seeded)
+    each give a contract or an LmuEdgeError, never another exception."""
+    from lmu_edge.errors import LmuEdgeError
+    from lmu_edge.targets import streaming
+
+    a, _ = art
+    data = (a.path / "model.tflite").read_bytes()
+    rng = np.random.default_rng(55)
+    p = tmp_path / "m.tflite"
+    outcomes = {"contract": 0, "refused": 0}
+    for _ in range(300):
+        b = bytearray(data)
+        at = rng.integers(0, len(b), size=int(rng.integers(1, 9)))
+        for i in at:
+            b[int(i)] = int(rng.integers(0, 256))
+        p.write_bytes(bytes(b))
+        try:
+            c = streaming.read_file(p)
+            assert isinstance(c, dict) and isinstance(c["states"], list)
+            streaming.describe(c)  # what inspect prints: no exception either
+            outcomes["contract"] += 1
+        except LmuEdgeError as e:
+            assert "\n" not in str(e)
+            outcomes["refused"] += 1
+    assert outcomes["contract"] > 0 and outcomes["refused"] > 0, outcomes
