@@ -1,7 +1,7 @@
 """The step model both the TFLite and the ONNX targets build: ``(x_t, state) -> (y_t, state')``.
 
 A recurrent :class:`lmu_edge.ir.Graph` is one step function of a flat set of
-named state vectors (batch 1, shape ``(1, size)`` each):
+named state vectors (shape ``(batch, size)`` each, a row per stream):
 
 ========================  =====================  ===========================================
 layer                     state                  update

@@ -636,7 +636,8 @@ def run(artifact, x, runtime):
 
 
 class _Stream:
-    """``reset(batch)`` / ``step(x_t)``: one session per batch row (the step model has batch 1)."""
+    """``reset(batch)`` / ``step(x_t)``: one session per batch row (every runtime alike: TFLite Micro runs the
+    stored batch of 1; LiteRT could take every row in one call, ``tests/test_tflite_contract.py``)."""
 
     def __init__(self, artifact, runtime):
         self.artifact, self.runtime = artifact, runtime
