@@ -254,3 +254,24 @@ def test_nengo_spreads_a_large_zoh_memory_over_substeps_where_logm_overflows():
     (lay,) = [la for la in lmu_edge.fold(g, "zoh").layers if isinstance(la, lmu_edge.ir.LMU)]
     Fk, Gk, _ = nengo.substep_map(lay, 2)
     assert np.allclose(Fk, lti.legendre_discrete(32, 5.8 * 2, "zoh")[0], atol=1e-12)
+
+
+def test_the_long_run_table_counts_every_outcome(tmp_path):
+    # scripts/gen_models.py --table: per cell converted / refused (per reason) / failed (per kind), the SQNR
+    # spread, discarded draws, seeds that failed whole, and CPU hours (the records' own cpu_seconds)
+    gm = _gen_models()
+    cell = {"target": "c", "mode": "int8"}
+    recs = [
+        {"seed": 0, "cells": [{**cell, "status": "converted", "sqnr": 40.0}], "seconds": 7200, "cpu_seconds": 3600},
+        {"seed": 1, "cells": [{**cell, "status": "refused", "reason": "layer 'l': its Euler memory is unstable"}]},
+        {"seed": 2, "cells": [{**cell, "status": "failed", "kind": "below floor", "reason": "28 dB", "sqnr": 28.0}]},
+        {"seed": 3, "discarded": "training diverged"},
+        {"seed": 4, "cells": [], "task_error": "RuntimeError: lost"},
+    ]
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(gm.json.dumps(r) + "\n" for r in recs))
+    text = gm.table(path)
+    assert text.startswith("5 seeds, 1 discarded draws, 1 failed whole (task or load), 1.00 CPU hours (1 seeds")
+    assert "| c int8 | 1 | 1 | 1 (below floor 1) | 28.0 | 28.6 | 34.0 |" in text
+    assert "- c int8: 1 x its Euler memory is unstable" in text
+    assert gm.report(recs[4]) == [f"seed 4: the task failed: RuntimeError: lost  [{gm._command(recs[4])}]"]
