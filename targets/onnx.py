@@ -16,13 +16,15 @@ target converts), written as ONNX nodes by :class:`OnnxOps`.
 
 Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no
 TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
-initializers (symmetric, per output channel) behind DequantizeLinear, every
+initializers (symmetric, per output channel; 7-bit where an 8-bit activation
+reads them, int16 where a 16-bit one does, so that ONNX Runtime's default
+session computes them as written: :data:`ORT_SESSION_CONFIG`) behind DequantizeLinear, every
 activation behind an int8 QuantizeLinear / DequantizeLinear pair, and the
 LMU's input ``u``, its memory update and its state (which integrate over theta
 steps) behind int16 pairs (symmetric), each pair's
 scale comes from lmu_edge's own calibration (the ranges every tensor of the
 float step model takes when it is run over the calibration data). The LMU
-weights use the split form of the TFLite target (``Abar = hi + lo``, both int8).
+weights use the split form of the TFLite target (``Abar = hi + lo``; int16, as the state reads them).
 
 int8 is mixed precision where 8 bits cannot carry the model (option ``widen_db``, default
 :data:`WIDEN_DB`): when the QDQ model's SQNR against the float oracle on the calibration data is below
