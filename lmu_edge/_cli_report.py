@@ -14,7 +14,8 @@ from ._cli_base import BUDGET, TOLERANCE, progress_printer, quiet_means_quiet, t
 def report_budget(given, targets, quantize, state_bits) -> tuple:
     """``(error budget, why)`` of the ``report`` command: the given one, or the strictest default among
     the targets and the integer reference (the widest state decides, :func:`lmu_edge.folding.default_budget`)."""
-    from .folding import default_budget, state_bits_for
+    from .folding import default_budget
+    from .precision import state_bits as state_bits_of
     from .registry import target as target_module
 
     if given is not None:
@@ -23,8 +24,9 @@ def report_budget(given, targets, quantize, state_bits) -> tuple:
         return default_budget(None)
     widths = {int(state_bits)}  # the integer reference the report quantizes
     for t in targets:
-        accepts = getattr(target_module(t), "OPTIONS", {})
-        bits = state_bits_for(t, quantize, {"state_bits": state_bits} if "state_bits" in accepts else {})
+        module = target_module(t)
+        accepts = getattr(module, "OPTIONS", {})
+        bits = state_bits_of(quantize, {"state_bits": state_bits} if "state_bits" in accepts else {}, module)
         if bits is not None:
             widths.add(bits)
     budget, why = default_budget(max(widths))
@@ -149,10 +151,10 @@ def report(
     from . import report as rep_mod
     from .arrays import load_array
     from .artifact import QUANTIZE_ALIASES
-    from .targets.c import ACTIVATION_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # the report traces the C target's graph
+    from .precision import ACTIVATION_BITS, DEFAULT_STATE_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB
 
     quantize = QUANTIZE_ALIASES.get(quantize, quantize)
-    state_bits = state_bits or STATE_BITS.get(quantize, 16)
+    state_bits = state_bits or STATE_BITS.get(quantize, DEFAULT_STATE_BITS)
     from .errors import ShapeError
     from .reference import check_input
     from .registry import target as target_module

@@ -490,9 +490,10 @@ def _convert(
     if error_budget is None:
         module_opts = dict(getattr(registry.target(target), "OPTIONS", {}), **target_options)
         qmode = QUANTIZE_ALIASES.get(quantize or "float", quantize or "float")
-        from .folding import default_budget, state_bits_for
+        from .folding import default_budget
+        from .precision import state_bits
 
-        error_budget, budget_why = default_budget(state_bits_for(target, qmode, module_opts))
+        error_budget, budget_why = default_budget(state_bits(qmode, module_opts, registry.target(target)))
     else:
         budget_why = "given"
     error_budget = _check_number(error_budget, "error_budget", 0.0, 1.0, low_open=True)

@@ -88,7 +88,7 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     or TFLite artifact (its folder, step.onnx or model.tflite), print the streaming contract the file carries."""
     import lmu_edge
 
-    from .folding import auto_names, default_budget, rank, state_bits_for
+    from .folding import auto_names, default_budget, rank
     from .ir import LMU, BandConv, realization_name
 
     step = model / "step.onnx" if model.is_dir() else model
@@ -104,7 +104,10 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
     quantized = quantize != "float"
     budget_why = "given"
     if error_budget is None:
-        error_budget, budget_why = default_budget(state_bits_for(target, quantize))
+        from .precision import state_bits
+        from .registry import target as target_module
+
+        error_budget, budget_why = default_budget(state_bits(quantize, {}, target_module(target) if target else None))
     rows = []
     for layer, n_in, n_out, seq in g.shapes():
         row = {"name": layer.name, "type": layer.TYPE, "in": n_in, "out": n_out, "sequence": seq}

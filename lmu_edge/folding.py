@@ -129,22 +129,6 @@ def tradeoff(chosen: "Candidate", cands: list, prefer: str, q: int, d: int = 1) 
 BUDGET_LSB_FRACTION = 0.25
 
 
-def state_bits_for(target: Optional[str], quantize: str, options: Optional[dict] = None) -> Optional[int]:
-    """The width of the LMU state a target keeps for ``quantize`` (``None`` in float): the C target's
-    ``state_bits`` option (16 by default, 32 in the ``int16`` mode), TFLite's 16-bit state (8 with
-    ``int8_state_path='int8'``), ONNX's 16-bit state."""
-    from .targets.c import STATE_BITS  # the C target's default per mode (its int16 mode keeps 32 bits)
-
-    options = options or {}
-    if quantize in (None, "float", "float32"):
-        return None
-    if options.get("state_bits"):
-        return int(options["state_bits"])
-    if target == "tflite" and quantize == "int8" and options.get("int8_state_path") == "int8":
-        return 8
-    return STATE_BITS.get(quantize, 16)
-
-
 def default_budget(state_bits: Optional[int]) -> tuple[float, str]:
     """``(error budget, why)``: 1e-6 in float; for a quantized state a quarter of one LSB relative to
     the state's proven range (``0.25 * 2^-(bits-1)``), never below 1e-6.

@@ -52,6 +52,7 @@ from ._quantization_memory import Calibrated, dense_memory, fir_memory, pade_mem
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
+from .precision import DEFAULT_STATE_BITS
 from .rounding import LMU_PARTS, WIDE_BITS, compensate, noted, per_channel, widen, widen_activations
 
 #: the weight rounding lives in :mod:`lmu_edge.rounding`; these two stay reachable here, as before
@@ -296,7 +297,7 @@ def quantize(
     graph: ir.Graph,
     calibration,
     weight_bits: int = 8,
-    state_bits: int = 16,
+    state_bits: int = DEFAULT_STATE_BITS,
     coeff_bits: Optional[int] = None,
     rounding: str = "half_up",
     activation_bits: int = 8,

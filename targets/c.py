@@ -51,29 +51,14 @@ import numpy as np
 from .. import intsim, irfile, toolchain
 from ..errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError
 from ..escape import c_comment
+from ..precision import ACTIVATION_BITS, DEFAULT_STATE_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # noqa: F401  (re-exported)
+from ..precision import state_bits as state_bits_of
 from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
 from ..version import __version__
 from . import c_codegen
 
 QUANTIZE = ("float", "int8", "int16x8", "int16")
-#: activation width of each integer mode
-ACTIVATION_BITS = {"int8": 8, "int16x8": 16, "int16": 16}
-#: the weight width of each integer mode when the weight_bits option is not given
-WEIGHT_BITS = {"int8": 8, "int16x8": 8, "int16": 16}
-#: the LMU state width of each integer mode when the state_bits option is not given: int16, the accuracy
-#: mode, keeps 32 bits (on the layer-option matrix a 16-bit state cost 2-11 dB against 32 bits there)
-STATE_BITS = {"int8": 16, "int16x8": 16, "int16": 32}
-#: int16x8 without an explicit ``weight_bits``: the calibration SQNR (dB, against the float model) below
-#: which the fewest weight matrices that reach it get 16-bit weights (``quantize(widen_db=)``): 45 dB,
-#: the accuracy the project holds 16-bit activations to (docs/matrix.md), plus 3 dB for test inputs
-#: beyond the calibration data (the layer-option matrix: test within 2.0 dB of calibration)
-WIDEN_DB = {"int16x8": 48.0, "int8": 33.0}
-#: int8: the calibration SQNR below which the fewest layers (and the input) get 16-bit activations, and
-#: within them the fewest weight matrices 16-bit weights, that reach it (``quantize(widen_db=)``): the
-#: 30 dB floor of 8-bit activations plus the same 3 dB (int8 test SQNR on the matrix: within 2.2 dB of
-#: calibration). ``widen_db`` (option): "auto" for these, a number of dB, or None to keep every
-#: activation at the mode's width.
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {
@@ -227,7 +212,7 @@ def emit(graph, out_dir, options) -> dict:
                 graph,
                 options["calibration"],
                 weight_bits=int(options.get("weight_bits") or WEIGHT_BITS.get(mode, 8)),
-                state_bits=int(options.get("state_bits") or STATE_BITS.get(mode, 16)),
+                state_bits=int(state_bits_of(mode, options) or DEFAULT_STATE_BITS),
                 coeff_bits=options.get("coeff_bits"),
                 activation_bits=int(act_bits or 8),
                 weight_rounding=str(options.get("weight_rounding") or "auto"),

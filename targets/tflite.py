@@ -80,6 +80,14 @@ OPTIONS = {
     "widen_db": WIDEN_DB,
     "widen_steps": 20000,  # the widening search runs the model 2N+ times: on at most this many steps
 }
+
+
+def state_bits(quantize, options) -> int | None:
+    """Target contract (optional): the LMU state width this target keeps where ``lmu_edge.precision`` would
+    choose another: 8 bits on the int8 model's int8 state path (``int8_state_path="int8"``)."""
+    return 8 if quantize == "int8" and options.get("int8_state_path") == "int8" else None
+
+
 MODEL, IO = "model.tflite", "io.json"
 PYTHON_ENV = "LMU_EDGE_TFLITE_RUNTIME_PYTHON"
 #: a quantized model's running mean counts at least this many steps (its 16-bit count spans twice it)

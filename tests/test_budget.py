@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ from graphs import chain
 import lmu_edge
 from lmu_edge import folding as fold
 from lmu_edge import ir
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("bits,expect", [(None, 1e-6), (8, 0.25 * 2.0**-7), (16, 0.25 * 2.0**-15), (32, 1e-6)])
@@ -22,14 +25,33 @@ def test_the_default_budget_is_a_quarter_lsb_of_the_state_at_least_1e6(bits, exp
 
 
 def test_state_width_of_each_target():
-    assert fold.state_bits_for("c", "float", {"state_bits": 16}) is None
-    assert fold.state_bits_for("c", "int8", {"state_bits": 8}) == 8
-    assert fold.state_bits_for("tflite", "int8", {"int8_state_path": "int8"}) == 8
-    assert fold.state_bits_for("tflite", "int16x8", {}) == 16
-    assert fold.state_bits_for("onnx", "int8", {}) == 16
-    assert fold.state_bits_for("c", "int16", {}) == 32  # the int16 mode's default state
-    assert fold.state_bits_for("c", "int16", {"state_bits": 24}) == 24
-    assert fold.state_bits_for("c", "int16x8", {"state_bits": None}) == 16
+    # lmu_edge.precision decides the width; a target declares only where it differs (TFLite's int8 path)
+    from lmu_edge import precision, registry
+
+    def width(target, quantize, options):
+        return precision.state_bits(quantize, options, registry.target(target))
+
+    assert width("c", "float", {"state_bits": 16}) is None
+    assert width("c", "int8", {"state_bits": 8}) == 8
+    assert width("tflite", "int8", {"int8_state_path": "int8"}) == 8
+    assert width("tflite", "int8", {"int8_state_path": "int8", "state_bits": 12}) == 12  # the user's width wins
+    assert width("tflite", "int16x8", {}) == 16
+    assert width("onnx", "int8", {}) == 16
+    assert width("c", "int16", {}) == 32  # the int16 mode's default state
+    assert width("c", "int16", {"state_bits": 24}) == 24
+    assert width("c", "int16x8", {"state_bits": None}) == 16
+    assert precision.state_bits("int8") == precision.DEFAULT_STATE_BITS
+
+
+def test_the_state_width_default_is_written_once():
+    # issue 56: the default 16 used to be written in four places; every module reads lmu_edge.precision
+    import inspect
+
+    from lmu_edge import precision, quantization
+
+    assert inspect.signature(quantization.quantize).parameters["state_bits"].default == precision.DEFAULT_STATE_BITS
+    src = "".join((ROOT / p).read_text() for p in ("targets/c.py", "lmu_edge/_cli_report.py", "lmu_edge/folding.py"))
+    assert "STATE_BITS = {" not in src and "STATE_BITS.get(mode, 16)" not in src
 
 
 def test_a_quantized_conversion_folds_to_the_state_budget_and_reports_it(tmp_path):

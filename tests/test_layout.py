@@ -420,10 +420,10 @@ CORE = {
     f"lmu_edge.{m}"
     for m in (
         "arrays budget errors escape fixedpoint folding intsim ir irfile limits lti metrics pade qir "
-        "quantization _quantization_memory reference resources rounding"
+        "precision quantization _quantization_memory reference resources rounding"
     ).split()
 }
-CORE_IMPORTING_A_TARGET = {"lmu_edge.folding"}  # issue 56: state_bits and the target names still read there
+CORE_IMPORTING_A_TARGET: set = set()  # issue 56: the precision policy lives in lmu_edge.precision
 
 
 def test_no_core_module_imports_a_target_but_the_known_ones():
@@ -485,7 +485,7 @@ def test_no_new_file_over_600_lines():
 STAGES = [
     (
         "infrastructure",
-        "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor version",
+        "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor version precision",
     ),
     ("graph", "ir irfile qir lti budget loading converters converters.*"),
     ("fold", "pade folding"),
@@ -495,9 +495,8 @@ STAGES = [
     ("artifact, report, sweep", "artifact report sweep sweep_html"),
     ("command line", "cli _cli_* __init__"),
 ]
-# imports that still run against the pipeline (issue 56), exactly: folding reads the C target's default
-# state widths (precision policy still lives in a target)
-KNOWN_BACKWARD_IMPORTS = {("lmu_edge.folding", "lmu_edge.targets.c")}
+# imports that still run against the pipeline (issue 56), exactly: none left
+KNOWN_BACKWARD_IMPORTS: set = set()
 
 
 def _stage(module: str) -> int:
