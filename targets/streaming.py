@@ -125,7 +125,9 @@ def describe(c: dict) -> str:
     for k in ("sequence_model", "session", "signature", "state_storage"):
         if c.get(k):
             lines.append(f"{k.replace('_', ' ').capitalize()}: {c[k]}.")
-    return "\n".join(lines)
+    from ..escape import printable
+
+    return "\n".join(printable(line, 4000) for line in lines)  # a file's names reach a terminal: ASCII only
 
 
 def _listed(v) -> list:

@@ -172,3 +172,15 @@ def test_a_damaged_tflite_file_gives_the_contract_or_a_one_line_error(art, tmp_p
             assert "\n" not in str(e)
             outcomes["refused"] += 1
     assert outcomes["contract"] > 0 and outcomes["refused"] > 0, outcomes
+
+
+def test_inspect_prints_a_files_text_as_printable_ascii(art):
+    """A file's contract is untrusted text bound for a terminal: control characters (an ANSI escape, a
+    carriage return) never reach it."""
+    from lmu_edge.targets import streaming
+
+    a, _ = art
+    c = streaming.read_file(a.path / "model.tflite")
+    c["sequence"] = "trained on \x1b[2J\r64-step\u202e sequences"
+    text = streaming.describe(c)
+    assert "64-step" in text and all(ch == "\n" or 32 <= ord(ch) < 127 for ch in text)
