@@ -527,9 +527,26 @@ def _open_zip(p: Path) -> KerasModelFile:
     return KerasModelFile(p, config, "keras", h5, meta.get("keras_version"))
 
 
+def _read_whole(p: Path) -> bytes:
+    """The file's bytes, read by Python within the archive size limit: a read that blocks (a hung mount) is
+    interrupted by SIGTERM / Ctrl-C, as HDF5's own C reads are not, and HDF5 then parses memory only."""
+    with p.open("rb") as f:
+        data = f.read(limits.MAX_ZIP_BYTES + 1)
+    if len(data) > limits.MAX_ZIP_BYTES:
+        raise limits.LimitError(
+            f"{p}: an HDF5 model file over {limits.MAX_ZIP_BYTES >> 20} MiB (MAX_ZIP_BYTES, the limit on a .keras "
+            f"archive's contents), larger than any supported model"
+        )
+    return data
+
+
 def _open_h5(p: Path) -> KerasModelFile:
     try:
-        h5 = h5py.File(p, "r")
+        data = _read_whole(p)
+    except OSError as e:
+        raise ModelFormatError(f"{p}: cannot be read ({e.strerror or e})") from None
+    try:
+        h5 = h5py.File(io.BytesIO(data), "r")
     except (OSError, RuntimeError, ValueError) as e:
         raise ModelFormatError(f"{p}: damaged or truncated HDF5 file ({e}); {_RESAVE}") from None
     try:

@@ -438,3 +438,44 @@ def test_a_last_step_simulation_does_not_hold_the_whole_memory_sequence():
         tracemalloc.stop()
     assert y.shape == (1, 4) and np.all(np.isfinite(y))
     assert peak < 64 << 20, f"{peak / 2**20:.0f} MiB"
+
+
+def test_an_h5_model_is_read_by_python_once_and_parsed_from_memory(tmp_path):
+    """HDF5 reads through its own C driver, where SIGTERM waits until a blocking read returns. A .h5 model
+    is read whole by Python (interruptible) and HDF5 parses the bytes in memory: once opened, the file on
+    disk is never read again (overwritten here with zeros, every weight still reads as before)."""
+    from lmu_edge.converters import keras_files
+
+    model = tmp_path / "m.h5"
+    shutil.copy(EX / "keras_digits.h5", model)
+    with h5py.File(model, "r") as f:
+        want = f[KERNEL][()]
+    opened = keras_files.open_model(model)
+    model.write_bytes(b"\0" * model.stat().st_size)
+    np.testing.assert_array_equal(opened._h5[KERNEL][()], want)  # the reader's own handle on the file
+
+
+def test_sigterm_interrupts_the_python_read_of_an_h5_model(tmp_path):
+    """The read a .h5 model goes through now (keras_files._read_whole) blocks in Python, where a signal handler
+    runs: on a FIFO that no one writes (a regular file on a hung mount blocks the same way), SIGTERM ends it
+    at once through the handler, as the CLI's does."""
+    fifo = tmp_path / "fifo.h5"
+    os.mkfifo(fifo)
+    code = (
+        "import signal, sys\n"
+        "from pathlib import Path\n"
+        "from lmu_edge.converters import keras_files\n"
+        "def stop(*a):\n    raise SystemExit(42)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('reading', flush=True)\n"
+        f"keras_files._read_whole(Path({str(fifo)!r}))\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "reading"
+        time.sleep(0.5)  # into the blocking open / read
+        p.send_signal(15)
+        assert p.wait(timeout=30) == 42
+    finally:
+        p.kill()
+        p.wait()
