@@ -33,27 +33,40 @@ from .errors import FoldError, QuantizationError
 REALIZATIONS = ("auto", "zoh", "euler", "rk4", "rk2", "rk1", "pade", "pade23", "pade22", "fir")
 #: the implicit realizations by name: Pade orders (numerator, denominator); "pade" is [3/4]
 PADE_NAMES = {"pade": (3, 4), "pade23": (2, 3), "pade22": (2, 2)}
-#: the targets that run the implicit realization, in float and in integers (the others have no kernel or
-#: ops for its per-element recurrence: ``auto`` leaves it out for them, and asking for it is refused)
-PADE_RUNS_ON = {"float": ("ir", "c"), "int": ("ir", "c")}
+#: A target declares what it runs through the target contract (:mod:`lmu_edge.targets`), read here by
+#: name through the registry: ``PADE_MODES`` ("float", "int": where it runs the implicit realization; the
+#: others have no kernel or ops for its per-element recurrence: ``auto`` leaves it out for them, and
+#: asking for it is refused), ``RK_QUANTIZED`` (False: see :func:`rk_refusal`).
 #: Quantized, ``auto`` leaves the implicit step out (ask for it with realization="pade"): its forward
 #: substitution amplifies the integer roundings, and at order 512 (theta 2048, 10 substeps) the bound
 #: of a 16-bit state could no longer be proven where dense ZOH's is (the quantizer's noise estimate is
 #: about 100 state LSBs per sample against dense ZOH's half LSB).
 PADE_IN_INTEGER_AUTO = False
-#: Quantized, ``auto`` leaves the Runge-Kutta realizations out for these targets when another realization
-#: is measured: TFLite has no 16x8 CUMSUM (the structured RK step's two per stage), so the int16x8
-#: conversion fails and an int8 model loses its int16 state path. With the dense Euler step instead, the
-#: layer-option matrix's PyTorch Euler model converts to int16x8 at 44.6 dB (refused with RK) and to int8
-#: at 21.7 dB (13.7 dB with RK). Asked for by name, RK is refused there (:func:`rk_refusal`): the shipped
-#: digits model converted "successfully" to TFLite int8 at -1.7 dB with it.
-RK_LEFT_OUT_QUANTIZED = ("tflite",)
+
+
+def _declares(target: str, capability: str, default):
+    """What the target registered as ``target`` declares as ``capability`` (``default`` where it says
+    nothing, or for a name no target has)."""
+    from . import registry
+
+    if target not in registry.TARGETS:
+        return default
+    return getattr(registry.target(target), capability, default)
+
+
+def _names(target: Union[str, tuple, None]) -> tuple:
+    return () if target is None else (target,) if isinstance(target, str) else tuple(target)
 
 
 def rk_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[str]:
-    """Why a Runge-Kutta realization cannot be used for a quantized ``target``; ``None`` when it can."""
-    targets = () if target is None else (target,) if isinstance(target, str) else tuple(target)
-    bad = [t for t in targets if t in RK_LEFT_OUT_QUANTIZED]
+    """Why a Runge-Kutta realization cannot be used for a quantized ``target``; ``None`` when it can.
+    Quantized, a target that declares ``RK_QUANTIZED = False`` (TFLite: no 16x8 CUMSUM, the structured RK
+    step's two per stage, so the int16x8 conversion fails and an int8 model loses its int16 state path) has
+    the Runge-Kutta realizations left out of ``auto`` when another is measured, and refused by name: the
+    shipped digits model converted "successfully" to TFLite int8 at -1.7 dB with it. With the dense Euler
+    step instead, the layer-option matrix's PyTorch Euler model converts to int16x8 at 44.6 dB (refused
+    with RK) and to int8 at 21.7 dB (13.7 dB with RK)."""
+    bad = [t for t in _names(target) if not _declares(t, "RK_QUANTIZED", True)]
     if not quantized or not bad:
         return None
     return (
@@ -156,13 +169,14 @@ def pade_refusal(target: Union[str, tuple, None], quantized: bool) -> Optional[s
     for the float reference)."""
     if target is None:
         return None
+    from .registry import TARGETS
+
     kind = "int" if quantized else "float"
-    targets = (target,) if isinstance(target, str) else tuple(target)
-    bad = [t for t in targets if t not in PADE_RUNS_ON[kind]]
+    bad = [t for t in _names(target) if kind not in _declares(t, "PADE_MODES", ())]
     if not bad:
         return None
     target = bad[0]
-    where = ", ".join(PADE_RUNS_ON[kind]) or "no target yet"
+    where = ", ".join(t for t in TARGETS if kind in _declares(t, "PADE_MODES", ())) or "no target yet"
     return (
         f"the implicit 'pade' realization does not run on the {target!r} target "
         f"{'quantized' if quantized else 'in float'} (it runs on: {where}); use --realization rk4 (also O(q) "
@@ -727,12 +741,11 @@ def auto_names(layer: ir.LMU, target: Union[str, tuple, None] = None, quantized:
     """The realizations ``auto`` measures for ``layer`` folded for ``target`` (a name, or several that
     must all run it; None: the float reference), ``quantized`` or not: the implicit Pade step only where
     the target runs it (and, quantized, never: :data:`PADE_IN_INTEGER_AUTO`), Runge-Kutta not for
-    :data:`RK_LEFT_OUT_QUANTIZED` quantized."""
+    a target that declares ``RK_QUANTIZED = False`` quantized."""
     names = _auto_names(layer)
     if pade_refusal(target, quantized) or (quantized and target is not None and not PADE_IN_INTEGER_AUTO):
         names = [n for n in names if n not in PADE_NAMES]
-    targets = () if target is None else ((target,) if isinstance(target, str) else tuple(target))
-    if quantized and set(targets) & set(RK_LEFT_OUT_QUANTIZED):
+    if quantized and any(not _declares(t, "RK_QUANTIZED", True) for t in _names(target)):
         names = [n for n in names if not n.startswith("rk")] or names
     return names
 

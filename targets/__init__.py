@@ -6,7 +6,11 @@ A target is a module that satisfies :class:`Target`: it defines ``QUANTIZE``
 dict`` (writes its files and returns manifest entries), ``run(artifact, x,
 runtime)`` and ``stream(artifact, runtime)``; a target that can say more than
 its output error about a quantized artifact also defines ``check(artifact, x)``
-(:class:`CheckedTarget`). Register it in :data:`lmu_edge.registry.TARGETS`;
+(:class:`CheckedTarget`). Optional capabilities the core reads through the registry
+(it imports no target): ``PADE_MODES`` (``"float"`` / ``"int"``: where it runs the implicit Pade
+realization; default none), ``RK_QUANTIZED`` (False: no integer Runge-Kutta state path; default True) and
+``state_bits(quantize, options)`` (a state width other than :mod:`lmu_edge.precision`'s; default None).
+Register it in :data:`lmu_edge.registry.TARGETS`;
 :func:`load` imports it and checks the contract. CONTRIBUTING.md walks through
 adding one.
 

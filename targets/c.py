@@ -59,6 +59,8 @@ from ..version import __version__
 from . import c_codegen
 
 QUANTIZE = ("float", "int8", "int16x8", "int16")
+#: target contract (optional): the implicit Pade realization runs here in float and in integers (lmu_pade.h)
+PADE_MODES = ("float", "int")
 RUNTIMES = toolchain.RUNTIMES
 DEFAULT_RUNTIME = "host"
 OPTIONS = {

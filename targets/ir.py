@@ -12,6 +12,8 @@ import numpy as np
 from .. import reference
 
 QUANTIZE = ("float",)
+#: target contract (optional): the reference simulator runs the implicit Pade realization, float and integer
+PADE_MODES = ("float", "int")
 RUNTIMES = ("reference", "reference-float32")
 DEFAULT_RUNTIME = "reference"
 OPTIONS: dict = {}

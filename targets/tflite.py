@@ -61,6 +61,9 @@ from lmu_edge.registry import require
 from . import _stepplan, _tflite_session
 
 QUANTIZE = ("float", "int8", "int16x8")
+#: target contract (optional): no integer Runge-Kutta state path (TFLite has no 16x8 CUMSUM, two per RK
+#: stage); lmu_edge.folding leaves RK out of a quantized ``auto`` and refuses it by name
+RK_QUANTIZED = False
 RUNTIMES = ("litert", "tflm", "tflite-runtime")
 DEFAULT_RUNTIME = "litert"
 #: int8 mixed precision, as the ONNX target's (:data:`targets.onnx.WIDEN_DB`): the 30 dB floor on unseen
