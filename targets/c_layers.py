@@ -1,18 +1,14 @@
 """The C of the layers that bring their own runtime header: band convolutions (``lmu_bandconv.h``: the
 patch gathering, the two-band int8 kernel's weight packing, pooling and frame history) and the implicit
-Pade memory (``lmu_pade.h``). :mod:`.c_codegen` calls these with its ``Code`` (arrays, state fields and
+Pade memory (``lmu_pade.h``). :mod:`.c_codegen` calls these with its :class:`.c_code.Code` (arrays, state fields and
 the step's lines of one model)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..escape import c_comment
-
-if TYPE_CHECKING:
-    from .c_codegen import Code
+from .c_code import SIZES, Code, c_float
 
 
 def band_pack(kernel) -> np.ndarray:
@@ -37,7 +33,6 @@ def band_conv_lines(code: Code, tag: str, layer, x: str, y: str, ct: str, zp: in
     extension and no Helium (``LMU_BAND_ROWS``) then run two bands per lmu_band_rows_i8 call on int16 patches;
     the others keep one linear-kernel call per band (Helium's four-row kernel, ARMv6-M's and the host's
     loops do better on that), so the state holds both paths' scratch."""
-    from .c_codegen import SIZES
 
     if '#include "lmu_bandconv.h"' not in code.objects:
         code.objects.insert(0, '#include "lmu_bandconv.h"')
@@ -100,7 +95,6 @@ def pade_memory_call(code: Code, tag: str, L, m: str, u: str, bits) -> str:
     model, and the one call of ``lmu_pade_memory_s<bits>`` (integer :class:`lmu_edge.pade.QPadeMemory`,
     ``bits`` the state width) or ``lmu_f_pade_memory`` (float :class:`lmu_edge.ir.Pade`, ``bits`` None)."""
     from .. import pade
-    from .c_codegen import c_float
 
     mem, d, q = L.memory, L.memory_d, L.order
     name = c_comment(L.name)

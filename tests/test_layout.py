@@ -399,9 +399,7 @@ def _cycles(graph: dict) -> list:
 
 # The cycles the tree still has, exactly (issue 56 asks for none). When a change removes one, this test
 # fails: delete its entry. A new cycle fails it too, naming its modules.
-KNOWN_IMPORT_CYCLES = [
-    ("lmu_edge.targets.c_codegen", "lmu_edge.targets.c_layers"),  # hidden by function-level imports
-]
+KNOWN_IMPORT_CYCLES: list = []
 
 
 def test_the_whole_tree_imports_without_cycles_but_the_known_ones():
