@@ -86,8 +86,9 @@ class Violation(Exception):
 # --- seeds -------------------------------------------------------------------------------------------
 
 
-def build_seeds(seeds: Path) -> None:
-    """Convert the shipped digits model once per artifact kind (and signed copies) into ``seeds``."""
+def build_seeds(seeds: Path, names=tuple(SEED_ARTIFACTS)) -> None:
+    """Convert the shipped digits model once per artifact kind in ``names`` (and signed copies) into
+    ``seeds``; the artifact categories draw from what is there."""
     import lmu_edge
     from lmu_edge import signing
 
@@ -98,7 +99,8 @@ def build_seeds(seeds: Path) -> None:
     key, _ = signing.generate(seeds / "builder")
     signing.generate(seeds / "other")
     model, cal = EX / "digits_lmu.lmu.npz", EX / "digits_calibration_x.npy"
-    for name, (target, opts) in SEED_ARTIFACTS.items():
+    for name in names:
+        target, opts = SEED_ARTIFACTS[name]
         opts = dict(opts)
         if opts.get("quantize", "float") != "float":
             opts["calibration"] = cal
@@ -309,7 +311,7 @@ def make_artifact_case(rng: random.Random, category: str, work: Path, seeds: Pat
         "signature": [f"{n}.signed" for n in SIGNED],
         "signed": [f"{n}.signed" for n in SIGNED],
     }.get(kind, list(SEED_ARTIFACTS))
-    name = rng.choice(choices)
+    name = rng.choice([n for n in choices if (seeds / n).is_dir()])
     d = work / "art"
     shutil.copytree(seeds / name, d, symlinks=True)
     spec = {"dir": d, "trusted_key": None, "payload": payload, "name": name}

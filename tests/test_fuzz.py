@@ -42,3 +42,31 @@ def test_every_reader_has_a_seed_file(suffix):
     assert all(p.exists() for p in paths)
     assert all(lmu_edge.load(p) for p in paths)
     assert {Path("m" + s).suffix for s, _ in fuzzing.SEEDS} >= set(CONVERTERS), "a reader the fuzzer never feeds"
+
+
+# --- received artifacts (scripts/fuzz.py's artifact categories, on the ir and onnx kinds) ---------------
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import fuzz  # noqa: E402  (scripts/ joins sys.path first)
+
+#: the categories whose seed artifacts the fixture builds (tflite and weights.npz need the tflite and nengo
+#: kinds: the long run covers them)
+ARTIFACT_CATEGORIES = [c for c in fuzz.ARTIFACT_CATEGORIES if c not in ("artifact:tflite", "artifact:weights")]
+
+
+@pytest.fixture(scope="module")
+def artifact_seeds(tmp_path_factory):
+    seeds = tmp_path_factory.mktemp("seeds")
+    fuzz.build_seeds(seeds, names=("ir", "onnx"))
+    return seeds
+
+
+@settings(max_examples=40, deadline=None)
+@given(rng=st.randoms(use_true_random=False), k=st.integers(0, len(ARTIFACT_CATEGORIES) - 1))
+def test_damaged_received_artifacts_run_or_are_refused_in_one_line(artifact_seeds, tmp_path_factory, rng, k):
+    """A received artifact with its manifest, seal, signature, IR files, ONNX models or folder damaged (or any
+    change to a signed one under its builder's key), run by run / verify / the API: success or one line,
+    no planted payload runs, nothing is written into it (fuzz.check_artifact raises otherwise)."""
+    work = tmp_path_factory.mktemp("artifact")
+    spec = fuzz.make_artifact_case(rng, ARTIFACT_CATEGORIES[k], work, artifact_seeds)
+    assert fuzz.check_artifact(spec, rng, work, artifact_seeds) in ("accepted", "refused")
