@@ -61,6 +61,7 @@ class Artifact:
         self.module: Target = load_target(self.target)
         self._graph: Optional[ir.Graph] = None
         self._source: Optional[ir.Graph] = None
+        self._quantized: Optional[ir.Graph] = None
         self._private: dict = {}  # rel -> the private copy of its sealed bytes (data_path)
 
     def __repr__(self) -> str:
@@ -113,6 +114,15 @@ class Artifact:
             with self._readable():
                 self._source = irfile.load_ir(self.data_path("source.lmu.npz"))
         return self._source
+
+    @property
+    def quantized(self) -> Optional[ir.Graph]:
+        """The integer graph a quantized artifact runs (``quantized.lmu.npz``); None for a float one."""
+        rel = "quantized.lmu.npz"
+        if self._quantized is None and (rel in self.sealed if self.sealed is not None else (self.path / rel).is_file()):
+            with self._readable():
+                self._quantized = irfile.load_ir(self.data_path(rel))
+        return self._quantized
 
     @property
     def runtimes(self) -> tuple:

@@ -694,9 +694,10 @@ def _is_quantized(art) -> bool:
 
 
 def _qgraph(art):
-    if not hasattr(art, "_qgraph"):
-        art._qgraph = irfile.load_ir(art.data_path("quantized.lmu.npz"))
-    return art._qgraph
+    qg = art.quantized  # the artifact's integer graph, read once from its sealed bytes
+    if qg is None:
+        raise ArtifactError(f"{art.path}: quantized.lmu.npz is missing; convert the model again")
+    return qg
 
 
 def write_input(path, data: np.ndarray, dtype_code: int | None = None):
