@@ -55,7 +55,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import fuzzing  # noqa: E402  (tests/ joins sys.path first)
-import hostile  # noqa: E402
+import hostile  # noqa: E402  (found through tests/ put on sys.path above)
 
 EX = hostile.EXAMPLES
 MODEL_CATEGORIES = [f"model:{s}" for s in (".lmu.npz", ".keras", ".h5", ".safetensors", ".pt")]
@@ -692,11 +692,11 @@ def main() -> int:
             print(one_input(args.replay, args.seed, seeds, Path(tmp)))
         return 0
     # everything a child needs, imported once before forking (children share it)
-    import lmu_edge.cli  # noqa: F401
-    import lmu_edge.targets.c  # noqa: F401
-    import lmu_edge.targets.nengo  # noqa: F401
-    import lmu_edge.targets.onnx  # noqa: F401
-    import lmu_edge.targets.tflite  # noqa: F401
+    import lmu_edge.cli  # noqa: F401  (imported once before forking, shared by the children)
+    import lmu_edge.targets.c  # noqa: F401  (imported before forking)
+    import lmu_edge.targets.nengo  # noqa: F401  (imported before forking)
+    import lmu_edge.targets.onnx  # noqa: F401  (imported before forking)
+    import lmu_edge.targets.tflite  # noqa: F401  (imported before forking)
 
     done = _done(args.state)
     todo = [i for i in range(args.inputs) if i not in done]

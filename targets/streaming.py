@@ -182,9 +182,7 @@ def read_file(path) -> dict:
 
     p = check_regular_file(path, "inspect")
     if p.suffix.lower() == ".tflite":
-        from . import _tflite_contract
-
-        return _tflite_contract.read_file(p)
+        return _read_tflite(p)
     if p.stat().st_size > (2 << 30):
         raise ModelFormatError(f"{p}: larger than 2 GB, more than an ONNX protobuf can be")
     onnx = require("onnx", "onnx", "reading ONNX files")
@@ -223,3 +221,43 @@ def parse(text, p) -> dict:
     if not ok:
         raise ModelFormatError(f"{p}: {KEY} is not an lmu-edge streaming contract")
     return c
+
+
+#: a TFLite flatbuffer's file identifier (bytes 4-8)
+TFLITE_IDENTIFIER = b"TFL3"
+#: the largest TFLite file read_file opens (a flatbuffer's 32-bit offsets reach 2 GB)
+TFLITE_MAX_BYTES = 2 << 30
+
+
+def _name(v) -> str:
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def _read_tflite(p) -> dict:
+    """The contract of a ``.tflite`` file (a regular file, checked by the caller): a TFLite flatbuffer of at
+    most :data:`TFLITE_MAX_BYTES` whose metadata entry :data:`KEY` holds the contract (written by
+    ``targets._tflite_contract.stamp``), the JSON read with the limits of :func:`lmu_edge.limits.load_json`."""
+    from ..errors import ModelFormatError
+    from ..registry import require
+
+    if p.stat().st_size > TFLITE_MAX_BYTES:
+        raise ModelFormatError(f"{p}: larger than 2 GB, more than a TFLite flatbuffer can be")
+    data = p.read_bytes()  # a Path from check_regular_file
+    if len(data) < 8 or data[4:8] != TFLITE_IDENTIFIER:
+        raise ModelFormatError(f"{p}: not a TFLite model (no TFL3 identifier); give a model.tflite lmu-edge wrote")
+    schema = require("ai_edge_litert.schema_py_generated", "tflite", "reading TFLite files")
+    try:
+        m = schema.Model.GetRootAs(data, 0)
+        found = None
+        for k in range(m.MetadataLength()):
+            e = m.Metadata(k)
+            if _name(e.Name()) == KEY:
+                found = m.Buffers(e.Buffer()).DataAsNumpy().tobytes()
+    except Exception as e:  # a damaged flatbuffer: offsets outside the file
+        raise ModelFormatError(f"{p}: not a readable TFLite model ({type(e).__name__})") from None
+    if found is None:
+        raise ModelFormatError(
+            f"{p}: no lmu-edge streaming contract in its metadata ({KEY}); it was not written by "
+            "lmu-edge, or by a version before the contract"
+        )
+    return parse(found, p)

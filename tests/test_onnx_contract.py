@@ -145,7 +145,7 @@ def test_one_batched_call_streams_interleaved_sequences_as_separate_streams_do(a
         return res["y"], {s["input"]: res[s["output"]] for s in c["states"]}
 
     lag, T = 9, X.shape[1]
-    zeros = lambda n: {s["input"]: np.zeros((n, s["shape"][1]), np.float32) for s in c["states"]}  # noqa: E731
+    zeros = lambda n: {s["input"]: np.zeros((n, s["shape"][1]), np.float32) for s in c["states"]}  # noqa: E731  (one line beside its only use)
     alone = []
     for seq in X[:2]:
         st, ys = zeros(1), []

@@ -21,8 +21,8 @@ from lmu_edge.cli import main
 from lmu_edge.errors import ArtifactError, LmuEdgeError
 
 sys.path.insert(0, str(Path(__file__).parent))
-import hostile  # noqa: E402
-from conftest import EXAMPLES  # noqa: E402
+import hostile  # noqa: E402  (tests/ on sys.path first)
+from conftest import EXAMPLES  # noqa: E402  (tests/ on sys.path first)
 
 DIGITS_IR = EXAMPLES / "digits_lmu.lmu.npz"
 
@@ -231,7 +231,7 @@ def test_a_weights_member_that_is_not_npy_is_refused_in_one_line(built, tmp_path
     """The fuzzer's resealed weights.npz with a member cut to 3 bytes: numpy hands a member without the .npy
     magic back as raw bytes, and network.py's ``.T`` on them raised AttributeError (exit 70 from run)."""
     d = _copy(built, "nengo", tmp_path)
-    cut = lambda n, b: b[:3] if n == "0.enc.npy" else b  # noqa: E731
+    cut = lambda n, b: b[:3] if n == "0.enc.npy" else b  # noqa: E731  (one line beside its only use)
     hostile.rewrite_zip(built / "nengo" / "weights.npz", d / "weights.npz", cut)
     (d / outdir.RECORD).unlink()
     outdir.seal(d)
