@@ -147,7 +147,7 @@ def report(
 
     import lmu_edge
 
-    from . import outdir
+    from . import outdir, report_html
     from . import report as rep_mod
     from .arrays import load_array
     from .artifact import QUANTIZE_ALIASES
@@ -276,7 +276,7 @@ def report(
         data["data_sequences"] = {"evaluated": len(x), "given": n_data, "max_sequences": max_sequences}
         for t in data["targets"]:  # the artifacts move with the directory
             t["path"] = str(out_dir / Path(t["path"]).name)
-        rep_mod.write(data, tmp, title=f"{source.name} ({quantize})")
+        report_html.write(data, tmp, title=f"{source.name} ({quantize})")
     j, h = out_dir / "report.json", out_dir / "report.html"
 
     click.echo(f"wrote {j} and {h}")

@@ -26,7 +26,7 @@ from . import folding, ir, irfile, limits, outdir, quantization, reference, regi
 from .arrays import load_array
 from .errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError, VerificationError, os_refusal
 from .metrics import relative_error
-from .report import json_default
+from .report_html import json_default
 from .targets import CheckedTarget, Target
 from .targets import load as load_target
 
@@ -702,6 +702,7 @@ def _write(
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
         # the accuracy report (report.json + report.html) on a bounded slice of the same data
         from . import report as _report
+        from . import report_html
 
         qpath = tmp / "quantized.lmu.npz"
         qg = irfile.load_ir(qpath) if qpath.exists() else None
@@ -715,7 +716,7 @@ def _write(
             if t.get("path") == str(art.path):
                 t["path"] = str(out_dir)
         report.update({k: v for k, v in analysis.items() if k not in report})
-        _report.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
+        report_html.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
         if not verification["passed"]:
             why = (
                 f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"

@@ -458,11 +458,9 @@ OVERSIZE_PENDING = {
     "firmware_templates/lmu_kernels_arm.h",
     "firmware_templates/lmu_runtime.h",
     "lmu_edge/artifact.py",
-    "lmu_edge/cli.py",
     "lmu_edge/folding.py",
     "lmu_edge/ir.py",
     "lmu_edge/quantization.py",
-    "lmu_edge/report.py",
     "targets/c.py",
     "targets/c_codegen.py",
     "targets/tflite.py",
@@ -483,14 +481,15 @@ def test_no_new_file_over_600_lines():
 STAGES = [
     (
         "infrastructure",
-        "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor version precision",
+        "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor "
+        "version precision",
     ),
     ("graph", "ir irfile qir lti budget loading converters converters.*"),
     ("fold", "pade folding"),
     ("oracles", "reference intsim"),
     ("quantize", "quantization _quantization_memory rounding"),
     ("targets", "targets targets.* audio audio.* torch firmware_templates"),
-    ("artifact, report, sweep", "artifact report sweep sweep_html"),
+    ("artifact, report, sweep", "artifact report report_html sweep sweep_html"),
     ("command line", "cli _cli_* __init__"),
 ]
 # imports that still run against the pipeline (issue 56), exactly: none left

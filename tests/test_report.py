@@ -11,7 +11,7 @@ from conftest import ROOT, lmu_edge_cli, matrix_model
 from graphs import chain
 
 import lmu_edge
-from lmu_edge import intsim, report
+from lmu_edge import intsim, report, report_html
 from lmu_edge.metrics import sqnr_db
 
 ARTIFACTS = ROOT / "test-artifacts"
@@ -135,7 +135,7 @@ def test_html_renders_its_plots_in_headless_chromium(digits, tmp_path):
     rep = report.analyze(src, folded, qg, x, labels=labels)
     rep["sweep"] = report.sweep(folded, x[:8], labels[:8], weight_bits=(4, 8), state_bits=(12, 16))
     rep["sweep_float"] = report.task_metric(lmu_edge.simulate(folded, x[:8]), labels[:8])
-    _, html = report.write(rep, tmp_path, title="digits")
+    _, html = report_html.write(rep, tmp_path, title="digits")
     text = html.read_text()
     # five inline charts (SQNR, ranges, error over time, the LMU's impulse response and poles, the sweep),
     # nothing fetched from anywhere

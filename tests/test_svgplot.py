@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lmu_edge import report, svgplot
+from lmu_edge import report_html, svgplot
 
 
 def _tree(svg: str) -> ET.Element:
@@ -68,7 +68,7 @@ def _report():
 
 
 def test_every_chart_is_well_formed_svg_with_what_the_report_holds():
-    figs = report.figures(_report())
+    figs = report_html.figures(_report())
     assert set(figs) == {"sqnr", "ranges", "steps", "lmu_lmu", "sweep"}
     roots = {k: _tree(v) for k, v in figs.items()}
     for k, root in roots.items():
@@ -99,7 +99,7 @@ def test_every_chart_clips_to_its_own_axes():
     """Each plot clips its data to its axes by a clipPath id; in one page every id must be unique, or a
     chart would be clipped by another chart's rectangle (ids from id(), reused once a plot is freed, gave
     two charts of one report the same id)."""
-    figs = report.figures(_report())
+    figs = report_html.figures(_report())
     html = "".join(figs.values())
     ids = re.findall(r'clipPath id="([^"]+)"', html)
     assert len(ids) == 1 + 3 + 1 + 2 + 1 and len(set(ids)) == len(ids)  # sqnr, 3 panels, steps, lmu, sweep
@@ -109,14 +109,14 @@ def test_every_chart_clips_to_its_own_axes():
 def test_a_log_axis_leaves_out_what_it_cannot_draw():
     """An error of exactly 0 at a step has no place on a log axis: the line breaks there (as matplotlib
     draws it) instead of plunging to a made-up floor."""
-    root = _tree(report.figures({"step_errors": {"max": [0.1, 0.0, 0.05, 0.2], "mean": [0.0] * 4}})["steps"])
+    root = _tree(report_html.figures({"step_errors": {"max": [0.1, 0.0, 0.05, 0.2], "mean": [0.0] * 4}})["steps"])
     polys = [p for p in root.iter("polyline")]
     assert len(polys) == 2  # max: [0.1] and [0.05, 0.2]; mean: nothing
     assert [len(p.get("points").split()) for p in polys] == [1, 2]
     ticks = [t.text for t in root.iter("text") if t.text and t.text.startswith("1e")]
     assert ticks and "1e-1" in ticks and "1e-2" in ticks
     # an exact model (no error at any step) still gets a chart, not an exception
-    _tree(report.figures({"step_errors": {"max": [0.0] * 3, "mean": [0.0] * 3}})["steps"])
+    _tree(report_html.figures({"step_errors": {"max": [0.0] * 3, "mean": [0.0] * 3}})["steps"])
 
 
 def test_names_from_a_model_file_are_escaped():
@@ -126,7 +126,7 @@ def test_names_from_a_model_file_are_escaped():
     evil = '<script>alert(1)</script>"&'
     rep["tensors"][0]["name"] = evil
     rep["lmu"][0]["layer"] = evil
-    figs = report.figures(rep)
+    figs = report_html.figures(rep)
     for svg in figs.values():
         assert "<script" not in svg
     root = _tree(figs["sqnr"])
