@@ -189,7 +189,13 @@ class Artifact:
         """Run the artifact and the source model on ``x``; raise :class:`VerificationError` beyond tolerance."""
         tol = self.tolerance if tolerance is None else float(tolerance)
         x, _ = reference.check_input(self.graph, x)
-        err = relative_error(self.run(x, runtime), self.reference(x))
+        y, ref = self.run(x, runtime), self.reference(x)
+        if np.shape(y) != np.shape(ref):  # model.lmu.npz and source.lmu.npz disagree (damaged and resealed)
+            raise ArtifactError(
+                f"{self.path}: the artifact's outputs have shape {np.shape(y)}, its source model's "
+                f"{np.shape(ref)}: its model.lmu.npz and source.lmu.npz disagree; convert the model again"
+            )
+        err = relative_error(y, ref)
         result: dict[str, Any] = {
             "error": err,
             "tolerance": tol,
@@ -235,6 +241,7 @@ _UNREADABLE = (
     tokenize.TokenError,  # numpy's reading of a damaged .npy header
     OSError,  # zipfile seeking to a damaged member's offset (EINVAL) in the private copy
     AttributeError,  # network.py given a weights.npz entry of another type (bytes where an array was)
+    ArithmeticError,  # nengo's simulator raises FloatingPointError on inf / NaN weights
 )
 
 

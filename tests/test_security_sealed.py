@@ -239,3 +239,34 @@ def test_a_weights_member_that_is_not_npy_is_refused_in_one_line(built, tmp_path
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.exit_code == 1 and len(lines) == 1 and "internal error" not in r.stderr, r.stderr
     assert str(d) in lines[0]
+
+
+def test_infinite_weights_in_a_resealed_nengo_artifact_are_refused_in_one_line(built, tmp_path):
+    """Nengo's simulator raises FloatingPointError on the inf * 0 of an infinite weight: exit 70 from verify
+    (long fuzz run, inputs 3981 and 5325 of seed 2)."""
+    d = _copy(built, "nengo", tmp_path)
+    z = dict(np.load(built / "nengo" / "weights.npz"))
+    z["1.kernel"] = np.full_like(z["1.kernel"], np.inf)
+    np.savez(d / "weights.npz", **z)
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    r = CliRunner().invoke(main, ["verify", str(d), "-i", str(built / "x.npy")])
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 1 and "internal error" not in r.stderr, r.stderr
+    assert len(lines) == 1 and str(d) in lines[0], r.stderr
+
+
+def test_an_artifact_whose_model_and_source_disagree_on_the_output_is_refused_by_verify(built, tmp_path):
+    """model.lmu.npz resealed with return_sequences flipped: verify compared outputs of shapes (2, 10) and
+    (2, 16, 10) and raised ValueError, exit 70 (long fuzz run, input 4106 of seed 2)."""
+    d = _copy(built, "ir", tmp_path)
+
+    def flip(header, arrays):
+        header["graph"]["layers"][0]["return_sequences"] = True
+
+    hostile.edit_ir(built / "ir" / "model.lmu.npz", d / "model.lmu.npz", flip)
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    with pytest.raises(ArtifactError, match="disagree") as e:
+        lmu_edge.open_artifact(d).verify(np.load(built / "x.npy"))
+    assert "\n" not in str(e.value)
