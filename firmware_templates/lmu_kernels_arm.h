@@ -204,6 +204,131 @@ static inline int32_t lmu_qdot16_arm(const int16_t *x, const int8_t *w, int32_t 
     return i;
 }
 
+#if LMU_PATH_DSP
+/* s + (w0, w2) . xe + (w1, w3) . xo for the four int8 weights of u (SXTB16, SXTB16 ROR #8, two SMLAD) in one
+ * statement with one scratch register: written as intrinsics, gcc expanded every row's weights before the
+ * first SMLAD and spilled them at four rows */
+static inline int32_t lmu_smlad_b4(int32_t s, uint32_t u, uint32_t xe, uint32_t xo) {
+    uint32_t t;
+    __asm__("sxtb16 %[t], %[u]\n\t"
+            "smlad %[s], %[t], %[xe], %[s]\n\t"
+            "sxtb16 %[t], %[u], ror #8\n\t"
+            "smlad %[s], %[t], %[xo], %[s]"
+            : [s] "+r"(s), [t] "=&r"(t)
+            : [u] "r"(u), [xe] "r"(xe), [xo] "r"(xo));
+    return s;
+}
+#endif
+
+/* The int16 x int8 rows of lmu_qdot16_run (lmu_runtime.h; ranges and proof there): adds the first i of len
+ * inputs (a run of at most 256) of rows w + r n, r < rows (1, 2 or 4), to s[r] in int32 and returns i. The
+ * sums are exact: no product exceeds 2^22 in magnitude. Helium: per 8 inputs one VLDRH of x, then per row one
+ * VLDRB.S16 (the weights sign-extended to halfwords) and one VMLADAVA.S16; the last len % 8 inputs predicated
+ * (VCTP), so the kernel does them all. DSP: per 4 inputs two LDR and PKHBT / PKHTB put x in (x0, x2), (x1, x3),
+ * shared by the rows, then per row one LDR and two SXTB16 of weights ((w0, w2), (w1, w3)) and two SMLAD:
+ * 24 instructions for 16 MACs at four rows. The int8 weights are expanded here rather than stored as
+ * halfwords: pre-expanded weights would save the SXTB16s and the PKHs (about 1.1 instructions per MAC
+ * against 1.5) but double the flash of every widened layer and change the array every core reads. */
+LMU_SPECIALIZE int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                           int32_t *s) {
+    int32_t i = 0;
+#if LMU_PATH_MVE
+    {
+        int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+        const int8_t *w1 = w + (rows > 1 ? n : 0), *w2 = w + (rows > 2 ? 2 * n : 0), *w3 = w + (rows > 3 ? 3 * n : 0);
+        for (; i + 8 <= len; i += 8) {
+            const int16x8_t xv = vldrhq_s16(x + i);
+            s0 = vmladavaq_s16(s0, xv, vldrbq_s16(w + i));
+            if (rows > 1) {
+                s1 = vmladavaq_s16(s1, xv, vldrbq_s16(w1 + i));
+            }
+            if (rows > 2) {
+                s2 = vmladavaq_s16(s2, xv, vldrbq_s16(w2 + i));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_s16(w3 + i));
+            }
+        }
+        if (i < len) {
+            const mve_pred16_t p = vctp16q((uint32_t)(len - i));
+            const int16x8_t xv = vldrhq_z_s16(x + i, p);
+            s0 = vmladavaq_s16(s0, xv, vldrbq_z_s16(w + i, p));
+            if (rows > 1) {
+                s1 = vmladavaq_s16(s1, xv, vldrbq_z_s16(w1 + i, p));
+            }
+            if (rows > 2) {
+                s2 = vmladavaq_s16(s2, xv, vldrbq_z_s16(w2 + i, p));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_z_s16(w3 + i, p));
+            }
+            i = len;
+        }
+        s[0] = s0;
+        s[1] = s1;
+        s[2] = s2;
+        s[3] = s3;
+    }
+#else
+    int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+#ifdef __OPTIMIZE__
+    if (rows == 4 && __builtin_constant_p(n) && n <= 1365 && len >= 4) {
+        /* four rows, a compile-time n (rows 1-3 at n, 2n, 3n bytes of row 0's pointer: LDR's immediate reaches
+         * 4095): one statement, 26 instructions per pass of 16 MACs (with the intrinsics below gcc shuffled the
+         * four sums through other registers every pass, 31) */
+        const int16_t *px = x, *end = x + (len - len % 4);
+        const int8_t *pw = w;
+        uint32_t ta, tb, tc, tu;
+        __asm__("1:\n\t"
+                "ldr %[ta], [%[px]], #4\n\t"
+                "ldr %[tb], [%[px]], #4\n\t"
+                "pkhbt %[tc], %[ta], %[tb], lsl #16\n\t" /* (x0, x2) */
+                "pkhtb %[tb], %[tb], %[ta], asr #16\n\t" /* (x1, x3) */
+                "ldr %[tu], [%[pw], #%c[n1]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s1], %[ta], %[tc], %[s1]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s1], %[ta], %[tb], %[s1]\n\t"
+                "ldr %[tu], [%[pw], #%c[n2]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s2], %[ta], %[tc], %[s2]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s2], %[ta], %[tb], %[s2]\n\t"
+                "ldr %[tu], [%[pw], #%c[n3]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s3], %[ta], %[tc], %[s3]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s3], %[ta], %[tb], %[s3]\n\t"
+                "ldr %[tu], [%[pw]], #4\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s0], %[ta], %[tc], %[s0]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s0], %[ta], %[tb], %[s0]\n\t"
+                "cmp %[px], %[end]\n\t"
+                "bne 1b"
+                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), [px] "+r"(px), [pw] "+r"(pw),
+                  [ta] "=&r"(ta), [tb] "=&r"(tb), [tc] "=&r"(tc), [tu] "=&r"(tu)
+                : [end] "r"(end), [n1] "i"(n), [n2] "i"(2 * n), [n3] "i"(3 * n)
+                : "cc", "memory");
+        i = len - len % 4;
+    }
+#endif
+    for (; i + 4 <= len; i += 4) {
+        const uint32_t x01 = lmu_ld32(x + i), x23 = lmu_ld32(x + i + 2);
+        const uint32_t xe = lmu_pkhbt16(x01, x23), xo = lmu_pkhtb16(x23, x01); /* (x0, x2), (x1, x3) */
+        s0 = lmu_smlad_b4(s0, lmu_ld32(w + i), xe, xo);
+        if (rows > 1) {
+            s1 = lmu_smlad_b4(s1, lmu_ld32(w + n + i), xe, xo);
+        }
+        if (rows > 2) {
+            s2 = lmu_smlad_b4(s2, lmu_ld32(w + 2 * n + i), xe, xo);
+            s3 = lmu_smlad_b4(s3, lmu_ld32(w + 3 * n + i), xe, xo);
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+#endif
+    return i;
+}
+
 #if LMU_PATH_DSP && !LMU_PATH_MVE
 /* Four rows of the int8 dot product (ranges and proof of lmu_qdot2 in lmu_runtime.h): adds the first i
  * products of rows w, w + n, w + 2n, w + 3n to a[0..3] (modulo 2^32) and returns i. Per 4 inputs: 1 LDR +
@@ -872,13 +997,18 @@ LMU_SPECIALIZE void lmu_mve_rows8_w32(const int16_t *mc, const int16_t *C, int32
     int32_t g;
     for (g = 0; g < q; g += 8) {
         const int16_t *s = mc, *pa = C + (g + 1) * q, *pb = pa + 3 * q, *pc = pa + 5 * q;
+        int32_t *d = sums + g;
+        /* d from memory into s (dead after the last pass) for the STM: four address registers, not five. With
+         * eight registers clobbered, five no longer fitted once the step around grew (the int16 dense rows
+         * inlined beside it): gcc stopped with "impossible constraints". */
         __asm__ volatile(LMU_MVE_ROWS8_8COLS("vmladav.s16") LMU_MVE_ROWS8_IF(1) LMU_MVE_ROWS8_IF(2) LMU_MVE_ROWS8_IF(3)
                              LMU_MVE_ROWS8_IF(4) LMU_MVE_ROWS8_IF(5) LMU_MVE_ROWS8_IF(6) LMU_MVE_ROWS8_IF(7)
                                  LMU_MVE_ROWS8_IF(8) LMU_MVE_ROWS8_IF(9) LMU_MVE_ROWS8_IF(10) LMU_MVE_ROWS8_IF(11)
                                      LMU_MVE_ROWS8_IF(12) LMU_MVE_ROWS8_IF(13)
-                                         LMU_MVE_ROWS8_IF(14) "stmia %[d], {r0, r2, r4, r6, r8, r10, r12, lr}"
+                                         LMU_MVE_ROWS8_IF(14) "ldr %[s], %[d]\n\t"
+                                                              "stmia %[s], {r0, r2, r4, r6, r8, r10, r12, lr}"
                          : [s] "+r"(s), [pa] "+r"(pa), [pb] "+r"(pb), [pc] "+r"(pc)
-                         : [d] "r"(sums + g), [b] "i"(2 * q), [n8] "i"(q / 8)
+                         : [d] "m"(d), [b] "i"(2 * q), [n8] "i"(q / 8)
                          : "r0", "r2", "r4", "r6", "r8", "r10", "r12", "lr", "q0", "q1", "q2", "memory");
     }
 }

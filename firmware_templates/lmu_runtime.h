@@ -302,6 +302,16 @@ static inline int32_t lmu_qdot2_arm(const int8_t *x, const int8_t *w0, const int
     return 0;
 }
 #endif
+static inline int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                          int32_t *s) {
+    (void)x;
+    (void)w;
+    (void)n;
+    (void)len;
+    (void)rows;
+    (void)s;
+    return 0;
+}
 static inline int32_t lmu_dense_dsp_rows_int16_t_int16_t(int16_t *mc, int32_t uc, int32_t q, const int16_t *C,
                                                          const int32_t *B, int32_t coeff_frac, int32_t delta,
                                                          int32_t bits, int64_t *tmp, int32_t acc32) {
@@ -757,29 +767,224 @@ static inline int64_t lmu_qdot16w(const int16_t *x, int32_t zp, const int16_t *w
     return s;
 }
 
-/* out[j] = lut16?(clamp(out_zp + sum_p MBQM16(acc_p[j], mult_p[j], shift_p[j]))) for int16 inputs */
-static inline void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out) {
-    int32_t j, k;
-    for (j = 0; j < L->n_out; ++j) {
-        int64_t total = L->out_zp, t;
+/* lmu_mbqm16(a, m, s) for an int32 a and -31 <= s <= -2 (t = 15 - s in [17, 46]) in 32-bit steps. With
+ * m16 the rounded multiplier (in [-2^15, 2^15 - 1] for every int32 m), N = a m16 (|N| <= 2^46), P =
+ * floor(N / 2^16) and k = t - 16 >= 1 (nested floors fold):
+ *   floor((N + 2^(t-1)) / 2^t) = floor((P + 2^(k-1)) / 2^k) = floor((floor(P / 2^(k-1)) + 1) / 2).
+ * DSP path: m16 is the top halfword of QADD(m, 2^15) (saturating: 0x7FFF from m = 0x7FFF0000 up, as
+ * lmu_mbqm16's cap), P one SMLAWT (adding 0); elsewhere, with a = ah 2^16 + al (0 <= al < 2^16), P = ah m16 +
+ * ((al m16) >> 16), every term within int32. |P| <= 2^30, so the result fits int32 and lmu_mbqm16's int32
+ * clamp never acts. tests/test_kernels_dense.py checks it against lmu_mbqm16 at the edges of a, m and s. */
+static inline int32_t lmu_mbqm16_32(int32_t a, int32_t m, int32_t s) {
+#if LMU_PATH_DSP
+    const int32_t p = __smlawt(a, __qadd(m, 32768), 0) >> (-s - 2);
+#else
+    const int32_t m16 = m < 0x7FFF0000 ? (m + 32768) >> 16 : 0x7FFF; /* m + 2^15 cannot overflow here */
+    const int32_t al = (int32_t)((uint32_t)a & 0xFFFFu), ah = (a - al) / 65536;
+    const int32_t p = (ah * m16 + ((al * m16) >> 16)) >> (-s - 2);
+#endif
+    return (p + 1) >> 1;
+}
+
+/* the likely branch of a test, laid out as the fall-through (gcc and clang) */
+#if defined(__GNUC__) || defined(__clang__)
+#define LMU_LIKELY(c) __builtin_expect(!!(c), 1)
+#else
+#define LMU_LIKELY(c) (c)
+#endif
+
+/* lmu_mbqm16 of a row's accumulator: lmu_mbqm16_32 where a fits int32 and -31 <= s <= -2, else the 64-bit
+ * form (the same integers either way) */
+static inline int32_t lmu_qreq16(int64_t a, int32_t m, int32_t s) {
+    if (LMU_LIKELY(s <= -2 && s >= -31 && a >= INT32_MIN && a <= INT32_MAX)) {
+        return lmu_mbqm16_32((int32_t)a, m, s);
+    }
+    return lmu_mbqm16(a, m, s);
+}
+
+/* lmu_qreq16 of b + d for int32 b (a bias) and d (a run's sum): the sum formed modulo 2^32, which is the exact
+ * b + d unless the addition overflowed (b and d of one sign, the sum of the other), then the 64-bit form */
+static inline int32_t lmu_qreq16_2(int32_t b, int32_t d, int32_t m, int32_t s) {
+    const int32_t a = lmu_i32((uint32_t)b + (uint32_t)d);
+    if (LMU_LIKELY(s <= -2 && s >= -31 && ((b ^ a) & (d ^ a)) >= 0)) {
+        return lmu_mbqm16_32(a, m, s);
+    }
+    return lmu_mbqm16((int64_t)b + d, m, s);
+}
+
+/* Rows of int16 x int8 dot products for a zero point of 0 (the int16x8 layers' activations), one run of
+ * len <= LMU_Q16_RUN inputs:  s_r += sum_(i < len) x_i w_r[i],  w_r = w + r n,  r < rows (1, 2 or 4).
+ * |x_i w_r[i]| <= 2^15 2^7 = 2^22, so a run of 256 inputs sums exactly in int32 (<= 2^30): SMLAD pairs on the
+ * DSP path and VMLADAVA.S16 on Helium (lmu_qdot16_rows_arm), a plain loop for what they leave. Exact, so the
+ * same integers as lmu_qdot16 on every path. */
+#define LMU_Q16_RUN 256
+LMU_ALWAYS_INLINE void lmu_qdot16_run(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                      int32_t *s) {
+    const int32_t done = lmu_qdot16_rows_arm(x, w, n, len, rows, s);
+    /* the rest counted from 0 (as in lmu_qdot16: a tail loop from the kernel's count made gcc -O3 warn) */
+    const int16_t *xs = x + done;
+    const int8_t *ws = w + done;
+    const int32_t m = len - done;
+    int32_t i, s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    for (i = 0; i < m; ++i) {
+        const int32_t v = xs[i];
+        s0 += v * ws[i];
+        if (rows > 1) {
+            s1 += v * ws[n + i];
+        }
+        if (rows > 2) {
+            s2 += v * ws[2 * n + i];
+            s3 += v * ws[3 * n + i];
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+
+/* Row j of an int16 layer from its per-part totals: clamp, the table, stored as int32 in out or as int16 in y
+ * (the other NULL). A one-part layer with out_zp 0 (every int16x8 layer) clamps in 32 bits (one SSAT on the
+ * DSP path for the int16 range): its total is one lmu_mbqm16, an int32. */
+LMU_SPECIALIZE void lmu_qout16(const lmu_qlinear_t *L, int64_t total, int32_t j, int32_t *out, int16_t *y) {
+    const int32_t t = (L->n_parts == 1 && L->out_zp == 0) ? lmu_clamp32((int32_t)total, L->clamp_min, L->clamp_max)
+                                                          : (int32_t)lmu_clamp64(total, L->clamp_min, L->clamp_max);
+    const int32_t o = L->lut16 ? lmu_interp16(L->lut16, t + 32768) : t;
+    if (y) {
+        y[j] = (int16_t)o;
+    } else {
+        out[j] = o;
+    }
+}
+
+/* Part k's contribution to `rows` (1, 2 or 4, a constant) consecutive rows from j of an int16 layer with int8
+ * weights and zero point 0: t_r += MBQM16([bias_(j+r) if k == 0] + sum_i x_i W[j + r, i]). Rows written out
+ * (no arrays indexed by a variable), so the sums stay in registers. */
+LMU_ALWAYS_INLINE void lmu_q16_part(const lmu_qlinear_t *L, const int16_t *x, int32_t k, int32_t j, int32_t rows,
+                                    int64_t *t0, int64_t *t1, int64_t *t2, int64_t *t3) {
+    const lmu_qpart_t *p = &L->parts[k];
+    const int32_t n = p->n_in;
+    const int8_t *w = p->w + j * n;
+    const int32_t *b = (k == 0 && L->bias) ? L->bias + j : NULL;
+    int32_t s[4] = {0, 0, 0, 0};
+    if (n <= LMU_Q16_RUN) { /* one run: int32 sums, the bias added after the loop (no 64-bit sums in it) */
+        lmu_qdot16_run(x, w, n, n, rows, s);
+        *t0 += lmu_qreq16_2(b ? b[0] : 0, s[0], p->mult[j], p->shift[j]);
+        if (rows > 1) {
+            *t1 += lmu_qreq16_2(b ? b[1] : 0, s[1], p->mult[j + 1], p->shift[j + 1]);
+        }
+        if (rows > 2) {
+            *t2 += lmu_qreq16_2(b ? b[2] : 0, s[2], p->mult[j + 2], p->shift[j + 2]);
+            *t3 += lmu_qreq16_2(b ? b[3] : 0, s[3], p->mult[j + 3], p->shift[j + 3]);
+        }
+    } else { /* runs of LMU_Q16_RUN inputs, each exact in int32, summed in int64 */
+        int64_t a0 = b ? b[0] : 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t i0;
+        if (b && rows > 1) {
+            a1 = b[1];
+        }
+        if (b && rows > 2) {
+            a2 = b[2];
+            a3 = b[3];
+        }
+        for (i0 = 0; i0 < n; i0 += LMU_Q16_RUN) {
+            s[0] = s[1] = s[2] = s[3] = 0;
+            lmu_qdot16_run(x + i0, w + i0, n, n - i0 < LMU_Q16_RUN ? n - i0 : LMU_Q16_RUN, rows, s);
+            a0 += s[0];
+            a1 += s[1];
+            a2 += s[2];
+            a3 += s[3];
+        }
+        *t0 += lmu_qreq16(a0, p->mult[j], p->shift[j]);
+        if (rows > 1) {
+            *t1 += lmu_qreq16(a1, p->mult[j + 1], p->shift[j + 1]);
+        }
+        if (rows > 2) {
+            *t2 += lmu_qreq16(a2, p->mult[j + 2], p->shift[j + 2]);
+            *t3 += lmu_qreq16(a3, p->mult[j + 3], p->shift[j + 3]);
+        }
+    }
+}
+
+/* `rows` (1, 2 or 4, a constant) rows from j of an int16 layer with int8 weights and zero point 0 (below) */
+LMU_ALWAYS_INLINE void lmu_q16_block(const lmu_qlinear_t *L, const int16_t *const *in, int32_t j, int32_t rows,
+                                     int32_t *out, int16_t *y) {
+    int64_t t0 = L->out_zp, t1 = L->out_zp, t2 = L->out_zp, t3 = L->out_zp;
+    int32_t k;
+    if (L->n_parts == 1) { /* a constant part index: its sizes fold where the layer's struct is known (gcc
+                            * otherwise warned of the dead multi-run branch reading past the weights) */
+        lmu_q16_part(L, in[0], 0, j, rows, &t0, &t1, &t2, &t3);
+    } else {
+        for (k = 0; k < L->n_parts; ++k) {
+            lmu_q16_part(L, in[k], k, j, rows, &t0, &t1, &t2, &t3);
+        }
+    }
+    lmu_qout16(L, t0, j, out, y);
+    if (rows > 1) {
+        lmu_qout16(L, t1, j + 1, out, y);
+    }
+    if (rows > 2) {
+        lmu_qout16(L, t2, j + 2, out, y);
+        lmu_qout16(L, t3, j + 3, out, y);
+    }
+}
+
+/* out[j] (or y[j]) = lut16?(clamp(out_zp + sum_p MBQM16(acc_p[j], mult_p[j], shift_p[j]))) for int16 inputs,
+ * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i]. When every part has int8 weights and zero
+ * point 0 (every int16x8 layer): rows in blocks of four on the DSP and Helium paths (two elsewhere) sharing
+ * each input load (lmu_qdot16_rows), then blocks of two and one; otherwise one row at a time (lmu_qdot16 /
+ * lmu_qdot16w). Exact sums and lmu_qreq16 (lmu_mbqm16's integers) either way. */
+LMU_SPECIALIZE void lmu_qlinear16_rows(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out, int16_t *y) {
+    int32_t j = 0, k, fast = 1;
+    for (k = 0; k < L->n_parts; ++k) {
+        fast = fast && !L->parts[k].w16 && L->parts[k].in_zp == 0;
+    }
+    if (fast) {
+#if LMU_PATH_DSP || LMU_PATH_MVE
+        for (; j + 4 <= L->n_out; j += 4) {
+            lmu_q16_block(L, in, j, 4, out, y);
+        }
+#endif
+        for (; j + 2 <= L->n_out; j += 2) {
+            lmu_q16_block(L, in, j, 2, out, y);
+        }
+        if (j < L->n_out) {
+            lmu_q16_block(L, in, j, 1, out, y);
+        }
+        return;
+    }
+    for (; j < L->n_out; ++j) {
+        int64_t total = L->out_zp;
         for (k = 0; k < L->n_parts; ++k) {
             const lmu_qpart_t *p = &L->parts[k];
             int64_t a = (k == 0 && L->bias) ? (int64_t)L->bias[j] : 0;
             a += p->w16 ? lmu_qdot16w(in[k], p->in_zp, p->w16 + (int32_t)j * p->n_in, p->n_in)
                         : lmu_qdot16(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->n_in);
-            total += lmu_mbqm16(a, p->mult[j], p->shift[j]);
+            total += lmu_qreq16(a, p->mult[j], p->shift[j]);
         }
-        t = lmu_clamp64(total, L->clamp_min, L->clamp_max);
-        out[j] = L->lut16 ? lmu_interp16(L->lut16, (int32_t)t + 32768) : (int32_t)t;
+        lmu_qout16(L, total, j, out, y);
     }
 }
 
-static inline void lmu_qlinear_i16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *acc, int16_t *y) {
-    int32_t j;
-    lmu_qlinear16(L, in, acc);
-    for (j = 0; j < L->n_out; ++j) {
-        y[j] = (int16_t)acc[j];
+LMU_SPECIALIZE void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out) {
+    lmu_qlinear16_rows(L, in, out, NULL);
+}
+
+/* lmu_qlinear16 into int16 outputs: straight into y, or through acc where y overlaps an input (a recurrent
+ * hidden layer reads the h it writes: every row must see the old h) */
+LMU_SPECIALIZE void lmu_qlinear_i16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *acc, int16_t *y) {
+    int32_t j, k;
+    for (k = 0; k < L->n_parts; ++k) {
+        const uintptr_t a = (uintptr_t)in[k], b = (uintptr_t)y;
+        if (b < a + 2u * (uintptr_t)L->parts[k].n_in && a < b + 2u * (uintptr_t)L->n_out) {
+            lmu_qlinear16_rows(L, in, acc, NULL);
+            for (j = 0; j < L->n_out; ++j) {
+                y[j] = (int16_t)acc[j];
+            }
+            return;
+        }
     }
+    lmu_qlinear16_rows(L, in, NULL, y);
 }
 
 static inline void lmu_qlut16(const int16_t *lut, const int16_t *x, int16_t *y, int32_t n) {
@@ -818,7 +1023,18 @@ static inline void lmu_qpool16(int64_t *sum, int32_t *count, const int16_t *x, i
     }
 }
 
+/* z = clamp16(zp + MBQM(v, m, s)): the state into int16 activations (in a loop over the state) and the
+ * width conversions. As lmu_requant8: for a 16-bit state value and a right shift, one SMMULR (lmu_mbqm32_s)
+ * and one SSAT on the DSP path, 32-bit multiplies only elsewhere (lmu_mbqm32_16); |zp| < 2^15 and
+ * |MBQM| <= 2^15 there, so the sums fit int32. The tests fold where v comes from an int16 state. */
 static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp) {
+    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767 && zp >= -32768 && zp <= 32767) {
+#if LMU_PATH_DSP
+        return (int16_t)__ssat(zp + lmu_mbqm32_s(v, m, -s), 16);
+#else
+        return (int16_t)lmu_clamp32(zp + lmu_mbqm32_16(v, m, -s), -32768, 32767);
+#endif
+    }
     return lmu_clamp16(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 

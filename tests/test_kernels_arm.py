@@ -607,12 +607,13 @@ def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
 
 @needs_arm
 @pytest.mark.parametrize("mode", ["int16", "int16x8"])
-@pytest.mark.parametrize("path", ["dsp", "portable", "helium", "dsp-O0"])
+@pytest.mark.parametrize("path", ["dsp", "portable", "helium", "dsp-O0", "v6m"])
 @pytest.mark.parametrize("q", [7, 13, 20])
 def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
     """16-bit activations: the hidden layer's 11 rows of q products, int16 x int16 (--quantize int16,
     lmu_qdot16w_arm: SMLALD pairs) or int16 x int8 (int16x8, lmu_qdot16_arm: SMLALD on PKHBT / SXTB16 pairs
-    of four inputs). 7: no full Helium vector, DSP blocks and a scalar tail; 13: one 8-input VMLALDAVA,
+    of four inputs; the int16x8 rows in blocks of four, two and one: lmu_qdot16_run, SMLAD / VMLADAVA.S16, two
+    rows at a time on ARMv6-M). 7: no full Helium vector, DSP blocks and a scalar tail; 13: one 8-input vector,
     DSP blocks, a tail; 20: two vectors and DSP blocks. The input stream holds runs at the int16 extremes."""
     rng = np.random.default_rng(200 + q)
     g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")

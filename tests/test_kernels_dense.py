@@ -182,3 +182,138 @@ def test_fir_rows_sum_exactly_on_the_dsp_path(tmp_path, runtime):
     want = _host_output(tmp_path, _FIR_C, runtime)
     assert want.split()[1] == str(4 * sum(range(1, 41))) and want.split()[3] == "0", want
     assert _run_program(tmp_path, _FIR_C, runtime) == want
+
+
+_Q16_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "lmu_runtime.h"
+/* Crafted int16x8 layers (int16 inputs with zero point 0, int8 weights) through lmu_qlinear_i16 / lmu_qlinear16
+ * against the one-row-at-a-time formula in 64 bits with lmu_mbqm16 (the reference). Inputs and weights at
+ * their extremes in the first trials (-32768 x -128 everywhere: the largest sums), random after; biases up to
+ * the int32 ends (so bias + sum overflows int32), shifts from -33 to 1 (the 32-bit requantization takes -31..-2,
+ * the 64-bit form the rest), multipliers at both ends; a canary after the outputs. */
+static uint32_t st = 2463534242u;
+static int32_t rnd(int32_t lo, int32_t hi) {
+    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+    return lo + (int32_t)(st % ((uint32_t)(hi - lo) + 1u));
+}
+static long n = 0, bad = 0;
+static int32_t ref_row(const lmu_qlinear_t *L, const int16_t *const *in, int32_t j) {
+    int64_t total = L->out_zp, t;
+    int32_t k, i;
+    for (k = 0; k < L->n_parts; ++k) {
+        const lmu_qpart_t *p = &L->parts[k];
+        int64_t a = (k == 0 && L->bias) ? L->bias[j] : 0;
+        for (i = 0; i < p->n_in; ++i) a += (int64_t)in[k][i] * p->w[j * p->n_in + i];
+        total += lmu_mbqm16(a, p->mult[j], p->shift[j]);
+    }
+    t = lmu_clamp64(total, L->clamp_min, L->clamp_max);
+    return L->lut16 ? lmu_interp16(L->lut16, (int32_t)t + 32768) : (int32_t)t;
+}
+#define CASE(NO, NI, PARTS, BIAS, TABLE, RELU, ZP, Y16)                                                       \
+    {                                                                                                         \
+        static int8_t w[2][NO * NI];                                                                          \
+        static int16_t x[2][NI], lut[513], y[NO + 8];                                                         \
+        static int32_t bi[NO], mu[2][NO], sh[2][NO], out[NO + 8];                                             \
+        static const lmu_qpart_t parts[2] = {{.w = w[0], .n_in = NI, .mult = mu[0], .shift = sh[0]},          \
+                                             {.w = w[1], .n_in = NI, .mult = mu[1], .shift = sh[1]}};         \
+        static const lmu_qlinear_t L = {.parts = parts, .n_parts = PARTS, .n_out = NO, .bias = BIAS ? bi : NULL, \
+                                         .out_zp = ZP, .clamp_min = RELU ? 0 : -32768, .clamp_max = 32767,    \
+                                         .lut16 = TABLE ? lut : NULL};                                        \
+        const int16_t *in_[2];                                                                                \
+        int32_t t, i, k;                                                                                      \
+        in_[0] = x[0];                                                                                        \
+        in_[1] = x[1];                                                                                        \
+        for (i = 0; i < 513; ++i) lut[i] = (int16_t)rnd(-32768, 32767);                                       \
+        for (t = 0; t < 24; ++t) {                                                                            \
+            for (k = 0; k < 2; ++k) {                                                                         \
+                for (i = 0; i < NO * NI; ++i) w[k][i] = (int8_t)(t < 2 ? -128 : rnd(-128, 127));              \
+                for (i = 0; i < NI; ++i) x[k][i] = (int16_t)(t == 0 ? -32768 : t == 1 ? 32767 : rnd(-32768, 32767)); \
+                for (i = 0; i < NO; ++i) {                                                                    \
+                    mu[k][i] = i % 4 == 0 ? 2147483647 : (i % 4 == 1 ? 2147450000 : rnd(1 << 30, 2147483647)); \
+                    sh[k][i] = t % 6 == 5 ? rnd(-33, 1) : -rnd(2, 14);                                        \
+                }                                                                                             \
+            }                                                                                                 \
+            for (i = 0; i < NO; ++i)                                                                          \
+                bi[i] = t % 3 != 2 ? rnd(-(1 << 24), 1 << 24)                                         \
+                                   : (i % 2 ? INT32_MAX - rnd(0, 3) : INT32_MIN + rnd(0, 3));         \
+            for (i = 0; i < 8; ++i) y[NO + i] = 0x5A5A, out[NO + i] = 0x5A5A5A5A;                             \
+            if (Y16) lmu_qlinear_i16(&L, in_, out, y); else lmu_qlinear16(&L, in_, out);                      \
+            for (i = 0; i < NO; ++i, ++n) bad += (Y16 ? y[i] : out[i]) != ref_row(&L, in_, i);                \
+            for (i = 0; i < 8; ++i) bad += Y16 ? y[NO + i] != 0x5A5A : out[NO + i] != 0x5A5A5A5A;             \
+        }                                                                                                     \
+    }
+int main(void) {
+    CASES
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+#: (n_out, n_in, parts, bias, table, relu clamp, out_zp, int16 output): blocks of 4, 2 and 1 rows (n_out 1..11),
+#: DSP tails (n_in % 4) and Helium predicated tails (n_in % 8), one run of 256 inputs and runs past it (257, 300:
+#: the 64-bit sum of 32-bit runs), two parts, a table, a relu clamp, a nonzero out_zp (the 64-bit clamp)
+_Q16_LAYERS = [
+    (1, 1, 1, 1, 0, 0, 0, 1),
+    (3, 5, 1, 1, 1, 0, 0, 1),
+    (4, 8, 1, 0, 0, 1, 0, 1),
+    (5, 13, 2, 1, 0, 0, 0, 0),
+    (7, 64, 1, 1, 1, 0, 0, 1),
+    (11, 7, 1, 1, 0, 0, 5, 0),
+    (2, 256, 1, 1, 0, 0, 0, 1),
+    (6, 257, 1, 1, 1, 0, 0, 1),
+    (3, 300, 2, 1, 0, 1, 0, 0),
+]
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m4-O0", "cortex-m55", "cortex-m0"])
+def test_int16x8_dense_rows_equal_the_64_bit_formula_on_every_path(tmp_path, runtime):
+    """int16 x int8 dense layers (the default int8's widened layers, int16x8): four-row blocks sharing each input
+    load (SMLAD on PKHBT / SXTB16 pairs on the DSP path, VMLADAVA.S16 on Helium), two- and one-row blocks, 32-bit
+    runs of up to 256 inputs, the 32-bit requantization (SMLAWB) and its 64-bit fallback (bias + sum past int32,
+    shifts outside -31..-2) give, on every path, the one-row 64-bit formula's integers at every extreme, and
+    write nothing past a layer. -O0 (cortex-m4-O0): the DSP intrinsic loops the four-row assembly takes over in
+    an optimized build (a compile-time n)."""
+    cases = " ".join(f"CASE({', '.join(str(v) for v in c)})" for c in _Q16_LAYERS)
+    src = _Q16_C.replace("CASES", cases)
+    want = f"n {24 * sum(c[0] for c in _Q16_LAYERS)} bad 0\n"
+    core, extra = (runtime[:-3], ("-O0",)) if runtime.endswith("-O0") else (runtime, ())
+    out = _host_output(tmp_path, src, core) if core == "host" else _run_program(tmp_path, src, core, extra=extra)
+    assert out == want
+
+
+_REQUANT16_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+/* lmu_requant16 (the state into int16 activations) for every 16-bit input, against clamp16(zp + lmu_mbqm32) */
+static const int32_t ms[] = {INT32_MIN, -3, 1, 1073741824, 1272345343, 2147483646, INT32_MAX};
+static const int32_t ss[] = {0, -1, -7, -15, -16, -31, 1, -32};
+static const int32_t zps[] = {-32768, -5, 0, 32767, 40000};
+int main(void) {
+    long n = 0, bad = 0;
+    int32_t v, a, b, c;
+    for (a = 0; a < 7; ++a)
+        for (b = 0; b < 8; ++b)
+            for (c = 0; c < 5; ++c)
+                for (v = -32768 - 2; v <= 32767 + 2; v += 1 + (v & 7), ++n)
+                    bad += lmu_requant16(v, ms[a], ss[b], zps[c]) !=
+                           lmu_clamp16(zps[c] + (int64_t)lmu_mbqm32(v, ms[a], ss[b]));
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m0"])
+def test_int16_state_requantization_equals_mbqm_on_every_path(tmp_path, runtime):
+    """lmu_requant16 (SMMULR and SSAT on the DSP path, 32-bit multiplies on ARMv6-M) is lmu_mbqm32's integer,
+    clamped, over the 16-bit inputs and just past them, edge multipliers, left and far right shifts, and zero
+    points at and past the int16 ends."""
+    out = (
+        _host_output(tmp_path, _REQUANT16_C, runtime)
+        if runtime == "host"
+        else _run_program(tmp_path, _REQUANT16_C, runtime)
+    )
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n > 7 * 8 * 5 * 8000 and bad == 0, out
