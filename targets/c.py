@@ -37,7 +37,6 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -53,10 +52,10 @@ from ..errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationEr
 from ..escape import c_comment
 from ..precision import ACTIVATION_BITS, DEFAULT_STATE_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # noqa: F401  (re-exported)
 from ..precision import state_bits as state_bits_of
-from ..resources import templates_dir
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
 from ..version import __version__
 from . import c_codegen
+from .c_kit import RESERVED_PREFIXES, kit_context, write_kit
 
 QUANTIZE = ("float", "int8", "int16x8", "int16")
 #: target contract (optional): the implicit Pade realization runs here in float and in integers (lmu_pade.h)
@@ -103,21 +102,7 @@ DEVICES: dict[str, dict[str, Any]] = {
     },
 }
 ICOUNT_SHIFT = toolchain.ICOUNT_SHIFT
-INSN_PER_TICK = toolchain.ARM_RUNTIMES["cortex-m4"].insn_per_tick  # mps2-an386 (kept for older callers)
-TEMPLATES = templates_dir()  # the packaged firmware_templates, in a checkout or an install
-QEMU_ARGS = ["-M", "mps2-an386", *toolchain.QEMU_COMMON]  # mps2-an386 (kept for older callers)
 _need = toolchain.need
-
-
-def _jinja():
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
-    )
 
 
 def widen_db_for(quantize: str, options: dict):
@@ -277,7 +262,7 @@ def emit(graph, out_dir, options) -> dict:
         )
         # the helpers' double scales: repr round-trips a float64 (the scales intsim quantizes with)
         ctx.update(input_scale_d=repr(float(in_s)), output_scale_d=repr(float(out_s)))
-    ctx.update(_kit_context(graph, options, prefix, quantized, int_api, qg if quantized else None))
+    ctx.update(kit_context(graph, options, prefix, quantized, int_api, qg if quantized else None))
     files = write_kit(out_dir, ctx)
     sizes: dict[str, Any] = {
         "ram_bytes": code.state_bytes,
@@ -318,147 +303,6 @@ def emit(graph, out_dir, options) -> dict:
     if quantized:
         result["tolerance"] = None  # measured and reported; the integer path is checked bit for bit instead
     return result
-
-
-# --- the kit: OUT/<prefix>/, what a firmware compiles ------------------------------------------------
-
-#: the harness, startup code, linker scripts and Makefile: at the artifact's top, next to the kit folder
-HARNESS_FILES = ("harness.c", "startup.c", *toolchain.LINKER_SCRIPTS, "Makefile")
-#: the top-level names a prefix may not take (its kit folder would collide with them; any case)
-RESERVED_PREFIXES = ("build", "makefile")
-#: the first calibration sequence's steps the kit's examples/main.c streams, at most
-EXAMPLE_STEPS = 1000
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-
-
-def runtime_version() -> tuple:
-    """``(LMU_RUNTIME_VERSION, its string)`` of the packaged ``lmu_runtime.h``."""
-    text = (TEMPLATES / "lmu_runtime.h").read_text()
-    number = re.search(r"^#define LMU_RUNTIME_VERSION (\d+)$", text, re.M)
-    string = re.search(r'^#define LMU_RUNTIME_VERSION_STRING "([^"]+)"$', text, re.M)
-    if number is None or string is None:
-        raise LmuEdgeError("firmware_templates/lmu_runtime.h defines no LMU_RUNTIME_VERSION; reinstall lmu-edge")
-    return int(number.group(1)), string.group(1)
-
-
-def runtime_headers(source: str) -> list:
-    """The runtime headers ``source`` (a generated .c) includes, directly or through one another, in the
-    order first met: exactly the packaged headers a firmware needs beside it."""
-    found: list = []
-    todo = _INCLUDE.findall(source)
-    while todo:
-        name = todo.pop(0)
-        if name in found or not (TEMPLATES / name).is_file():
-            continue  # the model's own header (written, not copied) and repeats
-        found.append(name)
-        todo.extend(_INCLUDE.findall((TEMPLATES / name).read_text()))
-    return found
-
-
-def _output_semantics(graph) -> tuple:
-    """``(when, what)``: when an output is the model's answer, and what the outputs are, for <prefix>.h."""
-    last = graph.layers[-1] if graph.layers else None
-    act = getattr(last, "activation", "linear") if last is not None else "linear"
-    if getattr(last, "TYPE", "") == "lmu":
-        act = "linear"  # an LMU layer's output is its hidden state (or memory): no classifier activation
-    what = {
-        "softmax": "probabilities (a softmax: non-negative, they sum to 1; the class is the largest)",
-        "sigmoid": "probabilities (a sigmoid per output, each in [0, 1])",
-        "linear": "unbounded values: logits if the model was trained as a classifier (the class is the largest), "
-        "else the regression's values",
-    }.get(act, f"the {act} activations of the last layer")
-    if graph.output_is_sequence:
-        when = "every step's output is an answer (the model returns a sequence)."
-    else:
-        when = (
-            "only the output after a sequence's last step is the model's answer (it returns the last step only); "
-            "the outputs of earlier steps are partial. Call reset before the next sequence."
-        )
-    return when, what
-
-
-def _kit_context(graph, options, prefix: str, quantized: bool, int_api: str, qg) -> dict:
-    """What the kit's templates need besides the model's code: sequence semantics, names, the example's data."""
-    cal = options.get("calibration")
-    if cal is not None:
-        seq = np.asarray(cal, np.float64)[0]
-        origin = "the first calibration sequence"
-    else:  # a float conversion without calibration data: a seeded probe, as convert's check uses
-        T = graph.seq_len or 64
-        seq = np.random.default_rng(0).standard_normal((T, graph.input_features))
-        origin = "a seeded random sequence (no calibration data was given)"
-    cal_steps = int(seq.shape[0])
-    seq = seq[:EXAMPLE_STEPS]
-    if graph.seq_len:
-        seq_text = f"the model was trained on sequences of {graph.seq_len} steps"
-    else:
-        seq_text = f"the model fixes no sequence length (the calibration sequences had {cal_steps} steps)"
-    when, what = _output_semantics(graph)
-    if quantized:
-        values = intsim.quantize_input(qg, seq[None])[0].astype(np.int64)
-        body = ",\n".join("    {" + ", ".join(str(int(v)) for v in row) + "}" for row in values)
-    else:
-        body = ",\n".join("    {" + ", ".join(c_codegen.c_float(v) for v in row) + "}" for row in seq)
-    bits = 16 if int_api == "int16" else 8
-    number, string = runtime_version()
-    library_name = prefix if prefix[0].isalpha() else f"lmu{prefix}"
-    return {
-        "seq_len": graph.seq_len,
-        "seq_text": seq_text,
-        "output_when": when,
-        "output_kind": what,
-        "output_is_sequence": graph.output_is_sequence,
-        "int_min": -(1 << (bits - 1)),
-        "int_max": (1 << (bits - 1)) - 1,
-        "runtime_version": number,
-        "runtime_version_string": string,
-        "library_name": library_name,
-        "sentence": f"The lmu-edge model {prefix} as C99 for microcontrollers.",
-        "json_description": f"lmu-edge model {prefix}: constant-memory streaming C99 (generated)",
-        "steps": int(seq.shape[0]),
-        "steps_note": f" of {cal_steps}, {origin}" if cal_steps > seq.shape[0] else f", {origin}",
-        "sequence_body": body,
-        "in_ctype": f"{int_api}_t" if quantized else "float",
-        "out_ctype": f"{int_api}_t" if quantized else "float",
-    }
-
-
-def write_kit(out_dir: Path, ctx: dict) -> list:
-    """Write the kit ``out_dir/<prefix>/`` (the model's source and header, the runtime headers it includes,
-    CMakeLists.txt, sources.mk, a Zephyr module, library.json, library.properties, examples/main.c) and the
-    harness, startup code, linker scripts and Makefile beside it. Returns the files written, relative."""
-    env = _jinja()
-    prefix = ctx["prefix"]
-    kit = Path(out_dir) / prefix
-    (kit / "zephyr").mkdir(parents=True, exist_ok=True)
-    (kit / "examples").mkdir(exist_ok=True)
-    source = env.get_template("model.c.j2").render(**ctx)
-    headers = runtime_headers(source)
-    ctx = dict(ctx, headers=[f"{prefix}.h", *headers])
-    kit_files = [f"{prefix}.c", f"{prefix}.h", *headers]
-    ctx["kit_files"] = kit_files
-    written = {
-        f"{prefix}.c": source,
-        f"{prefix}.h": env.get_template("model.h.j2").render(**ctx),
-        "CMakeLists.txt": env.get_template("kit/CMakeLists.txt.j2").render(**ctx),
-        "sources.mk": env.get_template("kit/sources.mk.j2").render(**ctx),
-        "zephyr/module.yml": env.get_template("kit/zephyr_module.yml.j2").render(**ctx),
-        "zephyr/CMakeLists.txt": env.get_template("kit/zephyr_CMakeLists.txt.j2").render(**ctx),
-        "zephyr/Kconfig": env.get_template("kit/zephyr_Kconfig.j2").render(**ctx),
-        "library.json": env.get_template("kit/library.json.j2").render(**ctx),
-        "library.properties": env.get_template("kit/library.properties.j2").render(**ctx),
-        "examples/main.c": env.get_template("kit/main.c.j2").render(**ctx),
-    }
-    for name, text in written.items():
-        (kit / name).write_text(text)
-    for name in headers:
-        shutil.copyfile(TEMPLATES / name, kit / name)
-    for name, template in (("harness.c", "harness.c.j2"), ("Makefile", "Makefile.j2")):
-        (Path(out_dir) / name).write_text(env.get_template(template).render(**ctx))
-    for name in ("startup.c", *toolchain.LINKER_SCRIPTS):
-        shutil.copyfile(TEMPLATES / name, Path(out_dir) / name)
-    names = [*kit_files[:2], *headers, *(n for n in written if n not in kit_files)]
-    return [f"{prefix}/{n}" for n in names] + list(HARNESS_FILES)
 
 
 def footprint(qgraph) -> tuple:

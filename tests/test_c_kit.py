@@ -18,6 +18,7 @@ from target_models import configurations
 import lmu_edge
 from lmu_edge import intsim, toolchain
 from lmu_edge.targets import c as c_target
+from lmu_edge.targets import c_kit
 
 T = 40  # the steps model A is trained on (its graph's seq_len)
 ARM_TOOLS = ("arm-none-eabi-gcc", "qemu-system-arm")
@@ -202,7 +203,7 @@ def test_the_kit_holds_exactly_what_the_source_includes(kits):
     for key, prefix in (("a", "kws"), ("b", "seq")):
         kit = kits[key].path / prefix
         src = (kit / f"{prefix}.c").read_text()
-        headers = set(c_target.runtime_headers(src))
+        headers = set(c_kit.runtime_headers(src))
         assert {"lmu_runtime.h", "lmu_kernels_arm.h"} <= headers  # lmu_runtime.h includes the Cortex-M kernels
         code = {p.name for p in kit.iterdir() if p.suffix in (".c", ".h")}
         assert code == {f"{prefix}.c", f"{prefix}.h", *headers}
@@ -210,7 +211,7 @@ def test_the_kit_holds_exactly_what_the_source_includes(kits):
         assert {"harness.c", "startup.c", "Makefile", "mps2.ld"} <= top and not top & {f"{prefix}.c", "lmu_runtime.h"}
         assert not any(p.suffix in (".ld", ".npz") or p.name in ("harness.c", "startup.c") for p in kit.rglob("*"))
     # a Pade model's source includes lmu_pade.h, and its kit has it
-    assert "lmu_pade.h" in c_target.runtime_headers('#include "lmu_runtime.h"\n#include "lmu_pade.h"\n')
+    assert "lmu_pade.h" in c_kit.runtime_headers('#include "lmu_runtime.h"\n#include "lmu_pade.h"\n')
 
 
 def test_the_header_states_the_sequence_contract_and_the_int8_call(kits):
@@ -273,7 +274,7 @@ int main(void) {
 def test_runtimes_of_two_versions_in_one_build_fail_to_compile_with_a_message(kits, tmp_path):
     _need("gcc")
     kit = kits["a"].path / "kws"
-    number, string = c_target.runtime_version()
+    number, string = c_kit.runtime_version()
     major, minor, patch = (int(v) for v in lmu_edge.__version__.split(".")[:3])
     assert (number, string) == (10000 * major + 100 * minor + patch, lmu_edge.__version__)
     runtime = (kit / "lmu_runtime.h").read_text()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""
 import sys, pathlib
-import lmu_edge, lmu_edge.audio.frontend as fe, lmu_edge.targets.c as c
+import lmu_edge, lmu_edge.audio.frontend as fe, lmu_edge.targets.c_kit as c
 site = pathlib.Path(sys.argv[1]).resolve()
 assert pathlib.Path(lmu_edge.__file__).resolve().is_relative_to(site), lmu_edge.__file__
 for t in (fe.TEMPLATES, c.TEMPLATES):
