@@ -73,22 +73,22 @@ def test_a_gnumakefile_next_to_the_sealed_makefile_is_refused_and_never_read(bui
     assert not (tmp_path / "y.npy").exists()
     _no_payload(tmp_path)
     # even the private build call, which skips open_artifact's check, copies and reads the Makefile only
-    lmu_edge.registry.target("c")._make(c_art, "harness_host")
+    lmu_edge.registry.target("c").make(c_art, "harness_host")
     _no_payload(tmp_path)
 
 
 def test_private_build_directories_of_ended_processes_are_removed(built, c_art):
     """A process that ends without its exit handlers (os._exit, as forked workers do; SIGKILL) leaves its
     private build directory; the next process that builds removes it, and never another live one's."""
-    from lmu_edge.targets import c
+    from lmu_edge.targets import c, c_build
 
-    code = f"import os; from lmu_edge.targets import c; print(c._make({str(c_art)!r}, 'harness_host')); os._exit(0)"
+    code = f"import os; from lmu_edge.targets import c; print(c.make({str(c_art)!r}, 'harness_host')); os._exit(0)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     left = Path(r.stdout.strip()).parents[1]
     assert r.returncode == 0 and left.is_dir() and left.name.startswith("lmu-edge-build-"), r.stderr
-    mine = c._make(c_art, "harness_host").parents[1]  # this process's own, alive
-    c._STALE_SWEPT.clear()
-    c._sweep_stale_builds()
+    mine = c.make(c_art, "harness_host").parents[1]  # this process's own, alive
+    c_build._STALE_SWEPT.clear()
+    c_build.sweep_stale_builds()
     assert not left.exists() and mine.is_dir()
 
 

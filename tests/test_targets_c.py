@@ -177,7 +177,7 @@ def test_flash_and_instruction_counts_are_measured(tmp_path, rng):
 @needs_arm
 def test_cortex_m0_object_uses_no_floating_point(built):
     _, _, art, _ = built["rk4"]
-    obj = art.module._make(art.path, "model_m0.o")
+    obj = art.module.make(art.path, "model_m0.o")
     r = subprocess.run(["arm-none-eabi-nm", "-u", str(obj)], capture_output=True, text=True)
     undefined = r.stdout.split()
     assert not [s for s in undefined if s.startswith(("__aeabi_f", "__aeabi_d", "__aeabi_i2f", "__aeabi_l2f"))]
@@ -186,7 +186,7 @@ def test_cortex_m0_object_uses_no_floating_point(built):
 def test_symbols_carry_the_prefix_and_bad_prefixes_are_refused(tmp_path, rng):
     g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
     art = lmu_edge.convert(g, "c", tmp_path / "o", prefix="kws_v2", measure=False)
-    lib = art.module._make(art.path, "libmodel.so")
+    lib = art.module.make(art.path, "libmodel.so")
     r = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True)
     syms = [ln.split()[-1] for ln in r.stdout.splitlines() if ln.split() and ln.split()[-2] in ("T", "D", "R")]
     assert syms and all(s.startswith("kws_v2_") for s in syms), syms
