@@ -39,7 +39,7 @@ from runtimes import per_step as stepped  # noqa: E402  (needs bench/ on sys.pat
 def c_harness_per_step(art, x, quantized):
     """Seconds per step of the compiled host harness, from the difference of two stream lengths
     (process start-up and file I/O of the header cancel out)."""
-    exe = art.module._make(art.path, "harness_host")
+    exe = art.module.make(art.path, "harness_host")
     times = []
     for T in (len(x) // 4, len(x)):
         data = x[None, :T]

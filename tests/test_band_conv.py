@@ -169,7 +169,7 @@ def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_inclu
     assert len(convs) == 2 and all(qg.layers[i].linear.in_bits == (8 if mode == "int8" else 16) for i in convs)
     if mode == "int16":  # int16 weights as well
         assert any(np.abs(qg.layers[i].linear.parts[0].kernel).max() > 127 for i in convs)
-    lib = ctypes.CDLL(str(art.module._make(art.path, "libmodel.so")))
+    lib = ctypes.CDLL(str(art.module.make(art.path, "libmodel.so")))
     fields = _state_offsets((art.path / "model" / "model.h").read_text())
     dt = intsim.act_dtype(qg)
     xq = intsim.quantize_input(qg, x[:1])[0].astype(dt)
