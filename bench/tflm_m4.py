@@ -238,12 +238,12 @@ def _model(name: str, steps: int):
     bench: bench/kernels.py's bench model (order 64, theta 200, Dense(8) hidden, dense ZOH), seeded normal
     calibration and input; digits: the shipped Keras digits model, its calibration set (the first 64
     sequences) and its test digits played one after the other."""
-    import lmu_edge  # noqa: PLC0415
+    import lmu_edge
 
     rng = np.random.default_rng(0)
     if name == "bench":
         sys.path.insert(0, str(ROOT / "tests"))
-        from graphs import chain  # noqa: PLC0415
+        from graphs import chain
 
         g = lmu_edge.fold(chain(rng, n_in=1, q=64, theta=200.0, units=8), "zoh")
         cal = rng.standard_normal((2, 2000, 1))
@@ -264,7 +264,7 @@ def _header(model: bytes, xq: np.ndarray, io: dict, ops: list, trace: bool) -> s
     y_index = next(i for i, n in enumerate(outs) if n not in {f"{s}_out" for s in states})
     y_elem = 1 if io["outputs"][y_index]["dtype"] == "int8" else 2
     calls = " ".join(f"resolver.{RESOLVER[op]}();" for op in ops)
-    arr = lambda b: ",".join(str(v) for v in b)  # noqa: E731
+    arr = lambda b: ",".join(str(v) for v in b)  # noqa: E731  (one line beside its only use)
     return "\n".join(
         [
             f"#define N_STEPS {xq.shape[0]}",
@@ -302,7 +302,7 @@ def _sizes_from_map(map_text: str, lib: Path) -> int:
 
 def run_tflm(build: dict, tflm: Path, work: Path, tfl_art, xq: np.ndarray, startup: Path, ldscript: Path, trace: bool):
     """Compile, link and run the TFLM harness; returns outputs, stats and (traced) the executed PCs by node."""
-    from lmu_edge import toolchain  # noqa: PLC0415
+    from lmu_edge import toolchain
 
     io = json.loads((tfl_art.path / "io.json").read_text())
     model = (tfl_art.path / "model.tflite").read_bytes()
@@ -357,7 +357,7 @@ def _functions_by_node(elf: Path, log: Path) -> list:
             syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
     starts = [s[0] for s in syms]
     mark = next(a for a, _, n in syms if n.startswith("lmu_node_mark"))
-    import bisect  # noqa: PLC0415
+    import bisect
 
     nodes: list = []
     for mt in re.finditer(r"Trace \d+: \S+ \[[0-9a-f]+/([0-9a-f]+)/", log.read_text()):
@@ -374,10 +374,10 @@ def _functions_by_node(elf: Path, log: Path) -> list:
 
 def _litert(tfl_art, xq: np.ndarray) -> np.ndarray:
     """LiteRT's outputs of the same .tflite on the same quantized inputs, state fed back step by step."""
-    from lmu_edge.registry import require  # noqa: PLC0415
+    from lmu_edge.registry import require
 
     try:
-        from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+        from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         Interpreter = require("tensorflow", "tflite", "running LiteRT").lite.Interpreter
     io = json.loads((tfl_art.path / "io.json").read_text())
@@ -417,9 +417,9 @@ def _quantize_x(tfl_art, x: np.ndarray) -> np.ndarray:
 
 def measure(name: str, build: dict, tflm: Path, work: Path, steps: int) -> dict:
     """One model: lmu-edge's default int8 C and its int8 TFLite export under TFLM, on the same inputs."""
-    import lmu_edge  # noqa: PLC0415
-    from lmu_edge import intsim  # noqa: PLC0415
-    from lmu_edge.targets import c as c_target  # noqa: PLC0415
+    import lmu_edge
+    from lmu_edge import intsim
+    from lmu_edge.targets import c as c_target
 
     g, cal, x = _model(name, steps)
     c_art = lmu_edge.convert(
@@ -467,7 +467,7 @@ def measure(name: str, build: dict, tflm: Path, work: Path, steps: int) -> dict:
 
 def _node_ops(tfl_art) -> list:
     """The op of every node of the TFLite model's main subgraph, in execution order."""
-    from lmu_edge.registry import require  # noqa: PLC0415
+    from lmu_edge.registry import require
 
     tf = require("tensorflow", "tflite", "reading TFLite models")
     it = tf.lite.Interpreter(model_path=str(tfl_art.path / "model.tflite"))
