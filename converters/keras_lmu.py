@@ -370,13 +370,20 @@ def _lmu(conv, layer, cfg, n_in, *, parallel, return_sequences, conv_mode="fft",
             f"without an input kernel the input size ({enc_d}) must equal memory_d ({d}); re-save the model"
         )
     theta = theta0
+    frozen = False
     if tt:
         tinv = float(w["theta_inv"])
-        if not (np.isfinite(tinv) and tinv > 0):
+        if not (np.isfinite(tinv) and tinv >= 0):
             raise UnsupportedLayerError(
-                f"trained theta_inv = {tinv:g} is not supported: the memory would not change over time (theta infinite)"
+                f"trained theta_inv = {tinv:g} is not supported: only a finite theta_inv >= 0 is a memory"
             )
-        theta = 1.0 / tinv
+        # theta_inv = 0 (issue 52, seed 6: training drove it there): Abar = I and Bbar = 0, so the memory stays
+        # at its zero start; exactly that is the initial theta with every encoder zero (u = 0 at every step)
+        frozen = tinv == 0
+        theta = theta0 if frozen else 1.0 / tinv
+    if frozen:
+        K = np.zeros_like(K)
+        w = {k: (np.zeros_like(v) if k in ("bias", "recurrent_kernel") else v) for k, v in w.items()}
     memory: ir.Memory
     if parallel:
         memory = _impulse_response(conv.seq_len, q, theta, disc, conv_mode, truncate_ir)

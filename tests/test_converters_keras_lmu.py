@@ -574,3 +574,25 @@ def test_the_shipped_psmnist_model_scores_what_the_readme_says():
         "integer reference (numpy)": 842,
         "C int8 (host, -O2)": 842,
     }, got
+
+
+def test_a_trained_theta_inv_of_zero_is_a_memory_that_stays_at_zero(tmp_path):
+    # issue 52, seed 6: training drove an RNN-path LMU's theta_inv to 0 (Abar = I, Bbar = 0: its memory never
+    # leaves zero) and the reader refused the model ("theta infinite"); it is the initial theta with zero encoders
+    import keras
+    import keras_lmu
+
+    keras.utils.set_random_seed(52)
+    lay = keras_lmu.LMU(
+        memory_d=2, order=4, theta=6.0, hidden_cell=keras.layers.Dense(3, activation="tanh"),
+        trainable_theta=True, memory_to_memory=True, use_bias=True, input_to_hidden=True, return_sequences=True,
+    )  # fmt: skip
+    model = keras.Sequential([keras.Input((12, 2)), lay, keras.layers.Dense(2)])
+    (v,) = [v for v in lay.weights if "theta_inv" in v.path]
+    v.assign(0.0)
+    model.save(tmp_path / "m.keras")
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 12, 2)).astype(np.float32)
+    g = lmu_edge.load(tmp_path / "m.keras")
+    (lmu,) = g.lmu_layers
+    assert lmu.theta == 6.0 and not np.any(lmu.input_encoders) and not np.any(lmu.memory_encoders)
+    np.testing.assert_allclose(lmu_edge.simulate(g, x), model.predict(x, verbose=0), rtol=0, atol=1e-5)
