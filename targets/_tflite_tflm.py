@@ -105,6 +105,24 @@ def violations(model: bytes) -> list:
     return out
 
 
+def reference_fallbacks(model: bytes) -> list:
+    """The ops of subgraph 0 that TFLite Micro built with CMSIS-NN prepares but runs on its reference
+    kernels, one line each: a MUL whose two inputs differ in shape (``cmsis_nn/mul.cc`` calls CMSIS-NN's
+    elementwise kernel only for equal shapes and broadcasts with ``reference_ops::BroadcastMul4DSlow``;
+    measured by ``bench/tflm_m4.py``'s execution trace: the one node of each model that ran no ``arm_*``
+    function). Slower, not wrong: the model still runs."""
+    m = _fb().convert_bytearray_to_object(bytearray(model))
+    sg = m.subgraphs[0]
+    out = []
+    for k, op in enumerate(sg.operators):
+        if _code(m.operatorCodes[op.opcodeIndex]) == _MUL and len(op.inputs) == 2:
+            a, b = (sg.tensors[t] for t in op.inputs)
+            sa, sb = [int(v) for v in a.shape], [int(v) for v in b.shape]
+            if sa != sb:
+                out.append(f"op {k} MUL: broadcast {sa} x {sb}")
+    return out
+
+
 def conform(model: bytes) -> bytes:
     """``model`` with every LOGISTIC / TANH / SOFTMAX output at its fixed quantization (:data:`FIXED`)
     and a QUANTIZE int8 -> int8 before every CONCATENATION input whose quantization is not the output's;

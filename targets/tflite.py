@@ -505,7 +505,10 @@ def emit(graph, out_dir, options) -> dict:
         from . import _tflite_tflm
 
         breaks = _tflite_tflm.violations(model)
-        report["tflm_kernels"] = {"cmsis_nn": "accepted" if not breaks else "refused: " + "; ".join(breaks[:3])}
+        report["tflm_kernels"] = {
+            "cmsis_nn": "accepted" if not breaks else "refused: " + "; ".join(breaks[:3]),
+            "reference_fallbacks": _tflite_tflm.reference_fallbacks(model),  # prepared, run on reference kernels
+        }
     if quantize != "float":
         err, sq = _stream_error(model, io, graph, cal)
         q = {
