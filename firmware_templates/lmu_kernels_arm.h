@@ -8,10 +8,12 @@
  * loops and compute the same exact integers (the proofs are beside each kernel), so one model.c gives the
  * same outputs and state on every core.
  *
- * int16x8 and int16 models (int16 activations): their dot products run here (lmu_qdot16_arm for int8
- * weights, lmu_qdot16w_arm for int16 weights: SMLALD, VMLALDAVA); lmu_interp16 / lmu_qlut16 (interpolated
- * tables), lmu_qsoftmax16, lmu_qpool16 and lmu_requant16 have no DSP or Helium variant here. Their LMU memory still uses
- * the kernels below: those depend on the state width only.
+ * int16x8 and int16 models (int16 activations, and the layers the default int8 widens to them): their dense
+ * rows with int8 weights run here four at a time (lmu_qdot16_rows_arm: SMLAD on PKHBT / SXTB16 pairs, one
+ * assembly loop for a compile-time n; VMLADAVA.S16), rows with int16 weights one at a time (lmu_qdot16w_arm:
+ * SMLALD, VMLALDAVA); lmu_requant16 and the rows' requantization are scalar DSP code in lmu_runtime.h;
+ * lmu_interp16 / lmu_qlut16 (interpolated tables), lmu_qsoftmax16 and lmu_qpool16 have no DSP or Helium
+ * variant. Their LMU memory still uses the kernels below: those depend on the state width only.
  */
 #ifndef LMU_KERNELS_ARM_H
 #define LMU_KERNELS_ARM_H

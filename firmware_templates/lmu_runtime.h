@@ -1024,17 +1024,38 @@ static inline void lmu_qpool16(int64_t *sum, int32_t *count, const int16_t *x, i
 }
 
 /* z = clamp16(zp + MBQM(v, m, s)): the state into int16 activations (in a loop over the state) and the
- * width conversions. As lmu_requant8: for a 16-bit state value and a right shift, one SMMULR (lmu_mbqm32_s)
- * and one SSAT on the DSP path, 32-bit multiplies only elsewhere (lmu_mbqm32_16); |zp| < 2^15 and
- * |MBQM| <= 2^15 there, so the sums fit int32. The tests fold where v comes from an int16 state. */
+ * width conversions, exact as lmu_mbqm32 then the clamp, with |zp| < 2^15 in the fast forms:
+ *   - a 16-bit v and s <= 14: x = v 2^max(s, 0) is below 2^30 in magnitude (lmu_mbqm32 clamps nothing), so
+ *     one SMMULR (lmu_mbqm32_s) and one SSAT on the DSP path; elsewhere 32-bit multiplies only (lmu_mbqm32_16
+ *     for a right shift, lmu_mbqm32_h16 for a left one with m >= 0); |zp + MBQM| < 2^30 + 2^15 fits int32;
+ *   - a 32-bit state and a right shift: lmu_mbqm32_r and a saturating add on the DSP path (as lmu_requant8;
+ *     QADD's saturation keeps the sign, so SSAT gives the clamp of the exact sum), lmu_mbqm32_h16 elsewhere
+ *     for |v| < 2^30 and m >= 0.
+ * The tests on v fold where it comes from an int16 state; m, s and zp are constants in the generated step. */
 static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp) {
-    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767 && zp >= -32768 && zp <= 32767) {
+    const int32_t zp16 = zp >= -32768 && zp <= 32767;
+    if (zp16 && v >= -32768 && v <= 32767 && s <= 14 && s >= -31) {
+        const int32_t x = s > 0 ? v * (1 << s) : v, e = s > 0 ? 0 : -s;
 #if LMU_PATH_DSP
-        return (int16_t)__ssat(zp + lmu_mbqm32_s(v, m, -s), 16);
+        return (int16_t)__ssat(zp + lmu_mbqm32_s(x, m, e), 16);
 #else
-        return (int16_t)lmu_clamp32(zp + lmu_mbqm32_16(v, m, -s), -32768, 32767);
+        if (s <= 0) {
+            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_16(v, m, e), -32768, 32767);
+        }
+        if (m >= 0) {
+            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(x, m, 0), -32768, 32767);
+        }
 #endif
     }
+#if LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && m != INT32_MIN) {
+        return (int16_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 16);
+    }
+#else
+    if (zp16 && s <= 0 && s >= -31 && m >= 0 && v > -(1 << 30) && v < (1 << 30)) {
+        return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(v, m, -s), -32768, 32767);
+    }
+#endif
     return lmu_clamp16(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 

@@ -232,7 +232,7 @@ static int32_t ref_row(const lmu_qlinear_t *L, const int16_t *const *in, int32_t
                 for (i = 0; i < NI; ++i) x[k][i] = (int16_t)(t == 0 ? -32768 : t == 1 ? 32767 : rnd(-32768, 32767)); \
                 for (i = 0; i < NO; ++i) {                                                                    \
                     mu[k][i] = i % 4 == 0 ? 2147483647 : (i % 4 == 1 ? 2147450000 : rnd(1 << 30, 2147483647)); \
-                    sh[k][i] = t % 6 == 5 ? rnd(-33, 1) : -rnd(2, 14);                                        \
+                    sh[k][i] = t % 6 == 5 ? (i % 3 == 1 ? 1 : rnd(-33, 1)) : -rnd(2, 14);            \
                 }                                                                                             \
             }                                                                                                 \
             for (i = 0; i < NO; ++i)                                                                          \
@@ -253,7 +253,8 @@ int main(void) {
 
 #: (n_out, n_in, parts, bias, table, relu clamp, out_zp, int16 output): blocks of 4, 2 and 1 rows (n_out 1..11),
 #: DSP tails (n_in % 4) and Helium predicated tails (n_in % 8), one run of 256 inputs and runs past it (257, 300:
-#: the 64-bit sum of 32-bit runs), two parts, a table, a relu clamp, a nonzero out_zp (the 64-bit clamp)
+#: the 64-bit sum of 32-bit runs; 520 at the extremes would wrap a 512-input run), two parts, a table, a relu
+#: clamp, a nonzero out_zp (the 64-bit clamp)
 _Q16_LAYERS = [
     (1, 1, 1, 1, 0, 0, 0, 1),
     (3, 5, 1, 1, 1, 0, 0, 1),
@@ -264,6 +265,7 @@ _Q16_LAYERS = [
     (2, 256, 1, 1, 0, 0, 0, 1),
     (6, 257, 1, 1, 1, 0, 0, 1),
     (3, 300, 2, 1, 0, 1, 0, 0),
+    (2, 520, 1, 1, 0, 0, 0, 1),
 ]
 
 
@@ -286,34 +288,46 @@ def test_int16x8_dense_rows_equal_the_64_bit_formula_on_every_path(tmp_path, run
 _REQUANT16_C = r"""
 #include <stdio.h>
 #include "lmu_runtime.h"
-/* lmu_requant16 (the state into int16 activations) for every 16-bit input, against clamp16(zp + lmu_mbqm32) */
+/* lmu_requant16 (the state into int16 activations) against clamp16(zp + lmu_mbqm32): every 16-bit input and
+ * just past it, then 32-bit values (a 32-bit state: the ends, +-2^30 and random ones) */
 static const int32_t ms[] = {INT32_MIN, -3, 1, 1073741824, 1272345343, 2147483646, INT32_MAX};
-static const int32_t ss[] = {0, -1, -7, -15, -16, -31, 1, -32};
+static const int32_t ss[] = {0, -1, -7, -15, -16, -31, 1, 2, 9, 14, 15, -32};
 static const int32_t zps[] = {-32768, -5, 0, 32767, 40000};
+static const int32_t big[] = {INT32_MIN, INT32_MIN + 1, -(1 << 30) - 1, -(1 << 30), -(1 << 30) + 1, -65537,
+                              65536, (1 << 30) - 1, 1 << 30, INT32_MAX - 1, INT32_MAX};
+static uint32_t st = 2463534242u;
 int main(void) {
     long n = 0, bad = 0;
-    int32_t v, a, b, c;
+    int32_t v, a, b, c, k;
     for (a = 0; a < 7; ++a)
-        for (b = 0; b < 8; ++b)
-            for (c = 0; c < 5; ++c)
+        for (b = 0; b < 12; ++b)
+            for (c = 0; c < 5; ++c) {
                 for (v = -32768 - 2; v <= 32767 + 2; v += 1 + (v & 7), ++n)
                     bad += lmu_requant16(v, ms[a], ss[b], zps[c]) !=
                            lmu_clamp16(zps[c] + (int64_t)lmu_mbqm32(v, ms[a], ss[b]));
+                for (k = 0; k < 11 + 300; ++k, ++n) {
+                    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+                    v = k < 11 ? big[k] : (int32_t)(st >> (st % 17));
+                    bad += lmu_requant16(v, ms[a], ss[b], zps[c]) !=
+                           lmu_clamp16(zps[c] + (int64_t)lmu_mbqm32(v, ms[a], ss[b]));
+                }
+            }
     printf("n %ld bad %ld\n", n, bad);
     return 0;
 }
 """
 
 
-@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m0"])
+@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m55", "cortex-m0"])
 def test_int16_state_requantization_equals_mbqm_on_every_path(tmp_path, runtime):
-    """lmu_requant16 (SMMULR and SSAT on the DSP path, 32-bit multiplies on ARMv6-M) is lmu_mbqm32's integer,
-    clamped, over the 16-bit inputs and just past them, edge multipliers, left and far right shifts, and zero
-    points at and past the int16 ends."""
+    """lmu_requant16 (SMMULR and SSAT on the DSP path, 32-bit multiplies on ARMv6-M; a 32-bit state through
+    lmu_mbqm32_r / lmu_mbqm32_h16) is lmu_mbqm32's integer, clamped, over the 16-bit inputs and just past them,
+    32-bit values, edge multipliers, left shifts up to 15 and right ones past 31, and zero points at and past
+    the int16 ends."""
     out = (
         _host_output(tmp_path, _REQUANT16_C, runtime)
         if runtime == "host"
         else _run_program(tmp_path, _REQUANT16_C, runtime)
     )
     n, bad = (int(w) for w in out.split()[1::2])
-    assert n > 7 * 8 * 5 * 8000 and bad == 0, out
+    assert n > 7 * 12 * 5 * 8000 and bad == 0, out
