@@ -3,7 +3,12 @@ step and per layer, with a cycle estimate and the flash each build takes; measur
 -icount on the bench model (order 64, theta 200) and an order-256 model (theta 1024), both dense ZOH with
 int8 weights, a 16-bit state and a Dense(8) hidden layer.
 
-    python bench/kernels.py [--orders 64 256] [--runtimes cortex-m4 cortex-m55 ...] [--realization fir]
+    python bench/kernels.py [--orders 64 256 psmnist] [--modes all8 int8 int16x8 int16] [--runtimes cortex-m4 ...]
+                            [--no-portable] [--realization fir]
+
+--modes: all8 (every layer 8-bit, the default here), int8 (the default conversion, which widens layers to 16-bit
+activations: their int16 x int8 kernels), int16x8, int16. psmnist: an order-468 LMU (theta 784, 346 tanh hidden
+units, random weights: not trained, so its widening may differ from a trained model's).
 
 MACs are the report's ``macs_per_step`` (every dense layer and the q x q + q memory update, counted by
 the code generator outside the kernels). "optimized" is each core's default kernel path (DSP on M4 / M7 /
@@ -155,8 +160,13 @@ def hot_loop_cpi(elf: Path, symbol: str, mve: bool = False) -> float:
     return cycles / len(best)
 
 
+def _step_name(src: str, prefix: str) -> str:
+    """The integer step's name: ``<prefix>_step_int16`` where a layer has 16-bit activations, else ``_int8``."""
+    return f"{prefix}_step_int16" if f"void {prefix}_step_int16(" in src else f"{prefix}_step_int8"
+
+
 def _step_lines(src: str, prefix: str):
-    head = f"void {prefix}_step_int8("
+    head = f"void {_step_name(src, prefix)}("
     start = src.index(head)
     open_ = src.index("{", start) + 1
     close = src.index("\n}\n", open_)
@@ -165,9 +175,9 @@ def _step_lines(src: str, prefix: str):
 
 def _macs_of(line: str, src: str) -> tuple:
     """(kind, MACs) of one statement of the step."""
-    mt = re.search(r"lmu_qlinear(?:_i8)?\(&(\w+),", line)
+    mt = re.search(r"lmu_qlinear(?:_i8|_i16|16)?\(&(\w+),", line)
     if mt:
-        sizes = re.findall(rf"static const int8_t {mt.group(1)}_p\d+_w\[(\d+)\]", src)
+        sizes = re.findall(rf"static const int(?:8|16)_t {mt.group(1)}_p\d+_w\[(\d+)\]", src)
         return "dense", sum(int(s) for s in sizes)
     mt = re.search(r"lmu_(?:dense|rk|fir)_memory\w*\(&(\w+),", line)
     if mt:  # the memory's sizes are fields of its const parameter struct
@@ -180,8 +190,9 @@ def _macs_of(line: str, src: str) -> tuple:
 
 
 def instrument(d: Path, prefix: str) -> list:
-    """Put a SysTick read after every statement of the step in ``d/model.c``; returns the statements' kinds."""
-    src = (d / "model.c").read_text()
+    """Put a SysTick read after every statement of the step in ``d/<prefix>/<prefix>.c`` (the kit's source);
+    returns the statements' kinds."""
+    src = (d / prefix / f"{prefix}.c").read_text()
     open_, close, lines = _step_lines(src, prefix)
     kinds, out = [], ["    lmu_bench_mark(-1);"]
     for line in lines:
@@ -193,8 +204,9 @@ def instrument(d: Path, prefix: str) -> list:
         kinds.append(_macs_of(line, src))
     out.append(f"    lmu_bench_mark(-1); lmu_bench_mark({len(kinds)});   /* the cost of one read */")
     new = src[:open_] + "\n".join(out) + src[close:]
-    new = new.replace(f"void {prefix}_step_int8(", f"void lmu_bench_mark(int k);\nvoid {prefix}_step_int8(", 1)
-    (d / "model.c").write_text(new)
+    step = _step_name(src, prefix)
+    new = new.replace(f"void {step}(", f"void lmu_bench_mark(int k);\nvoid {step}(", 1)
+    (d / prefix / f"{prefix}.c").write_text(new)
     (d / "bench_prof.c").write_text(PROF_C % {"n": len(kinds) + 1})
     return kinds
 
@@ -210,8 +222,9 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     """Whole-step and per-layer instructions, flash and bit-exactness of one runtime and path."""
     flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)}{' -DLMU_PORTABLE' if portable else ''}"
     d = work / f"{rt.tag}_{'p' if portable else 'o'}"
+    p = art.manifest["c"]["prefix"]  # the kit folder d/<p>/ holds the model's source
     shutil.copytree(art.path, d)
-    c_target._write_input(d / "lmu_in.bin", xq.astype(np.int8), 1)
+    c_target._write_input(d / "lmu_in.bin", xq, c_target._DTYPE_CODES[xq.dtype.type])
     elf, obj = f"build/model_{rt.tag}.elf", f"build/model_{rt.tag}.o"
     subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=d, check=True, capture_output=True)
     out = _qemu(d, rt, elf)
@@ -227,12 +240,17 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
         "flash": sec["text"] + sec["rodata"] + sec["data"],
         "exact": bool(np.array_equal(y, ref)),
         "cpi": hot_loop_cpi(
-            d / elf, f"{art.manifest['c']['prefix']}_step_int8", "cortex-m55" in " ".join(rt.cpu_flags)
+            d / elf,
+            _step_name((d / p / f"{p}.c").read_text(), p),
+            "cortex-m55" in " ".join(rt.cpu_flags),
         ),
     }
-    kinds = instrument(d, art.manifest["c"]["prefix"])
+    kinds = instrument(d, p)
     subprocess.run(
-        ["make", "-s", "-B", elf, flags, "SRC=model.c harness.c bench_prof.c"], cwd=d, check=True, capture_output=True
+        ["make", "-s", "-B", elf, flags, f"SRC={p}/{p}.c harness.c bench_prof.c"],
+        cwd=d,
+        check=True,
+        capture_output=True,
     )
     prof = _qemu(d, rt, elf)
     ticks = next(
@@ -249,11 +267,42 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     return res
 
 
+# --quantize modes: (label, convert keywords). "int8" is the default conversion, which widens layers to 16-bit
+# activations where 8 bits fall short (their int16 x int8 kernels); "all8" keeps every layer 8-bit.
+MODES = {
+    "int8": {"quantize": "int8"},
+    "all8": {"quantize": "int8", "widen_db": None},
+    "int16x8": {"quantize": "int16x8"},
+    "int16": {"quantize": "int16"},
+}
+
+
+def _model(name: str, rng, realization: str):
+    """(graph, calibration, inputs) of a bench model: ``64`` / ``256`` (the chain of the kernel issue: Dense(3)
+    -> LMU of that order with a Dense(8) hidden layer -> Dense(4)) or ``psmnist`` (an LMU of order 468, theta
+    784, 346 tanh hidden units and a Dense(10) head, the parallel-LMU paper's psMNIST sizes; random weights,
+    not trained)."""
+    if name == "psmnist":
+        from graphs import lmu  # noqa: PLC0415
+
+        mid = lmu(rng, n_in=1, q=468, theta=784.0, units=346, return_sequences=True)
+        head = lmu_edge.ir.Dense("head", rng.standard_normal((346, 10)) * 0.1, None, "linear")
+        g = lmu_edge.ir.Graph("psmnist", input_features=1, seq_len=None, layers=(mid, head))
+    else:
+        q = int(name)
+        g = chain(rng, n_in=1, q=q, theta=200.0 if q == 64 else 4.0 * q, units=8)
+    return lmu_edge.fold(g, realization), rng.standard_normal((2, 2000, 1)), rng.standard_normal((1, 40, 1))
+
+
 def main(argv=None):
-    """Print the table for the given orders and runtimes; returns its rows."""
+    """Print the table for the given models, modes and runtimes; returns its rows."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--orders", nargs="+", default=["64", "256"], help="64, 256 and / or psmnist (see _model)")
+    ap.add_argument(
+        "--modes", nargs="+", default=["all8"], choices=list(MODES), help="int8: the default (widened) conversion"
+    )
     ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
+    ap.add_argument("--no-portable", action="store_true", help="measure the optimized path only")
     ap.add_argument(
         "--realization",
         default="zoh",
@@ -266,47 +315,52 @@ def main(argv=None):
         f"counts), arm-none-eabi-gcc -O2"
     )
     print(
-        f"{'model':<12} {'runtime':<11} {'path':<9} {'insn/step':>9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} "
+        f"{'model':<18} {'runtime':<11} {'path':<9} {'insn/step':>9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} "
         f"{'memory':>6} {'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}"
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for q in a.orders:
-            rng = np.random.default_rng(0)
-            theta = 200.0 if q == 64 else 4.0 * q
-            g = lmu_edge.fold(chain(rng, n_in=1, q=q, theta=theta, units=8), a.realization)
-            cal = rng.standard_normal((2, 2000, 1))
-            x = rng.standard_normal((1, 40, 1))
-            art = lmu_edge.convert(
-                g, "c", Path(tmp) / f"q{q}", quantize="int8", calibration=cal, measure=False, widen_db=None
-            )  # all-int8: the int8 kernels, as TFLM int8 runs them
-            qg = c_target._qgraph(art)
-            xq = intsim.quantize_input(qg, x)
-            ref = intsim.run_int(qg, xq)
-            macs = json.loads((art.path / "report.json").read_text())["c"]["macs_per_step"]
-            for name in a.runtimes:
-                rt = toolchain.ARM_RUNTIMES[name]
-                work = Path(tmp) / f"w{q}_{rt.tag}"
-                work.mkdir()
-                res = {}
-                for portable in (True,) if rt.kernel_path == "portable" else (True, False):
-                    try:
-                        res[portable] = measure(art, xq, ref, rt, portable, work)
-                    except subprocess.CalledProcessError as e:
-                        print(f"order {q:<6} {name:<11} does not build or run here: {(e.stderr or b'')[-200:]!r}")
-                        break
-                base = res.get(True)
-                for portable, r in res.items():
-                    per = r["per"]
-                    path = "portable" if portable else rt.kernel_path
-                    dense = per["dense"][0] / max(per["dense"][1], 1)
-                    mem = per["memory"][0] / max(per["memory"][1], 1)
-                    print(
-                        f"{f'order {q}':<12} {name:<11} {path:<9} {r['insn']:9.0f} {r['insn'] / macs:8.3f} "
-                        f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
-                        f"{r['flash']:8d} {str(r['exact']):>5} {base['insn'] / r['insn']:10.2f}x"
-                    )
-                    rows.append({"order": q, "runtime": name, "path": path, "macs": macs, **r})
+            for mode in a.modes:
+                rng = np.random.default_rng(0)
+                g, cal, x = _model(q, rng, a.realization)
+                label = f"{q} {mode}"
+                art = lmu_edge.convert(
+                    g, "c", Path(tmp) / f"q{q}_{mode}", calibration=cal, measure=False, **MODES[mode]
+                )  # all8: the int8 kernels, as TFLM int8 runs them
+                qg = c_target._qgraph(art)
+                xq = intsim.quantize_input(qg, x)
+                ref = intsim.run_int(qg, xq)
+                if "_step_int16(" in (art.path / "model" / "model.c").read_text():
+                    xq = xq.astype(np.int16)
+                else:
+                    xq = xq.astype(np.int8)
+                macs = json.loads((art.path / "report.json").read_text())["c"]["macs_per_step"]
+                for name in a.runtimes:
+                    rt = toolchain.ARM_RUNTIMES[name]
+                    work = Path(tmp) / f"w{q}_{mode}_{rt.tag}"
+                    work.mkdir()
+                    res = {}
+                    paths = (True,) if rt.kernel_path == "portable" else (False,) if a.no_portable else (True, False)
+                    for portable in paths:
+                        try:
+                            res[portable] = measure(art, xq, ref, rt, portable, work)
+                        except subprocess.CalledProcessError as e:
+                            print(f"{label:<18} {name:<11} does not build or run here: {(e.stderr or b'')[-200:]!r}")
+                            break
+                    base = res.get(True)
+                    for portable, r in res.items():
+                        per = r["per"]
+                        path = "portable" if portable else rt.kernel_path
+                        dense = per["dense"][0] / max(per["dense"][1], 1)
+                        mem = per["memory"][0] / max(per["memory"][1], 1)
+                        vs = f"{base['insn'] / r['insn']:10.2f}x" if base else f"{'-':>11}"
+                        print(
+                            f"{label:<18} {name:<11} {path:<9} {r['insn']:9.0f} {r['insn'] / macs:8.3f} "
+                            f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
+                            f"{r['flash']:8d} {str(r['exact']):>5} {vs}"
+                        )
+                        rows.append({"order": q, "mode": mode, "runtime": name, "path": path, "macs": macs, **r})
     print(
         "dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
         "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data"
