@@ -244,8 +244,40 @@ static int32_t ref_row(const lmu_qlinear_t *L, const int16_t *const *in, int32_t
             for (i = 0; i < 8; ++i) bad += Y16 ? y[NO + i] != 0x5A5A : out[NO + i] != 0x5A5A5A5A;             \
         }                                                                                                     \
     }
+/* a recurrent hidden layer: lmu_qlinear_i16 writes the h its second part reads (every row must see the old h) */
+static void recurrent(void) {
+    static int8_t w0[5 * 7], w1[5 * 5];
+    static int16_t z[7], h[5], h0[5];
+    static int32_t bi[5], mu[2][5], sh[2][5], acc[5];
+    static const lmu_qpart_t parts[2] = {{.w = w0, .n_in = 7, .mult = mu[0], .shift = sh[0]},
+                                         {.w = w1, .n_in = 5, .mult = mu[1], .shift = sh[1]}};
+    static const lmu_qlinear_t L = {.parts = parts, .n_parts = 2, .n_out = 5, .bias = bi, .clamp_min = -32768,
+                                     .clamp_max = 32767};
+    const int16_t *in_[2], *in0[2];
+    int32_t t, i;
+    in_[0] = z;
+    in_[1] = h;
+    in0[0] = z;
+    in0[1] = h0;
+    for (t = 0; t < 40; ++t) {
+        for (i = 0; i < 35; ++i) w0[i] = (int8_t)rnd(-128, 127);
+        for (i = 0; i < 25; ++i) w1[i] = (int8_t)rnd(-128, 127);
+        for (i = 0; i < 7; ++i) z[i] = (int16_t)rnd(-32768, 32767);
+        for (i = 0; i < 5; ++i) {
+            h[i] = h0[i] = (int16_t)rnd(-32768, 32767);
+            bi[i] = rnd(-(1 << 20), 1 << 20);
+            mu[0][i] = rnd(1 << 30, 2147483647);
+            mu[1][i] = rnd(1 << 30, 2147483647);
+            sh[0][i] = -rnd(8, 12);
+            sh[1][i] = -rnd(8, 12);
+        }
+        lmu_qlinear_i16(&L, in_, acc, h);
+        for (i = 0; i < 5; ++i, ++n) bad += h[i] != ref_row(&L, in0, i);
+    }
+}
 int main(void) {
     CASES
+    recurrent();
     printf("n %ld bad %ld\n", n, bad);
     return 0;
 }
@@ -273,13 +305,13 @@ _Q16_LAYERS = [
 def test_int16x8_dense_rows_equal_the_64_bit_formula_on_every_path(tmp_path, runtime):
     """int16 x int8 dense layers (the default int8's widened layers, int16x8): four-row blocks sharing each input
     load (SMLAD on PKHBT / SXTB16 pairs on the DSP path, VMLADAVA.S16 on Helium), two- and one-row blocks, 32-bit
-    runs of up to 256 inputs, the 32-bit requantization (SMLAWB) and its 64-bit fallback (bias + sum past int32,
-    shifts outside -31..-2) give, on every path, the one-row 64-bit formula's integers at every extreme, and
-    write nothing past a layer. -O0 (cortex-m4-O0): the DSP intrinsic loops the four-row assembly takes over in
-    an optimized build (a compile-time n)."""
+    runs of up to 256 inputs, the 32-bit requantization (QADD + SMLAWT) and its 64-bit fallback (bias + sum past
+    int32, shifts outside -31..-2) give, on every path, the one-row 64-bit formula's integers at every extreme,
+    and write nothing past a layer; a recurrent layer's rows all read the old h it overwrites. -O0
+    (cortex-m4-O0): the DSP intrinsic loops the four-row assembly takes over in an optimized build."""
     cases = " ".join(f"CASE({', '.join(str(v) for v in c)})" for c in _Q16_LAYERS)
     src = _Q16_C.replace("CASES", cases)
-    want = f"n {24 * sum(c[0] for c in _Q16_LAYERS)} bad 0\n"
+    want = f"n {24 * sum(c[0] for c in _Q16_LAYERS) + 40 * 5} bad 0\n"
     core, extra = (runtime[:-3], ("-O0",)) if runtime.endswith("-O0") else (runtime, ())
     out = _host_output(tmp_path, src, core) if core == "host" else _run_program(tmp_path, src, core, extra=extra)
     assert out == want
