@@ -81,7 +81,7 @@ def _lmu(r: np.random.Generator, seq: bool, known_len: bool, T: int) -> dict:
     for _ in range(64):
         theta = float(np.exp(r.uniform(math.log(lo), math.log(hi))))
         if parallel and not known_len:
-            theta = float(max(1, round(theta)))  # keras-lmu's impulse length is 5 * theta steps: an integer
+            theta = int(max(1, round(theta)))  # keras-lmu's impulse length is 5 * theta steps: an int (not 5.0 * ...)
         else:
             theta = round(theta, 3)
         if disc != "euler" or _euler_trainable(order, theta, T):
@@ -97,7 +97,8 @@ def _lmu(r: np.random.Generator, seq: bool, known_len: bool, T: int) -> dict:
         "hidden": hidden,
         "input_to_hidden": bool(r.random() < 0.4),
         "use_bias": bool(r.random() < 0.4),
-        "no_kernel": bool(r.random() < 0.1),
+        # keras-lmu: without a kernel the cell's whole input (x, and h with hidden_to_memory) is u: memory_d wide
+        "no_kernel": bool(r.random() < 0.1) and not flags["hidden_to_memory"],
         "return_sequences": seq,
         **flags,
     }
