@@ -33,7 +33,7 @@ from graphs import heads as heads_graph
 import lmu_edge
 from lmu_edge import intsim, ir, lti, qir, toolchain
 from lmu_edge.targets import c as c_target
-from lmu_edge.targets import c_codegen
+from lmu_edge.targets import c_codegen, c_kit
 
 T = 240  # steps per case: 15 windows of the short cases
 N_IN = 2
@@ -267,7 +267,7 @@ def _refresh_templates(root: Path) -> None:
     }
     for f in root.rglob("*"):
         if f.name in names and f.is_file():
-            shutil.copyfile(c_target.TEMPLATES / f.name, f)
+            shutil.copyfile(c_kit.TEMPLATES / f.name, f)
 
 
 def _build(tmp_path_factory, case_list, mode):
@@ -403,7 +403,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
         "startup.c",
         *toolchain.LINKER_SCRIPTS,
     ):
-        shutil.copyfile(first.path / name if (first.path / name).exists() else c_target.TEMPLATES / name, d / name)
+        shutil.copyfile(first.path / name if (first.path / name).exists() else c_kit.TEMPLATES / name, d / name)
     # the harness builds model.c (the wrapper) from this folder, not the first artifact's kit
     (d / "Makefile").write_text("LMU_KIT = .\nLMU_MODEL_SRC = model.c\n" + (first.path / "Makefile").read_text())
     for k in range(len(case_list)):
