@@ -283,7 +283,7 @@ def _model(name: str, rng, realization: str):
     784, 346 tanh hidden units and a Dense(10) head, the parallel-LMU paper's psMNIST sizes; random weights,
     not trained)."""
     if name == "psmnist":
-        from graphs import lmu  # noqa: PLC0415
+        from graphs import lmu
 
         mid = lmu(rng, n_in=1, q=468, theta=784.0, units=346, return_sequences=True)
         head = lmu_edge.ir.Dense("head", rng.standard_normal((346, 10)) * 0.1, None, "linear")
