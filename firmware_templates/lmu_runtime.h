@@ -9,8 +9,9 @@
  *   - the int16x8 mode (--quantize int16x8, as TFLite's 16x8 and CMSIS-NN's s16 kernels): int16 activations
  *     with zero point 0, int8 weights, int64 row accumulators, TFLite's 64-bit requantization (lmu_mbqm16),
  *     tanh / sigmoid / silu and softmax as 513-entry tables read with linear interpolation (lmu_interp16).
- *     These kernels are portable C on every core (the DSP / Helium kernels are int8 only); the LMU memory
- *     kernels are shared with int8, chosen by the state width.
+ *     Their dense rows run in lmu_kernels_arm.h on DSP and Helium cores (four rows sharing each input
+ *     load) and in two-row portable C elsewhere; the tables, softmax and pooling are portable C on every
+ *     core; the LMU memory kernels are shared with int8, chosen by the state width.
  * Every operation mirrors lmu_edge/intsim.py and lmu_edge/fixedpoint.py bit for bit; the tests compare
  * the two. Rounding of state updates is "half_up" ((x + 2^(s-1)) >> s); right shifts of negative
  * values are arithmetic (as gcc and clang define them).
