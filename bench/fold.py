@@ -15,7 +15,7 @@ substeps each structured family needs there and what ``auto`` (fewest operations
 A point whose every-step measurement would cost more than --max-work (q^2 * theta, the dense impulse
 response over 5 theta) is measured with a stride t = ceil(q^2 * theta / max-work) (the last column,
 ``every`` or ``1/t``): every step of the first 1024, then every t-th step (powers of M^t), then every
-step around the largest sampled errors (lmu_edge.folding._sampled_error). tests/test_fold.py checks
+step around the largest sampled errors (lmu_edge.impulse). tests/test_fold.py checks
 that this gives the every-step error within 1e-4 relative; the sampled reference is kept in
 memory up to 1 GiB.
 """
@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from lmu_edge import folding as fold
-from lmu_edge import ir, lti
+from lmu_edge import impulse, ir, lti
 
 RATIOS = (2, 10, 100)
 FULL = (64, 128, 256, 512, 1024)
@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--state-bits", type=int, default=16, help="state width of the budget-by-width columns")
     ap.add_argument("--max-work", type=float, default=2.2e9, help="sample points with q^2 * theta above this")
     args = ap.parse_args()
-    fold.CACHE_BYTES = 1 << 30  # keep the (sampled) reference of the long horizons in memory
+    impulse.CACHE_BYTES = 1 << 30  # keep the (sampled) reference of the long horizons in memory
     wide, why = fold.default_budget(args.state_bits)
     print(
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores; "

@@ -102,7 +102,7 @@ def _round_up(x: float) -> str:
 
 
 def measure_length(layer: ir.LMU, horizon: Optional[int] = None) -> int:
-    """Steps a fold measures ``layer`` over (:class:`lmu_edge.folding._Reference`)."""
+    """Steps a fold measures ``layer`` over (:class:`lmu_edge.impulse.Reference`)."""
     base = max(int(math.ceil(5 * layer.theta)), 32)
     mem = layer.memory
     length = base

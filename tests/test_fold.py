@@ -8,7 +8,7 @@ import lmu_edge
 
 # lmu_edge.fold is the function; lmu_edge.folding is the module with the measuring machinery
 from lmu_edge import folding as fold
-from lmu_edge import ir, lti
+from lmu_edge import impulse, ir, lti
 from lmu_edge.errors import FoldError
 
 
@@ -37,11 +37,11 @@ def test_substep_search_meets_the_budget_with_the_fewest_substeps(q, theta):
     assert rk.ok and rk.measurement.error <= 1e-6
     assert rk.measurement.horizon >= 5 * theta
     # one substep fewer does not meet the budget: the count is the measured minimum
-    fewer = fold._measure(layer, "rk4", ir.RungeKutta(4, s - 1), fold._Reference(layer), 1e-6)
+    fewer = impulse.measure(layer, "rk4", ir.RungeKutta(4, s - 1), impulse.Reference(layer), 1e-6)
     assert not fewer.ok
     if (q, theta) == (256, 784.0):
         assert 50 <= s <= 200  # one RK4 step per sample diverges; about a hundred are needed
-        one = fold._measure(layer, "rk4", ir.RungeKutta(4, 1), fold._Reference(layer), 1e-6)
+        one = impulse.measure(layer, "rk4", ir.RungeKutta(4, 1), impulse.Reference(layer), 1e-6)
         assert not one.ok and one.measurement.error > 1e3
         # an over-budget candidate's spectral radius is not computed (the search skips the
         # eigenvalue problem); the map of one step per sample is indeed unstable
@@ -119,7 +119,7 @@ def test_the_implicit_realization_meets_the_budget_against_exact_zoh(name, order
     # the substep count is the measured minimum: one fewer misses the budget
     s = c.memory.substeps
     if s > 1:
-        assert not fold._measure(layer, name, ir.Pade(*orders, s - 1), fold._Reference(layer), budget).ok
+        assert not impulse.measure(layer, name, ir.Pade(*orders, s - 1), impulse.Reference(layer), budget).ok
     # the float oracle steps the realization it was given: its impulse response is the exact ZOH one
     import dataclasses
 
@@ -223,20 +223,20 @@ def test_sampled_measurement_equals_the_every_step_measurement(monkeypatch, q, t
     # the every-step comparison within 1e-4 relative, even with no head at all (the Pade model's error is
     # 2.1e-11, near float64's noise in this comparison: 7.1e-5 relative apart on an AMD EPYC, 5e-5 was
     # this bound until that machine)
-    monkeypatch.setattr(fold, "SAMPLE_HEAD", head)
+    monkeypatch.setattr(impulse, "SAMPLE_HEAD", head)
     layer = analytic(q, theta)
     name = "pade" if isinstance(memory, ir.Pade) else "rk4"
-    full = fold._measure(layer, name, memory, fold._Reference(layer), 1.0)
-    sampled = fold._measure(layer, name, memory, fold._Reference(layer, stride=stride), 1.0)
+    full = impulse.measure(layer, name, memory, impulse.Reference(layer), 1.0)
+    sampled = impulse.measure(layer, name, memory, impulse.Reference(layer, stride=stride), 1.0)
     a, b = full.measurement.error, sampled.measurement.error
     assert a > 0 and abs(a - b) <= 1e-4 * a, (a, b)
     assert f"{a:.1e}" == f"{b:.1e}"  # the fold table's printed precision
     assert sampled.measurement.spectral_radius == full.measurement.spectral_radius
     # with a budget the search's early stop agrees with the full comparison on which side it falls
     for budget in (0.5 * a, 2 * a):
-        ref = fold._Reference(layer, stride=stride)
-        fold._measure(layer, name, memory, ref, 1.0)  # fills the cached samples: the next stops early
-        assert fold._measure(layer, name, memory, ref, budget).ok == (budget >= a)
+        ref = impulse.Reference(layer, stride=stride)
+        impulse.measure(layer, name, memory, ref, 1.0)  # fills the cached samples: the next stops early
+        assert impulse.measure(layer, name, memory, ref, budget).ok == (budget >= a)
 
 
 def test_sampled_measurement_of_a_stored_kernel_and_a_bad_stride():
@@ -244,11 +244,11 @@ def test_sampled_measurement_of_a_stored_kernel_and_a_bad_stride():
     K = lti.legendre_impulse_response(32, 320.0, 2000)
     stored = replace_memory(layer, ir.ImpulseResponse(K, "truncated"))
     mem = ir.RungeKutta(4, 2)
-    full = fold._measure(stored, "rk4", mem, fold._Reference(stored), 1.0).measurement.error
-    sampled = fold._measure(stored, "rk4", mem, fold._Reference(stored, stride=7), 1.0).measurement.error
+    full = impulse.measure(stored, "rk4", mem, impulse.Reference(stored), 1.0).measurement.error
+    sampled = impulse.measure(stored, "rk4", mem, impulse.Reference(stored, stride=7), 1.0).measurement.error
     assert full > 0 and abs(full - sampled) <= 5e-5 * full
     with pytest.raises(FoldError, match="stride must be a positive integer"):
-        fold._Reference(layer, stride=0)
+        impulse.Reference(layer, stride=0)
 
 
 def replace_memory(layer, memory):
