@@ -1,0 +1,43 @@
+"""More quantizer specifications the generated mutants of lmu_edge/quantization.py found unchecked
+(docs/testing.md, "Generated mutants"): the int16 view of the state at states of negative fractional bits,
+and a widening target met exactly."""
+
+import warnings
+
+import numpy as np
+import pytest
+from graphs import chain
+
+import lmu_edge
+from lmu_edge import qir
+
+
+@pytest.mark.parametrize("scale, bits", [(1.0, 16), (1e3, 8), (1e5, 16)])
+def test_the_int16_view_of_the_state_covers_its_bound_up_to_eight_times_calibration(scale, bits):
+    """Spec (int16x8): z, the int16 view of the LMU state, spans at least the least of the state's bound, its
+    range ``(2^(bits-1) - 1) 2^-frac`` and 8 times its calibrated peak; also where inputs far past 1 give
+    the state negative fractional bits (an LSB of 2^8 and more)."""
+    rng = np.random.default_rng(13)
+    g = lmu_edge.fold(chain(rng, q=6, theta=10.0))
+    x = rng.standard_normal((2, 40, 2)) * scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qg = lmu_edge.quantize(g, x, activation_bits=16, state_bits=bits)
+    ql = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
+    info = next(layer for layer in qg.metadata["quantization"]["layers"] if layer["type"] == "lmu")
+    assert (ql.state_type.frac < 0) == (scale > 1)  # the premise
+    state_range = (2 ** (bits - 1) - 1) * 2.0**-ql.state_type.frac
+    cover = min(ql.state_bound, state_range, 8 * info["calibrated_state_max"])
+    assert ql.z_scale * 32767 >= cover * (1 - 1e-9)
+
+
+def test_a_widening_target_met_exactly_changes_nothing():
+    """Spec (``widen_db``): widening is for a graph below the target; one whose SQNR on the calibration data
+    equals it keeps its weights, activations and state as they are."""
+    rng = np.random.default_rng(12)
+    g = lmu_edge.fold(chain(rng, q=6, theta=10.0))
+    x = rng.standard_normal((2, 40, 2))
+    plain = lmu_edge.quantize(g, x, activation_bits=16).metadata["quantization"]
+    met = lmu_edge.quantize(g, x, activation_bits=16, widen_db=plain["calibration_sqnr_db"]).metadata["quantization"]
+    assert met["state_bits"] == plain["state_bits"] == 16
+    assert not met.get("widened") and met["calibration_sqnr_db"] == plain["calibration_sqnr_db"]
