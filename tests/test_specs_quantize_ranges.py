@@ -41,3 +41,16 @@ def test_a_widening_target_met_exactly_changes_nothing():
     met = lmu_edge.quantize(g, x, activation_bits=16, widen_db=plain["calibration_sqnr_db"]).metadata["quantization"]
     assert met["state_bits"] == plain["state_bits"] == 16
     assert not met.get("widened") and met["calibration_sqnr_db"] == plain["calibration_sqnr_db"]
+
+
+@pytest.mark.parametrize("q, horizon, exact", [(4, 64, True), (400, 64, False)])
+def test_l1_gains_sum_the_noise_exactly_up_to_q3_horizon_4e9_and_bound_it_past(q, horizon, exact):
+    """Spec (``_quantization_memory.l1_gains``): the input gain is max_i sum_k |(A^k B)_i|; the noise gain
+    max_i sum_k ||row_i A^k||_1 is summed exactly while q^3 horizon <= 4e9 (q = 4: 4096) and past that
+    (q = 400: 4.1e9) bounded by sqrt(q) times the input gain over max|B|. With A = I/2 and B = 1 both sums
+    are 2 exactly, and the bound 2 sqrt(q). (The boundary itself costs 8e9 flops to sum: not run.)"""
+    from lmu_edge._quantization_memory import l1_gains
+
+    g, n = l1_gains(np.eye(q) / 2, np.ones(q), horizon)
+    assert g == pytest.approx(2.0, rel=1e-9)
+    assert n == pytest.approx(2.0 if exact else 2 * np.sqrt(q), rel=1e-9)
