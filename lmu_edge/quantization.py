@@ -47,175 +47,18 @@ from typing import Optional
 
 import numpy as np
 
-from . import ir, lti, qir, reference, rounding
+from . import ir, lti, qir, reference, rounding, widening
 from ._quantization_memory import Calibrated, dense_memory, fir_memory, pade_memory, rk_memory
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
 from .precision import DEFAULT_STATE_BITS
-from .rounding import LMU_PARTS, WIDE_BITS, compensate, noted, per_channel, widen, widen_activations
+from .qlinear import Z16_SPAN, act_out, bias_bits, linear, lut, part, qparams_bits, softmax
+from .rounding import LMU_PARTS, compensate
+from .widening import WIDE_BITS
 
 #: the weight rounding lives in :mod:`lmu_edge.rounding`; these two stay reachable here, as before
 compensated, weight_parts = rounding.compensated, rounding.weight_parts
-
-LUT_ACTIVATIONS = ("tanh", "sigmoid", "silu")
-
-
-# --- small helpers -----------------------------------------------------------------------
-
-
-def qparams(lo: float, hi: float) -> tuple:
-    """Asymmetric int8 ``(scale, zero_point)`` covering ``[lo, hi]`` and zero."""
-    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    if hi - lo < 1e-12:
-        hi = lo + 1e-6
-    scale = (hi - lo) / 255.0
-    zp = int(np.clip(round(-128 - lo / scale), -128, 127))
-    return scale, zp
-
-
-def qparams_bits(lo: float, hi: float, bits: int = 8) -> tuple:
-    """``(scale, zero_point)`` of an activation of ``bits`` bits covering ``[lo, hi]``: :func:`qparams` for 8,
-    symmetric with zero point 0 for 16 (as TFLite's 16x8 mode)."""
-    if bits == 8:
-        return qparams(lo, hi)
-    a = max(abs(float(lo)), abs(float(hi)), 1e-9) * RANGE16_HEADROOM
-    return a / 32767.0, 0
-
-
-def _q8(x, scale, zp, bits=8):
-    return np.clip(np.round(np.asarray(x) / scale) + zp, *qir.act_range(bits))
-
-
-#: int16x8: calibrated activation ranges are widened by this factor (one of the 16 bits): inputs beyond the
-#: calibration data by up to 2x are not clipped (measured on the layer-option matrix: +11 dB on two models)
-RANGE16_HEADROOM = 2.0
-#: int16x8: z (the int16 view of the LMU state) spans the proven state bound, up to this many times the calibrated
-#: range (3 of the 16 bits; 64x cost issue 52's slow Euler memories 12-17 dB, where the proven bound of a long
-#: window is 37x what a short sequence reaches; the matrix's models measure the same at 8x as at 64x)
-Z16_SPAN = 8.0
-#: int16x8: the input range of the tanh / sigmoid tables (beyond it the output is within half an LSB of its limit)
-_LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
-
-
-def _bias_bits(W, bits, in_scale, bias):
-    """``bits``, or fewer when ``bits > 8``: the most weight bits (at least 8) for which the int32 bias at
-    the first part's scale ``in_scale * max|W| / qmax`` fits (16-bit weights make that scale 2^8 times
-    finer than int8's, and a large bias against small inputs and weights would overflow int32)."""
-    if bias is None or bits <= 8:
-        return bits
-    wmax = np.max(np.abs(np.asarray(W, np.float64)), axis=0)
-    b = np.abs(np.asarray(bias, np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        room = np.where(b > 0, (2**31 - 1) * in_scale * np.where(wmax > 0, wmax, 1e-12) / b, np.inf)
-    qmax = float(np.min(room, initial=np.inf))
-    while bits > 8 and (1 << (bits - 1)) - 1 > qmax:
-        bits -= 1
-    return bits
-
-
-def _requant(real):
-    pairs = [quantize_multiplier(float(r)) for r in np.atleast_1d(real)]
-    return (np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32))
-
-
-def _part(W, bits, in_scale, in_zp, out_scale, act_bits=8, w_scale=None):
-    Wq, sw = per_channel(W, bits, w_scale)
-    M, S = _requant(in_scale * sw / out_scale)
-    if act_bits == 16:
-        if int(S.max(initial=0)) > 14:
-            raise QuantizationError(
-                f"a 16x8 layer needs a requantization multiplier below 2^14, got 2^{int(S.max())}: the "
-                f"activation ranges are degenerate; check the calibration data or use --quantize int8"
-            )
-        # |acc| <= n * 2^15 * wmax + |bias| must stay below 2^47, the range mbqm16 is exact for
-        limit = 1 << 24 if bits <= 8 else 1 << (47 - 15 - (bits - 1) - 1)
-        if Wq.shape[0] >= limit:
-            raise QuantizationError(
-                f"a layer with 16-bit activations and {bits}-bit weights takes fewer than {limit} inputs "
-                f"(its accumulator must stay below 2^47), got {Wq.shape[0]}; use fewer weight bits"
-            )
-    return qir.QPart(Wq, int(in_zp), M, S), sw
-
-
-def _lut(fn, in_scale, in_zp, out_scale, out_zp, act_bits=8):
-    if act_bits == 16:
-        q = np.arange(qir.LUT16_SIZE) * 128 - 32768  # the last entry (32768) closes the last segment
-        return _q8(fn(in_scale * q), out_scale, 0, 16).astype(np.int16)
-    q = np.arange(-128, 128)
-    y = fn(in_scale * (q - in_zp))
-    return _q8(y, out_scale, out_zp).astype(np.int8)
-
-
-def _act_out(act, in_q, out_range, act_bits=8):
-    """Output qparams of an activation. ``in_q``: the ``(scale, zero_point)`` of its input.
-
-    int8 tanh / sigmoid: the range of the table itself, ``[f(lowest input), f(highest input)]`` (with
-    zero), so no output is ever clipped and none of the 256 codes is spent outside what the input can
-    reach; TFLite fixes 1/128 (tanh) and 1/256 (sigmoid), which wastes most codes when the input spans a
-    fraction of the activation's range (a tanh input of +-0.5 reaches 46 of tanh's 256 int8 codes:
-    +3.5 dB on the layer-option matrix's tanh model, +2.4 on the sigmoid one). 16 bits: fixed full
-    scale. Other activations: the calibrated output range."""
-    if act in ("tanh", "sigmoid"):
-        if act_bits == 16:
-            return 1.0 / 32768, 0
-        s_in, zp_in = in_q
-        lo, hi = (reference.activation(act, np.array([s_in * (v - zp_in)]))[0] for v in qir.act_range(8))
-        return qparams(float(lo), float(hi))
-    return qparams_bits(out_range[0], out_range[1], act_bits)
-
-
-def _linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
-    """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
-
-    ``parts`` holds ``(W, in_scale, in_zp, bits[, w_scale])`` (``w_scale``:
-    :func:`lmu_edge.rounding.per_channel`); ``bias`` is float (added in part 0)."""
-    ab = act_bits
-    if act in LUT_ACTIVATIONS or act == "softmax":
-        if ab == 16 and act in _LUT16_CAP:  # the headroom, then the cap (beyond it the output is flat)
-            a = min(max(abs(pre_range[0]), abs(pre_range[1]), 1e-9) * RANGE16_HEADROOM, _LUT16_CAP[act])
-            acc_scale, acc_zp = a / 32767.0, 0
-        else:
-            acc_scale, acc_zp = qparams_bits(pre_range[0], pre_range[1], ab)
-    else:
-        acc_scale, acc_zp = qparams_bits(out_range[0], out_range[1], ab)
-    qparts, s0 = [], None
-    for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(parts):
-        if k == 0:
-            bits = _bias_bits(W, bits, s_in, bias)
-        p, sw = _part(W, bits, s_in, zp_in, acc_scale, ab, *w_scale)
-        qparts.append(p)
-        if k == 0:
-            s0 = s_in * sw
-    qb = None if bias is None else np.round(np.asarray(bias) / s0)
-    if ab == 16 and qb is not None and np.abs(qb).max(initial=0) > (1 << 31) - 1:
-        raise QuantizationError(f"layer {name!r}: the bias does not fit int32 at its 16x8 scale; use --quantize int8")
-    qb = None if qb is None else np.clip(qb, -(1 << 31), (1 << 31) - 1).astype(np.int32)
-    lo, hi = qir.act_range(ab)
-    if act == "relu":
-        lo = acc_zp
-    elif act == "relu6":
-        lo, hi = acc_zp, int(min(hi, acc_zp + round(6.0 / acc_scale)))
-    lut, out_scale, out_zp = None, acc_scale, acc_zp
-    if act in LUT_ACTIVATIONS:
-        out_scale, out_zp = _act_out(act, (acc_scale, acc_zp), out_range, ab)
-        lut = _lut(lambda v: reference.activation(act, v), acc_scale, acc_zp, out_scale, out_zp, ab)
-    return qir.QLinear(tuple(qparts), acc_zp, lo, hi, qb, lut, in_bits=ab), out_scale, out_zp
-
-
-def _softmax_lut(scale, act_bits=8):
-    if act_bits == 16:
-        d = np.arange(qir.LUT16_SIZE) * 128  # read with interpolation at max - x in 0..65535
-        return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
-    d = np.arange(256)
-    return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
-
-
-def _softmax(name, scale, act_bits):
-    if act_bits == 16:
-        return qir.QSoftmax(name, _softmax_lut(scale, 16), 1.0 / 32768, 0, bits=16), 1.0 / 32768, 0
-    return qir.QSoftmax(name, _softmax_lut(scale)), 1.0 / 256, -128
-
 
 # --- the LMU memory: lmu_edge._quantization_memory (one function per realization) -----------------
 
@@ -321,12 +164,12 @@ def quantize(
     ``widen_db`` (16-bit activations, weights of at most 8 bits: the C target's int16x8 mode): where the
     graph's SQNR against the float model on the calibration data is below ``widen_db``, the fewest
     weight parts (:func:`weight_parts`) it takes to reach it get 16-bit weights (mixed precision, chosen
-    by :func:`lmu_edge.rounding.widen`; the metadata's ``widened`` names them). Where int8 weights
+    by :func:`lmu_edge.widening.widen`; the metadata's ``widened`` names them). Where int8 weights
     suffice nothing changes.
 
     With 8-bit activations (the C target's int8), ``widen_db`` instead gives the fewest layers (and the
     input: ``"input"``) 16-bit activations, and within them the fewest weight matrices 16-bit weights,
-    that reach it (:func:`lmu_edge.rounding.widen_activations`; the metadata's ``widened`` and ``widened_weights``);
+    that reach it (:func:`lmu_edge.widening.widen_activations`; the metadata's ``widened`` and ``widened_weights``);
     ``wide_layers`` (layer names and ``"input"``) sets the 16-bit layers without a search.
 
     Where that search still misses ``widen_db`` and ``widen_state`` holds (pass False for a ``state_bits``
@@ -355,18 +198,7 @@ def quantize(
     if not 8 <= int(state_bits) <= 32:
         raise QuantizationError(f"state_bits must be in 8..32, got {state_bits}")
     ab = int(activation_bits)
-    if widen_db is not None:
-        if int(weight_bits) > 8:
-            raise QuantizationError(
-                f"widen_db needs weight_bits <= 8 (it gives some of the 8-bit weights or activations 16 "
-                f"bits); got weight_bits={weight_bits}"
-            )
-        try:
-            ok = math.isfinite(float(widen_db))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise QuantizationError(f"widen_db must be a finite number of dB, got {widen_db!r}")
+    widening.check_widen_db(widen_db, weight_bits)
     if coeff_bits is not None and not 8 <= int(coeff_bits) <= 32:
         raise QuantizationError(f"coeff_bits must be in 8..32, got {coeff_bits}")
     x = load_array(calibration, "calibration") if not isinstance(calibration, np.ndarray) else calibration
@@ -379,7 +211,7 @@ def quantize(
     if weight_rounding not in ("auto", "gptq", "nearest"):
         raise QuantizationError(f"weight_rounding must be 'auto', 'gptq' or 'nearest', got {weight_rounding!r}")
     correct = ab == 16  # with 8-bit activations the correction helps as often as it hurts (compensated)
-    # 16-bit weights: rounding to nearest is plenty (and _bias_bits may narrow them after the rounding)
+    # 16-bit weights: rounding to nearest is plenty (and qlinear.bias_bits may narrow them after the rounding)
     if wb > 8 or weight_rounding == "nearest":
         tries = [False]
     else:
@@ -389,10 +221,7 @@ def quantize(
     compensated: dict = {}
     memo: dict = {}  # each weight part rounded once, whatever the set of 16-bit parts (rounding.compensate)
 
-    state = {"bits": sb}  # the LMU states' width: the search below may widen it to 32 bits
-
-    def build(use_gptq, wide=frozenset(), wide_acts=frozenset()):
-        sb = state["bits"]
+    def build(use_gptq, wide=frozenset(), wide_acts=frozenset(), sb=sb):  # sb: the LMU states' width
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if use_gptq or correct:
@@ -407,50 +236,10 @@ def quantize(
             )
         return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
-    def search():
-        built = [build(use_gptq) for use_gptq in tries]
-        sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
-        if widen_db is not None and ab == 16:
-            sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db))
-        elif widen_db is not None or wide_layers is not None:
-            use = next(t for t, b in zip(tries, built, strict=True) if b[1] is qg)
-            if wide_layers is not None:
-                names = {lay.name: i for i, lay in enumerate(graph.layers)}
-                unknown = sorted(set(wide_layers) - set(names) - {"input"})
-                if unknown or ab != 8:
-                    raise QuantizationError(
-                        f"wide_layers: {', '.join(map(repr, unknown))} is no layer of {graph.name!r}"
-                        if unknown
-                        else "wide_layers needs 8-bit activations"
-                    )
-                acts = frozenset(names[n] if n != "input" else "x" for n in wide_layers)
-                sqnr, qg, caught = build(use, frozenset(), acts)
-            elif widen_db is not None:
-                sqnr, qg, caught = widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db))
-        return built, sqnr, qg, caught
-
-    built, sqnr, qg, caught = search()
-    if (
-        widen_db is not None
-        and widen_state
-        and sqnr < float(widen_db)
-        and sb < 32
-        and any(isinstance(la, ir.LMU) for la in graph.layers)
-    ):
-        # widening weights and activations missed the target: the state may be what limits it (issue 52: a
-        # memory whose proven bound is 37x what calibration reaches keeps ~10 of 16 bits, 28 dB), so the
-        # same search with 32-bit states; kept where it does better on the calibration data
-        state["bits"] = 32
-        narrow_sqnr, narrow = sqnr, (built, sqnr, qg, caught)
-        built, sqnr, qg, caught = search()
-        if sqnr > narrow_sqnr:
-            qg = noted(qg, widened_state_bits=32, state_bits_sqnr_db={str(sb): float(narrow_sqnr), "32": float(sqnr)})
-        else:
-            built, sqnr, qg, caught = narrow
+    built, sqnr, qg, caught, used = widening.search(build, tries, graph, widen_db, wide_layers, ab, sb, widen_state)
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not sqnr >= GARBAGE_DB:
-        used = state["bits"]
         wider = f"; use more state bits (--state-bits {min(32, max(16, 2 * used))})" if used < 32 else ""
         warnings.warn(
             f"{graph.name!r}: the quantized graph is {sqnr:.1f} dB from the float model on the calibration data "
@@ -539,7 +328,7 @@ def _integer_graph(
             lay_info["activation_bits"] = ab
         if isinstance(layer, ir.Dense):
             act = layer.activation
-            lin, os_, oz = _linear(
+            lin, os_, oz = linear(
                 [(layer.kernel, s, zp, WIDE_BITS if (i, "kernel") in wide else wb, w_scales.get((i, "kernel")))],
                 layer.bias,
                 "linear" if act == "softmax" else act,
@@ -551,12 +340,12 @@ def _integer_graph(
             layers.append(qir.QDense(layer.name, lin, os_, oz))
             s, zp = os_, oz
             if act == "softmax":
-                sm, s, zp = _softmax(layer.name + "_softmax", s, ab)
+                sm, s, zp = softmax(layer.name + "_softmax", s, ab)
                 layers.append(sm)
         elif isinstance(layer, ir.BandConv):
             patch = np.asarray(layer.kernel).reshape(-1, layer.channels_out)  # rows (frame, band, channel)
             wbits = WIDE_BITS if (i, "kernel") in wide else wb
-            lin, os_, oz = _linear(
+            lin, os_, oz = linear(
                 [(patch, s, zp, wbits)], layer.bias, layer.activation, rec["pre"], rec["out"], layer.name, ab
             )
             q = (layer.bands, layer.kernel_t, layer.kernel_f, layer.pad_lo, layer.pad_hi, layer.pool)
@@ -564,12 +353,12 @@ def _integer_graph(
             s, zp = os_, oz
         elif isinstance(layer, ir.Activation):
             if layer.activation == "softmax":
-                sm, s, zp = _softmax(layer.name, s, ab)
+                sm, s, zp = softmax(layer.name, s, ab)
                 layers.append(sm)
             else:
-                os_, oz = _act_out(layer.activation, (s, zp), rec["out"], ab)
-                lut = _lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz, ab)
-                layers.append(qir.QLut(layer.name, lut, os_, oz, bits=ab))
+                os_, oz = act_out(layer.activation, (s, zp), rec["out"], ab)
+                table = lut(lambda v, act=layer.activation: reference.activation(act, v), s, zp, os_, oz, ab)
+                layers.append(qir.QLut(layer.name, table, os_, oz, bits=ab))
                 s, zp = os_, oz
         elif isinstance(layer, ir.TimePooling):
             os_, oz = qparams_bits(rec["out"][0], rec["out"][1], ab)
@@ -648,11 +437,9 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         parts = [(layer.hidden.kernel, s_z, z_z, wb["hidden"], w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
-            s_h, z_h = _act_out(act, qparams_bits(rec["pre"][0], rec["pre"][1], ab), rec["out"], ab)  # as _linear
+            s_h, z_h = act_out(act, qparams_bits(rec["pre"][0], rec["pre"][1], ab), rec["out"], ab)  # as linear
             parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb["recurrent_kernel"], None))
-        hidden, s_h, z_h = _linear(
-            parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab
-        )
+        hidden, s_h, z_h = linear(parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab)
     enc_scale = 2.0**-fu
     enc_parts = [(layer.input_encoders, s_x, zp_x, wb["input_encoders"], w_scales[0])]
     if layer.hidden_encoders is not None:
@@ -662,8 +449,8 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     qparts, s0 = [], None
     for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(enc_parts):
         if k == 0:
-            bits = _bias_bits(W, bits, s_in, layer.encoder_bias)
-        p, sw = _part(W, bits, s_in, zp_in, enc_scale, ab, *w_scale)
+            bits = bias_bits(W, bits, s_in, layer.encoder_bias)
+        p, sw = part(W, bits, s_in, zp_in, enc_scale, ab, *w_scale)
         qparts.append(p)
         s0 = s_in * sw if k == 0 else s0
     qb = None if layer.encoder_bias is None else np.round(np.asarray(layer.encoder_bias) / s0)

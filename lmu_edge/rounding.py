@@ -2,8 +2,9 @@
 
 :func:`lmu_edge.quantization.quantize` stores what this module decides: each weight matrix rounded to
 its symmetric per-output-channel grid, to nearest or by GPTQ (:func:`compensated`), the biases
-corrected for the rounding's mean, and with ``widen_db`` the fewest matrices given 16-bit weights
-(:func:`widen`). The TFLite target rounds its step model's weights with :func:`gptq` too.
+corrected for the rounding's mean; the parts a widening search gives 16-bit weights
+(:mod:`lmu_edge.widening`) are left as they are. The TFLite target rounds its step model's weights
+with :func:`gptq` too.
 """
 
 from __future__ import annotations
@@ -14,10 +15,6 @@ import numpy as np
 
 from . import ir
 
-#: int16x8 with ``widen_db``: the weight width of a part :func:`quantize` widens
-WIDE_BITS = 16
-#: ``widen_db``: a part is widened only when that lifts the calibration SQNR by at least this much
-WIDEN_MIN_GAIN_DB = 0.5
 #: the weight parts of an LMU layer, by field (a part's key is ``(layer index, field)``; a Dense layer's
 #: one part is ``"kernel"``); ``"hidden"`` and ``"recurrent_kernel"`` are the hidden cell's kernels
 LMU_PARTS = ("input_encoders", "hidden_encoders", "memory_encoders", "hidden", "recurrent_kernel")
@@ -187,7 +184,7 @@ def weight_parts(graph: ir.Graph) -> list:
 def compensate(graph, recs, weight_bits, use_gptq, correct_bias, wide=frozenset(), memo=None):
     """:func:`compensated`, and the per-channel scales of the weights it rounded by GPTQ:
     ``{(layer index, "kernel" | "input_encoders" | "hidden"): scales}`` (empty without ``use_gptq``).
-    The parts in ``wide`` (same keys) are left as they are: they get 16-bit weights (:func:`widen`).
+    The parts in ``wide`` (same keys) are left as they are: they get 16-bit weights (:func:`lmu_edge.widening.widen`).
     ``memo`` (a dict kept across calls on the same graph and ``recs``): each part is rounded once. A
     part's rounding depends on the float model's inputs to it alone, not on how the other parts are
     rounded, so the widening searches, which try many sets of 16-bit parts, round each matrix once (GPTQ
@@ -236,113 +233,3 @@ def compensate(graph, recs, weight_bits, use_gptq, correct_bias, wide=frozenset(
             layer = dataclasses.replace(layer, **ch)
         layers.append(layer)
     return graph.replace(layers=tuple(layers)), scales
-
-
-def widen(build, use_gptq, graph, start, target_db):
-    """:func:`lmu_edge.quantization.quantize`'s ``widen_db``: ``build(use_gptq, wide)`` builds the
-    integer graph with the parts ``wide`` 16-bit and returns ``(calibration SQNR, graph, warnings)``;
-    ``start`` is that of no part widened. Widening parts one at a time stalls where several int8 parts
-    share a feedback loop (none alone lifts the SQNR), so this goes the other way: every part 16-bit,
-    then, one at a time, the part whose int8 weights keep the SQNR highest goes back to int8, as long
-    as the SQNR stays at ``target_db`` (or, where 16-bit weights everywhere miss it, within
-    :data:`WIDEN_MIN_GAIN_DB` of what they reach)."""
-    keys = weight_parts(graph)
-    wide = frozenset(keys) if start[0] < target_db else frozenset()
-    best = build(use_gptq, wide) if wide else start
-    if best[0] < start[0] + WIDEN_MIN_GAIN_DB:
-        wide, best = frozenset(), start  # 16-bit weights do not help: int8 weights everywhere
-    floor = min(target_db, best[0] - WIDEN_MIN_GAIN_DB)
-    while wide:
-        trials = [(build(use_gptq, wide - {k}) if len(wide) > 1 else start, k) for k in sorted(wide)]
-        trial, key = max(trials, key=lambda t: t[0][0])
-        if trial[0] < floor:
-            break
-        best, wide = trial, wide - {key}
-    widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
-    return best[0], noted(best[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), best[2]
-
-
-def noted(qg, **fields):
-    """``qg`` with ``fields`` (what a widening search chose and why) added to its quantization metadata."""
-    meta = dict(qg.metadata)
-    meta["quantization"] = {**meta["quantization"], **fields}
-    return qg.replace(metadata=meta)
-
-
-def narrow(candidates, score, target_db: float) -> tuple:
-    """Mixed precision for a target whose model is costly to run (ONNX Runtime, LiteRT): the fewest of
-    ``candidates`` (tensors or operators) at 16 bits that lift ``score(wide)`` (an SQNR in dB on the
-    calibration data, ``wide`` a frozenset of candidates at 16 bits) to ``target_db``, or within
-    :data:`WIDEN_MIN_GAIN_DB` of every candidate at 16 bits where that misses it. Returns ``(wide,
-    its score, the score with none wide)``.
-
-    Each candidate is scored by the SQNR with every other candidate 16-bit and it alone 8-bit; then,
-    from the one whose 8 bits cost least, candidates go back to 8 bits one at a time wherever the SQNR
-    stays at the goal, in passes until none can (so that no widened candidate alone could be 8-bit):
-    about 2N + 2W runs of the model for N candidates and W widened, not the N^2 of :func:`widen`'s full
-    backward elimination, which a runtime's per-run cost makes too slow."""
-    candidates = list(candidates)
-    start = score(frozenset())
-    if start >= target_db or not candidates:
-        return frozenset(), start, start
-    wide = frozenset(candidates)
-    best = score(wide)
-    if best < start + WIDEN_MIN_GAIN_DB:
-        return frozenset(), start, start  # 16 bits do not help
-    goal = min(target_db, best - WIDEN_MIN_GAIN_DB)
-    alone = {n: score(wide - {n}) for n in candidates}
-    order = sorted(candidates, key=lambda n: -alone[n])
-    narrowed = True
-    while narrowed:  # until no widened candidate alone can go back to 8 bits (usually two passes)
-        narrowed = False
-        for n in [n for n in order if n in wide]:
-            trial = score(wide - {n})
-            if trial >= goal:
-                wide, best, narrowed = wide - {n}, trial, True
-    return wide, best, start
-
-
-def widen_db_option(v, target: str, default: float):
-    """A target's ``widen_db`` option checked: a finite number of dB, or None (no widening)."""
-    from .errors import QuantizationError
-
-    if v is None:
-        return None
-    try:
-        ok = not isinstance(v, bool) and bool(np.isfinite(float(v)))
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise QuantizationError(
-            f"{target}: widen_db={v!r} is not a number of dB: give the calibration SQNR int8 should reach "
-            f"(default {default:g}) or null to widen nothing to 16 bits"
-        )
-    return float(v)
-
-
-def widen_activations(build, use_gptq, graph, start, target_db):
-    """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
-    misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
-    or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
-    (:func:`narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
-    help with its neighbour's, as a feedback loop's weights do)."""
-    runs: dict = {(frozenset(), frozenset()): start}
-
-    def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
-        acts = frozenset(c for c in wide if not isinstance(c, tuple))
-        return acts, frozenset(c for c in wide if isinstance(c, tuple) and c[0] in acts)
-
-    def score(wide):
-        acts, parts = key = split(wide)
-        if key not in runs:
-            runs[key] = build(use_gptq, parts, acts)
-        return runs[key][0]
-
-    cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
-    wide, _, first = narrow(cands, score, target_db)
-    acts, parts = split(wide)
-    sqnr, qg, caught = runs[acts, parts]
-    widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
-    weights = [f"{graph.layers[i].name}.{f}" for i, f in weight_parts(graph) if (i, f) in parts]
-    qg = noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
-    return sqnr, qg, caught

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from lmu_edge import ir
-from lmu_edge.quantization import RANGE16_HEADROOM
+from lmu_edge.qlinear import RANGE16_HEADROOM
 from lmu_edge.registry import require
 
 from ._floatstep import FloatStep

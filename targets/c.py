@@ -105,7 +105,7 @@ _need = toolchain.need
 def widen_db_for(quantize: str, options: dict):
     """The ``quantize(widen_db=)`` of a mode and options: the mode's :data:`WIDEN_DB` for ``"auto"``
     (None where ``weight_bits`` is given: an explicit width is kept), else the option's number or None."""
-    from ..rounding import widen_db_option
+    from ..widening import widen_db_option
 
     v = options.get("widen_db", "auto")
     if v == "auto":

@@ -47,10 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from lmu_edge import reference, rounding
+from lmu_edge import reference, widening
 from lmu_edge.errors import ArtifactError
 from lmu_edge.metrics import relative_error, sqnr_db
-from lmu_edge.quantization import RANGE16_HEADROOM
+from lmu_edge.qlinear import RANGE16_HEADROOM
 from lmu_edge.registry import require
 
 from . import _stepplan
@@ -404,14 +404,14 @@ def _sqnr(graph, plan, qdq, x, ref) -> float:
 
 def widen(graph, plan, cal: Calibration, x, target_db: float) -> tuple:
     """Mixed precision: the fewest activations and weight matrices made 16-bit that lift the QDQ
-    model's SQNR on ``x`` to ``target_db`` (:func:`lmu_edge.rounding.narrow`). Returns ``(widened, sqnr
+    model's SQNR on ``x`` to ``target_db`` (:func:`lmu_edge.widening.narrow`). Returns ``(widened, sqnr
     of the result, sqnr with none widened)``."""
     ref = reference.simulate(graph, x)
-    return rounding.narrow(cal.candidates, lambda wide: _sqnr(graph, plan, cal.qdq(wide), x, ref), target_db)
+    return widening.narrow(cal.candidates, lambda wide: _sqnr(graph, plan, cal.qdq(wide), x, ref), target_db)
 
 
 def _widen_db(v):
-    return rounding.widen_db_option(v, "onnx", WIDEN_DB)
+    return widening.widen_db_option(v, "onnx", WIDEN_DB)
 
 
 def emit(graph, out_dir, options) -> dict:

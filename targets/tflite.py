@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from lmu_edge import reference, rounding
+from lmu_edge import reference, widening
 from lmu_edge.errors import ArtifactError, QuantizationError
 from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
@@ -160,7 +160,7 @@ def _stream_error(model_bytes: bytes, io, graph, x: np.ndarray, spec=None) -> tu
 
 def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
     """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest
-    more operators taken into the int16 path (:func:`lmu_edge.rounding.narrow`) that lift it there.
+    more operators taken into the int16 path (:func:`lmu_edge.widening.narrow`) that lift it there.
     Returns ``(model, {"widened": [...], "int8_sqnr_db": ...} or {})``."""
     from . import _tflite_mixed, _tflite_tflm
 
@@ -180,7 +180,7 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen) -> tuple:
         m = build(wide)
         return _stream_error(m, None, widen["graph"], widen["x"], plan.spec)[1]
 
-    wide, _, start = rounding.narrow(cands, score, widen["db"])
+    wide, _, start = widening.narrow(cands, score, widen["db"])
     info = {"widen_db": widen["db"], "int8_sqnr_db": start, "widened": [v for k, v in cands.items() if k in wide]}
     return build(wide), info
 
@@ -209,7 +209,7 @@ def _widen_x(options, cal):
 
 
 def _widen_db(v):
-    return rounding.widen_db_option(v, "tflite", WIDEN_DB)
+    return widening.widen_db_option(v, "tflite", WIDEN_DB)
 
 
 def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bool = False, widen=None) -> tuple:

@@ -12,7 +12,7 @@ import lmu_edge
 from lmu_edge import intsim, ir, qir
 from lmu_edge.errors import QuantizationError
 from lmu_edge.metrics import sqnr_db
-from lmu_edge.quantization import qparams
+from lmu_edge.qlinear import qparams
 
 
 @pytest.fixture
@@ -108,10 +108,10 @@ def test_int8_tanh_and_sigmoid_outputs_span_what_their_table_reaches(act, pre, m
     # (a fixed scale would fail `most`), and never clipped (a scale from the calibrated output would clip
     # the table's ends: every entry must be f of its input to half an output LSB)
     from lmu_edge import reference
-    from lmu_edge.quantization import _linear
+    from lmu_edge.qlinear import linear
 
     rng = np.random.default_rng(3)
-    lin, s_out, zp_out = _linear([(rng.normal(size=(4, 3)), 0.01, 0, 8)], None, act, pre, (0.0, 0.0), "t")
+    lin, s_out, zp_out = linear([(rng.normal(size=(4, 3)), 0.01, 0, 8)], None, act, pre, (0.0, 0.0), "t")
     s_in, zp_in = qparams(*pre)
     x = s_in * (np.arange(-128, 128) - zp_in)
     err = np.abs(s_out * (lin.lut.astype(np.float64) - zp_out) - reference.activation(act, x))
@@ -404,11 +404,11 @@ def test_widen_db_reaches_through_a_feedback_loop_and_leaves_good_models_alone()
 
 
 def test_narrow_puts_back_what_a_later_narrowing_frees():
-    """rounding.narrow (ONNX and TFLite int8): candidates go back to 8 bits in passes until none can. A
+    """widening.narrow (ONNX and TFLite int8): candidates go back to 8 bits in passes until none can. A
     quantized model's SQNR is not monotone in which tensors are 16-bit (rounding errors cancel), so a
     candidate kept 16-bit early in a pass may go back to 8 bits once a later one has: here c (8-bit
     with a, d 16-bit: 30 dB) goes back once a has (d alone: 36.5 dB). One pass would keep {c, d}."""
-    from lmu_edge import rounding
+    from lmu_edge import widening
 
     sqnr = {"": 20.0, "abcd": 40.0, "acd": 39.0, "abd": 38.0, "bcd": 37.0, "abc": 30.0}
     sqnr.update({"ad": 30.0, "cd": 37.0, "c": 30.0, "d": 36.5})
@@ -418,11 +418,11 @@ def test_narrow_puts_back_what_a_later_narrowing_frees():
         calls.append("".join(sorted(wide)))
         return sqnr["".join(sorted(wide))]
 
-    wide, best, start = rounding.narrow("abcd", score, 36.0)
+    wide, best, start = widening.narrow("abcd", score, 36.0)
     assert (wide, best, start) == (frozenset("d"), 36.5, 20.0), calls
     # at the target with nothing 16-bit: one run, nothing widened; 16 bits that do not help: none
-    assert rounding.narrow("ab", lambda w: 37.0, 36.0) == (frozenset(), 37.0, 37.0)
-    assert rounding.narrow("ab", lambda w: 20.0 + 0.2 * len(w), 36.0) == (frozenset(), 20.0, 20.0)
+    assert widening.narrow("ab", lambda w: 37.0, 36.0) == (frozenset(), 37.0, 37.0)
+    assert widening.narrow("ab", lambda w: 20.0 + 0.2 * len(w), 36.0) == (frozenset(), 20.0, 20.0)
 
 
 def _bands(rng):

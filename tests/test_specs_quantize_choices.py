@@ -1,7 +1,8 @@
-"""Specifications of the quantizer's choices that the generated mutants of lmu_edge/quantization.py,
-lmu_edge/_quantization_memory.py and lmu_edge/rounding.py found unchecked (docs/testing.md, "Generated
-mutants"): cosmic-ray changed an operator or a constant and the covering tests still passed. Each test
-states the rule it checks and computes it from the rule, not from the quantizer's own helpers."""
+"""Specifications of the quantizer's choices that the generated mutants of lmu_edge/quantization.py (since
+split into qlinear.py and widening.py), lmu_edge/_quantization_memory.py and lmu_edge/rounding.py found
+unchecked (docs/testing.md, "Generated mutants"): cosmic-ray changed an operator or a constant and the
+covering tests still passed. Each test states the rule it checks and computes it from the rule, not from
+the quantizer's own helpers."""
 
 import math
 import warnings
@@ -79,15 +80,15 @@ def test_a_16x8_bias_is_stored_up_to_the_int32_range_and_refused_past_it(bias):
     """Spec: a 16x8 layer's bias, rounded at its accumulator scale (here 1: a weight of 127 at 8 bits and an
     input scale of 1), is stored exactly while its magnitude is at most 2^31 - 1 and refused past it (never
     clipped into int32)."""
-    from lmu_edge.quantization import _linear
+    from lmu_edge.qlinear import linear
 
     part = [(np.array([[127.0]]), 1.0, 0, 8)]
     if abs(bias) <= 2**31 - 1:
-        lin, _, _ = _linear(part, np.array([bias]), "linear", (-1.0, 1.0), (-1.0, 1.0), "t", 16)
+        lin, _, _ = linear(part, np.array([bias]), "linear", (-1.0, 1.0), (-1.0, 1.0), "t", 16)
         assert int(lin.bias[0]) == int(bias)
     else:
         with pytest.raises(QuantizationError, match="bias does not fit int32"):
-            _linear(part, np.array([bias]), "linear", (-1.0, 1.0), (-1.0, 1.0), "t", 16)
+            linear(part, np.array([bias]), "linear", (-1.0, 1.0), (-1.0, 1.0), "t", 16)
 
 
 @pytest.mark.parametrize("realization", ["zoh", "rk4", "fir", "pade"])
@@ -127,14 +128,14 @@ def test_a_16_bit_layer_takes_fewer_inputs_than_its_accumulator_bound():
     """Spec: with 16-bit activations and 16-bit weights, |acc| <= n 2^15 (2^15 - 1) must stay below 2^47, so a
     layer takes at most 2^16 - 1 inputs: n = 2^16 inputs is refused, 2^16 - 1 accepted, and the output
     count does not enter (2^16 outputs of one input are accepted)."""
-    from lmu_edge.quantization import _part
+    from lmu_edge.qlinear import part
 
     rng = np.random.default_rng(11)
     n = 1 << 16
-    _part(rng.standard_normal((n - 1, 1)), 16, 0.01, 0, 0.01, act_bits=16)
-    _part(rng.standard_normal((1, n)), 16, 0.01, 0, 0.01, act_bits=16)
+    part(rng.standard_normal((n - 1, 1)), 16, 0.01, 0, 0.01, act_bits=16)
+    part(rng.standard_normal((1, n)), 16, 0.01, 0, 0.01, act_bits=16)
     with pytest.raises(QuantizationError, match=f"fewer than {n} inputs"):
-        _part(rng.standard_normal((n, 1)), 16, 0.01, 0, 0.01, act_bits=16)
+        part(rng.standard_normal((n, 1)), 16, 0.01, 0, 0.01, act_bits=16)
 
 
 @pytest.mark.parametrize("bits, floor_8, floor_16", [(16, 30.0, 45.0), (32, 30.0, 45.0)])

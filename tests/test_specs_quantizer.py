@@ -1,6 +1,6 @@
 """Exact specifications of the quantizer's decisions, as properties over their whole input domain:
 
-- an activation's zero point and scale (quantization.qparams / qparams_bits) put both calibrated ends of
+- an activation's zero point and scale (qlinear.qparams / qparams_bits) put both calibrated ends of
   the range on the grid within half an LSB after saturation: a zero point floored instead of rounded moves
   the minimum's integer one step out of range, where it saturates with up to a whole LSB of error;
 - the fractional bits of stored coefficients (_quantization_memory.coeff_frac) keep every rounded
@@ -14,7 +14,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lmu_edge import ir
-from lmu_edge import quantization as qz
+from lmu_edge import qlinear as qz
 from lmu_edge._quantization_memory import Calibrated, coeff_frac, fir_memory
 from lmu_edge.fixedpoint import FixedType
 

@@ -409,15 +409,15 @@ def test_mbqm16_is_the_rounded_product_with_a_16_bit_multiplier():
 
 @pytest.mark.parametrize("act", ["tanh", "sigmoid"])
 def test_int16_activation_tables_are_within_one_lsb_everywhere(act):
-    from lmu_edge import qir, quantization, reference
+    from lmu_edge import qir, qlinear, reference
 
     # a pre-activation range wider than the cap: the table covers +-cap
-    lin, s_out, zp = quantization._linear(
+    lin, s_out, zp = qlinear.linear(
         [(np.eye(2), 1.0 / 32767, 0, 8)], None, act, (-20.0, 20.0), (-1.0, 1.0), "t", 16
     )
     assert zp == 0 and s_out == 1.0 / 32768 and lin.lut.shape == (qir.LUT16_SIZE,)
     x = np.arange(-32768, 32768)
-    acc_scale = quantization._LUT16_CAP[act] / 32767
+    acc_scale = qlinear._LUT16_CAP[act] / 32767
     y = qir.lut16(lin.lut, x)
     exact = reference.activation(act, x * acc_scale) * 32768
     err = np.max(np.abs(y - np.minimum(exact, 32767)))
@@ -740,17 +740,17 @@ def test_int16_weights_are_refused_with_8_bit_activations(tmp_path):
 def test_a_bias_too_large_for_16_bit_weights_keeps_fewer_weight_bits():
     # the int32 bias at the first part's scale, |b| qmax / (in_scale max|w|), must fit: a bias that leaves
     # room for qmax <= 600 keeps 10 weight bits (qmax 511; 11 bits, qmax 1023, would overflow)
-    from lmu_edge import quantization
+    from lmu_edge import qlinear
 
     W = np.array([[0.5, -0.25], [0.125, 1.0]])  # column maxima 0.5 and 1.0
     s_in = 1.0 / 32767
-    assert quantization._bias_bits(W, 16, s_in, np.array([0.0, 1e-3])) == 16
-    assert quantization._bias_bits(W, 16, s_in, None) == 16
+    assert qlinear.bias_bits(W, 16, s_in, np.array([0.0, 1e-3])) == 16
+    assert qlinear.bias_bits(W, 16, s_in, None) == 16
     big = np.array([0.0, (2**31 - 1) * s_in * 1.0 / 600])
-    assert quantization._bias_bits(W, 16, s_in, big) == 10
-    assert quantization._bias_bits(W, 16, s_in, big[::-1] * 0.5) == 10  # column 0: max|w| 0.5, half the bias
-    assert quantization._bias_bits(W, 8, s_in, big * 1e9) == 8  # 8 bits and below are left alone
-    lin, _, _ = quantization._linear([(W, s_in, 0, 16)], big, "linear", (-1, 1), (-1, 1), "t", 16)
+    assert qlinear.bias_bits(W, 16, s_in, big) == 10
+    assert qlinear.bias_bits(W, 16, s_in, big[::-1] * 0.5) == 10  # column 0: max|w| 0.5, half the bias
+    assert qlinear.bias_bits(W, 8, s_in, big * 1e9) == 8  # 8 bits and below are left alone
+    lin, _, _ = qlinear.linear([(W, s_in, 0, 16)], big, "linear", (-1, 1), (-1, 1), "t", 16)
     assert int(np.abs(lin.parts[0].kernel).max()) == 511 and int(np.abs(lin.bias).max()) < 2**31
 
 

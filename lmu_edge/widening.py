@@ -1,0 +1,208 @@
+"""Mixed precision: which weights, activations and LMU states get 16 (or 32) bits, and why.
+
+Every widening search lives here. :func:`search` is :func:`lmu_edge.quantization.quantize`'s: with
+16-bit activations (the C target's int16x8) :func:`widen` gives the fewest weight matrices 16-bit
+weights that lift the calibration SQNR to ``widen_db``; with 8-bit activations (C int8)
+:func:`widen_activations` gives the fewest layers 16-bit activations (and, within them, weights); where
+both miss it, 32-bit LMU states are tried. :func:`narrow` is the search for targets whose model is
+costly to run (ONNX Runtime, LiteRT), and :func:`widen_db_option` checks their ``widen_db`` option.
+The weight rounding each candidate is built with is :mod:`lmu_edge.rounding`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from . import ir
+from .errors import QuantizationError
+from .rounding import weight_parts
+
+#: int16x8 with ``widen_db``: the weight width of a part :func:`widen` widens
+WIDE_BITS = 16
+#: ``widen_db``: a part is widened only when that lifts the calibration SQNR by at least this much
+WIDEN_MIN_GAIN_DB = 0.5
+
+
+def check_widen_db(widen_db, weight_bits) -> None:
+    """Refuse, in one line, a ``widen_db`` for :func:`lmu_edge.quantization.quantize` that is not a finite
+    number of dB, or one given with more than 8 weight bits (there is nothing left to widen)."""
+    if widen_db is None:
+        return
+    if int(weight_bits) > 8:
+        raise QuantizationError(
+            f"widen_db needs weight_bits <= 8 (it gives some of the 8-bit weights or activations 16 "
+            f"bits); got weight_bits={weight_bits}"
+        )
+    try:
+        ok = math.isfinite(float(widen_db))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise QuantizationError(f"widen_db must be a finite number of dB, got {widen_db!r}")
+
+
+def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_state):
+    """:func:`lmu_edge.quantization.quantize`'s mixed-precision search: ``build_at(use_gptq, wide, wide_acts,
+    sb=state bits)`` builds the integer graph and returns ``(calibration SQNR, graph, warnings)``; ``tries``
+    are the weight roundings to build (GPTQ or not), the best kept. With ``widen_db``: :func:`widen`
+    (16-bit activations) or :func:`widen_activations` (8-bit); ``wide_layers`` sets the 16-bit layers
+    without a search. Where that misses ``widen_db`` and ``widen_state`` holds, the same search with
+    32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
+    tried last)``; ``built`` holds one result per entry of ``tries``."""
+
+    def _at(bits):
+        build = functools.partial(build_at, sb=bits)
+        built = [build(use_gptq) for use_gptq in tries]
+        sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
+        if widen_db is not None and ab == 16:
+            sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db))
+        elif widen_db is not None or wide_layers is not None:
+            use = next(t for t, b in zip(tries, built, strict=True) if b[1] is qg)
+            if wide_layers is not None:
+                names = {lay.name: i for i, lay in enumerate(graph.layers)}
+                unknown = sorted(set(wide_layers) - set(names) - {"input"})
+                if unknown or ab != 8:
+                    raise QuantizationError(
+                        f"wide_layers: {', '.join(map(repr, unknown))} is no layer of {graph.name!r}"
+                        if unknown
+                        else "wide_layers needs 8-bit activations"
+                    )
+                acts = frozenset(names[n] if n != "input" else "x" for n in wide_layers)
+                sqnr, qg, caught = build(use, frozenset(), acts)
+            elif widen_db is not None:
+                sqnr, qg, caught = widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db))
+        return built, sqnr, qg, caught
+
+    built, sqnr, qg, caught = _at(state_bits)
+    used = state_bits
+    if (
+        widen_db is not None
+        and widen_state
+        and sqnr < float(widen_db)
+        and state_bits < 32
+        and any(isinstance(la, ir.LMU) for la in graph.layers)
+    ):
+        # widening weights and activations missed the target: the state may be what limits it (issue 52: a
+        # memory whose proven bound is 37x what calibration reaches keeps ~10 of 16 bits, 28 dB), so the
+        # same search with 32-bit states; kept where it does better on the calibration data
+        used = 32  # (also when the narrower states are kept: the warning below names it, as before)
+        narrow_sqnr, narrow = sqnr, (built, sqnr, qg, caught)
+        built, sqnr, qg, caught = _at(32)
+        if sqnr > narrow_sqnr:
+            qg = noted(
+                qg, widened_state_bits=32, state_bits_sqnr_db={str(state_bits): float(narrow_sqnr), "32": float(sqnr)}
+            )
+        else:
+            built, sqnr, qg, caught = narrow
+    return built, sqnr, qg, caught, used
+
+
+def widen(build, use_gptq, graph, start, target_db):
+    """:func:`lmu_edge.quantization.quantize`'s ``widen_db``: ``build(use_gptq, wide)`` builds the
+    integer graph with the parts ``wide`` 16-bit and returns ``(calibration SQNR, graph, warnings)``;
+    ``start`` is that of no part widened. Widening parts one at a time stalls where several int8 parts
+    share a feedback loop (none alone lifts the SQNR), so this goes the other way: every part 16-bit,
+    then, one at a time, the part whose int8 weights keep the SQNR highest goes back to int8, as long
+    as the SQNR stays at ``target_db`` (or, where 16-bit weights everywhere miss it, within
+    :data:`WIDEN_MIN_GAIN_DB` of what they reach)."""
+    keys = weight_parts(graph)
+    wide = frozenset(keys) if start[0] < target_db else frozenset()
+    best = build(use_gptq, wide) if wide else start
+    if best[0] < start[0] + WIDEN_MIN_GAIN_DB:
+        wide, best = frozenset(), start  # 16-bit weights do not help: int8 weights everywhere
+    floor = min(target_db, best[0] - WIDEN_MIN_GAIN_DB)
+    while wide:
+        trials = [(build(use_gptq, wide - {k}) if len(wide) > 1 else start, k) for k in sorted(wide)]
+        trial, key = max(trials, key=lambda t: t[0][0])
+        if trial[0] < floor:
+            break
+        best, wide = trial, wide - {key}
+    widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
+    return best[0], noted(best[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), best[2]
+
+
+def noted(qg, **fields):
+    """``qg`` with ``fields`` (what a widening search chose and why) added to its quantization metadata."""
+    meta = dict(qg.metadata)
+    meta["quantization"] = {**meta["quantization"], **fields}
+    return qg.replace(metadata=meta)
+
+
+def narrow(candidates, score, target_db: float) -> tuple:
+    """Mixed precision for a target whose model is costly to run (ONNX Runtime, LiteRT): the fewest of
+    ``candidates`` (tensors or operators) at 16 bits that lift ``score(wide)`` (an SQNR in dB on the
+    calibration data, ``wide`` a frozenset of candidates at 16 bits) to ``target_db``, or within
+    :data:`WIDEN_MIN_GAIN_DB` of every candidate at 16 bits where that misses it. Returns ``(wide,
+    its score, the score with none wide)``.
+
+    Each candidate is scored by the SQNR with every other candidate 16-bit and it alone 8-bit; then,
+    from the one whose 8 bits cost least, candidates go back to 8 bits one at a time wherever the SQNR
+    stays at the goal, in passes until none can (so that no widened candidate alone could be 8-bit):
+    about 2N + 2W runs of the model for N candidates and W widened, not the N^2 of :func:`widen`'s full
+    backward elimination, which a runtime's per-run cost makes too slow."""
+    candidates = list(candidates)
+    start = score(frozenset())
+    if start >= target_db or not candidates:
+        return frozenset(), start, start
+    wide = frozenset(candidates)
+    best = score(wide)
+    if best < start + WIDEN_MIN_GAIN_DB:
+        return frozenset(), start, start  # 16 bits do not help
+    goal = min(target_db, best - WIDEN_MIN_GAIN_DB)
+    alone = {n: score(wide - {n}) for n in candidates}
+    order = sorted(candidates, key=lambda n: -alone[n])
+    narrowed = True
+    while narrowed:  # until no widened candidate alone can go back to 8 bits (usually two passes)
+        narrowed = False
+        for n in [n for n in order if n in wide]:
+            trial = score(wide - {n})
+            if trial >= goal:
+                wide, best, narrowed = wide - {n}, trial, True
+    return wide, best, start
+
+
+def widen_db_option(v, target: str, default: float):
+    """A target's ``widen_db`` option checked: a finite number of dB, or None (no widening)."""
+    if v is None:
+        return None
+    try:
+        ok = not isinstance(v, bool) and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise QuantizationError(
+            f"{target}: widen_db={v!r} is not a number of dB: give the calibration SQNR int8 should reach "
+            f"(default {default:g}) or null to widen nothing to 16 bits"
+        )
+    return float(v)
+
+
+def widen_activations(build, use_gptq, graph, start, target_db):
+    """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
+    misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
+    or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
+    (:func:`narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
+    help with its neighbour's, as a feedback loop's weights do)."""
+    runs: dict = {(frozenset(), frozenset()): start}
+
+    def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
+        acts = frozenset(c for c in wide if not isinstance(c, tuple))
+        return acts, frozenset(c for c in wide if isinstance(c, tuple) and c[0] in acts)
+
+    def score(wide):
+        acts, parts = key = split(wide)
+        if key not in runs:
+            runs[key] = build(use_gptq, parts, acts)
+        return runs[key][0]
+
+    cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
+    wide, _, first = narrow(cands, score, target_db)
+    acts, parts = split(wide)
+    sqnr, qg, caught = runs[acts, parts]
+    widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
+    weights = [f"{graph.layers[i].name}.{f}" for i, f in weight_parts(graph) if (i, f) in parts]
+    qg = noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
+    return sqnr, qg, caught
