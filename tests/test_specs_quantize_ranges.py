@@ -54,3 +54,48 @@ def test_l1_gains_sum_the_noise_exactly_up_to_q3_horizon_4e9_and_bound_it_past(q
     g, n = l1_gains(np.eye(q) / 2, np.ones(q), horizon)
     assert g == pytest.approx(2.0, rel=1e-9)
     assert n == pytest.approx(2.0 if exact else 2 * np.sqrt(q), rel=1e-9)
+
+
+def test_a_widened_state_is_recorded_at_the_width_it_has():
+    """Spec (``widen_db`` past what 16-bit states reach): the state is widened to 32 bits, and the metadata's
+    ``widened_state_bits`` and ``state_bits`` name the width the LMU's state type has."""
+    rng = np.random.default_rng(15)
+    g = lmu_edge.fold(chain(rng, q=8, theta=60.0))
+    x = rng.standard_normal((2, 200, 2))
+    qg = lmu_edge.quantize(g, x, activation_bits=16, widen_db=90.0)
+    info = qg.metadata["quantization"]
+    widths = {layer.state_type.width for layer in qg.layers if isinstance(layer, qir.QLMU)}
+    assert info["widened_state_bits"] == info["state_bits"] == 32 and widths == {32}
+    assert info["state_bits_sqnr_db"]["32"] > info["state_bits_sqnr_db"]["16"]
+
+
+def test_an_int16_output_converted_to_int8_takes_the_calibrated_range():
+    """Spec (an int8 graph with a 16-bit last layer): the conversion back to int8 gets the int8 scale of the
+    float output's calibrated range, 0 included ((hi - lo) / 255), and the multiplier from the int16 scale to
+    it, within 2^-31 relative."""
+    rng = np.random.default_rng(14)
+    g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
+    x = rng.standard_normal((2, 30, 2))
+    qg = lmu_edge.quantize(g, x, wide_layers=[g.layers[-1].name])
+    assert isinstance(qg.layers[-1], qir.QConvert) and qg.layers[-1].bits == 8
+    before, conv = qg.layers[-2], qg.layers[-1]
+    y = lmu_edge.simulate(g, x)
+    lo, hi = min(float(y.min()), 0.0), max(float(y.max()), 0.0)
+    assert conv.out_scale == pytest.approx((hi - lo) / 255, rel=1e-9)
+    real = before.out_scale / conv.out_scale
+    assert abs(conv.multiplier * 2.0 ** (conv.shift - 31) - real) <= real * 2.0**-31
+
+
+def test_a_fir_memory_error_is_its_stored_taps_relative_error():
+    """Spec: a FIR memory's recorded ``memory_error`` is max |Kq 2^-frac - K| / max |K| over its stored taps
+    Kq against the float kernel K: at most half an LSB over the peak."""
+    rng = np.random.default_rng(16)
+    g = lmu_edge.fold(chain(rng, q=6, theta=10.0), "fir")
+    x = rng.standard_normal((2, 40, 2))
+    qg = lmu_edge.quantize(g, x)
+    K = np.asarray(next(layer for layer in g.layers if hasattr(layer, "memory")).memory.kernel, np.float64)
+    mem = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU)).memory
+    info = next(layer for layer in qg.metadata["quantization"]["layers"] if layer["type"] == "lmu")
+    want = np.max(np.abs(mem.kernel * 2.0**-mem.kernel_frac - K)) / np.max(np.abs(K))
+    assert info["memory_error"] == pytest.approx(want, rel=1e-12, abs=0)
+    assert 0 < want <= 2.0 ** -(mem.kernel_frac + 1) / np.max(np.abs(K))
