@@ -99,3 +99,20 @@ def test_a_fir_memory_error_is_its_stored_taps_relative_error():
     want = np.max(np.abs(mem.kernel * 2.0**-mem.kernel_frac - K)) / np.max(np.abs(K))
     assert info["memory_error"] == pytest.approx(want, rel=1e-12, abs=0)
     assert 0 < want <= 2.0 ** -(mem.kernel_frac + 1) / np.max(np.abs(K))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_gptq_keeping_peaks_puts_each_channels_largest_weight_at_qmax_steps(bits):
+    """Spec (``rounding.gptq(..., keep_peaks=True)``, what TFLite's converter needs): every stored weight is an
+    integer number of its channel's chosen scale within +-qmax, and each channel's largest stored weight is
+    exactly qmax of them, so max |Q| / qmax gives the scale back."""
+    from lmu_edge.rounding import gptq
+
+    rng = np.random.default_rng(17)
+    W = rng.standard_normal((12, 5))
+    x = rng.standard_normal((200, 12)) + 0.3
+    Q, scale = gptq(W, (x.T @ x, x.sum(axis=0), len(x)), bits, True, keep_peaks=True)
+    qmax = 2 ** (bits - 1) - 1
+    steps = Q / scale
+    assert np.all(np.abs(steps - np.round(steps)) < 1e-9) and np.abs(np.round(steps)).max() <= qmax
+    assert np.allclose(np.abs(Q).max(axis=0), qmax * scale, rtol=1e-12, atol=0)
