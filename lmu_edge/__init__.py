@@ -14,7 +14,8 @@ The public API::
 from __future__ import annotations
 
 from . import errors, ir, lti
-from .artifact import Artifact, convert, open_artifact
+from .artifact import Artifact, open_artifact
+from .conversion import convert
 from .errors import LmuEdgeError
 from .folding import candidates, fold
 from .irfile import save

@@ -207,7 +207,7 @@ def probe_note(graph: ir.Graph) -> str:
 
 def verify_shape(graph: ir.Graph, cal=None) -> tuple[int, int]:
     """``(N, T)`` a conversion verifies ``graph`` on: the calibration data, else the seeded probe
-    (:func:`lmu_edge.artifact._probe_input`: :data:`PROBE_SEQUENCES` of :func:`probe_length` steps), without
+    (:func:`lmu_edge.conversion._probe_input`: :data:`PROBE_SEQUENCES` of :func:`probe_length` steps), without
     making it."""
     if cal is not None:
         return int(cal.shape[0]), int(cal.shape[1])

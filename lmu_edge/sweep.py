@@ -188,7 +188,7 @@ def _core(device: Optional[str]) -> str:
 def evaluate_point(model, point, x_cal, x_eval, y_ref, labels, device, src) -> dict:
     """Convert ``model`` at ``point`` (calibrated on ``x_cal``), run it on ``x_eval`` and measure it
     against ``y_ref`` (the float source model's outputs) and ``labels``. Runs where a worker runs it."""
-    from .artifact import convert
+    from .conversion import convert
     from .metrics import sqnr_db
     from .report import task_metric
 
