@@ -1,12 +1,15 @@
 """More quantizer specifications the generated mutants of lmu_edge/quantization.py found unchecked
 (docs/testing.md, "Generated mutants"): the int16 view of the state at states of negative fractional bits,
-and a widening target met exactly."""
+and a widening target met exactly; the memory quantizer's gains and coefficient fractions."""
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
 from graphs import chain
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import lmu_edge
 from lmu_edge import qir
@@ -116,3 +119,36 @@ def test_gptq_keeping_peaks_puts_each_channels_largest_weight_at_qmax_steps(bits
     steps = Q / scale
     assert np.all(np.abs(steps - np.round(steps)) < 1e-9) and np.abs(np.round(steps)).max() <= qmax
     assert np.allclose(np.abs(Q).max(axis=0), qmax * scale, rtol=1e-12, atol=0)
+
+
+def test_a_memory_no_input_reaches_has_zero_input_gain_and_a_finite_noise_gain():
+    """Spec: with B = 0 the input gain is 0 and the noise gain finite: summed, it does not depend on B (q = 4:
+    2 for A = I/2); bounded from the input gain (q = 400), it is that bound over max|B| taken as at least
+    1e-30 (0, never 0 / 0)."""
+    from lmu_edge._quantization_memory import l1_gains
+
+    assert l1_gains(np.eye(4) / 2, np.zeros(4), 64) == (0.0, pytest.approx(2.0, rel=1e-9))
+    assert l1_gains(np.eye(400) / 2, np.zeros(400), 64) == (0.0, 0.0)
+
+
+@settings(max_examples=200)
+@given(
+    peak=st.floats(min_value=2.0**-40, max_value=2.0**20, allow_subnormal=False),
+    bits=st.integers(min_value=8, max_value=32),
+)
+@example(peak=1.0, bits=16)
+@example(peak=0.0, bits=16)
+@example(peak=0.0, bits=32)
+def test_coeff_frac_is_the_most_fractional_bits_that_fit(peak, bits):
+    """Spec (``_quantization_memory.coeff_frac``): for a matrix of peak |c| > 0, the largest f with
+    |c| 2^f <= 2^(bits-1) - 1 (so f + 1 overflows); for an all-zero matrix, which any f stores exactly,
+    bits - 2 (the f of a peak in [1, 2))."""
+    from lmu_edge._quantization_memory import coeff_frac
+
+    C = np.array([[peak, -peak / 3], [0.0, peak / 7]])
+    f = coeff_frac(C, bits)
+    qmax = 2 ** (bits - 1) - 1
+    if peak == 0:
+        assert f == bits - 2
+    else:
+        assert Fraction(peak) * Fraction(2) ** f <= qmax < Fraction(peak) * Fraction(2) ** (f + 1)
