@@ -1,0 +1,50 @@
+"""Specifications of the C code generator's choices that the generated mutants of targets/c_codegen.py
+found unchecked (docs/testing.md, "Generated mutants"), read from the code it writes
+(``c_codegen.generate_int``)."""
+
+import re
+
+import numpy as np
+from graphs import chain
+
+import lmu_edge
+from lmu_edge import qir
+from lmu_edge.targets import c_codegen
+
+
+def _linears(qg) -> dict:
+    """The C symbol of every int8 fixed-point linear layer of ``qg`` and its ``QLinear``."""
+    out = {}
+    for i, layer in enumerate(qg.layers):
+        if isinstance(layer, qir.QDense):
+            out[f"p_l{i}_dense"] = layer.linear
+        elif isinstance(layer, qir.QLMU):
+            out[f"p_l{i}_enc"] = layer.encoder
+            if layer.hidden is not None:
+                out[f"p_l{i}_hidden"] = layer.hidden
+    return out
+
+
+def test_the_32_bit_fast_path_is_taken_exactly_where_the_accumulator_fits_30_bits():
+    """Spec (``lmu_qlinear30``): an int8 layer of one part with right shifts only takes the 32-bit fast path
+    (``.acc30 = 1``) iff every row's |bias| + max(127 - zp, zp + 128) sum |w| is below 2^30 and
+    |out_zp| < 2^30, which every int8 zero point is: a layer whose output zero point is -128 (a relu) too."""
+    rng = np.random.default_rng(18)
+    g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
+    qg = lmu_edge.quantize(g, rng.standard_normal((2, 30, 2)))
+    text = "\n".join(c_codegen.generate_int(qg, "p").objects)
+    structs = dict(re.findall(r"static const lmu_qlinear_t (\w+) = \{(.*?)\};", text, re.S))
+    linears = _linears(qg)
+    assert set(linears) <= set(structs) and len(linears) >= 3
+    zero_points = set()
+    for sym, q in linears.items():
+        body = structs[sym]
+        (part,) = q.parts
+        w = np.abs(np.asarray(part.kernel, np.int64)).sum(axis=0)
+        b = np.abs(np.asarray(q.bias, np.int64)) if q.bias is not None else 0
+        bound = int(np.max(b + max(127 - int(part.in_zp), int(part.in_zp) + 128) * w))
+        want = q.in_bits == 8 and ".right_shifts = 1" in body and bound < 2**30 and abs(int(q.out_zp)) < 2**30
+        assert (".acc30 = 1" in body) == want, sym
+        if want:
+            zero_points.add(int(q.out_zp))
+    assert -128 in zero_points  # the premise: a fast-path layer whose output zero point is far from 0
