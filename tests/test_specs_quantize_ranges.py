@@ -152,3 +152,23 @@ def test_coeff_frac_is_the_most_fractional_bits_that_fit(peak, bits):
         assert f == bits - 2
     else:
         assert Fraction(peak) * Fraction(2) ** f <= qmax < Fraction(peak) * Fraction(2) ** (f + 1)
+
+
+@pytest.mark.parametrize("bits", [8, 16, 24, 32])
+def test_rk_coefficients_take_the_bits_the_64_bit_sum_leaves(bits):
+    """Spec (Runge-Kutta memories): the substeps run with guard = max(0, min(8, 24 - bits)) extra fractional
+    bits; a sum of q + 1 products of a (bits + guard)-bit working value by a coefficient must fit 62 bits with
+    3 to spare, so the coefficients are stored in hb = min(31, 62 - (bits + guard + ceil(log2(q + 1)) + 3))
+    bits, at the most fractional bits that fit (one more would pass 2^(hb-1) - 1)."""
+    rng = np.random.default_rng(19)
+    q = 6
+    g = lmu_edge.fold(chain(rng, q=q, theta=10.0), "rk4", substeps=2, error_budget=1e-2)
+    x = rng.standard_normal((2, 40, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an 8-bit state is far from the float model: not checked here
+        qg = lmu_edge.quantize(g, x, state_bits=bits)
+    mem = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU)).memory
+    guard = max(0, min(8, 24 - bits))
+    hb = min(31, 62 - (bits + guard + int(np.ceil(np.log2(q + 1))) + 3))
+    top = int(np.max(np.abs(np.asarray(mem.hc, np.int64))))
+    assert mem.guard == guard and top <= 2 ** (hb - 1) - 1 < 2 * top + 1
