@@ -11,12 +11,12 @@ and count the bugs the suite catches.
     python scripts/mutate.py --address HOST:PORT   # on an existing Ray cluster (every node: same venv)
 
 Mutations come from tests/mutations.toml (hand-written: file, exact original snippet, replacement,
-covering tests) and from rules applied to every integer kernel of firmware_templates/lmu_runtime.h
-(arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds) and to the
-Cortex-M kernels of firmware_templates/lmu_kernels_arm.h. A Cortex-M kernel mutant is checked to compile
-for, and run by the tests on, a core that compiles its path: DSP lines on the Cortex-M4, Helium lines on
-the Cortex-M55 (QEMU; the host build never includes that header); the same holds for the sections of
-lmu_runtime.h under #if LMU_PATH_DSP / LMU_PATH_MVE / LMU_PATH_V6M (ARMv6-M lines on the Cortex-M0).
+covering tests) and from rules applied to every integer kernel of the C runtime's family headers
+(KERNEL_HEADERS: arithmetic operators, shift amounts, rounding constants, saturation bounds, loop bounds),
+their portable code and their Cortex-M kernels alike. A Cortex-M kernel mutant is checked to compile for,
+and run by the tests on, a core that compiles its path: DSP lines on the Cortex-M4, Helium lines on the
+Cortex-M55 (QEMU; the host build never compiles them), ARMv6-M lines on the Cortex-M0. The DSP and Helium
+kernels sit in ``#if LMU_PATH_ARM`` blocks (ids ``arm-...``), the rest is ``rt-...``.
 
 Each mutant is applied IN PLACE in the working tree (the package is installed editable from it, and
 converters/, targets/, firmware_templates/ are remapped into lmu_edge from there, so the mutated file
@@ -56,6 +56,22 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME = "firmware_templates/lmu_runtime.h"
+#: the family headers lmu_runtime.h includes that hold integer kernels (the rule mutants run over all of them)
+KERNEL_HEADERS = tuple(
+    f"firmware_templates/{name}.h"
+    for name in (
+        "lmu_config",
+        "lmu_fixedpoint",
+        "lmu_qlinear",
+        "lmu_requant",
+        "lmu_int16",
+        "lmu_memory",
+        "lmu_dense16_blocks",
+        "lmu_dense16",
+    )
+)
+#: every header of the runtime: a mutant of one is checked to compile before its tests run
+RUNTIME_HEADERS = (RUNTIME, *KERNEL_HEADERS, "firmware_templates/lmu_float.h")
 # host: fast (the one-rounding requantization is a DSP-path helper, checked on the host against lmu_mbqm32)
 C_TESTS = [
     "tests/test_firmware_runtime.py",
@@ -66,14 +82,14 @@ C_TESTS = [
     "not cortex",
 ]
 C_TESTS_M4 = [*C_TESTS[:-1], "not cortex or cortex-m4"]
-ARM_KERNELS = "firmware_templates/lmu_kernels_arm.h"
-#: kernel path of lmu_kernels_arm.h -> (the runtime whose core compiles it, the tests that run that path:
-#: the kernel-path tests and that core's matrix image, which holds the cases they lack, such as a 10-bit state)
+#: path of a DSP / Helium kernel (#if LMU_PATH_ARM) -> (the runtime whose core compiles it, the tests that run
+#: that path: the kernel-path tests and that core's matrix image, which holds the cases they lack, such as a
+#: 10-bit state)
 ARM_PATHS = {
     "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "dsp or cortex-m4"]),
     "mve": ("cortex-m55", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "helium or cortex-m55"]),
 }
-#: the Cortex-M-only sections of lmu_runtime.h (#if LMU_PATH_DSP / MVE / V6M) -> (the runtime whose core
+#: the Cortex-M-only sections of the portable code (#if LMU_PATH_DSP / MVE / V6M) -> (the runtime whose core
 #: compiles them, the kernel-path tests and that core's matrix image)
 RUNTIME_PATHS = {
     "dsp": ("cortex-m4", ["tests/test_kernels_arm.py", "tests/test_int_matrix.py", "-k", "dsp or cortex-m4"]),
@@ -99,19 +115,44 @@ RULES = [
 ]
 
 
+def arm_blocks(lines) -> list:
+    """``(start, end)`` of each ``#if LMU_PATH_ARM`` block of a family header: the line of that ``#if`` and
+    the line of the ``#elif`` / ``#else`` / ``#endif`` that closes its first branch (the DSP and Helium
+    kernels; an ``#elif LMU_PATH_V6M`` or ``#else`` after it is portable or ARMv6-M code)."""
+    out, depth, open_at = [], 0, None
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if s.startswith("#if"):
+            depth += 1
+            if open_at is None and re.match(r"#if LMU_PATH_ARM\b", s):
+                open_at = (i, depth)
+        elif s.startswith(("#elif", "#else", "#endif")):
+            if open_at is not None and depth == open_at[1]:
+                out.append((open_at[0], i))
+                open_at = None
+            if s.startswith("#endif"):
+                depth -= 1
+    return out
+
+
 def kernel_lines(text: str):
-    """Line numbers (0-based) of the integer code: every non-comment line from the integer helpers
-    to the start of the float section (the helpers, the qlinear / softmax / pool kernels and the
-    LMU_DEFINE_* memory kernels)."""
+    """The lines of a family header and the 0-based numbers of its portable integer code: every
+    non-comment line past the include guard's ``#define`` and outside the ``#if LMU_PATH_ARM`` blocks (the
+    helpers, the qlinear / softmax / pool kernels, the LMU_DEFINE_* memory kernels, their ARMv6-M and
+    DSP-only sections)."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if "integer helpers" in line)
-    end = next((i for i, line in enumerate(lines) if i > start and line.startswith("/* float")), len(lines))
-    out = [i for i in range(start, end) if lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))]
+    start = next(i for i, line in enumerate(lines) if line.startswith("#define")) + 1
+    arm = {i for a, b in arm_blocks(lines) for i in range(a, b + 1)}
+    out = [
+        i
+        for i in range(start, len(lines))
+        if i not in arm and lines[i].strip() and not lines[i].lstrip().startswith(("/*", "*", "//"))
+    ]
     return lines, out
 
 
 def runtime_line_paths(lines, idx) -> dict:
-    """For each listed line of lmu_runtime.h, the Cortex-M path whose sections hold it ("dsp", "mve",
+    """For each listed line of a family header's portable code, the Cortex-M path whose sections hold it ("dsp", "mve",
     "v6m"), or None for code the host compiles: ``#if LMU_PATH_DSP`` (also ``&& !LMU_PATH_MVE`` and
     ``|| LMU_PATH_MVE``), ``#if LMU_PATH_MVE``, ``#if LMU_PATH_V6M``; their ``#else`` and ``#if
     !LMU_PATH_DSP`` are host code. A mutant there only changes what that core runs."""
@@ -137,16 +178,23 @@ def runtime_line_paths(lines, idx) -> dict:
 
 
 def arm_kernel_lines(text: str):
-    """The lines of lmu_kernels_arm.h and ``(index, path)`` of each code line a Cortex-M path compiles:
-    "dsp" or "mve" inside ``#if LMU_PATH_DSP`` / ``#if LMU_PATH_MVE`` (not their ``#else``), "dsp" for
-    the code both paths share (the header is included only when one of them is on). Comments and
-    preprocessor lines are left out."""
+    """The lines of a family header and ``(index, path)`` of each code line of its ``#if LMU_PATH_ARM``
+    blocks that a Cortex-M path compiles: "dsp" or "mve" inside ``#if LMU_PATH_DSP`` / ``#if LMU_PATH_MVE``
+    (not their ``#else``), "dsp" for the code both paths share (the block compiles only when one of them is
+    on). Comments and preprocessor lines are left out."""
     lines = text.splitlines()
-    stack: list = []  # per open #if: the path it selects, or None (guards, #else branches)
-    keep: list = []  # per open #if: whether its #else runs on the same path (#ifdef __OPTIMIZE__)
     out = []
-    for i, line in enumerate(lines):
-        s = line.strip()
+    for start, end in arm_blocks(lines):
+        out += _arm_block_lines(lines, start, end)
+    return lines, out
+
+
+def _arm_block_lines(lines, start: int, end: int) -> list:
+    stack: list = [None]  # per open #if: the path it selects, or None (the block's own #if, #else branches)
+    keep: list = [False]  # per open #if: whether its #else runs on the same path (#ifdef __OPTIMIZE__)
+    out = []
+    for i in range(start + 1, end):
+        s = lines[i].strip()
         if s.startswith("#ifdef __OPTIMIZE__"):  # both branches run on the enclosing path (-O2 and -O0 tests)
             stack.append(stack[-1] if len(stack) > 1 else None)
             keep.append(True)
@@ -164,11 +212,11 @@ def arm_kernel_lines(text: str):
             stack.pop()
             keep.pop()
         elif s and not s.startswith(("#", "/*", "*", "//")):
-            inner = stack[1:]  # stack[0] is the include guard
+            inner = stack[1:]  # stack[0] is the block's #if LMU_PATH_ARM
             if None in inner:
                 continue
             out.append((i, inner[-1] if inner else "dsp"))
-    return lines, out
+    return out
 
 
 DEFINITION = re.compile(r"^(?:#define\s+(\w+)|[A-Za-z_][^;(=]*?\b(\w+)\s*\()")
@@ -225,32 +273,36 @@ def _rule_mutants(lines, idx, file: str, prefix: str, tests_for, extra, code_onl
 
 
 def generated():
-    """The rule mutants: lmu_runtime.h's integer kernels on the host, lmu_kernels_arm.h's on their cores."""
-    lines, idx = kernel_lines((ROOT / RUNTIME).read_text())
-    # the generic dense memory's row loop starts past the rows the DSP kernels did (i0 > 0) only on a DSP
-    # core: its mutants also run the Cortex-M4 matrix
-    start = next(i for i, line in enumerate(lines) if line.startswith("#define LMU_DEFINE_DENSE_MEMORY"))
-    end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
-    paths = runtime_line_paths(lines, idx)
-    muts = _rule_mutants(
-        lines,
-        [(i, paths.get(i) or ("m4" if start <= i <= end else None)) for i in idx],
-        RUNTIME,
-        "rt",
-        lambda p: RUNTIME_PATHS[p][1] if p in RUNTIME_PATHS else C_TESTS_M4 if p == "m4" else C_TESTS,
-        lambda p: {"core": RUNTIME_PATHS[p][0], "path": p} if p in RUNTIME_PATHS else {},
-        code_only=True,
-    )
-    lines, arm_idx = arm_kernel_lines((ROOT / ARM_KERNELS).read_text())
-    muts += _rule_mutants(
-        lines,
-        arm_idx,
-        ARM_KERNELS,
-        "arm",
-        lambda p: ARM_PATHS[p][1],
-        lambda p: {"core": ARM_PATHS[p][0], "path": p},
-        code_only=True,
-    )
+    """The rule mutants of every family header: the portable code on the host (or on the core of its
+    Cortex-M-only section), the DSP and Helium kernels on their cores."""
+    muts = []
+    for file in KERNEL_HEADERS:
+        text = (ROOT / file).read_text()
+        lines, idx = kernel_lines(text)
+        # the generic dense memory's row loop starts past the rows the DSP kernels did (i0 > 0) only on a DSP
+        # core: its mutants also run the Cortex-M4 matrix
+        start = next((i for i, line in enumerate(lines) if line.startswith("#define LMU_DEFINE_DENSE_MEMORY")), -1)
+        end = next((i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\")), -1)
+        paths = runtime_line_paths(lines, idx)
+        muts += _rule_mutants(
+            lines,
+            [(i, paths.get(i) or ("m4" if start <= i <= end else None)) for i in idx],
+            file,
+            "rt",
+            lambda p: RUNTIME_PATHS[p][1] if p in RUNTIME_PATHS else C_TESTS_M4 if p == "m4" else C_TESTS,
+            lambda p: {"core": RUNTIME_PATHS[p][0], "path": p} if p in RUNTIME_PATHS else {},
+            code_only=True,
+        )
+        lines, arm_idx = arm_kernel_lines(text)
+        muts += _rule_mutants(
+            lines,
+            arm_idx,
+            file,
+            "arm",
+            lambda p: ARM_PATHS[p][1],
+            lambda p: {"core": ARM_PATHS[p][0], "path": p},
+            code_only=True,
+        )
     return muts
 
 
@@ -306,7 +358,7 @@ def run_one(m, python: str, timeout: int, root: Path = ROOT, env=None):
         mutated = orig.replace(m["original"], m["replacement"], 1)
     try:
         path.write_text(mutated)
-        if m["file"] in (RUNTIME, ARM_KERNELS):
+        if m["file"] in RUNTIME_HEADERS:
             err = compiles(path, m.get("core"))
             if err:
                 return "ERROR", f"does not compile: {err}"

@@ -1,5 +1,6 @@
-"""Build and run small C programs that include lmu_runtime.h: on a Cortex-M core under QEMU, and on the host
-for the reference output (shared by tests/test_kernels_arm.py and tests/test_kernels_dense.py)."""
+"""Build and run small C programs that include lmu_runtime.h (and so its family headers): on a Cortex-M core
+under QEMU, and on the host for the reference output (shared by tests/test_kernels_arm.py and
+tests/test_kernels_dense.py)."""
 
 import os
 import shutil
@@ -9,6 +10,7 @@ import pytest
 
 import lmu_edge
 from lmu_edge import toolchain
+from lmu_edge.targets import c_kit
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
 TEMPLATES = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
@@ -18,7 +20,7 @@ def run_program(tmp_path, source: str, runtime: str, timeout: int = 600, extra: 
     """Build the C program ``source`` (it includes lmu_runtime.h) for ``runtime`` with that core's flags at
     -O2 (and the ``extra`` flags) and run it under QEMU (semihosting): its standard output."""
     rt = toolchain.ARM_RUNTIMES[runtime]
-    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "startup.c", rt.linker_script):
+    for f in (*c_kit.runtime_headers('#include "lmu_runtime.h"'), "startup.c", rt.linker_script):
         shutil.copy(os.path.join(TEMPLATES, f), tmp_path / f)
     (tmp_path / "t.c").write_text(source)
     subprocess.run(

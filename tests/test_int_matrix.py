@@ -258,8 +258,7 @@ def _refresh_templates(root: Path) -> None:
     """Overwrite every copy of a verbatim firmware template under ``root`` with the package's current one
     (a cached tree then builds with the C runtime as it is now: the mutation harness mutates it)."""
     names = {
-        "lmu_runtime.h",
-        "lmu_kernels_arm.h",
+        *c_kit.runtime_headers('#include "lmu_runtime.h"'),
         "lmu_pade.h",
         "lmu_bandconv.h",
         "startup.c",
@@ -396,8 +395,7 @@ def _convert_all(tmp_path_factory, case_list, mode):
     d.mkdir()
     for name in (
         "Makefile",
-        "lmu_runtime.h",
-        "lmu_kernels_arm.h",
+        *c_kit.runtime_headers('#include "lmu_runtime.h"'),
         "lmu_pade.h",
         "lmu_bandconv.h",
         "startup.c",

@@ -436,9 +436,10 @@ def _includes(text: str) -> list:
 
 
 def test_the_c_runtime_headers_include_each_other_without_cycles():
-    # lmu_runtime.h includes lmu_kernels_arm.h; a header that included its includer back would depend on the
-    # include guard's order, the way two runtimes of different versions used to silently pick the first.
-    # Headers the code generator adds to model.c (lmu_pade.h, lmu_bandconv.h) are quoted in targets/.
+    # lmu_runtime.h includes one header per kernel family, which include the families they build on; a header
+    # that included its includer back would depend on the include guard's order, the way two runtimes of
+    # different versions used to silently pick the first. Headers the code generator adds to model.c
+    # (lmu_pade.h, lmu_bandconv.h) are quoted in targets/, the audio front end's in lmu_edge/audio/.
     folder = ROOT / "firmware_templates"
     headers = {p.name: p for p in folder.rglob("*.h")}
     graph = {name: set(_includes(p.read_text())) for name, p in headers.items()}
@@ -450,13 +451,24 @@ def test_the_c_runtime_headers_include_each_other_without_cycles():
         re.findall(r'#include "(lmu_[a-z0-9_]+\.h)"', "".join(p.read_text() for p in (ROOT / "targets").glob("*.py")))
     )
     assert generated <= set(headers), sorted(generated - set(headers))
+    # every other header is a family of lmu_runtime.h, reached through its includes: what the kit copies
+    # (targets/c_kit.py follows them), so a family header nothing includes would be missing from a kit
+    reached, todo = set(), ["lmu_runtime.h"]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    front_end = set(
+        re.findall(r'#include "(lmu_[a-z0-9_]+\.h)"', (ROOT / "lmu_edge" / "audio" / "frontend.py").read_text())
+    )
+    assert set(headers) - reached - generated - front_end == set()
+    assert len(reached) > 2, sorted(reached)  # the umbrella and its families
 
 
 # Files over 600 lines (issue 56 asks for at most two, each named in CONTRIBUTING.md with its reason). A new
 # file over the bar fails; a file brought under it must leave this list.
 OVERSIZE_PENDING = {
-    "firmware_templates/lmu_kernels_arm.h",
-    "firmware_templates/lmu_runtime.h",
     "targets/c.py",
     "targets/c_codegen.py",
     "targets/tflite.py",

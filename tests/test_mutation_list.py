@@ -5,6 +5,7 @@ above their line (scripts/mutate.py)."""
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,8 +22,9 @@ def test_ids_are_unique_and_every_equivalent_entry_exists():
     assert set(data["ci_sample"]) <= set(ids)
 
 
-def test_generated_ids_survive_lines_added_above():
-    lines, idx = mutate.kernel_lines((ROOT / mutate.RUNTIME).read_text())
+@pytest.mark.parametrize("header", mutate.KERNEL_HEADERS)
+def test_generated_ids_survive_lines_added_above(header):
+    lines, idx = mutate.kernel_lines((ROOT / header).read_text())
     before = mutate.line_keys(lines, idx)
     shifted = ["/* a new comment */", "static inline int lmu_new_helper(int x) {", "    return x + 1;", "}"]
     after = mutate.line_keys(shifted + lines, [i + len(shifted) for i in idx])

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from lmu_edge.audio import frontend
+from lmu_edge.targets import c_kit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -451,7 +452,7 @@ def build_stream(
     d.mkdir(parents=True, exist_ok=True)
     # every runtime header a model.c may include: a model with a convolutional front end includes
     # lmu_bandconv.h, one with the implicit Pade memory lmu_pade.h
-    files = ("model.c", "model.h", "lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "lmu_bandconv.h")
+    files = ("model.c", "model.h", *c_kit.runtime_headers('#include "lmu_runtime.h"'), "lmu_pade.h", "lmu_bandconv.h")
 
     def copy_model(folder: Path, to: Path):  # a C artifact's kit folder (OUT/<prefix>/), or a flat folder
         kit = None

@@ -1,0 +1,573 @@
+/*
+ * lmu_int16.h -- the 16-bit layers (--quantize int16x8 and int16, and the layers
+ * the default int8 widens to them): int16 activations with zero point 0, int8 or int16 weights, int64 row
+ * accumulators, TFLite's 64-bit requantization (lmu_mbqm16), tanh / sigmoid / silu and softmax as 513-entry
+ * tables read with linear interpolation (lmu_interp16). Their dense rows with int8 weights run four at a
+ * time on DSP cores (SMLAD on PKHBT / SXTB16 pairs, one assembly loop for a compile-time n) and on Helium
+ * (VMLADAVA.S16), rows with int16 weights one at a time (SMLALD, VMLALDAVA), in two-row portable C elsewhere;
+ * the tables, softmax and pooling are portable C on every core. Their LMU memory is the int8 mode's
+ * (lmu_memory.h, lmu_dense16.h): it depends on the state width only. Part of lmu_runtime.h.
+ */
+#ifndef LMU_INT16_H
+#define LMU_INT16_H
+
+#include "lmu_config.h"
+#include "lmu_fixedpoint.h"
+#include "lmu_qlinear.h"
+
+#if LMU_PATH_ARM /* the DSP and Helium kernels */
+/* int16 x int16 dot product of lmu_qdot16w (below) for a zero point of 0 (the int16 mode's
+ * activations are symmetric): adds the first i products to *s and returns i. Each product is at most 2^30
+ * in magnitude and the int64 sum is exact in any order, so the result is the portable loop's. Helium: per
+ * 8 inputs 2 VLDRH and 1 VMLALDAVA.S16; DSP: per 2 inputs 2 LDR and 1 SMLALD. */
+static inline int32_t lmu_qdot16w_arm(const int16_t *x, const int16_t *w, int32_t n, int64_t *s) {
+    int32_t i = 0;
+    int64_t acc = *s;
+#if LMU_PATH_MVE
+    for (; i + 8 <= n; i += 8) {
+        acc = vmlaldavaq_s16(acc, vld1q_s16(x + i), vld1q_s16(w + i));
+    }
+#endif
+#if LMU_PATH_DSP
+    for (; i + 2 <= n; i += 2) {
+        acc = __smlald((int16x2_t)lmu_ld32(x + i), (int16x2_t)lmu_ld32(w + i), acc);
+    }
+#endif
+    *s = acc;
+    return i;
+}
+
+#if LMU_PATH_DSP
+/* (lo(a), lo(b)) and (hi(a), hi(b)) as halfword pairs: PKHBT / PKHTB */
+static inline uint32_t lmu_pkhbt16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static inline uint32_t lmu_pkhtb16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+#endif
+
+/* int16 x int8 dot product of lmu_qdot16 (int16x8 rows, below) for a zero point of 0: adds the
+ * first i products to *s and returns i; exact in int64 in any order (each product is below 2^23), so the
+ * result is the portable loop's. Helium: per 8 inputs 1 VLDRH, 1 VLDRB (sign-extending) and 1
+ * VMLALDAVA.S16; DSP: per 4 inputs 2 LDR + PKHBT + PKHTB for x ((x0, x2), (x1, x3)), 1 LDR + 2 SXTB16 for
+ * w ((w0, w2), (w1, w3)) and 2 SMLALD. */
+static inline int32_t lmu_qdot16_arm(const int16_t *x, const int8_t *w, int32_t n, int64_t *s) {
+    int32_t i = 0;
+    int64_t acc = *s;
+#if LMU_PATH_MVE
+    for (; i + 8 <= n; i += 8) {
+        acc = vmlaldavaq_s16(acc, vld1q_s16(x + i), vldrbq_s16(w + i));
+    }
+#endif
+#if LMU_PATH_DSP
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t x01 = lmu_ld32(x + i), x23 = lmu_ld32(x + i + 2), u = lmu_ld32(w + i);
+        acc = __smlald((int16x2_t)lmu_pkhbt16(x01, x23), (int16x2_t)__sxtb16(u), acc);
+        acc = __smlald((int16x2_t)lmu_pkhtb16(x23, x01), (int16x2_t)lmu_sxtb16_hi(u), acc);
+    }
+#endif
+    *s = acc;
+    return i;
+}
+
+#if LMU_PATH_DSP
+/* s + (w0, w2) . xe + (w1, w3) . xo for the four int8 weights of u (SXTB16, SXTB16 ROR #8, two SMLAD) in one
+ * statement with one scratch register: written as intrinsics, gcc expanded every row's weights before the
+ * first SMLAD and spilled them at four rows */
+static inline int32_t lmu_smlad_b4(int32_t s, uint32_t u, uint32_t xe, uint32_t xo) {
+    uint32_t t;
+    __asm__("sxtb16 %[t], %[u]\n\t"
+            "smlad %[s], %[t], %[xe], %[s]\n\t"
+            "sxtb16 %[t], %[u], ror #8\n\t"
+            "smlad %[s], %[t], %[xo], %[s]"
+            : [s] "+r"(s), [t] "=&r"(t)
+            : [u] "r"(u), [xe] "r"(xe), [xo] "r"(xo));
+    return s;
+}
+#endif
+
+/* The int16 x int8 rows of lmu_qdot16_run (below; ranges and proof there): adds the first i of len
+ * inputs (a run of at most 256) of rows w + r n, r < rows (1, 2 or 4), to s[r] in int32 and returns i. The
+ * sums are exact: no product exceeds 2^22 in magnitude. Helium: per 8 inputs one VLDRH of x, then per row one
+ * VLDRB.S16 (the weights sign-extended to halfwords) and one VMLADAVA.S16; the last len % 8 inputs predicated
+ * (VCTP), so the kernel does them all. DSP: per 4 inputs two LDR and PKHBT / PKHTB put x in (x0, x2), (x1, x3),
+ * shared by the rows, then per row one LDR and two SXTB16 of weights ((w0, w2), (w1, w3)) and two SMLAD:
+ * 24 instructions for 16 MACs at four rows. The int8 weights are expanded here rather than stored as
+ * halfwords: pre-expanded weights would save the SXTB16s and the PKHs (about 1.1 instructions per MAC
+ * against 1.5) but double the flash of every widened layer and change the array every core reads. */
+LMU_SPECIALIZE int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                           int32_t *s) {
+    int32_t i = 0;
+#if LMU_PATH_MVE
+    {
+        int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+        const int8_t *w1 = w + (rows > 1 ? n : 0), *w2 = w + (rows > 2 ? 2 * n : 0), *w3 = w + (rows > 3 ? 3 * n : 0);
+        for (; i + 8 <= len; i += 8) {
+            const int16x8_t xv = vldrhq_s16(x + i);
+            s0 = vmladavaq_s16(s0, xv, vldrbq_s16(w + i));
+            if (rows > 1) {
+                s1 = vmladavaq_s16(s1, xv, vldrbq_s16(w1 + i));
+            }
+            if (rows > 2) {
+                s2 = vmladavaq_s16(s2, xv, vldrbq_s16(w2 + i));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_s16(w3 + i));
+            }
+        }
+        if (i < len) {
+            const mve_pred16_t p = vctp16q((uint32_t)(len - i));
+            const int16x8_t xv = vldrhq_z_s16(x + i, p);
+            s0 = vmladavaq_s16(s0, xv, vldrbq_z_s16(w + i, p));
+            if (rows > 1) {
+                s1 = vmladavaq_s16(s1, xv, vldrbq_z_s16(w1 + i, p));
+            }
+            if (rows > 2) {
+                s2 = vmladavaq_s16(s2, xv, vldrbq_z_s16(w2 + i, p));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_z_s16(w3 + i, p));
+            }
+            i = len;
+        }
+        s[0] = s0;
+        s[1] = s1;
+        s[2] = s2;
+        s[3] = s3;
+    }
+#else
+    int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+#ifdef __OPTIMIZE__
+    if (rows == 4 && __builtin_constant_p(n) && n <= 1365 && len >= 4) {
+        /* four rows, a compile-time n (rows 1-3 at n, 2n, 3n bytes of row 0's pointer: LDR's immediate reaches
+         * 4095): one statement, 26 instructions per pass of 16 MACs (with the intrinsics below gcc shuffled the
+         * four sums through other registers every pass, 31) */
+        const int16_t *px = x, *end = x + (len - len % 4);
+        const int8_t *pw = w;
+        uint32_t ta, tb, tc, tu;
+        __asm__("1:\n\t"
+                "ldr %[ta], [%[px]], #4\n\t"
+                "ldr %[tb], [%[px]], #4\n\t"
+                "pkhbt %[tc], %[ta], %[tb], lsl #16\n\t" /* (x0, x2) */
+                "pkhtb %[tb], %[tb], %[ta], asr #16\n\t" /* (x1, x3) */
+                "ldr %[tu], [%[pw], #%c[n1]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s1], %[ta], %[tc], %[s1]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s1], %[ta], %[tb], %[s1]\n\t"
+                "ldr %[tu], [%[pw], #%c[n2]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s2], %[ta], %[tc], %[s2]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s2], %[ta], %[tb], %[s2]\n\t"
+                "ldr %[tu], [%[pw], #%c[n3]]\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s3], %[ta], %[tc], %[s3]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s3], %[ta], %[tb], %[s3]\n\t"
+                "ldr %[tu], [%[pw]], #4\n\t"
+                "sxtb16 %[ta], %[tu]\n\t"
+                "smlad %[s0], %[ta], %[tc], %[s0]\n\t"
+                "sxtb16 %[ta], %[tu], ror #8\n\t"
+                "smlad %[s0], %[ta], %[tb], %[s0]\n\t"
+                "cmp %[px], %[end]\n\t"
+                "bne 1b"
+                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), [px] "+r"(px), [pw] "+r"(pw),
+                  [ta] "=&r"(ta), [tb] "=&r"(tb), [tc] "=&r"(tc), [tu] "=&r"(tu)
+                : [end] "r"(end), [n1] "i"(n), [n2] "i"(2 * n), [n3] "i"(3 * n)
+                : "cc", "memory");
+        i = len - len % 4;
+    }
+#endif
+    for (; i + 4 <= len; i += 4) {
+        const uint32_t x01 = lmu_ld32(x + i), x23 = lmu_ld32(x + i + 2);
+        const uint32_t xe = lmu_pkhbt16(x01, x23), xo = lmu_pkhtb16(x23, x01); /* (x0, x2), (x1, x3) */
+        s0 = lmu_smlad_b4(s0, lmu_ld32(w + i), xe, xo);
+        if (rows > 1) {
+            s1 = lmu_smlad_b4(s1, lmu_ld32(w + n + i), xe, xo);
+        }
+        if (rows > 2) {
+            s2 = lmu_smlad_b4(s2, lmu_ld32(w + 2 * n + i), xe, xo);
+            s3 = lmu_smlad_b4(s3, lmu_ld32(w + 3 * n + i), xe, xo);
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+#endif
+    return i;
+}
+#else
+static inline int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                          int32_t *s) {
+    (void)x;
+    (void)w;
+    (void)n;
+    (void)len;
+    (void)rows;
+    (void)s;
+    return 0;
+}
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* int16x8 layers: int16 activations (zero point 0), int8 weights; portable C on every core     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* TFLite's 64-bit MultiplyByQuantizedMultiplier (the 16x8 kernels): the multiplier rounded to 16 bits,
+ * then (acc m16 + 2^(t-1)) >> t with t = 15 - s (s <= 14, so t >= 1), clamped to int32. Exact in int64 for
+ * |acc| < 2^47: |m16| <= 2^15, so |acc m16| < 2^62. lmu_edge/qir.py mbqm16 is the same. */
+static inline int32_t lmu_mbqm16(int64_t acc, int32_t m, int32_t s) {
+    const int64_t m16 = m < 0x7FFF0000 ? ((int64_t)m + (1 << 15)) >> 16 : 0x7FFF;
+    const int t = 15 - s;
+    return (int32_t)lmu_clamp64((acc * m16 + ((int64_t)1 << (t - 1))) >> t, INT32_MIN, INT32_MAX);
+}
+
+/* A 513-entry table at v in [0, 65535] (one entry per 128 values, both ends included), linear
+ * interpolation rounded half up: T[i] + ((T[i+1] - T[i]) f + 64) >> 7, i = v >> 7, f = v & 127. The
+ * difference times f fits int32 for |T| <= 2^16 (int16 activation tables, the Q16 exp table). The result
+ * lies between T[i] and T[i+1]. */
+static inline int32_t lmu_interp16(const int16_t *t, int32_t v) {
+    const int32_t i = v >> 7, f = v & 127;
+    return (int32_t)t[i] + ((((int32_t)t[i + 1] - (int32_t)t[i]) * f + 64) >> 7);
+}
+
+static inline int32_t lmu_interp32(const int32_t *t, int32_t v) {
+    const int32_t i = v >> 7, f = v & 127;
+    return t[i] + (((t[i + 1] - t[i]) * f + 64) >> 7);
+}
+
+/* sum_i (x_i - zp) w_i in int64: each product is at most 2^16 * 2^7 in magnitude, so n < 2^24 inputs (the
+ * quantizer's limit) keep the sum, plus an int32 bias, below 2^47 (lmu_mbqm16's range). */
+static inline int64_t lmu_qdot16(const int16_t *x, int32_t zp, const int8_t *w, int32_t n) {
+    int64_t s = 0;
+    int32_t i = 0;
+#if LMU_PATH_DSP || LMU_PATH_MVE
+    if (zp == 0) { /* the Arm kernel above: SMLALD / VMLALDAVA for the first inputs */
+        i = lmu_qdot16_arm(x, w, n, &s);
+    }
+#endif
+    x += i; /* the rest counted from 0: a tail loop from the kernel's i made gcc -O3 (Cortex-M4) warn */
+    w += i; /* of an iteration 2^31 - 1 once inlined with a constant n (-Waggressive-loop-optimizations) */
+    n -= i;
+    for (i = 0; i < n; ++i) {
+        s += (int64_t)(((int32_t)x[i] - zp) * (int32_t)w[i]);
+    }
+    return s;
+}
+
+/* sum_i (x_i - zp) w_i with int16 weights (the int16 mode): each product is below 2^31 in magnitude
+ * (|x - zp| <= 2^16 for zp = 0 is |x| <= 2^15, |w| <= 2^15 - 1), and the quantizer keeps n * 2^15 * max|w|
+ * plus the int32 bias below 2^47, so the int64 sum is exact and within lmu_mbqm16's range. */
+static inline int64_t lmu_qdot16w(const int16_t *x, int32_t zp, const int16_t *w, int32_t n) {
+    int64_t s = 0;
+    int32_t i = 0;
+#if LMU_PATH_DSP || LMU_PATH_MVE
+    if (zp == 0) { /* the Arm kernel above: SMLALD / VMLALDAVA for the first inputs */
+        i = lmu_qdot16w_arm(x, w, n, &s);
+    }
+#endif
+    x += i; /* the rest counted from 0: a tail loop from the kernel's i made gcc -O3 (Cortex-M4) warn */
+    w += i; /* of an iteration 2^31 - 1 once inlined with a constant n (-Waggressive-loop-optimizations) */
+    n -= i;
+    for (i = 0; i < n; ++i) {
+        s += (int64_t)((int32_t)x[i] - zp) * (int32_t)w[i];
+    }
+    return s;
+}
+
+/* lmu_mbqm16(a, m, s) for an int32 a and -31 <= s <= -2 (t = 15 - s in [17, 46]) in 32-bit steps. With
+ * m16 the rounded multiplier (in [-2^15, 2^15 - 1] for every int32 m), N = a m16 (|N| <= 2^46), P =
+ * floor(N / 2^16) and k = t - 16 >= 1 (nested floors fold):
+ *   floor((N + 2^(t-1)) / 2^t) = floor((P + 2^(k-1)) / 2^k) = floor((floor(P / 2^(k-1)) + 1) / 2).
+ * DSP path: m16 is the top halfword of QADD(m, 2^15) (saturating: 0x7FFF from m = 0x7FFF0000 up, as
+ * lmu_mbqm16's cap), P one SMLAWT (adding 0); elsewhere, with a = ah 2^16 + al (0 <= al < 2^16), P = ah m16 +
+ * ((al m16) >> 16), every term within int32. |P| <= 2^30, so the result fits int32 and lmu_mbqm16's int32
+ * clamp never acts. tests/test_kernels_dense.py checks it against lmu_mbqm16 at the edges of a, m and s. */
+static inline int32_t lmu_mbqm16_32(int32_t a, int32_t m, int32_t s) {
+#if LMU_PATH_DSP
+    const int32_t p = __smlawt(a, __qadd(m, 32768), 0) >> (-s - 2);
+#else
+    const int32_t m16 = m < 0x7FFF0000 ? (m + 32768) >> 16 : 0x7FFF; /* m + 2^15 cannot overflow here */
+    const int32_t al = (int32_t)((uint32_t)a & 0xFFFFu), ah = (a - al) / 65536;
+    const int32_t p = (ah * m16 + ((al * m16) >> 16)) >> (-s - 2);
+#endif
+    return (p + 1) >> 1;
+}
+
+/* the likely branch of a test, laid out as the fall-through (gcc and clang) */
+#if defined(__GNUC__) || defined(__clang__)
+#define LMU_LIKELY(c) __builtin_expect(!!(c), 1)
+#else
+#define LMU_LIKELY(c) (c)
+#endif
+
+/* lmu_mbqm16 of a row's accumulator: lmu_mbqm16_32 where a fits int32 and -31 <= s <= -2, else the 64-bit
+ * form (the same integers either way) */
+static inline int32_t lmu_qreq16(int64_t a, int32_t m, int32_t s) {
+    if (LMU_LIKELY(s <= -2 && s >= -31 && a >= INT32_MIN && a <= INT32_MAX)) {
+        return lmu_mbqm16_32((int32_t)a, m, s);
+    }
+    return lmu_mbqm16(a, m, s);
+}
+
+/* lmu_qreq16 of b + d for int32 b (a bias) and d (a run's sum): the sum formed modulo 2^32, which is the exact
+ * b + d unless the addition overflowed (b and d of one sign, the sum of the other), then the 64-bit form */
+static inline int32_t lmu_qreq16_2(int32_t b, int32_t d, int32_t m, int32_t s) {
+    const int32_t a = lmu_i32((uint32_t)b + (uint32_t)d);
+    if (LMU_LIKELY(s <= -2 && s >= -31 && ((b ^ a) & (d ^ a)) >= 0)) {
+        return lmu_mbqm16_32(a, m, s);
+    }
+    return lmu_mbqm16((int64_t)b + d, m, s);
+}
+
+/* Rows of int16 x int8 dot products for a zero point of 0 (the int16x8 layers' activations), one run of
+ * len <= LMU_Q16_RUN inputs:  s_r += sum_(i < len) x_i w_r[i],  w_r = w + r n,  r < rows (1, 2 or 4).
+ * |x_i w_r[i]| <= 2^15 2^7 = 2^22, so a run of 256 inputs sums exactly in int32 (<= 2^30): SMLAD pairs on the
+ * DSP path and VMLADAVA.S16 on Helium (lmu_qdot16_rows_arm), a plain loop for what they leave. Exact, so the
+ * same integers as lmu_qdot16 on every path. */
+#define LMU_Q16_RUN 256
+LMU_ALWAYS_INLINE void lmu_qdot16_run(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
+                                      int32_t *s) {
+    const int32_t done = lmu_qdot16_rows_arm(x, w, n, len, rows, s);
+    /* the rest counted from 0 (as in lmu_qdot16: a tail loop from the kernel's count made gcc -O3 warn) */
+    const int16_t *xs = x + done;
+    const int8_t *ws = w + done;
+    const int32_t m = len - done;
+    int32_t i, s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+    for (i = 0; i < m; ++i) {
+        const int32_t v = xs[i];
+        s0 += v * ws[i];
+        if (rows > 1) {
+            s1 += v * ws[n + i];
+        }
+        if (rows > 2) {
+            s2 += v * ws[2 * n + i];
+            s3 += v * ws[3 * n + i];
+        }
+    }
+    s[0] = s0;
+    s[1] = s1;
+    s[2] = s2;
+    s[3] = s3;
+}
+
+/* Row j of an int16 layer from its per-part totals: clamp, the table, stored as int32 in out or as int16 in y
+ * (the other NULL). A one-part layer with out_zp 0 (every int16x8 layer) clamps in 32 bits (one SSAT on the
+ * DSP path for the int16 range): its total is one lmu_mbqm16, an int32. */
+LMU_SPECIALIZE void lmu_qout16(const lmu_qlinear_t *L, int64_t total, int32_t j, int32_t *out, int16_t *y) {
+    const int32_t t = (L->n_parts == 1 && L->out_zp == 0) ? lmu_clamp32((int32_t)total, L->clamp_min, L->clamp_max)
+                                                          : (int32_t)lmu_clamp64(total, L->clamp_min, L->clamp_max);
+    const int32_t o = L->lut16 ? lmu_interp16(L->lut16, t + 32768) : t;
+    if (y) {
+        y[j] = (int16_t)o;
+    } else {
+        out[j] = o;
+    }
+}
+
+/* Part k's contribution to `rows` (1, 2 or 4, a constant) consecutive rows from j of an int16 layer with int8
+ * weights and zero point 0: t_r += MBQM16([bias_(j+r) if k == 0] + sum_i x_i W[j + r, i]). Rows written out
+ * (no arrays indexed by a variable), so the sums stay in registers. */
+LMU_ALWAYS_INLINE void lmu_q16_part(const lmu_qlinear_t *L, const int16_t *x, int32_t k, int32_t j, int32_t rows,
+                                    int64_t *t0, int64_t *t1, int64_t *t2, int64_t *t3) {
+    const lmu_qpart_t *p = &L->parts[k];
+    const int32_t n = p->n_in;
+    const int8_t *w = p->w + j * n;
+    const int32_t *b = (k == 0 && L->bias) ? L->bias + j : NULL;
+    int32_t s[4] = {0, 0, 0, 0};
+    if (n <= LMU_Q16_RUN) { /* one run: int32 sums, the bias added after the loop (no 64-bit sums in it) */
+        lmu_qdot16_run(x, w, n, n, rows, s);
+        *t0 += lmu_qreq16_2(b ? b[0] : 0, s[0], p->mult[j], p->shift[j]);
+        if (rows > 1) {
+            *t1 += lmu_qreq16_2(b ? b[1] : 0, s[1], p->mult[j + 1], p->shift[j + 1]);
+        }
+        if (rows > 2) {
+            *t2 += lmu_qreq16_2(b ? b[2] : 0, s[2], p->mult[j + 2], p->shift[j + 2]);
+            *t3 += lmu_qreq16_2(b ? b[3] : 0, s[3], p->mult[j + 3], p->shift[j + 3]);
+        }
+    } else { /* runs of LMU_Q16_RUN inputs, each exact in int32, summed in int64 */
+        int64_t a0 = b ? b[0] : 0, a1 = 0, a2 = 0, a3 = 0;
+        int32_t i0;
+        if (b && rows > 1) {
+            a1 = b[1];
+        }
+        if (b && rows > 2) {
+            a2 = b[2];
+            a3 = b[3];
+        }
+        for (i0 = 0; i0 < n; i0 += LMU_Q16_RUN) {
+            s[0] = s[1] = s[2] = s[3] = 0;
+            lmu_qdot16_run(x + i0, w + i0, n, n - i0 < LMU_Q16_RUN ? n - i0 : LMU_Q16_RUN, rows, s);
+            a0 += s[0];
+            a1 += s[1];
+            a2 += s[2];
+            a3 += s[3];
+        }
+        *t0 += lmu_qreq16(a0, p->mult[j], p->shift[j]);
+        if (rows > 1) {
+            *t1 += lmu_qreq16(a1, p->mult[j + 1], p->shift[j + 1]);
+        }
+        if (rows > 2) {
+            *t2 += lmu_qreq16(a2, p->mult[j + 2], p->shift[j + 2]);
+            *t3 += lmu_qreq16(a3, p->mult[j + 3], p->shift[j + 3]);
+        }
+    }
+}
+
+/* `rows` (1, 2 or 4, a constant) rows from j of an int16 layer with int8 weights and zero point 0 (below) */
+LMU_ALWAYS_INLINE void lmu_q16_block(const lmu_qlinear_t *L, const int16_t *const *in, int32_t j, int32_t rows,
+                                     int32_t *out, int16_t *y) {
+    int64_t t0 = L->out_zp, t1 = L->out_zp, t2 = L->out_zp, t3 = L->out_zp;
+    int32_t k;
+    if (L->n_parts == 1) { /* a constant part index: its sizes fold where the layer's struct is known (gcc
+                            * otherwise warned of the dead multi-run branch reading past the weights) */
+        lmu_q16_part(L, in[0], 0, j, rows, &t0, &t1, &t2, &t3);
+    } else {
+        for (k = 0; k < L->n_parts; ++k) {
+            lmu_q16_part(L, in[k], k, j, rows, &t0, &t1, &t2, &t3);
+        }
+    }
+    lmu_qout16(L, t0, j, out, y);
+    if (rows > 1) {
+        lmu_qout16(L, t1, j + 1, out, y);
+    }
+    if (rows > 2) {
+        lmu_qout16(L, t2, j + 2, out, y);
+        lmu_qout16(L, t3, j + 3, out, y);
+    }
+}
+
+/* out[j] (or y[j]) = lut16?(clamp(out_zp + sum_p MBQM16(acc_p[j], mult_p[j], shift_p[j]))) for int16 inputs,
+ * acc_p[j] = [bias_j if p == 0] + sum_i (x_p[i] - zp_p) W_p[j, i]. When every part has int8 weights and zero
+ * point 0 (every int16x8 layer): rows in blocks of four on the DSP and Helium paths (two elsewhere) sharing
+ * each input load (lmu_qdot16_rows), then blocks of two and one; otherwise one row at a time (lmu_qdot16 /
+ * lmu_qdot16w). Exact sums and lmu_qreq16 (lmu_mbqm16's integers) either way. */
+LMU_SPECIALIZE void lmu_qlinear16_rows(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out, int16_t *y) {
+    int32_t j = 0, k, fast = 1;
+    for (k = 0; k < L->n_parts; ++k) {
+        fast = fast && !L->parts[k].w16 && L->parts[k].in_zp == 0;
+    }
+    if (fast) {
+#if LMU_PATH_DSP || LMU_PATH_MVE
+        for (; j + 4 <= L->n_out; j += 4) {
+            lmu_q16_block(L, in, j, 4, out, y);
+        }
+#endif
+        for (; j + 2 <= L->n_out; j += 2) {
+            lmu_q16_block(L, in, j, 2, out, y);
+        }
+        if (j < L->n_out) {
+            lmu_q16_block(L, in, j, 1, out, y);
+        }
+        return;
+    }
+    for (; j < L->n_out; ++j) {
+        int64_t total = L->out_zp;
+        for (k = 0; k < L->n_parts; ++k) {
+            const lmu_qpart_t *p = &L->parts[k];
+            int64_t a = (k == 0 && L->bias) ? (int64_t)L->bias[j] : 0;
+            a += p->w16 ? lmu_qdot16w(in[k], p->in_zp, p->w16 + (int32_t)j * p->n_in, p->n_in)
+                        : lmu_qdot16(in[k], p->in_zp, p->w + (int32_t)j * p->n_in, p->n_in);
+            total += lmu_qreq16(a, p->mult[j], p->shift[j]);
+        }
+        lmu_qout16(L, total, j, out, y);
+    }
+}
+
+LMU_SPECIALIZE void lmu_qlinear16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *out) {
+    lmu_qlinear16_rows(L, in, out, NULL);
+}
+
+/* lmu_qlinear16 into int16 outputs: straight into y, or through acc where y overlaps an input (a recurrent
+ * hidden layer reads the h it writes: every row must see the old h) */
+LMU_SPECIALIZE void lmu_qlinear_i16(const lmu_qlinear_t *L, const int16_t *const *in, int32_t *acc, int16_t *y) {
+    int32_t j, k;
+    for (k = 0; k < L->n_parts; ++k) {
+        const uintptr_t a = (uintptr_t)in[k], b = (uintptr_t)y;
+        if (b < a + 2u * (uintptr_t)L->parts[k].n_in && a < b + 2u * (uintptr_t)L->n_out) {
+            lmu_qlinear16_rows(L, in, acc, NULL);
+            for (j = 0; j < L->n_out; ++j) {
+                y[j] = (int16_t)acc[j];
+            }
+            return;
+        }
+    }
+    lmu_qlinear16_rows(L, in, NULL, y);
+}
+
+static inline void lmu_qlut16(const int16_t *lut, const int16_t *x, int16_t *y, int32_t n) {
+    int32_t i;
+    for (i = 0; i < n; ++i) {
+        y[i] = (int16_t)lmu_interp16(lut, (int32_t)x[i] + 32768);
+    }
+}
+
+/* e_i = exp table at max - x_i (0..65535, interpolated, Q16); y_i = clamp(round(32768 e_i / sum e), 0, 32767):
+ * scale 1/32768, zero point 0 */
+static inline void lmu_qsoftmax16(const int32_t *exp_lut, const int16_t *x, int16_t *y, int32_t n) {
+    int32_t i, mx = -32768;
+    int64_t sum = 0;
+    for (i = 0; i < n; ++i) {
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    for (i = 0; i < n; ++i) {
+        sum += lmu_interp32(exp_lut, mx - x[i]);
+    }
+    for (i = 0; i < n; ++i) {
+        y[i] = (int16_t)lmu_clamp64(lmu_div_round((int64_t)lmu_interp32(exp_lut, mx - x[i]) * 32768, sum), 0, 32767);
+    }
+}
+
+/* running mean of int16 values, as lmu_qpool */
+static inline void lmu_qpool16(int64_t *sum, int32_t *count, const int16_t *x, int16_t *y, int32_t n, int32_t in_zp,
+                               int32_t m, int32_t s, int32_t out_zp) {
+    int32_t i;
+    if (*count < INT32_MAX) {
+        *count += 1;
+    }
+    for (i = 0; i < n; ++i) {
+        sum[i] += (int64_t)x[i] - in_zp;
+        y[i] = lmu_clamp16(out_zp + (int64_t)lmu_mbqm(lmu_div_round(sum[i] * 256, *count), m, s));
+    }
+}
+
+/* z = clamp16(zp + MBQM(v, m, s)): the state into int16 activations (in a loop over the state) and the
+ * width conversions, exact as lmu_mbqm32 then the clamp, with |zp| < 2^15 in the fast forms:
+ *   - a 16-bit v and s <= 14: x = v 2^max(s, 0) is below 2^30 in magnitude (lmu_mbqm32 clamps nothing), so
+ *     one SMMULR (lmu_mbqm32_s) and one SSAT on the DSP path; elsewhere 32-bit multiplies only (lmu_mbqm32_16
+ *     for a right shift, lmu_mbqm32_h16 for a left one with m >= 0); |zp + MBQM| < 2^30 + 2^15 fits int32;
+ *   - a 32-bit state and a right shift: lmu_mbqm32_r and a saturating add on the DSP path (as lmu_requant8;
+ *     QADD's saturation keeps the sign, so SSAT gives the clamp of the exact sum), lmu_mbqm32_h16 elsewhere
+ *     for |v| < 2^30 and m >= 0.
+ * The tests on v fold where it comes from an int16 state; m, s and zp are constants in the generated step. */
+static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp) {
+    const int32_t zp16 = zp >= -32768 && zp <= 32767;
+    if (zp16 && v >= -32768 && v <= 32767 && s <= 14 && s >= -31) {
+        const int32_t x = s > 0 ? v * (1 << s) : v, e = s > 0 ? 0 : -s;
+#if LMU_PATH_DSP
+        return (int16_t)__ssat(zp + lmu_mbqm32_s(x, m, e), 16);
+#else
+        if (s <= 0) {
+            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_16(v, m, e), -32768, 32767);
+        }
+        if (m >= 0) {
+            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(x, m, 0), -32768, 32767);
+        }
+#endif
+    }
+#if LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && m != INT32_MIN) {
+        return (int16_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 16);
+    }
+#else
+    if (zp16 && s <= 0 && s >= -31 && m >= 0 && v > -(1 << 30) && v < (1 << 30)) {
+        return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(v, m, -s), -32768, 32767);
+    }
+#endif
+    return lmu_clamp16(zp + (int64_t)lmu_mbqm32(v, m, s));
+}
+
+#endif /* LMU_INT16_H */

@@ -1,0 +1,181 @@
+/*
+ * lmu_requant.h -- requantization of an LMU state into int8 activations (lmu_requant8,
+ * lmu_requant8_s16: the memory into its layer's int8 hidden input), portable, ARMv6-M, DSP (SMLAWB / SMLAWT)
+ * and Helium (VQRDMULH) paths side by side. Part of lmu_runtime.h.
+ */
+#ifndef LMU_REQUANT_H
+#define LMU_REQUANT_H
+
+#include "lmu_config.h"
+#include "lmu_fixedpoint.h"
+
+#if LMU_PATH_ARM /* the DSP and Helium kernels */
+#if LMU_PATH_MVE
+/* lmu_requant8 of a 16-bit state, four values per vector: VLDRH.S32, VQRDMULH (exactly lmu_srdhm: it
+ * saturates only for two INT32_MIN operands), then (y + 2^(e-1) - [y < 0]) >> e as in lmu_mbqm32_s
+ * (VSHR #31 gives -[y < 0], VSHL by -e shifts right arithmetically), clamp, VSTRB.32: 10 instructions per
+ * 4 values with the loop (9 for a compile-time shift, below); the last n % 4 values predicated (VCTP). Returns 0 and does nothing when s > 0 or
+ * s < -22 (the scalar loop does them). */
+LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
+    int32_t i;
+    const int32_t e = -s;
+    /* the zero point rides on the rounding term: (y + 2^(e-1) + zp 2^e - [y < 0]) >> e is the rounded value
+     * plus zp exactly; |y| <= 2^15 and e <= 22 keep the sum below 2^30 */
+    const int32_t k = e == 0 ? zp : (int32_t)(1u << (e - 1)) + zp * (int32_t)(1u << e);
+    const int32x4_t right = vdupq_n_s32(s), lo = vdupq_n_s32(-128), hi = vdupq_n_s32(127);
+    if (s > 0 || s < -22) {
+        return 0;
+    }
+#ifdef __OPTIMIZE__
+    if (__builtin_constant_p(s) && e >= 1 && e <= 16) {
+        /* a compile-time right shift of 1..16: VQRSHRNB #e adds 2^(e-1), shifts and saturates to int16 in the
+         * low half of each lane, VQMOVNB.S16 saturates that to int8 in the lane's low byte (what VSTRB.32
+         * stores), so the zero point (zp 2^e) and -[y < 0] go in first: 9 instructions per 4 values */
+        const int32_t kz = zp * (int32_t)(1u << e);
+        int16x8_t h = vdupq_n_s16(0);
+        int8x16_t b = vdupq_n_s8(0);
+        for (i = 0; i + 4 <= n; i += 4) {
+            const int32x4_t y = vqrdmulhq_n_s32(vldrhq_s32(v + i), m);
+            h = vqrshrnbq_n_s32(h, vaddq_n_s32(vaddq_s32(y, vshrq_n_s32(y, 31)), kz), e);
+            b = vqmovnbq_s16(b, h);
+            vstrbq_s32(z + i, vreinterpretq_s32_s8(b));
+        }
+    } else
+#endif
+    {
+        i = 0;
+    }
+    for (; i + 4 <= n; i += 4) {
+        int32x4_t y = vqrdmulhq_n_s32(vldrhq_s32(v + i), m);
+        y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
+        vstrbq_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo));
+    }
+    if (i < n) {
+        const mve_pred16_t p = vctp32q((uint32_t)(n - i));
+        int32x4_t y = vqrdmulhq_n_s32(vldrhq_z_s32(v + i, p), m);
+        y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
+        vstrbq_p_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo), p);
+    }
+    return 1;
+}
+#endif
+
+#if LMU_PATH_DSP
+/* the low / high halfword x of w requantized: SSAT(floor((x m + 2^16 A_x) / 2^k), 8), a = A_x for x >= 0
+ * (see lmu_requant8_s16_dsp) */
+static inline int8_t lmu_requant8_lo(uint32_t w, int32_t m, int32_t a, int32_t k) {
+    return (int8_t)__ssat(__smlawb(m, (int32_t)w, a - (int32_t)(w & 0x8000u)) >> k, 8);
+}
+
+static inline int8_t lmu_requant8_hi(uint32_t w, int32_t m, int32_t a, int32_t k) {
+    return (int8_t)__ssat(__smlawt(m, (int32_t)w, a - (int32_t)((w >> 31) << 15)) >> k, 8);
+}
+
+/* lmu_requant8 of a 16-bit state on the DSP path, four values per pass: two LDR, then per value an AND (low
+ * halfword) or LSR (high), a SUB, one SMLAWB / SMLAWT, one SSAT with its shift and one STRB (26 instructions
+ * per 4 values with the loop; the scalar form took 11 per value). Returns 0 and does nothing unless m > 0,
+ * 1 <= e = -s <= 16 and |A| + 2^15 <= 2^30 for A below (lmu_requant8's loop does the rest; m, s and zp
+ * are constants in the generated step, so the test folds).
+ *
+ * Proof. For |x| <= 2^15, lmu_srdhm(x, m) = y = floor((x m + 2^30) / 2^31), and lmu_rdbpot(y, e) =
+ * floor((y + 2^(e-1) - [y < 0]) / 2^e) (see lmu_mbqm32_r). With m > 0 and e >= 1, [y < 0] may be replaced
+ * by [x < 0]: y < 0 needs x m < -2^30, so x < 0; and for x < 0 with -2^30 <= x m < 0, y = 0 and both
+ * forms give 0. Folding the floors (floor((floor(N / a) + c) / b) = floor((N + c a) / (a b)) for integer c)
+ * and the zero point:
+ *   zp + lmu_mbqm32(x, m, s) = floor((x m + 2^16 A_x) / 2^(31+e)),
+ *   A_x = A - [x < 0] 2^15,  A = 2^(14+e) + 2^14 + zp 2^(15+e).
+ * SMLAWB / SMLAWT give floor((x m + 2^16 A_x) / 2^16) = floor(x m / 2^16) + A_x exactly; |x m| < 2^46, so
+ * |floor(x m / 2^16)| < 2^30, and |A_x| <= |A| + 2^15 <= 2^30 keeps the result inside int32 (no Q flag);
+ * an arithmetic shift by 15 + e <= 31 finishes the floor, and SSAT clamps to int8 as lmu_requant8 does.
+ * [x < 0] 2^15 is bit 15 of x's halfword: w & 0x8000 for the low value of the word w, (w >> 31) << 15
+ * for the high one. */
+LMU_ALWAYS_INLINE int32_t lmu_requant8_s16_dsp(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s,
+                                               int32_t zp) {
+    const int32_t e = -s;
+    int64_t a;
+    int32_t i;
+    if (m <= 0 || e < 1 || e > 16) {
+        return 0;
+    }
+    a = ((int64_t)1 << (14 + e)) + ((int64_t)1 << 14) + (int64_t)zp * ((int64_t)1 << (15 + e));
+    if ((a < 0 ? -a : a) + ((int64_t)1 << 15) > ((int64_t)1 << 30)) {
+        return 0;
+    }
+    for (i = 0; i + 4 <= n; i += 4) { /* two words per pass: half the loop overhead */
+        const uint32_t w = lmu_ld32(v + i), u = lmu_ld32(v + i + 2);
+        z[i] = lmu_requant8_lo(w, m, (int32_t)a, 15 + e);
+        z[i + 1] = lmu_requant8_hi(w, m, (int32_t)a, 15 + e);
+        z[i + 2] = lmu_requant8_lo(u, m, (int32_t)a, 15 + e);
+        z[i + 3] = lmu_requant8_hi(u, m, (int32_t)a, 15 + e);
+    }
+    if (i + 2 <= n) {
+        const uint32_t w = lmu_ld32(v + i);
+        z[i] = lmu_requant8_lo(w, m, (int32_t)a, 15 + e);
+        z[i + 1] = lmu_requant8_hi(w, m, (int32_t)a, 15 + e);
+        i += 2;
+    }
+    if (i < n) {
+        const int32_t a0 = (int32_t)a - (v[i] < 0 ? 0x8000 : 0);
+        z[i] = (int8_t)__ssat(__smlawb(m, v[i], a0) >> (15 + e), 8);
+    }
+    return 1;
+}
+#endif
+#endif
+
+/* z_i = clamp8(zp + MBQM(v_i, m, s)) for a state of any storage type (given as int32 values). The DSP path
+ * takes lmu_mbqm32_s for a 16-bit state and lmu_mbqm32_r otherwise where they apply (m, s are constants in
+ * the generated step and v comes from the state's type, so the tests fold away). */
+static inline int8_t lmu_requant8(int32_t v, int32_t m, int32_t s, int32_t zp) {
+#if LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767) {
+        return (int8_t)__ssat(zp + lmu_mbqm32_s(v, m, -s), 8);
+    }
+    if (s <= 0 && s >= -31 && m != INT32_MIN) {
+        return (int8_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 8);
+    }
+#endif
+#if !LMU_PATH_DSP
+    if (s <= 0 && s >= -31 && v >= -32768 && v <= 32767) {
+        return lmu_clamp8(zp + (int64_t)lmu_mbqm32_16(v, m, -s));
+    }
+#endif
+    return lmu_clamp8(zp + (int64_t)lmu_mbqm32(v, m, s));
+}
+
+/* z_i = lmu_requant8(v_i, m, s, zp) for the n values of a 16-bit state (the LMU's memory into its int8
+ * hidden input). Helium does four values per vector (lmu_requant8_s16_mve), the DSP path one SMLAWB or
+ * SMLAWT and one SSAT each (lmu_requant8_s16_dsp; one SMMULR each where that does not apply). */
+LMU_ALWAYS_INLINE void lmu_requant8_s16(const int16_t *v, int8_t *z, int32_t n, int32_t m, int32_t s, int32_t zp) {
+    int32_t i;
+#if LMU_PATH_MVE
+    if (lmu_requant8_s16_mve(v, z, n, m, s, zp)) {
+        return;
+    }
+#endif
+#if LMU_PATH_DSP
+    if (lmu_requant8_s16_dsp(v, z, n, m, s, zp)) {
+        return;
+    }
+#endif
+#if LMU_PATH_V6M
+    if (s <= 0 && s >= -31) { /* lmu_requant8's lmu_mbqm32_16 with the multiplier split once, out of the loop */
+        const int32_t e = -s;
+        int32_t lo = (int32_t)((uint32_t)m & 0xFFFFu), hi = (m - lo) / 65536, c14 = 1 << 14;
+        __asm__("" : "+r"(lo), "+r"(hi), "+r"(c14)); /* values in registers: gcc rebuilt 2^14 every pass */
+        for (i = 0; i < n; ++i) {
+            const int32_t x = v[i];
+            int32_t y = (x * hi + c14 + ((x * lo) >> 16)) >> 15;
+            y = lmu_rdbpot_s(y, e);
+            y += zp;
+            z[i] = (int8_t)(y > 127 ? 127 : (y < -128 ? -128 : y));
+        }
+        return;
+    }
+#endif
+    for (i = 0; i < n; ++i) {
+        z[i] = lmu_requant8(v[i], m, s, zp);
+    }
+}
+
+#endif /* LMU_REQUANT_H */
