@@ -25,10 +25,12 @@ def _linears(qg) -> dict:
     return out
 
 
-def test_the_32_bit_fast_path_is_taken_exactly_where_the_accumulator_fits_30_bits():
-    """Spec (``lmu_qlinear30``): an int8 layer of one part with right shifts only takes the 32-bit fast path
-    (``.acc30 = 1``) iff every row's |bias| + max(127 - zp, zp + 128) sum |w| is below 2^30 and
-    |out_zp| < 2^30, which every int8 zero point is: a layer whose output zero point is -128 (a relu) too."""
+def test_right_shifts_and_the_32_bit_fast_path_are_flagged_exactly_where_they_hold():
+    """Spec: an int8 layer whose every requantization is a right shift (shift in [-31, 0], multiplier above
+    -2^31) says so (``.right_shifts = 1``, lmu_mbqm32_r). One of one part with right shifts only takes the
+    32-bit fast path (``.acc30 = 1``, lmu_qlinear30) iff every row's |bias| + max(127 - zp, zp + 128) sum |w|
+    is below 2^30 and |out_zp| < 2^30, which every int8 zero point is: a layer whose output zero point is
+    -128 (a relu) too."""
     rng = np.random.default_rng(18)
     g = lmu_edge.fold(chain(rng, q=4, theta=6.0))
     qg = lmu_edge.quantize(g, rng.standard_normal((2, 30, 2)))
@@ -43,7 +45,12 @@ def test_the_32_bit_fast_path_is_taken_exactly_where_the_accumulator_fits_30_bit
         w = np.abs(np.asarray(part.kernel, np.int64)).sum(axis=0)
         b = np.abs(np.asarray(q.bias, np.int64)) if q.bias is not None else 0
         bound = int(np.max(b + max(127 - int(part.in_zp), int(part.in_zp) + 128) * w))
-        want = q.in_bits == 8 and ".right_shifts = 1" in body and bound < 2**30 and abs(int(q.out_zp)) < 2**30
+        right = q.in_bits == 8 and all(
+            -31 <= int(np.min(p.shift)) and int(np.max(p.shift)) <= 0 and int(np.min(p.multiplier)) > -(2**31)
+            for p in q.parts
+        )
+        assert (".right_shifts = 1" in body) == right, sym
+        want = right and bound < 2**30 and abs(int(q.out_zp)) < 2**30
         assert (".acc30 = 1" in body) == want, sym
         if want:
             zero_points.add(int(q.out_zp))
