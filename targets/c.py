@@ -1,8 +1,8 @@
 """The C target: constant-memory streaming C for microcontrollers and hosts.
 
 ``emit`` writes the kit ``<prefix>/``, what a firmware compiles: ``<prefix>.c`` / ``<prefix>.h`` (data and
-glue), the hand-written runtime headers ``<prefix>.c`` includes (``lmu_runtime.h`` and its Cortex-M kernels,
-``lmu_kernels_arm.h``; ``lmu_pade.h``, ``lmu_bandconv.h`` where used), CMakeLists.txt, sources.mk, a Zephyr
+glue), the hand-written runtime headers ``<prefix>.c`` includes (``lmu_runtime.h`` and the kernel family
+headers it includes; ``lmu_pade.h``, ``lmu_bandconv.h`` where used), CMakeLists.txt, sources.mk, a Zephyr
 module, PlatformIO and Arduino library files and ``examples/main.c``; and beside the kit a test harness, the
 Cortex-M startup and linker scripts and a ``Makefile`` that builds them with the kit.
 
