@@ -34,9 +34,11 @@ def run(out: Path, core: str, extra: str, frames: np.ndarray) -> tuple:
     """Build ``core``'s image with ``extra`` added to its flags, run ``frames``: (outputs, instr/step, flash)."""
     tag = CORES[core]
     flags = " ".join(toolchain.runtime(core).cpu_flags) + " " + extra
-    elf = out / "build" / f"model_{tag}.elf"
+    elf = out / "harness" / "build" / f"model_{tag}.elf"  # the artifact's harness folder builds it
     elf.unlink(missing_ok=True)
-    subprocess.run(["make", "-s", "-C", str(out), tag, f"FLAGS_{tag}={flags}"], check=True, capture_output=True)
+    subprocess.run(
+        ["make", "-s", "-C", str(out / "harness"), tag, f"FLAGS_{tag}={flags}"], check=True, capture_output=True
+    )
     with tempfile.TemporaryDirectory() as tmp:
         c_target.write_input(Path(tmp) / "lmu_in.bin", frames)
         r = subprocess.run(toolchain.qemu_command(core, elf), cwd=tmp, capture_output=True, text=True, check=True)

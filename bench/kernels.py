@@ -207,7 +207,7 @@ def instrument(d: Path, prefix: str) -> list:
     step = _step_name(src, prefix)
     new = new.replace(f"void {step}(", f"void lmu_bench_mark(int k);\nvoid {step}(", 1)
     (d / prefix / f"{prefix}.c").write_text(new)
-    (d / "bench_prof.c").write_text(PROF_C % {"n": len(kinds) + 1})
+    (d / "harness" / "bench_prof.c").write_text(PROF_C % {"n": len(kinds) + 1})  # built with the harness
     return kinds
 
 
@@ -224,35 +224,36 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     d = work / f"{rt.tag}_{'p' if portable else 'o'}"
     p = art.manifest["c"]["prefix"]  # the kit folder d/<p>/ holds the model's source
     shutil.copytree(art.path, d)
-    c_target._write_input(d / "lmu_in.bin", xq, c_target._DTYPE_CODES[xq.dtype.type])
+    h = d / "harness"  # the artifact's harness folder: its Makefile builds from the kit, ../<p>/
+    c_target._write_input(h / "lmu_in.bin", xq, c_target._DTYPE_CODES[xq.dtype.type])
     elf, obj = f"build/model_{rt.tag}.elf", f"build/model_{rt.tag}.o"
-    subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=d, check=True, capture_output=True)
-    out = _qemu(d, rt, elf)
+    subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=h, check=True, capture_output=True)
+    out = _qemu(h, rt, elf)
     stats = next(
         {k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
         for ln in out.splitlines()
         if ln.startswith("lmu-edge:")
     )
-    y = c_target._read_output(d / "lmu_out.bin", 0).astype(np.int64)
-    sec = c_target._sections(d / obj)
+    y = c_target._read_output(h / "lmu_out.bin", 0).astype(np.int64)
+    sec = c_target._sections(h / obj)
     res = {
         "insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],
         "flash": sec["text"] + sec["rodata"] + sec["data"],
         "exact": bool(np.array_equal(y, ref)),
         "cpi": hot_loop_cpi(
-            d / elf,
+            h / elf,
             _step_name((d / p / f"{p}.c").read_text(), p),
             "cortex-m55" in " ".join(rt.cpu_flags),
         ),
     }
     kinds = instrument(d, p)
     subprocess.run(
-        ["make", "-s", "-B", elf, flags, f"SRC={p}/{p}.c harness.c bench_prof.c"],
-        cwd=d,
+        ["make", "-s", "-B", elf, flags, f"SRC=../{p}/{p}.c harness.c bench_prof.c"],
+        cwd=h,
         check=True,
         capture_output=True,
     )
-    prof = _qemu(d, rt, elf)
+    prof = _qemu(h, rt, elf)
     ticks = next(
         {k: int(v) for k, v in (kv.split("=") for kv in ln.split()[1:])}
         for ln in prof.splitlines()

@@ -439,7 +439,7 @@ def measure(name: str, build: dict, tflm: Path, work: Path, steps: int) -> dict:
     }
     t_art = lmu_edge.convert(g, "tflite", work / f"{name}_tfl", quantize="int8", calibration=cal, overwrite=True)
     xq = _quantize_x(t_art, x[0])
-    startup, ld = c_art.path / "startup.c", c_art.path / "mps2.ld"
+    startup, ld = c_art.path / "harness" / "startup.c", c_art.path / "harness" / "mps2.ld"
     if not startup.is_file():
         startup, ld = ROOT / "firmware_templates" / "startup.c", ROOT / "firmware_templates" / "mps2.ld"
     timed = run_tflm(build, tflm, work / f"{name}_run", t_art, xq, startup, ld, trace=False)

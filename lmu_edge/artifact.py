@@ -297,7 +297,9 @@ def _open(path: Path, trusted_key) -> Artifact:
     # (python -c, a REPL or a notebook started there) a planted cryptography/ or nengo.py would run on import.
     # What its build/ holds is checked below, once the manifest names the target and its build outputs; a
     # recorded name that is no longer a regular file is named by the changed files' check.
-    _refuse_unrecorded(path, [e for e in outdir.unrecorded(path, files, set()) if e != "build/" and e not in files])
+    _refuse_unrecorded(
+        path, [e for e in outdir.unrecorded(path, files, set()) if Path(e).name != "build" and e not in files]
+    )
     if trusted_key is not None:
         from . import signing
 

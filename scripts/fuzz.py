@@ -247,17 +247,18 @@ def _plant(rng: random.Random, d: Path, seeds: Path, payload: Path) -> str:
         ["gnumakefile", "harness", "libmodel", "pyc", "module", "package", "link_build", "link_file", "fifo", "extra"]
     )
     sh = f"#!/bin/sh\ntouch '{payload}'\n"
+    mk = d / "harness" if (d / "harness").is_dir() else d  # a C artifact's Makefile folder (harness/)
     if kind == "gnumakefile":
-        (d / "GNUmakefile").write_text(f"$(shell touch '{payload}')\nall:\n\ttouch '{payload}'\n")
+        (mk / "GNUmakefile").write_text(f"$(shell touch '{payload}')\nall:\n\ttouch '{payload}'\n")
     elif kind == "harness":
-        (d / "build").mkdir(exist_ok=True)
-        h = d / "build" / "harness_host"
+        (mk / "build").mkdir(exist_ok=True)
+        h = mk / "build" / "harness_host"
         h.write_text(sh)
         h.chmod(0o755)
         os.utime(h, (time.time() + 10**6, time.time() + 10**6))
     elif kind == "libmodel":
-        (d / "build").mkdir(exist_ok=True)
-        shutil.copy(seeds / "evil.so", d / "build" / "libmodel.so")
+        (mk / "build").mkdir(exist_ok=True)
+        shutil.copy(seeds / "evil.so", mk / "build" / "libmodel.so")
     elif kind == "pyc":
         import py_compile
 
@@ -281,8 +282,8 @@ def _plant(rng: random.Random, d: Path, seeds: Path, payload: Path) -> str:
     elif kind == "link_build":
         outside = d.parent / "elsewhere"
         outside.mkdir(exist_ok=True)
-        shutil.rmtree(d / "build", ignore_errors=True)
-        (d / "build").symlink_to(outside)
+        shutil.rmtree(mk / "build", ignore_errors=True)
+        (mk / "build").symlink_to(outside)
     elif kind == "link_file":
         files = [p for p in d.iterdir() if p.is_file() and p.name != "lmu-edge-files.json"]
         victim = rng.choice(files)
@@ -382,9 +383,9 @@ def make_artifact_case(rng: random.Random, category: str, work: Path, seeds: Pat
     elif kind == "signed":
         spec["trusted_key"] = seeds / "builder.pub"
         op = rng.random()
-        if op < 0.4 and (d / "Makefile").exists():  # the builder's Makefile made to run the payload
-            text = (d / "Makefile").read_text()
-            (d / "Makefile").write_text(f"$(shell touch '{payload}')\n" + text)
+        mk = d / "harness" / "Makefile"  # the builder's Makefile made to run the payload
+        if op < 0.4 and mk.exists():
+            mk.write_text(f"$(shell touch '{payload}')\n" + mk.read_text())
         elif op < 0.4 and (d / "network.py").exists():
             with open(d / "network.py", "a") as fh:
                 fh.write(f"\nopen({str(payload)!r}, 'w').close()\n")

@@ -3,8 +3,9 @@
 ``emit`` writes the kit ``<prefix>/``, what a firmware compiles: ``<prefix>.c`` / ``<prefix>.h`` (data and
 glue), the hand-written runtime headers ``<prefix>.c`` includes (``lmu_runtime.h`` and the kernel family
 headers it includes; ``lmu_pade.h``, ``lmu_bandconv.h`` where used), CMakeLists.txt, sources.mk, a Zephyr
-module, PlatformIO and Arduino library files and ``examples/main.c``; and beside the kit a test harness, the
-Cortex-M startup and linker scripts and a ``Makefile`` that builds them with the kit.
+module, PlatformIO and Arduino library files and ``examples/main.c``; and in a folder of its own, ``harness/``,
+the test harness, the Cortex-M startup and linker scripts and a ``Makefile`` that builds them with the kit
+(what ``run``, ``verify`` and ``check`` run: :mod:`lmu_edge.targets.c_harness`).
 
 ``quantize="int8"`` emits the integer path (int8 activations, a fixed-point LMU state of ``state_bits``);
 ``"int16x8"`` the same with int16 activations (zero point 0) and int8 weights, as TFLite's 16x8 mode (16-bit
@@ -37,14 +38,13 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import intsim, irfile, toolchain
-from ..errors import ArtifactError, DeviceFitError, LmuEdgeError, QuantizationError
+from ..errors import ArtifactError, DeviceFitError, QuantizationError
 from ..escape import c_comment
 from ..precision import ACTIVATION_BITS, DEFAULT_STATE_BITS, STATE_BITS, WEIGHT_BITS, WIDEN_DB  # noqa: F401  (re-exported)
 from ..precision import state_bits as state_bits_of
@@ -52,6 +52,7 @@ from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error 
 from ..version import __version__
 from . import c_codegen
 from .c_build import BUILD_DIR, BUILD_OUTPUTS, make  # noqa: F401  (BUILD_*: the target contract)
+from .c_harness import DTYPE_CODES, read_output, run_native, write_input  # noqa: F401  (re-exported)
 from .c_kit import RESERVED_PREFIXES, kit_context, write_kit
 
 QUANTIZE = ("float", "int8", "int16x8", "int16")
@@ -124,7 +125,8 @@ def check_options(quantize: str, options: dict) -> None:
     if str(options.get("prefix") or "model").lower() in RESERVED_PREFIXES:
         raise ArtifactError(
             f"--prefix {options.get('prefix')!r} would name the kit folder like the artifact's "
-            f"{'build folder' if str(options.get('prefix')).lower() == 'build' else 'Makefile'}; choose another prefix"
+            f"{'build folders' if str(options.get('prefix')).lower() == 'build' else 'harness folder'}; "
+            f"choose another prefix"
         )
     device = options.get("device")
     if device is not None and (not isinstance(device, str) or device not in DEVICES):
@@ -287,7 +289,7 @@ def emit(graph, out_dir, options) -> dict:
         "report": report,
         "c": {
             "prefix": prefix,
-            "kit": prefix,  # the folder a firmware compiles (OUT/<prefix>/); the harness stays at the top
+            "kit": prefix,  # the folder a firmware compiles (OUT/<prefix>/); the test harness is in harness/
             "quantized": quantized,
             "activation_bits": act_bits,
             # the widths used (the options say None for "the mode's default")
@@ -391,7 +393,10 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int
     return {"flash": int(flash), "ram": int(sizes["ram_bytes"])}
 
 
-# --- building and running -------------------------------------------------------------------
+# --- running -------------------------------------------------------------------------------
+
+#: the names the tests and benches knew the harness's file format by, before it had a module of its own
+_DTYPE_CODES, _read_output, _write_input = DTYPE_CODES, read_output, write_input
 
 
 def _is_quantized(art) -> bool:
@@ -403,80 +408,6 @@ def _qgraph(art):
     if qg is None:
         raise ArtifactError(f"{art.path}: quantized.lmu.npz is missing; convert the model again")
     return qg
-
-
-def write_input(path, data: np.ndarray, dtype_code: int | None = None):
-    """Write the harness's input file: ``"LMUX"``, int32 dtype code (1 int8, 2 int16, 4 float32), N, T, F, data.
-
-    ``data`` is int8 / int16 (quantized models' integer API) or float32, shape ``(N, T, F)``."""
-    data = np.asarray(data)
-    if dtype_code is None:
-        dtype_code = _DTYPE_CODES.get(data.dtype.type, 4)
-        data = data if dtype_code != 4 else data.astype(np.float32)
-    _write_input(Path(path), data, dtype_code)
-
-
-_DTYPE_CODES = {np.int8: 1, np.int16: 2}
-
-
-def _write_input(path: Path, data: np.ndarray, dtype_code: int):
-    N, T, F = data.shape
-    with open(path, "wb") as f:
-        f.write(b"LMUX")
-        f.write(np.array([dtype_code, N, T, F], dtype="<i4").tobytes())
-        f.write(np.ascontiguousarray(data).tobytes())
-
-
-def _read_output(path: Path, n_out: int) -> np.ndarray:
-    raw = path.read_bytes()
-    if raw[:4] != b"LMUY":
-        raise LmuEdgeError(f"{path}: the harness wrote no output (bad magic)")
-    code, N, T, F = np.frombuffer(raw[4:20], dtype="<i4")
-    dt = {1: np.int8, 2: np.int16}.get(int(code), np.float32)
-    return np.frombuffer(raw[20:], dtype=dt).reshape(N, T, F)
-
-
-def run_native(art, data: np.ndarray, runtime: str, with_state: bool = False) -> tuple:
-    """Run int8 / int16 (quantized artifacts: int8, int16x8, int16) or float32 data ``(N, T, F)`` through the
-    compiled harness.
-
-    Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``. With
-    ``with_state`` also the raw state struct after every step, ``(N, T, state_bytes)`` uint8, as written by
-    that runtime (the harness's 0x100 flag): ``(outputs, stats, states)``."""
-    code = _DTYPE_CODES.get(data.dtype.type, 4)
-    if runtime == "host":
-        exe = make(art.path, "harness_host", sealed=getattr(art, "sealed", None))
-        cmd_prefix = [str(exe)]
-    elif runtime in toolchain.ARM_RUNTIMES:
-        rt = toolchain.ARM_RUNTIMES[runtime]
-        if rt.integer_only and not _is_quantized(art):
-            raise ArtifactError(f"runtime {runtime} runs the integer path only (no FPU): convert with --quantize int8")
-        qemu = _need("qemu-system-arm", "qemu-system-arm")
-        exe = make(art.path, f"model_{rt.tag}.elf", sealed=getattr(art, "sealed", None))
-        cmd_prefix = toolchain.qemu_command(runtime, exe, qemu)
-    else:
-        raise ArtifactError(f"target 'c' has no runtime {runtime!r}; its runtimes: {', '.join(RUNTIMES)}")
-    with tempfile.TemporaryDirectory(prefix="lmu-edge-c-") as tmp_name:
-        tmp = Path(tmp_name)
-        _write_input(tmp / "lmu_in.bin", data, code | (0x100 if with_state else 0))
-        cmd = cmd_prefix + (["lmu_in.bin", "lmu_out.bin"] if runtime == "host" else [])
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=1800)
-        if r.returncode != 0:
-            raise LmuEdgeError(
-                f"the {runtime} harness failed (exit {r.returncode}): "
-                f"{' / '.join((r.stdout + r.stderr).strip().splitlines()[-3:])}"
-            )
-        y = _read_output(tmp / "lmu_out.bin", art.graph.output_features)
-        states = np.fromfile(tmp / "lmu_state.bin", np.uint8) if with_state else None
-    stats: dict[str, float] = {}
-    for line in r.stdout.splitlines():
-        if line.startswith("lmu-edge:"):
-            stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
-    if runtime != "host" and stats.get("steps"):
-        stats["instructions_per_step"] = toolchain.instructions(stats["ticks"], runtime) / stats["steps"]
-    if states is not None:
-        return y, stats, states.reshape(y.shape[0], y.shape[1], -1)
-    return y, stats
 
 
 def run(art, x, runtime):

@@ -1,6 +1,7 @@
-"""Building a C artifact: its sealed Makefile and sources copied into a private directory of this process and
-built there (``make -f Makefile``), one directory per distinct set of sources, removed at exit; nothing in the
-artifact folder is read, run or written (docs/security.md)."""
+"""Building a C artifact: its sealed harness Makefile (``harness/Makefile``) and sources copied into a private
+directory of this process and built there (``make -f Makefile`` in its ``harness/``), one directory per distinct
+set of sources, removed at exit; nothing in the artifact folder is read, run or written (docs/security.md). An
+artifact written before the harness folder existed (its Makefile at the top) builds the same way from there."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from pathlib import Path
 from .. import toolchain
 from ..errors import LmuEdgeError
 
-#: what the Makefile builds, all under build/ of a private build directory (never inside the artifact: an
-#: artifact folder may hold these names from older versions or a user's own make, and they are never run)
-BUILD_DIR = "build"
+#: the artifact's folder of the harness, startup code, linker scripts and Makefile (c_kit.HARNESS_DIR)
+HARNESS_DIR = "harness"
+#: what the Makefile builds, all under harness/build/ of a private build directory (never inside the artifact:
+#: an artifact folder may hold these names from a user's own make there, and they are never run)
+BUILD_DIR = f"{HARNESS_DIR}/build"
 BUILD_OUTPUTS = (
     "harness_host",
     "libmodel.so",
@@ -26,6 +29,8 @@ BUILD_OUTPUTS = (
 )
 #: the artifact's files make reads: the Makefile, C sources and headers, linker scripts (nothing else is copied)
 _SOURCE_SUFFIXES = (".c", ".h", ".ld")
+#: where the Makefile is: the harness folder, or the top of an artifact written before it existed
+_MAKEFILES = (f"{HARNESS_DIR}/Makefile", "Makefile")
 _BUILDS: dict = {}  # digest of the sources -> private build directory, most recent last
 _BUILDS_LOCK = threading.Lock()
 _BUILDS_PID = [os.getpid()]  # the process whose directories _BUILDS names (a forked child starts afresh)
@@ -43,8 +48,8 @@ def sources(directory: Path, sealed) -> dict:
 
     directory = Path(directory)
     if sealed is not None:
-        # the top-level Makefile and harness, and the sources of the kit folder
-        names = [n for n in sealed if n == "Makefile" or n.endswith(_SOURCE_SUFFIXES)]
+        # the harness folder's Makefile and sources, and the sources of the kit folder
+        names = [n for n in sealed if n in _MAKEFILES or n.endswith(_SOURCE_SUFFIXES)]
         out = {n: read_sealed(directory, n, sealed) for n in sorted(names)}
     else:  # sources in sub-folders too (a firmware of several models: one folder of C per model)
         out = {
@@ -53,11 +58,18 @@ def sources(directory: Path, sealed) -> dict:
             if not p.is_symlink()
             and p.is_file()
             and (p.name == "Makefile" or p.name.endswith(_SOURCE_SUFFIXES))
-            and not any(part == BUILD_DIR or part.startswith(".") for part in p.relative_to(directory).parts[:-1])
+            and not any(part == "build" or part.startswith(".") for part in p.relative_to(directory).parts[:-1])
         }
-    if "Makefile" not in out:
-        raise ArtifactError(f"{directory}: no Makefile among the artifact's files; convert the model again")
+    if not any(mk in out for mk in _MAKEFILES):
+        raise ArtifactError(
+            f"{directory}: no {HARNESS_DIR}/Makefile among the artifact's files; convert the model again"
+        )
     return out
+
+
+def _make_dir(files: dict) -> str:
+    """The folder (relative) of the Makefile among ``files``: ``harness``, or ``.`` in an older artifact."""
+    return next(str(Path(mk).parent) for mk in _MAKEFILES if mk in files)
 
 
 def _private_build_dir(sources: dict) -> Path:
@@ -137,10 +149,10 @@ def make(directory: Path, target: str, *more: str, sealed=None) -> Path:
     if not all(t.endswith((".elf", ".o")) for t in targets):
         toolchain.need("gcc", "gcc")
     files = sources(Path(directory), sealed)
-    rels = [f"{BUILD_DIR}/{t}" for t in targets]
+    rels = [f"build/{t}" for t in targets]  # in the Makefile's folder
     jobs = max(1, min(len(targets), os.cpu_count() or 1))
     with _BUILDS_LOCK:
-        work = _private_build_dir(files)
+        work = _private_build_dir(files) / _make_dir(files)
         todo = [r for r in rels if not (work / r).is_file()]
         if todo:
             env = {k: v for k, v in os.environ.items() if k not in ("LMU_KIT", "LMU_MODEL_SRC")}  # the sealed kit

@@ -1,7 +1,7 @@
 """The C artifact as a library a firmware drops in: ``OUT/<prefix>/`` holds ``<prefix>.c``, ``<prefix>.h``,
 exactly the runtime headers the source includes, CMake, sources.mk, Zephyr, PlatformIO and Arduino files and
-``examples/main.c``; the harness, startup code, linker scripts and Makefile the C target's own runs use sit
-beside it (docs/firmware.md)."""
+``examples/main.c``; the harness, startup code, linker scripts and Makefile the C target's own runs use go to
+a folder of their own, ``OUT/harness/``, which builds from the kit (docs/firmware.md)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ def jinja():
     )
 
 
-#: the harness, startup code, linker scripts and Makefile: at the artifact's top, next to the kit folder
-HARNESS_FILES = ("harness.c", "startup.c", *toolchain.LINKER_SCRIPTS, "Makefile")
-#: the top-level names a prefix may not take (its kit folder would collide with them; any case)
-RESERVED_PREFIXES = ("build", "makefile")
+#: the folder of the artifact holding the test harness, startup code, linker scripts and Makefile (beside the
+#: kit folder: a firmware needs none of them); its Makefile builds from ../<prefix>/ into build/ there
+HARNESS_DIR = "harness"
+HARNESS_FILES = tuple(f"{HARNESS_DIR}/{n}" for n in ("harness.c", "startup.c", *toolchain.LINKER_SCRIPTS, "Makefile"))
+#: the names a prefix may not take, any case: the harness folder's, and build (the build's folders are skipped)
+RESERVED_PREFIXES = (HARNESS_DIR, "build")
 #: the first calibration sequence's steps the kit's examples/main.c streams, at most
 EXAMPLE_STEPS = 1000
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
@@ -135,7 +137,8 @@ def kit_context(graph, options, prefix: str, quantized: bool, int_api: str, qg) 
 def write_kit(out_dir: Path, ctx: dict) -> list:
     """Write the kit ``out_dir/<prefix>/`` (the model's source and header, the runtime headers it includes,
     CMakeLists.txt, sources.mk, a Zephyr module, library.json, library.properties, examples/main.c) and the
-    harness, startup code, linker scripts and Makefile beside it. Returns the files written, relative."""
+    harness, startup code, linker scripts and Makefile in ``out_dir/harness/``. Returns the files written,
+    relative."""
     env = jinja()
     prefix = ctx["prefix"]
     kit = Path(out_dir) / prefix
@@ -162,9 +165,11 @@ def write_kit(out_dir: Path, ctx: dict) -> list:
         (kit / name).write_text(text)
     for name in headers:
         shutil.copyfile(TEMPLATES / name, kit / name)
+    harness = Path(out_dir) / HARNESS_DIR
+    harness.mkdir(exist_ok=True)
     for name, template in (("harness.c", "harness.c.j2"), ("Makefile", "Makefile.j2")):
-        (Path(out_dir) / name).write_text(env.get_template(template).render(**ctx))
+        (harness / name).write_text(env.get_template(template).render(**ctx))
     for name in ("startup.c", *toolchain.LINKER_SCRIPTS):
-        shutil.copyfile(TEMPLATES / name, Path(out_dir) / name)
+        shutil.copyfile(TEMPLATES / name, harness / name)
     names = [*kit_files[:2], *headers, *(n for n in written if n not in kit_files)]
     return [f"{prefix}/{n}" for n in names] + list(HARNESS_FILES)

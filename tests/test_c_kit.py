@@ -16,7 +16,7 @@ import pytest
 from target_models import configurations
 
 import lmu_edge
-from lmu_edge import intsim, toolchain
+from lmu_edge import intsim, outdir, toolchain
 from lmu_edge.targets import c as c_target
 from lmu_edge.targets import c_kit
 
@@ -57,7 +57,7 @@ def kits(tmp_path_factory):
     answer_a = art_a.run(xa[:1])[0]
     ref_b = art_b.run(xb[:1])[0]
     assert np.array_equal(answer_a, intsim.dequantize_output(qg, ref_a["host"][-1]))
-    return {"a": art_a, "b": art_b, "qg": qg, "ref_a": ref_a, "ref_b": ref_b, "answer_a": answer_a}
+    return {"a": art_a, "b": art_b, "qg": qg, "ref_a": ref_a, "ref_b": ref_b, "answer_a": answer_a, "xa": xa}
 
 
 def _steps(stdout: str, prefix_line: str = "step") -> np.ndarray:
@@ -141,7 +141,7 @@ def test_cmake_host_build_of_two_kits_matches_the_c_target_run(kits, tmp_path, c
 def test_cmake_cortex_m4_build_with_a_toolchain_file_runs_under_qemu(kits, tmp_path):
     _need("cmake", *ARM_TOOLS)
     rt = toolchain.ARM_RUNTIMES["cortex-m4"]
-    top = kits["a"].path  # the artifact's harness folder: the startup code and QEMU's linker script
+    top = kits["a"].path / "harness"  # the artifact's harness folder: the startup code and QEMU's linker script
     (tmp_path / "cortex-m4.cmake").write_text(
         f"""set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR arm)
@@ -210,8 +210,17 @@ def test_the_kit_holds_exactly_what_the_source_includes(kits):
         assert {"lmu_runtime.h", "lmu_config.h", "lmu_qlinear.h", "lmu_dense16.h"} <= families <= headers
         code = {p.name for p in kit.iterdir() if p.suffix in (".c", ".h")}
         assert code == {f"{prefix}.c", f"{prefix}.h", *headers}
+        # one copy of the model's source: the kit's; the harness in a folder of its own; the rest is lmu-edge's
         top = {p.name for p in kits[key].path.iterdir()}
-        assert {"harness.c", "startup.c", "Makefile", "mps2.ld"} <= top and not top & {f"{prefix}.c", "lmu_runtime.h"}
+        data = {"quantized.lmu.npz"} if key == "a" else set()
+        assert top == {prefix, "harness", "artifact.json", "lmu-edge-files.json", "report.json", "report.html"} | {
+            "source.lmu.npz",
+            "model.lmu.npz",
+            *data,
+        }
+        harness = {p.name for p in (kits[key].path / "harness").iterdir()}
+        assert harness == {"harness.c", "startup.c", "Makefile", *toolchain.LINKER_SCRIPTS}
+        assert set(kits[key].manifest["files"]) >= {f"harness/{n}" for n in harness} | {f"{prefix}/{prefix}.c"}
         assert not any(p.suffix in (".ld", ".npz") or p.name in ("harness.c", "startup.c") for p in kit.rglob("*"))
     # a Pade model's source includes lmu_pade.h, and its kit has it
     assert "lmu_pade.h" in c_kit.runtime_headers('#include "lmu_runtime.h"\n#include "lmu_pade.h"\n')
@@ -361,7 +370,23 @@ def test_zephyr_module_and_arduino_properties_have_their_required_fields(kits):
 
 def test_a_prefix_that_would_collide_with_the_harness_is_refused(tmp_path):
     g = configurations()["rk4"]
-    for bad in ("build", "Makefile"):
+    for bad in ("harness", "Harness", "build"):
         with pytest.raises(lmu_edge.errors.ArtifactError, match="kit folder"):
             lmu_edge.convert(g, "c", tmp_path / bad, prefix=bad, measure=False)
         assert not (tmp_path / bad).exists()
+
+
+def test_an_artifact_written_before_the_harness_folder_still_runs(kits, tmp_path):
+    """Older artifacts had the harness, startup code, linker scripts and Makefile at the top, beside the kit
+    (their Makefile's LMU_KIT ?= <prefix>): run and verify still build and run them, from there."""
+    old = tmp_path / "old"
+    shutil.copytree(kits["a"].path, old)
+    for f in sorted((old / "harness").iterdir()):
+        f.rename(old / f.name)
+    (old / "harness").rmdir()
+    mk = old / "Makefile"
+    assert "LMU_KIT ?= ../kws\n" in mk.read_text()
+    mk.write_text(mk.read_text().replace("LMU_KIT ?= ../kws\n", "LMU_KIT ?= kws\n"))
+    outdir.seal(old)
+    art = lmu_edge.open_artifact(old)
+    assert np.array_equal(art.run(kits["xa"][:1])[0], kits["answer_a"])

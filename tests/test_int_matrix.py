@@ -394,7 +394,6 @@ def _convert_all(tmp_path_factory, case_list, mode):
     d = root / "all"
     d.mkdir()
     for name in (
-        "Makefile",
         *c_kit.runtime_headers('#include "lmu_runtime.h"'),
         "lmu_pade.h",
         "lmu_bandconv.h",
@@ -403,7 +402,8 @@ def _convert_all(tmp_path_factory, case_list, mode):
     ):
         shutil.copyfile(first.path / name if (first.path / name).exists() else c_kit.TEMPLATES / name, d / name)
     # the harness builds model.c (the wrapper) from this folder, not the first artifact's kit
-    (d / "Makefile").write_text("LMU_KIT = .\nLMU_MODEL_SRC = model.c\n" + (first.path / "Makefile").read_text())
+    makefile = (first.path / "harness" / "Makefile").read_text()  # the artifact's harness folder
+    (d / "Makefile").write_text("LMU_KIT = .\nLMU_MODEL_SRC = model.c\n" + makefile)
     for k in range(len(case_list)):
         shutil.copytree(root / f"mx{k}", d / f"mx{k}")
     (d / "model.h").write_text(

@@ -30,6 +30,7 @@ def _run(art_dir, xq, runtime, extra="", opt=None):
     """Build ``runtime``'s image (with extra compiler flags, and -O<opt> instead of -O2 when given) in art_dir
     and run it on QEMU: int8 outputs."""
     rt = toolchain.ARM_RUNTIMES[runtime]
+    art_dir = art_dir / "harness"  # the artifact's harness folder: its Makefile builds from the kit, ../model/
     flags = f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"
     make = ["make", "-s", "-B", f"build/model_{rt.tag}.elf", flags]
     if opt is not None:
@@ -631,14 +632,14 @@ def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
     make = ["make", "-s", "-B", f"build/model_{rt.tag}.elf", f"FLAGS_{rt.tag}={' '.join(rt.cpu_flags)} {extra}"]
     if opt is not None:
         make.append(f"ARMOPT=-O{opt} -mthumb")
-    subprocess.run(make, cwd=art.path, check=True, capture_output=True)
-    c_target._write_input(art.path / "lmu_in.bin", xq.astype(np.int16), c_target._DTYPE_CODES[np.int16])
+    subprocess.run(make, cwd=art.path / "harness", check=True, capture_output=True)
+    c_target._write_input(art.path / "harness" / "lmu_in.bin", xq.astype(np.int16), c_target._DTYPE_CODES[np.int16])
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
-        cwd=art.path,
+        cwd=art.path / "harness",
         check=True,
         capture_output=True,
         timeout=120,
     )
-    got = c_target._read_output(art.path / "lmu_out.bin", 0).astype(np.int64)
+    got = c_target._read_output(art.path / "harness" / "lmu_out.bin", 0).astype(np.int64)
     assert np.array_equal(got, ref)

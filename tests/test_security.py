@@ -163,8 +163,10 @@ def test_every_target_keeps_a_smuggled_name_as_data(tmp_path, target):
             calls = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Attribute) and n.attr == "system"]
             assert not calls, f
     if target == "c":
-        subprocess.run(["make", "-s", "build/harness_host"], cwd=out, check=True, capture_output=True)
-        nm = subprocess.run(["nm", str(out / "build" / "harness_host")], capture_output=True, text=True).stdout
+        subprocess.run(["make", "-s", "build/harness_host"], cwd=out / "harness", check=True, capture_output=True)
+        nm = subprocess.run(
+            ["nm", str(out / "harness" / "build" / "harness_host")], capture_output=True, text=True
+        ).stdout
         assert "lmu_pwned" not in nm and "system" not in nm  # the name stayed inside a comment
         assert not list(tmp_path.rglob("PWNED"))
 
@@ -226,8 +228,8 @@ def test_force_refuses_added_or_changed_files_and_accepts_build_outputs(tmp_path
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "-O", "measure=false").returncode == 0
     np.save(tmp_path / "x.npy", np.load(EX / "digits_test_x.npy")[:2])
     assert cli("run", out, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy").returncode == 0
-    assert not (out / "build").exists()  # lmu-edge builds in a private directory, never in the artifact
-    subprocess.run(["make", "-s", "build/harness_host"], cwd=out, check=True, capture_output=True)  # a user's make
+    assert not (out / "harness" / "build").exists()  # lmu-edge builds in a private directory, never in the artifact
+    subprocess.run(["make", "-s", "build/harness_host"], cwd=out / "harness", check=True, capture_output=True)
     assert cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force", "-O", "measure=false").returncode == 0
     (out / "my_notes.txt").write_text("mine")
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
@@ -236,8 +238,8 @@ def test_force_refuses_added_or_changed_files_and_accepts_build_outputs(tmp_path
     (out / "model" / "model.c").write_text((out / "model" / "model.c").read_text() + "/* my tuning */\n")
     r = cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force")
     assert "model.c" in one_line_error(r, 1) and "my tuning" in (out / "model" / "model.c").read_text()
-    (out / "build").mkdir()
-    (out / "build" / "thesis.tex").write_text("mine")
+    (out / "harness" / "build").mkdir(exist_ok=True)
+    (out / "harness" / "build" / "thesis.tex").write_text("mine")
     assert "thesis.tex" in one_line_error(cli("convert", DIGITS_IR, "-t", "c", "-o", out, "--force"), 1)
 
 
@@ -359,7 +361,7 @@ def test_concurrent_runs_of_one_artifact_all_succeed_and_write_nothing_into_it(t
     assert all(c == 0 for c, _ in errs), errs
     ys = [np.load(tmp_path / f"y{i}.npy") for i in range(6)]
     assert all(np.array_equal(ys[0], y) for y in ys)
-    assert not (out / "build").exists()  # each run builds in its own private directory
+    assert not (out / "harness" / "build").exists()  # each run builds in its own private directory
     lmu_edge.open_artifact(out)
 
 

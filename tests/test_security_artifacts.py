@@ -67,7 +67,7 @@ def _no_payload(tmp_path):
 
 
 def test_a_gnumakefile_next_to_the_sealed_makefile_is_refused_and_never_read(built, c_art, tmp_path):
-    (c_art / "GNUmakefile").write_text(f"$(shell touch {tmp_path / 'PWNED'})\ninclude Makefile\n")
+    (c_art / "harness" / "GNUmakefile").write_text(f"$(shell touch {tmp_path / 'PWNED'})\ninclude Makefile\n")
     err = one_line_error(cli("run", c_art, "-i", built / "x.npy", "-o", tmp_path / "y.npy"))
     assert "GNUmakefile" in err and "did not write" in err
     assert not (tmp_path / "y.npy").exists()
@@ -84,17 +84,17 @@ def test_private_build_directories_of_ended_processes_are_removed(built, c_art):
 
     code = f"import os; from lmu_edge.targets import c; print(c.make({str(c_art)!r}, 'harness_host')); os._exit(0)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    left = Path(r.stdout.strip()).parents[1]
+    left = Path(r.stdout.strip()).parents[2]  # <private>/harness/build/harness_host
     assert r.returncode == 0 and left.is_dir() and left.name.startswith("lmu-edge-build-"), r.stderr
-    mine = c.make(c_art, "harness_host").parents[1]  # this process's own, alive
+    mine = c.make(c_art, "harness_host").parents[2]  # this process's own, alive
     c_build._STALE_SWEPT.clear()
     c_build.sweep_stale_builds()
     assert not left.exists() and mine.is_dir()
 
 
 def test_a_planted_harness_in_build_is_never_run(built, c_art, tmp_path):
-    (c_art / "build").mkdir(exist_ok=True)
-    exe = c_art / "build" / "harness_host"
+    (c_art / "harness" / "build").mkdir(exist_ok=True)  # where a user's own make in harness/ builds
+    exe = c_art / "harness" / "build" / "harness_host"
     exe.write_text(f"#!/bin/sh\ntouch {tmp_path / 'PWNED'}\nexit 1\n")
     exe.chmod(0o755)
     os.utime(exe, (4e9, 4e9))  # newer than every source: make would call it up to date
@@ -106,13 +106,13 @@ def test_a_planted_harness_in_build_is_never_run(built, c_art, tmp_path):
 
 
 def test_a_planted_library_in_build_is_never_loaded(built, c_art, tmp_path):
-    (c_art / "build").mkdir(exist_ok=True)
+    (c_art / "harness" / "build").mkdir(exist_ok=True)
     src = tmp_path / "evil.c"
     src.write_text(
         "#include <stdio.h>\n__attribute__((constructor)) static void pwn(void) "
         f'{{ FILE *f = fopen("{tmp_path / "PWNED"}", "w"); if (f) fclose(f); }}\n'
     )
-    lib = c_art / "build" / "libmodel.so"
+    lib = c_art / "harness" / "build" / "libmodel.so"
     subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
     os.utime(lib, (4e9, 4e9))
     s = lmu_edge.open_artifact(c_art).stream()
@@ -124,8 +124,8 @@ def test_a_planted_library_in_build_is_never_loaded(built, c_art, tmp_path):
 def test_a_build_link_out_of_the_artifact_is_refused_and_nothing_is_written_there(built, c_art, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    shutil.rmtree(c_art / "build", ignore_errors=True)
-    (c_art / "build").symlink_to(elsewhere)
+    shutil.rmtree(c_art / "harness" / "build", ignore_errors=True)
+    (c_art / "harness" / "build").symlink_to(elsewhere)
     err = one_line_error(cli("run", c_art, "-i", built / "x.npy", "-o", tmp_path / "y.npy"))
     assert "build" in err and "did not write" in err
     assert not list(elsewhere.iterdir())
@@ -134,7 +134,7 @@ def test_a_build_link_out_of_the_artifact_is_refused_and_nothing_is_written_ther
 def test_an_edited_makefile_with_a_recomputed_seal_is_refused_under_the_builders_key(built, c_art, tmp_path):
     """The seal alone is unkeyed (anyone can recompute it: it catches accidents, docs/security.md says so);
     the builder's signature is what a resealed edit cannot forge."""
-    mk = c_art / "Makefile"
+    mk = c_art / "harness" / "Makefile"
     mk.write_text(f"$(shell touch {tmp_path / 'PWNED'})\n" + mk.read_text())
     outdir.seal(c_art)
     err = one_line_error(cli("verify", c_art, "-i", built / "x.npy", "--trusted-key", built / "builder.pub"))
@@ -146,20 +146,20 @@ def test_an_edited_makefile_with_a_recomputed_seal_is_refused_under_the_builders
 
 def test_fifos_in_an_artifact_are_refused_without_blocking(built, c_art):
     """A FIFO where a recorded file was, or named artifact.json in a folder of its own, would block a read."""
-    good = (c_art / "harness.c").read_bytes()
-    (c_art / "harness.c").unlink()
-    os.mkfifo(c_art / "harness.c")
+    good = (c_art / "harness" / "harness.c").read_bytes()
+    (c_art / "harness" / "harness.c").unlink()
+    os.mkfifo(c_art / "harness" / "harness.c")
     (c_art / "sub").mkdir()
     os.mkfifo(c_art / "sub" / "artifact.json")
     err = one_line_error(cli("verify", c_art, "-i", built / "x.npy", timeout=60))
     assert "holds sub/, which lmu-edge did not write" in err  # refused before any file in it is read
     shutil.rmtree(c_art / "sub")
-    with pytest.raises(ArtifactError, match="harness.c changed or missing"):
+    with pytest.raises(ArtifactError, match="harness/harness.c changed or missing"):
         lmu_edge.open_artifact(c_art)
     (c_art / "sub").mkdir()
     os.mkfifo(c_art / "sub" / "artifact.json")
-    (c_art / "harness.c").unlink()
-    (c_art / "harness.c").write_bytes(good)
+    (c_art / "harness" / "harness.c").unlink()
+    (c_art / "harness" / "harness.c").write_bytes(good)
     with pytest.raises(ArtifactError, match="holds sub/, which lmu-edge did not write"):
         lmu_edge.open_artifact(c_art)
 

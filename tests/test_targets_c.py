@@ -223,7 +223,7 @@ def test_generated_code_is_data_and_calls(built):
     src = (art.path / "model" / "model.c").read_text()
     body = src.split("_step_int8(", 1)[1]
     assert "for (" not in body.split("#ifndef LMU_NO_FLOAT")[0].replace("for (k_", "")  # only copy loops
-    assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "Makefile").read_text()
+    assert "-std=c99 -Wall -Wextra -Werror -pedantic" in (art.path / "harness" / "Makefile").read_text()
 
 
 def test_memory_calls_take_a_const_struct_not_positional_integers(built):
