@@ -213,10 +213,11 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     return m, shift
 
 
-def _trunc_div(a: np.ndarray, d: int) -> np.ndarray:
-    """C integer division (truncation toward zero)."""
-    q = np.abs(a) // d
-    return np.where(a < 0, -q, q)
+def _trunc_shift31(a: np.ndarray) -> np.ndarray:
+    """C's ``a / 2**31`` (truncation toward zero) of int64 ``a``: a negative ``a`` is biased by ``2**31 - 1``
+    before the arithmetic shift (the same integers as ``-(|a| // 2**31)``, four times faster than numpy's
+    integer division, which the integer reference spent most of its time in)."""
+    return (a + ((a >> 63) & np.int64((1 << 31) - 1))) >> 31
 
 
 def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
@@ -225,7 +226,7 @@ def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
     nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    r = _trunc_div(ab + nudge, 1 << 31)
+    r = _trunc_shift31(ab + nudge)
     overflow = (a == INT32_MIN) & (b == INT32_MIN)
     return np.where(overflow, INT32_MAX, r).astype(np.int64)
 
