@@ -38,8 +38,14 @@ disk ""
 logs=$(mktemp -d)
 
 setup_start=$SECONDS
+apt_setup=""
 if [ "$FAST" -eq 0 ] || [ ! -x .venv/bin/python ]; then
-    timed setup apt apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}" "${LINT_PACKAGES[@]}"
+    # the Debian packages install beside the Python environments (nothing pip installs needs them; on a
+    # fresh machine each side takes one to two minutes): waited for, and its log printed, before the tests
+    apt_install "${C_TARGET_PACKAGES[@]}" "${REPORT_TEST_PACKAGES[@]}" "${KWS_PACKAGES[@]}" "${LINT_PACKAGES[@]}" \
+        >"$logs/apt.out" 2>&1 &
+    apt_setup=$!
+    apt_t=$SECONDS
 fi
 numpy1_setup=""
 if [ "$FAST" -eq 0 ] && [ -f scripts/numpy1_tests.sh ]; then
@@ -62,6 +68,13 @@ if [ "$FAST" -eq 0 ] && [ -f scripts/sinabs_venv.sh ]; then
         echo "scripts/sinabs_venv.sh failed: the nir target's sinabs tests will fail"; fi
 elif [ -x .venv-sinabs/bin/python ]; then
     export LMU_EDGE_SINABS_PYTHON="$PWD/.venv-sinabs/bin/python"
+fi
+if [ -n "$apt_setup" ]; then
+    apt_ok=1
+    wait "$apt_setup" || apt_ok=0
+    took setup "apt (beside the above)" "$apt_t"
+    cat "$logs/apt.out"
+    [ "$apt_ok" -eq 1 ] || { echo "installing the Debian packages failed (above)"; exit 1; }
 fi
 numpy1_ok=1
 if [ -n "$numpy1_setup" ]; then
