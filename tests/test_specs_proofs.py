@@ -35,7 +35,7 @@ def base():
     return qg, i
 
 
-def _flags(base, *, clamp=None, lut=None, B0=0, cf=1, form="delta", bound_lsb=0.0, proven=True) -> dict:
+def _flags(base, *, clamp=None, lut=None, B0=0, cf=1, form="delta", bound_lsb=0.0, proven=True, row0=None) -> dict:
     qg, i = base
     L = qg.layers[i]
     q = L.order
@@ -44,7 +44,10 @@ def _flags(base, *, clamp=None, lut=None, B0=0, cf=1, form="delta", bound_lsb=0.
         enc = dataclasses.replace(enc, clamp_min=clamp[0], clamp_max=clamp[1], lut=lut)
     B = np.zeros(q, np.int64)
     B[0] = B0
-    mem = qir.QDenseMemory(form, np.zeros((q, q), np.int16), cf, 16, B, cf)
+    C = np.zeros((q, q), np.int16)
+    if row0 is not None:
+        C[0] = row0
+    mem = qir.QDenseMemory(form, C, cf, 16, B, cf)
     L = dataclasses.replace(
         L, encoder=enc, memory=mem, state_bound=bound_lsb * 2.0**-L.state_type.frac, bound_proven=proven
     )
@@ -72,6 +75,27 @@ def test_step32_holds_at_its_bound_and_not_one_past_it(base, lo, hi, cf):
     assert _flags(base, clamp=(lo, hi), B0=at, cf=cf)["step32"]
     assert not _flags(base, clamp=(lo, hi), B0=at + 1, cf=cf)["step32"]
     assert not _flags(base, clamp=(lo, hi), B0=-(at + 1), cf=cf)["step32"]  # |B|: the sign does not matter
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**16), b0=st.integers(0, 3))
+@example(seed=0, b0=0)
+def test_step32_counts_the_coefficients_times_the_state_peak(base, seed, b0):
+    """Spec: the coefficient term of step32's S is sum_j |C_0j| 2^(bits-1) (a 16-bit state: 2^15). At cf = 1
+    and an int8-clamped encoder (u_bound 128), the largest sum_j |C_0j| that holds with |B_0| = b0 is
+    floor((2^31 - 2 - 128 b0) / 2^15); one more unit in any column, of either sign, fails."""
+    rng = np.random.default_rng(seed)
+    at = ((1 << 31) - 2 - 128 * b0) >> 15
+    row = rng.multinomial(at, np.ones(4) / 4)
+    row = np.minimum(row, 32767)
+    row[0] += at - row.sum()  # the rest in column 0 (at <= 65535: two full columns hold it)
+    assume(row.max() <= 32767)
+    signs = rng.choice([-1, 1], 4)
+    assert _flags(base, clamp=(-128, 127), B0=b0, row0=row * signs)["step32"]
+    j = int(np.argmin(row))
+    past = row.copy()
+    past[j] += 1
+    assert not _flags(base, clamp=(-128, 127), B0=b0, row0=past * signs)["step32"]
 
 
 @settings(max_examples=20)
