@@ -5,6 +5,7 @@ found unchecked (docs/testing.md, "Generated mutants"), read from the code it wr
 import re
 
 import numpy as np
+import pytest
 from graphs import chain
 
 import lmu_edge
@@ -55,3 +56,20 @@ def test_right_shifts_and_the_32_bit_fast_path_are_flagged_exactly_where_they_ho
         if want:
             zero_points.add(int(q.out_zp))
     assert -128 in zero_points  # the premise: a fast-path layer whose output zero point is far from 0
+
+
+@pytest.mark.parametrize("coeff_bits", [16, 32])
+def test_an_lmu_state_holds_d_times_q_values_and_a_fir_kernel_its_coefficient_width(coeff_bits):
+    """Spec: each LMU's state buffer (``l<i>_m``) holds d q values of its state width, and a FIR kernel is an
+    array of int16_t for coefficients of up to 16 bits, int32_t beyond (a 24-bit tap in int16_t wraps)."""
+    rng = np.random.default_rng(20)
+    d, q = 2, 5
+    g = lmu_edge.fold(chain(rng, q=q, theta=8.0, d=d), "fir")
+    qg = lmu_edge.quantize(g, rng.standard_normal((2, 30, 2)), state_bits=32, coeff_bits=coeff_bits)
+    code = c_codegen.generate_int(qg, "p")
+    (i,) = [k for k, layer in enumerate(qg.layers) if isinstance(layer, qir.QLMU)]
+    mem = qg.layers[i].memory
+    assert (f"int{qg.layers[i].state_type.width}_t", f"l{i}_m", d * q) in code.fields
+    (kernel,) = [a for a in code.arrays if a["name"] == f"p_l{i}_kernel"]
+    assert kernel["ctype"] == ("int16_t" if mem.coeff_bits <= 16 else "int32_t") and kernel["count"] == mem.kernel.size
+    assert (mem.coeff_bits > 16) == (coeff_bits > 16)  # the premise: both widths occur
