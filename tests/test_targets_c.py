@@ -412,9 +412,7 @@ def test_int16_activation_tables_are_within_one_lsb_everywhere(act):
     from lmu_edge import qir, qlinear, reference
 
     # a pre-activation range wider than the cap: the table covers +-cap
-    lin, s_out, zp = qlinear.linear(
-        [(np.eye(2), 1.0 / 32767, 0, 8)], None, act, (-20.0, 20.0), (-1.0, 1.0), "t", 16
-    )
+    lin, s_out, zp = qlinear.linear([(np.eye(2), 1.0 / 32767, 0, 8)], None, act, (-20.0, 20.0), (-1.0, 1.0), "t", 16)
     assert zp == 0 and s_out == 1.0 / 32768 and lin.lut.shape == (qir.LUT16_SIZE,)
     x = np.arange(-32768, 32768)
     acc_scale = qlinear._LUT16_CAP[act] / 32767
