@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import lmu_edge
+from lmu_edge.targets import c_kit
 
 KWS_DIR = Path(__file__).resolve().parents[1] / "examples" / "kws"
 sys.path.insert(0, str(KWS_DIR))
@@ -193,7 +194,7 @@ def test_on_a_tie_the_first_class_is_the_verifiers_answer_as_numpys_argmax(check
     stub.mkdir()
     (stub / "model.h").write_text(STUB_H)
     (stub / "model.c").write_text(STUB_C)
-    for f in ("lmu_runtime.h", "lmu_kernels_arm.h", "lmu_pade.h", "lmu_bandconv.h"):
+    for f in (*c_kit.runtime_headers('#include "lmu_runtime.h"'), "lmu_pade.h", "lmu_bandconv.h"):
         (stub / f).write_text("/* not used by the stand-in */\n")
     first = fsdd_stream.kws.Detector(
         threshold=verify.TRIGGER * 256 * fsdd_stream.detector().window, names=fsdd_stream.CLASSES
