@@ -60,8 +60,9 @@ def test_right_shifts_and_the_32_bit_fast_path_are_flagged_exactly_where_they_ho
 
 @pytest.mark.parametrize("coeff_bits", [16, 32])
 def test_an_lmu_state_holds_d_times_q_values_and_a_fir_kernel_its_coefficient_width(coeff_bits):
-    """Spec: each LMU's state buffer (``l<i>_m``) holds d q values of its state width, and a FIR kernel is an
-    array of int16_t for coefficients of up to 16 bits, int32_t beyond (a 24-bit tap in int16_t wraps)."""
+    """Spec: each LMU's state buffer (``l<i>_m``) holds d q values of its state width, all d q requantized to
+    activations at every step, and a FIR kernel is an array of int16_t for coefficients of up to 16 bits,
+    int32_t beyond (a 24-bit tap in int16_t wraps)."""
     rng = np.random.default_rng(20)
     d, q = 2, 5
     g = lmu_edge.fold(chain(rng, q=q, theta=8.0, d=d), "fir")
@@ -70,6 +71,8 @@ def test_an_lmu_state_holds_d_times_q_values_and_a_fir_kernel_its_coefficient_wi
     (i,) = [k for k, layer in enumerate(qg.layers) if isinstance(layer, qir.QLMU)]
     mem = qg.layers[i].memory
     assert (f"int{qg.layers[i].state_type.width}_t", f"l{i}_m", d * q) in code.fields
+    (requant,) = [line for line in code.step_lines if "state -> activations" in line and f"s->l{i}_m" in line]
+    assert re.search(rf"k_ < {d * q};|lmu_requant8_s16\(s->l{i}_m, s->l{i}_z, {d * q},", requant), requant
     (kernel,) = [a for a in code.arrays if a["name"] == f"p_l{i}_kernel"]
     assert kernel["ctype"] == ("int16_t" if mem.coeff_bits <= 16 else "int32_t") and kernel["count"] == mem.kernel.size
     assert (mem.coeff_bits > 16) == (coeff_bits > 16)  # the premise: both widths occur
