@@ -37,16 +37,15 @@ it needs), ``tflite-runtime`` (the legacy ``tflite-runtime`` package, run in a
 separate Python named by the option ``tflite_runtime_python`` or the variable
 ``LMU_EDGE_TFLITE_RUNTIME_PYTHON``, because it needs numpy < 2 and cannot share
 a process with TensorFlow).
+
+Building is here; running is :mod:`._tflite_run`, GPTQ weight rounding :mod:`._tflite_gptq`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,18 @@ from lmu_edge.errors import ArtifactError, QuantizationError
 from lmu_edge.metrics import relative_error, sqnr_db
 from lmu_edge.registry import require
 
-from . import _stepplan, _tflite_session
+from . import _stepplan, _tflite_run, _tflite_session
+from ._tflite_gptq import gptq_weights
+from ._tflite_run import (  # noqa: F401  (the target contract's run, stream, check; the worker: tests)
+    IO,
+    MODEL,
+    PYTHON_ENV,
+    WorkerSession,
+    check,
+    run,
+    stream,
+    tflm_arena_size,
+)
 
 QUANTIZE = ("float", "int8", "int16x8")
 #: target contract (optional): no integer Runge-Kutta state path (TFLite has no 16x8 CUMSUM, two per RK
@@ -91,8 +101,6 @@ def state_bits(quantize, options) -> int | None:
     return 8 if quantize == "int8" and options.get("int8_state_path") == "int8" else None
 
 
-MODEL, IO = "model.tflite", "io.json"
-PYTHON_ENV = "LMU_EDGE_TFLITE_RUNTIME_PYTHON"
 #: a quantized model's running mean counts at least this many steps (its 16-bit count spans twice it)
 #: before it becomes an exponential mean; calibrated on shorter sequences, the count used to stop at twice
 #: their length. Not more: TFLite's int16 RSQRT (1 / n = rsqrt(n)^2) loses accuracy at small counts when
@@ -108,13 +116,9 @@ def _bool(v) -> bool:
 # --- building ------------------------------------------------------------------------------
 
 
-def _litert():
-    return require("ai_edge_litert.interpreter", "tflite", "running TFLite models in LiteRT")
-
-
 def _io_description(model_path: Path, variant: str, spec) -> dict:
     """Names, shapes and quantization of subgraph 0's inputs and outputs, from LiteRT."""
-    interp = _litert().Interpreter(model_path=str(model_path))
+    interp = _tflite_run.litert().Interpreter(model_path=str(model_path))
     runner = interp.get_signature_runner(_tflite_session.step_key(interp.get_signature_list()))
 
     def desc(details, sig_details):
@@ -151,7 +155,7 @@ def _stream_error(model_bytes: bytes, io, graph, x: np.ndarray, spec=None) -> tu
         p = Path(d) / MODEL
         p.write_bytes(model_bytes)
         io = _io_description(p, "external", spec) if io is None else io
-        s = _tflite_session.Session(io, _tflite_session.SignatureBackend(_litert().Interpreter, p))
+        s = _tflite_session.Session(io, _tflite_session.SignatureBackend(_tflite_run.litert().Interpreter, p))
         y = _tflite_session.run_sequences(s, x)
     ref = reference.simulate(graph, x)
     y = y if graph.output_is_sequence else y[:, -1]
@@ -327,112 +331,6 @@ def _construction(form: str, quantize: str, state_path: str) -> str:
     return f"{mem}; {state}"
 
 
-def gptq_per_tensor(W, gram, centered: bool):
-    """``W`` (``(inputs, outputs)``) rounded by GPTQ (:func:`lmu_edge.rounding.gptq`, the same error
-    feedback in blocks and the same scale search) on **one** int8 scale for the whole matrix, as a
-    converter that quantizes the weights per tensor stores them (:data:`._tflite_build.PER_TENSOR`); the
-    largest weight sits at 127 steps of the chosen scale, so that the converter's ``max |w| / 127``
-    finds it and keeps the values."""
-    from lmu_edge import rounding as qz
-
-    W = np.asarray(W, np.float64)
-    qmax = 127
-    base = max(float(np.abs(W).max()), 1e-30) / qmax
-    n = gram[2]  # the count of calibration inputs
-    nearest = np.clip(np.round(W / base), -qmax, qmax) * base
-    if n == 0 or W.shape[0] == 1:
-        return nearest
-    H = qz.gptq_hessian(gram, centered)
-    order = np.argsort(-np.diag(H), kind="stable")
-    U = qz.inverse_upper_factor(H[np.ix_(order, order)])
-    if U is None:
-        return nearest
-    f, cols = len(qz.GPTQ_SCALES), W.shape[1]
-    scale = np.repeat(base * qz.GPTQ_SCALES, cols)  # candidate c at columns c*cols .. c*cols+cols-1
-    X = np.tile(W[order], f)
-    pi, pj = np.unravel_index(np.argmax(np.abs(W[order])), W.shape)
-    Q = np.empty_like(X)
-    for a in range(0, len(X), qz.GPTQ_BLOCK):
-        b = min(a + qz.GPTQ_BLOCK, len(X))
-        E = np.empty((b - a, X.shape[1]))
-        for i in range(a, b):
-            Q[i] = np.clip(np.round(X[i] / scale), -qmax, qmax) * scale
-            if i == pi:  # the peak at +-qmax steps: the converter finds the scale
-                cj = pj + cols * np.arange(f)
-                Q[i, cj] = np.sign(W[order][pi, pj]) * qmax * scale[cj]
-            E[i - a] = (X[i] - Q[i]) / U[i, i]
-            X[i + 1 : b] -= np.outer(U[i, i + 1 : b], E[i - a])
-        X[b:] -= U[a:b, b:].T @ E
-    Q = Q[np.argsort(order)]
-    R = Q - np.tile(W, f)
-    cost = np.sum(R * (H @ R), axis=0).reshape(f, cols).sum(axis=1)
-    c = int(np.argmin(cost))
-    return Q[:, c * cols : (c + 1) * cols]
-
-
-def gptq_weights(graph, plan, cal, correct_bias: bool, per_tensor: bool = False):
-    """``graph`` with the weights TFLite's converter quantizes per output channel (Dense kernels, LMU input
-    encoders, the hidden kernel's memory and input blocks) rounded by GPTQ
-    (:func:`lmu_edge.rounding.gptq`) in the coordinates the step model holds them in (the hidden
-    kernel's memory rows scaled by the plan's state balance), each channel's largest weight at 127 steps
-    of the chosen scale, so that the converter's own ``max |w| / 127`` finds that scale and keeps the
-    values. ``correct_bias``: the biases take out the rounding's mean (as ``quantize`` with 16-bit
-    activations). The weights of a feedback loop are left alone (``quantization.compensated``).
-    ``per_tensor``: one scale per matrix (:func:`gptq_per_tensor`), for the modes whose weights TFLite
-    Micro's CMSIS-NN kernels take per tensor only (:data:`._tflite_build.PER_TENSOR`)."""
-    import dataclasses
-
-    from lmu_edge import ir
-    from lmu_edge import rounding as qz
-
-    from ._floatstep import uneven
-
-    recs = reference.record_ranges(graph, np.asarray(cal, np.float64))
-
-    def rounded(W, gram, rows):
-        G, total, n = gram
-        if per_tensor and uneven(W * rows[:, None]):  # split into hi + lo instead (FloatStep(split_uneven))
-            return np.asarray(W, np.float64)
-        if per_tensor:
-            return (
-                gptq_per_tensor(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), correct_bias)
-                / rows[:, None]
-            )
-        Qb, _ = qz.gptq(W * rows[:, None], (G / np.outer(rows, rows), total / rows, n), 8, correct_bias, True)
-        return Qb / rows[:, None]
-
-    def fix(W, gram, bias, mean, rows=None):
-        W = np.asarray(W, np.float64)
-        rows = np.ones(len(W)) if rows is None else rows
-        Q = rounded(W, gram, rows)
-        return Q, (qz.shifted_bias(bias, W, Q, mean) if correct_bias else bias)
-
-    layers = []
-    for i, (layer, rec) in enumerate(zip(graph.layers, recs, strict=True)):
-        if isinstance(layer, ir.Dense):
-            k, b = fix(layer.kernel, rec["in_gram"], layer.bias, rec["in_mean"])
-            layer = dataclasses.replace(layer, kernel=k, bias=b)
-        elif isinstance(layer, ir.LMU):
-            enc, eb = fix(layer.input_encoders, rec["in_gram"], layer.encoder_bias, rec["in_mean"])
-            ch: dict = {"input_encoders": enc, "encoder_bias": eb}
-            if layer.hidden is not None and layer.hidden_encoders is None:
-                G, total, n = rec["z_gram"]
-                W = np.asarray(layer.hidden.kernel, np.float64)
-                dq = layer.memory_d * layer.order
-                sig = plan.sigma.get(i)
-                fir = sig is None or isinstance(layer.memory, ir.FIR)  # as FloatStep scales the memory's rows
-                rows = np.ones(dq) if fir else np.tile(sig, layer.memory_d)
-                Q = np.empty_like(W)
-                Q[:dq] = rounded(W[:dq], (G[:dq, :dq], total[:dq], n), rows)
-                if len(W) > dq:
-                    Q[dq:] = rounded(W[dq:], (G[dq:, dq:], total[dq:], n), np.ones(len(W) - dq))
-                bias = qz.shifted_bias(layer.hidden.bias, W, Q, total / n) if correct_bias else layer.hidden.bias
-                ch["hidden"] = dataclasses.replace(layer.hidden, kernel=Q, bias=bias)
-            layer = dataclasses.replace(layer, **ch)
-        layers.append(layer)
-    return graph.replace(layers=tuple(layers))
-
-
 def check_options(quantize: str, options: dict) -> None:
     """Refuse, before any work, a ``variant`` or ``form`` this target does not have."""
     if (options.get("variant") or "external") not in ("external", "internal"):
@@ -538,154 +436,3 @@ def emit(graph, out_dir, options) -> dict:
             q["plain"] = {"error_vs_float": perr, "sqnr_db_vs_float": psq}
         report["quantization"] = q
     return {"files": [MODEL, IO], "tolerance": None if quantize != "float" else 1e-4, "report": report}
-
-
-# --- running -------------------------------------------------------------------------------
-
-
-def _io(artifact) -> dict:
-    return json.loads(artifact.data_path(IO).read_text())
-
-
-def tflm_arena_size(model: bytes, io: dict) -> int:
-    """Bytes of tensor arena TFLite Micro uses for the model (its RecordingMicroAllocator's total)."""
-    micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
-    b = _tflite_session.MicroBackend(micro, model, io, arena_size=max(1 << 16, len(model) * 16), grow=True)
-    b.invoke({d["name"]: np.zeros(d["shape"], d["dtype"]) for d in io["inputs"]})
-    with tempfile.TemporaryFile() as f:
-        with _redirect_stderr(f.fileno()):
-            b.interp.print_allocations()
-        f.seek(0)
-        text = f.read().decode(errors="replace")
-    found = re.search(r"Arena allocation total (\d+) bytes", text)
-    if not found:
-        raise RuntimeError(f"TFLite Micro did not report its arena use: {text[:200]!r}")
-    return int(found.group(1))
-
-
-@contextlib.contextmanager
-def _redirect_stderr(fd):
-    """Send file descriptor 2 to ``fd`` (TFLite Micro's C++ code writes there directly)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-class _WorkerSession:
-    """The ``tflite-runtime`` runtime: :mod:`._tflite_session` run by another Python, over pipes."""
-
-    def __init__(self, artifact):
-        py = artifact.manifest.get("options", {}).get("tflite_runtime_python") or os.environ.get(PYTHON_ENV)
-        if not py:
-            raise ArtifactError(
-                f"the 'tflite-runtime' runtime runs in a separate Python that has the "
-                f"tflite-runtime package (numpy < 2); set {PYTHON_ENV}=/path/to/python "
-                f"(or the option tflite_runtime_python)"
-            )
-        script = Path(_tflite_session.__file__)
-        model_dir = artifact.data_path(MODEL).parent  # private copies of the sealed bytes (io.json: by _io)
-        self.proc = subprocess.Popen(
-            [py, str(script), str(model_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-
-    def _ask(self, arr):
-        try:
-            _tflite_session.write_npy(self.proc.stdin, arr)
-            return np.lib.format.read_array(_tflite_session.PipeReader(self.proc.stdout))
-        except (OSError, EOFError, ValueError):
-            assert self.proc.stderr is not None  # Popen(stderr=PIPE)
-            err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise ArtifactError(f"the tflite-runtime worker failed: {' | '.join(err)}") from None
-
-    def reset(self, batch: int = 1):
-        self._ask(np.float64(0))
-
-    def step(self, x_t):
-        return self._ask(np.asarray(x_t, dtype=np.float64).reshape(-1))
-
-    def run(self, x):
-        return self._ask(x)
-
-    def close(self):
-        with contextlib.suppress(Exception):
-            assert self.proc.stdin is not None  # Popen(stdin=PIPE)
-            self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-
-    __del__ = close
-
-
-def _session(artifact, runtime):
-    io = _io(artifact)
-    if runtime == "litert":
-        return _tflite_session.Session(
-            io, _tflite_session.SignatureBackend(_litert().Interpreter, artifact.data_path(MODEL))
-        )
-    if runtime == "tflm":
-        micro = require("tflite_micro.python.tflite_micro.runtime", "tflite", "running TFLite Micro")
-        arena = artifact.manifest.get("report", {}).get("tflm_arena_bytes")
-        arena = int(arena) + 1024 if arena else 1 << 16
-        return _tflite_session.Session(
-            io, _tflite_session.MicroBackend(micro, artifact.sealed_bytes(MODEL), io, arena, grow=True)
-        )
-    if runtime == "tflite-runtime":
-        return _WorkerSession(artifact)
-    raise ArtifactError(f"tflite: unknown runtime {runtime!r}")
-
-
-def run(artifact, x, runtime):
-    """Run the step model over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
-    s = _session(artifact, runtime)
-    if isinstance(s, _WorkerSession):
-        y = s.run(x)
-        s.close()
-    else:
-        y = _tflite_session.run_sequences(s, x)
-    return y if artifact.graph.output_is_sequence else y[:, -1]
-
-
-class _Stream:
-    """``reset(batch)`` / ``step(x_t)``: one session per batch row (every runtime alike: TFLite Micro runs the
-    stored batch of 1; LiteRT could take every row in one call, ``tests/test_tflite_contract.py``)."""
-
-    def __init__(self, artifact, runtime):
-        self.artifact, self.runtime = artifact, runtime
-        self.sessions = []
-        self.reset()
-
-    def reset(self, batch: int = 1):
-        while len(self.sessions) < batch:
-            self.sessions.append(_session(self.artifact, self.runtime))
-        self.sessions = self.sessions[:batch]
-        for s in self.sessions:
-            s.reset()
-
-    def step(self, x_t):
-        x = np.asarray(x_t, dtype=np.float64)
-        if x.ndim == 1:
-            return self.sessions[0].step(x)
-        return np.stack([s.step(row) for s, row in zip(self.sessions, x, strict=True)])
-
-
-def stream(artifact, runtime):
-    """The step model in ``runtime``, one sample at a time (``reset(batch)``, ``step(x_t)``)."""
-    return _Stream(artifact, runtime)
-
-
-def check(artifact, x) -> dict:
-    """Errors against the source model in each runtime that is installed (LiteRT is checked by convert)."""
-    out: dict[str, Any] = {}
-    ref = artifact.reference(x[:2])
-    for rt in ("tflm",):
-        try:
-            y = artifact.run(x[:2], runtime=rt)
-        except Exception as e:  # a runtime that cannot run the model is reported, not hidden
-            out[f"error_vs_source_{rt}"] = f"failed: {e}"
-            continue
-        out[f"error_vs_source_{rt}"] = relative_error(y, ref)
-    return out

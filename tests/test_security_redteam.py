@@ -50,7 +50,7 @@ def _reseal(art_dir: Path, edit) -> None:
 @pytest.mark.parametrize(
     "target, worker, variable",
     [
-        ("tflite", "_WorkerSession", "LMU_EDGE_TFLITE_RUNTIME_PYTHON"),
+        ("tflite", "WorkerSession", "LMU_EDGE_TFLITE_RUNTIME_PYTHON"),
         ("nir", "_SinabsWorker", "LMU_EDGE_SINABS_PYTHON"),
     ],
 )

@@ -381,7 +381,7 @@ def test_int16_ranges_get_headroom_and_stay_consistent(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_path):
     # docs/matrix.md: with int16x8 the step model's weights are rounded by GPTQ before the converter sees
-    # them (targets/tflite.py, gptq_weights), each channel's largest weight at 127 steps of the chosen
+    # them (targets/_tflite_gptq.py, gptq_weights), each channel's largest weight at 127 steps of the chosen
     # scale, so the converter's per-channel max |w| / 127 keeps them. On the layer-option matrix's
     # rnn_tt_euler_dense_seq: 33.2 dB with the converter's rounding, 36.4 dB with GPTQ's (floor 35 dB);
     # with per-tensor weights (issue 52: one scale per matrix, uneven ones split) 36.7 and 44.0 dB.
@@ -415,7 +415,7 @@ def test_int16x8_gets_gptq_weights_and_beats_the_converters_own_rounding(tmp_pat
     # ... and exactly the values gptq_weights gave the converter (the Dense after the LMU does not depend
     # on the state balance, so a plan without it gives the same): the converter kept GPTQ's scale
     from lmu_edge.targets import _stepplan
-    from lmu_edge.targets.tflite import gptq_weights
+    from lmu_edge.targets._tflite_gptq import gptq_weights
 
     folded = lmu_edge.load(on.path / "model.lmu.npz")
     built = gptq_weights(folded, _stepplan.StatePlan(folded), x_cal, correct_bias=True)
