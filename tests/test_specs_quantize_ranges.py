@@ -172,3 +172,17 @@ def test_rk_coefficients_take_the_bits_the_64_bit_sum_leaves(bits):
     hb = min(31, 62 - (bits + guard + int(np.ceil(np.log2(q + 1))) + 3))
     top = int(np.max(np.abs(np.asarray(mem.hc, np.int64))))
     assert mem.guard == guard and top <= 2 ** (hb - 1) - 1 < 2 * top + 1
+
+
+def test_the_widening_targets_are_the_ones_the_cli_docs_state():
+    """Spec (docs/cli.md, ``--quantize int8``): where 8 bits cannot carry the model, c widens to 33 dB and
+    onnx and tflite to 36 dB on the calibration data, by default."""
+    from pathlib import Path
+
+    from lmu_edge.targets import c, onnx, tflite
+
+    docs = " ".join((Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text().split())
+    assert "lift it to 33 dB on the calibration data, onnx the fewest tensors and tflite" in docs
+    assert "the fewest operators that lift it to 36 dB" in docs
+    assert c.OPTIONS["widen_db"] == "auto" and c.WIDEN_DB["int8"] == 33.0
+    assert onnx.OPTIONS["widen_db"] == 36.0 and tflite.OPTIONS["widen_db"] == 36.0
