@@ -1,0 +1,81 @@
+"""A chunk of the generated-model long run, serially and on local Ray workers: the same results, two wall times.
+
+    python bench/gen_chunk.py                          # seeds 1000-1049, every cell, serial vs 2 workers
+    python bench/gen_chunk.py --seeds 1000-1003 --cell c:int8 --cell onnx:int8   # a small check
+
+Runs ``scripts/gen_models.py`` twice over the same seeds, each time into a results file of its own: first in
+one process (``--workers 0``), then on a local Ray instance (``--workers N``, lmu_edge.executor). Prints
+both wall times, their ratio and the CPU seconds the seeds report, and checks that every seed's record is
+the same in both runs (model, cells, statuses, SQNR, reasons; the seconds aside). Exits non-zero when any
+seed differs or a run fails to produce every seed. Issue 58: the long runs go to Ray with one flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING_KEYS = {"seconds", "cpu_seconds"}
+
+
+def _strip(v):
+    """A record without its timings (they differ from run to run, nothing else may)."""
+    if isinstance(v, dict):
+        return {k: _strip(x) for k, x in v.items() if k not in TIMING_KEYS}
+    if isinstance(v, list):
+        return [_strip(x) for x in v]
+    return v
+
+
+def _run(seeds: str, cells: list[str], workers: int, out: Path) -> float:
+    cmd = [sys.executable, str(ROOT / "scripts" / "gen_models.py"), "--seeds", seeds, "--out", str(out)]
+    cmd += [f"--cell={c}" for c in cells] + ["--workers", str(workers)]
+    print(f"$ {' '.join(cmd[1:])}", flush=True)
+    t0 = time.perf_counter()
+    # gen_models exits 1 when a cell fails its floor: a result, recorded, not a failure of this benchmark
+    r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"gen_chunk: {' '.join(cmd[1:3])} exited {r.returncode}")
+    return time.perf_counter() - t0
+
+
+def _records(path: Path) -> dict:
+    return {rec["seed"]: rec for rec in map(json.loads, path.read_text().splitlines()) if rec}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1000-1049", help="seed ranges (default 1000-1049: 50 models)")
+    ap.add_argument("--workers", type=int, default=2, help="Ray workers of the parallel run (default 2)")
+    ap.add_argument("--cell", action="append", default=[], help="target:mode (repeatable; default every cell)")
+    a = ap.parse_args(argv)
+    if a.workers < 1:
+        ap.error(f"--workers must be at least 1, not {a.workers}")
+    with tempfile.TemporaryDirectory(prefix="gen_chunk_") as tmp:
+        serial, parallel = Path(tmp) / "serial.jsonl", Path(tmp) / f"workers{a.workers}.jsonl"
+        t_serial = _run(a.seeds, a.cell, 0, serial)
+        t_parallel = _run(a.seeds, a.cell, a.workers, parallel)
+        s, p = _records(serial), _records(parallel)
+    differ = sorted(k for k in s.keys() | p.keys() if _strip(s.get(k)) != _strip(p.get(k)))
+    cpu = sum(r.get("cpu_seconds", 0.0) for r in s.values())
+    print(f"\ngenerated-model chunk, seeds {a.seeds} ({len(s)} models), cells: {', '.join(a.cell) or 'every cell'}")
+    print(f"{datetime.date.today()}, {os.cpu_count()} cores")
+    print(f"  serial (--workers 0)        wall {t_serial:8.1f} s   (the seeds' own CPU time: {cpu:.0f} s)")
+    print(f"  Ray (--workers {a.workers})           wall {t_parallel:8.1f} s   ratio {t_serial / t_parallel:.2f}x")
+    if differ:
+        print(f"  DIFFERENT results for seeds {differ}")
+        return 1
+    print(f"  identical results: {len(s)} of {len(s)} seeds (every cell's status, SQNR and reason)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
