@@ -138,7 +138,7 @@ echo "== pytest"
 SERIAL=(tests/test_quickstart.py tests/test_install.py)
 # --no-loadscope-reorder: the files in tests/conftest.py's order, the longest first (xdist's own order is the
 # most tests first, which left some of the longest files for the end, on one worker)
-PYTEST=(.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25)
+PYTEST=(.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=40)
 set +e
 t=$SECONDS
 if [ "$FAST" -eq 1 ]; then
