@@ -12,9 +12,10 @@
 # same WORK to finish an interrupted run. cosmic-ray is not in any extra (no test imports it):
 #     .venv/bin/pip install cosmic-ray==8.7.0
 # Each test command is the module's covering specification tests (TESTS below), -x, under nice, hypothesis
-# derandomized (CI=true, the profile in tests/conftest.py).
+# derandomized (CI=true, the profile in tests/conftest.py). bash reads a script while it runs it, so in a tree
+# others edit, run a copy: ROOT=CHECKOUT bash COPY MODULE ... (an edit under a running script broke one).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=${ROOT:-$(cd "$(dirname "$0")/.." && pwd)}  # ROOT: the checkout, when this script runs from a copy
 PY=${PY:-$ROOT/.venv/bin/python}
 MODULE=${1:-lmu_edge/fixedpoint.py}
 SAMPLE=${2:-0}
@@ -27,7 +28,11 @@ case "$MODULE" in
   # too narrow for qir.py: 16 of a 30-mutant sample killed (24 with test_specs_generated.py), see docs
   lmu_edge/qir.py) TESTS="tests/test_specs_fixedpoint.py tests/test_specs_proofs.py tests/test_specs_saturation.py tests/test_specs_generated.py" ;;
   lmu_edge/quantization.py|lmu_edge/qlinear.py|lmu_edge/widening.py|lmu_edge/_quantization_memory.py|lmu_edge/rounding.py)
-    TESTS="tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_quantize.py" ;;
+    TESTS="tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py tests/test_quantize.py" ;;
+  lmu_edge/intsim.py) TESTS="tests/test_quantize.py tests/test_specs_saturation.py tests/test_specs_quantize_choices.py" ;;
+  targets/c_codegen.py|targets/c_layers.py|targets/c_proofs.py)
+    TESTS="tests/test_specs_codegen_flags.py tests/test_specs_proofs.py tests/test_specs_saturation.py" ;;
+  targets/onnx.py) TESTS="tests/test_onnx_contract.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
 esac
 
