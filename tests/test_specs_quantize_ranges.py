@@ -186,3 +186,18 @@ def test_the_widening_targets_are_the_ones_the_cli_docs_state():
     assert "the fewest operators that lift it to 36 dB" in docs
     assert c.OPTIONS["widen_db"] == "auto" and c.WIDEN_DB["int8"] == 33.0
     assert onnx.OPTIONS["widen_db"] == 36.0 and tflite.OPTIONS["widen_db"] == 36.0
+
+
+def test_an_int16_softmax_that_takes_all_the_mass_gives_32767():
+    """Spec (the int16 softmax, integer reference): each output is 32768 e_i / sum e rounded and clipped to
+    [0, 32767]; a class that takes all the mass (its logit far above the others) gives 32767, never 32768,
+    which int16 cannot hold."""
+    from lmu_edge import intsim, ir
+
+    rng = np.random.default_rng(21)
+    dense = ir.Dense("d", np.array([[40.0, -40.0, 0.0]]), np.zeros(3), "softmax")
+    g = ir.Graph("s", input_features=1, seq_len=None, layers=(dense,))
+    x = np.linspace(-1.0, 1.0, 50).reshape(1, 50, 1) + 0.01 * rng.standard_normal((1, 50, 1))
+    qg = lmu_edge.quantize(g, x, activation_bits=16)
+    y = intsim.run_int(qg, intsim.quantize_input(qg, x))
+    assert y.min() >= 0 and y.max() == 32767
