@@ -236,7 +236,7 @@ def convert(
         )
     elif qinfo.get("widened") and "int8_sqnr_db" in qinfo:  # onnx / tflite int8: what took 16 bits, and why
         names = qinfo["widened"]
-        n_w = sum(n.startswith("w_") for n in names)
+        n_w = len(qinfo.get("widened_weights", ()))  # onnx: the weight matrices among them
         n_a = len(names) - n_w - ("x" in names)
 
         def count(n, one, many):

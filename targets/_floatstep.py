@@ -114,6 +114,16 @@ def activation(ops: StepOps, name: str, x: Any) -> Any:
     raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
 
 
+def layer_part(layer: Any, memory_path: bool) -> str:
+    """The part of ``layer`` a backend names its tensors after (``<layer>.<part>``) once
+    :meth:`StepOps.memory_path` turns ``memory_path`` on or off: an LMU's ``memory`` (its input ``u`` and
+    memory update), then its ``hidden`` cell (``out`` without one); a running mean's ``mean``."""
+    kind = getattr(layer, "TYPE", "")
+    if kind == "lmu":
+        return "memory" if memory_path else ("hidden" if layer.hidden is not None else "out")
+    return "mean" if kind == "time_pooling" and memory_path else ""
+
+
 def split_weights(W: np.ndarray, per_tensor: bool = False) -> tuple:
     """``(W_hi, W_lo)``: ``W_hi`` on the symmetric per-output-channel 8-bit grid (``per_tensor``: on the
     whole matrix's grid, for a converter that quantizes the weights per tensor), ``W_lo = W - W_hi``."""
@@ -208,9 +218,14 @@ class FloatStep:
     def step(self, ops: StepOps, x: Any, states: dict) -> tuple:
         """``(y, new_states)``: ``states`` maps state names to ``(batch, size)`` tensors of ``ops``."""
         new: dict = {}
+        enter = getattr(ops, "enter_layer", None)  # a backend that names its tensors after the layers
         for i, layer in enumerate(self.graph.layers):
             write = getattr(self, _lookup(self.LAYERS, layer, "layers", f"layer {layer.name!r}"))
+            if enter is not None:
+                enter(layer)
             x = write(ops, i, layer, x, states, new)
+        if enter is not None:
+            enter(None)
         return x, new
 
     # --- layers --------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ tensors do), so the int8 model's spliced state path has it too.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ from lmu_edge import ir
 from lmu_edge.qlinear import RANGE16_HEADROOM
 from lmu_edge.registry import require
 
-from ._floatstep import FloatStep
+from ._floatstep import FloatStep, layer_part
 from ._stepplan import StatePlan
 
 
@@ -64,6 +65,24 @@ class TFOps:
 
     def __init__(self, tf):
         self.tf = tf
+        self.layer, self.part, self._scope = None, "", None
+
+    def enter_layer(self, layer):
+        """Ops written from now on are named after ``layer`` (:meth:`_rescope`); ``None``: after the last."""
+        self.layer, self.part = layer, ""
+        self._rescope()
+
+    def _rescope(self):
+        """Leave the name scope of the previous layer part and enter ``<layer>.<part>/`` (``lmu.memory/``,
+        ``lmu.hidden/``, ``dense/``): the converted model's tensors carry the layer's name (its Keras or
+        torch name) and part, not TensorFlow's ``add_24``. A trailing ``/`` reuses the scope as it is."""
+        if self._scope is not None:
+            self._scope.__exit__(None, None, None)
+            self._scope = None
+        if self.layer is not None:
+            name = re.sub(r"[^A-Za-z0-9_.\-]", "_", self.layer.name) + (f".{self.part}" if self.part else "")
+            self._scope = self.tf.name_scope((name if name[:1].isalnum() else f"L{name}") + "/")
+            self._scope.__enter__()
 
     def const(self, a):
         """A float32 ``tf.constant``."""
@@ -127,8 +146,10 @@ class TFOps:
         return self.tf.cumsum(x, axis=1)
 
     def memory_path(self, on):
-        """Nothing: the TFLite converter chooses every tensor's type itself."""
-        return None  # a body: AutoGraph cannot transform a function that is only a docstring (it warns)
+        """The tensors' types: nothing (the TFLite converter chooses every tensor's type itself); their
+        names: the layer's part from now on (:func:`._floatstep.layer_part`)."""
+        self.part = layer_part(self.layer, bool(on))
+        self._rescope()
 
 
 def build_module(

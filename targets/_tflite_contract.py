@@ -39,6 +39,7 @@ def stamp(model: bytes, contract: dict, open_batch: bool = True) -> bytes:
         key = sig.signatureKey.decode() if isinstance(sig.signatureKey, bytes) else sig.signatureKey
         if sig.subgraphIndex == 0 and key == "serving_default":
             sig.signatureKey = SIGNATURE
+    name_tensors(m)
     m.metadata = [e for e in (m.metadata or []) if _text(e.name) != streaming.KEY]
     buf = schema.BufferT()
     buf.data = list(json.dumps(contract, sort_keys=True).encode())
@@ -51,3 +52,48 @@ def stamp(model: bytes, contract: dict, open_batch: bool = True) -> bytes:
 
 def _text(v) -> str:
     return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
+def name_tensors(m) -> None:
+    """:func:`_name_tensors` on subgraph 0 of the flatbuffer object ``m`` (edited in place)."""
+    for sig in m.signatureDefs or []:
+        if sig.subgraphIndex == 0:
+            _name_tensors(m.subgraphs[0], sig)
+
+
+def _name_tensors(sg, sig) -> None:
+    """Subgraph 0's tensors named as a user reads them (Netron, ``get_tensor_details``): the inputs and
+    outputs by their signature names (``x``, ``L1_m``, ``y``, ``L1_m_out``; the converter wrote
+    ``serving_default_x:0``, ``PartitionedCall:0``), also where they begin a longer name (an int16 copy:
+    ``x_int16``), and a constant the converter made (``arith.constant``) after the operator that reads it
+    (``lmu.memory/Reshape.in1``). The other tensors carry their layer's name already
+    (:meth:`._tflite_build.TFOps.enter_layer`). Runtimes find the inputs and outputs by the signature
+    or by index, never by tensor name."""
+    old = {_text(sg.tensors[t.tensorIndex].name): _text(t.name) for t in list(sig.inputs) + list(sig.outputs)}
+    prefixes = sorted(old, key=len, reverse=True)
+
+    def renamed(name: str) -> str:
+        parts = []
+        for part in name.split(";"):  # a fused operator's output names each op it holds
+            o = next((o for o in prefixes if part == o or part.startswith(o + "_")), None)
+            parts.append(part if o is None else old[o] + part[len(o) :])
+        return ";".join(parts)
+
+    for t in sg.tensors:
+        t.name = renamed(_text(t.name)).encode()
+    readers: dict = {}
+    for op in sg.operators:
+        for k, i in enumerate(op.inputs):
+            readers.setdefault(int(i), (op, k))
+    taken = {_text(t.name) for t in sg.tensors}
+    for i, t in enumerate(sg.tensors):
+        if not _text(t.name).startswith("arith.constant") or i not in readers or not len(readers[i][0].outputs):
+            continue
+        op, k = readers[i]
+        base = f"{_text(sg.tensors[op.outputs[0]].name).split(';')[-1]}.in{k}"
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name)
+        t.name = name.encode()

@@ -37,6 +37,8 @@ import numpy as np
 
 from lmu_edge.registry import require
 
+from . import _tflite_contract
+
 _QUANTIZE = 114  # schema BuiltinOperator.QUANTIZE
 _QUANTIZE_OPTIONS = 89  # schema BuiltinOptions.QuantizeOptions
 _INT8, _INT16 = 9, 7  # schema TensorType
@@ -311,6 +313,7 @@ def candidate_ops(model8: bytes, model16: bytes, state_names, state_readers: boo
     sa = a.subgraphs[0]
     region = _region(a, state_names, state_readers)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    _tflite_contract.name_tensors(a)  # each operator by the name its output has in the written model
     out = {}
     for k, op in enumerate(sa.operators):
         if k in region:

@@ -54,7 +54,7 @@ from lmu_edge.qlinear import RANGE16_HEADROOM
 from lmu_edge.registry import require
 
 from . import _stepplan
-from ._floatstep import FloatStep
+from ._floatstep import FloatStep, layer_part
 
 QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
@@ -97,11 +97,28 @@ class OnnxOps:
         self._ints = {}  # int64 vectors (shapes, slice bounds, axes) -> initializer name
         self._axis = None  # CumSum's axis
         self.bits: dict = {}  # a QDQ model's activation (its DequantizeLinear output) -> its bits
+        self.layer = None  # the layer being written (:meth:`enter_layer`) and its part: tensor names
+        self.part = ""
+        self._taken: set = set()
+
+    def enter_layer(self, layer):
+        """Tensors written from now on belong to ``layer`` (:meth:`name`)."""
+        self.layer, self.part = layer, ""
 
     def name(self, base):
-        """A fresh tensor name."""
+        """A fresh tensor name that says which layer of the user's model wrote it, and its part of that
+        layer: ``<layer>.<part>.<base>`` (``lmu.memory.matmul``, ``lmu.hidden.tanh``, ``dense.softmax``,
+        ``<...>.w`` a weight), then ``_2``, ``_3`` ... for the next ones of the same name. The names
+        depend on the layer's own structure alone, so they are stable, and the same in the calibration
+        and the QDQ model (:class:`Calibration` keys the ranges by them)."""
         self.n += 1
-        return f"{self.p}{base}_{self.n}"
+        where = "" if self.layer is None else f"{self.layer.name}." + (f"{self.part}." if self.part else "")
+        nm, k = f"{self.p}{where}{base}", 1
+        while nm in self._taken:
+            k += 1
+            nm = f"{self.p}{where}{base}_{k}"
+        self._taken.add(nm)
+        return nm
 
     def const(self, a, dtype=np.float32, wide=False, top8=127):
         """A float initializer, or (quantized) a weight matrix as int8 in ``[-top8, top8]`` (int16 where
@@ -219,8 +236,10 @@ class OnnxOps:
         return self.op("CumSum", [x, self._axis])
 
     def memory_path(self, on):
-        """Activations written while ``on`` are the LMU's input and memory: 16-bit in a QDQ model."""
+        """Activations written while ``on`` are the LMU's input and memory: 16-bit in a QDQ model; the
+        names of the tensors written from now on say the layer's part (:func:`._floatstep.layer_part`)."""
         self.wide = bool(on)
+        self.part = layer_part(self.layer, self.wide)
 
 
 def _info(h, name, shape):
@@ -361,6 +380,7 @@ class Calibration:
         # test data), its Q/DQ pair becomes int16. The interface stays float32 either way; the output
         # stays int8 (its 8 bits cost the matrix at most a few tenths of a dB).
         made = set(builder.values)
+        self.weights = list(builder.weights)
         self.candidates = (
             [n for n in self.names if n in made and n not in self.wide_values and n not in ("x", builder.output)]
             + [n for n, *_ in spec if not _is_state(n)]
@@ -441,6 +461,7 @@ def emit(graph, out_dir, options) -> dict:
                 "widen_db": widen_db,
                 "int8_sqnr_db": before,
                 "widened": [n for n in calib.candidates if n in widened],
+                "widened_weights": [n for n in calib.weights if n in widened],  # the weight matrices among them
             }
     step, seq, _ = build(graph, plan, qdq)
     _write_contract(step, seq, graph, quantize)

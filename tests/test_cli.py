@@ -188,6 +188,9 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     assert re.search(widened, line), line
     assert "8 bits gave 24.4 dB against the source on the calibration data, below 36 dB (" in line, line
     assert line.endswith("dB now); --option widen_db=null keeps them 8-bit"), line
+    layers = {layer.name for layer in lmu_edge.load(here / "ff_fft_zoh_tanh_before_dense.keras").layers}
+    names = line.split(" (", 1)[1].split("): ", 1)[0].split(", ")  # issue 55: by the Keras layer, not add_24
+    assert all(n == "x" or n.split(".")[0] in layers for n in names), (names, layers)
     assert "session" not in r.stdout, r.stdout  # ONNX Runtime's default session options give the error above
     r = cli(*args, "--option", "widen_db=null", "-o", tmp_path / "b")
     assert r.returncode == 0, r.stderr
@@ -214,6 +217,10 @@ def test_tflite_int8_says_which_operators_it_widened(tmp_path):
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "16 bits for" in ln)
     assert re.search(r"16 bits for \d+ more operators than the LMU state path \(.*TANH", line), line
+    layers = {layer.name for layer in lmu_edge.load(here / "ff_sigmoid_anylen_activation.keras").layers}
+    ops = line.split(" (", 1)[1].split("): ", 1)[0].split(", ")  # issue 55: "TANH -> lmu.hidden/Tanh"
+    written = [o.split(" -> ")[1] for o in ops if o != "input x"]  # by its layer, or the contract's y
+    assert all(w == "y" or w.split("/")[0].split(".")[0] in layers for w in written), ops
     assert "8 bits gave 27.8 dB against the source on the calibration data, below 36 dB (" in line, line
 
 

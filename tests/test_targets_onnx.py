@@ -1,6 +1,8 @@
 """onnx target: emit, check, run in ONNX Runtime and onnx.reference, compare with lmu_edge.simulate."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,9 @@ from target_models import CONFIGS, lmu_q64  # noqa: E402  (after the importorski
 
 import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
+from lmu_edge.targets import _stepplan  # noqa: E402  (after the importorskip checks)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FLOAT_TOL = 1e-5  # float32 models against the float64 oracle (see test_targets_tflite)
 
@@ -53,6 +58,52 @@ def test_step_model_streams_like_the_sequence_model_and_resets(artifacts):
     assert relative_error(ys, ref) < FLOAT_TOL
     s.reset()
     np.testing.assert_allclose(s.step(x[0, 0]), ys[0, 0], rtol=0, atol=1e-7)
+
+
+#: a name an exporter makes up (``add_24``, ``MatMul_3``, ``w_5``): what tensors were called before issue 55
+GENERATED = re.compile(r"^[A-Za-z]+(_\d+)?$")
+MATRIX = ROOT / "examples" / "matrix"
+
+
+def _interface(name, graph) -> bool:
+    """The names the streaming contract documents (``x``, ``y``, each state and its ``_out``), and the
+    sequence model's plumbing named after them, with a Q/DQ pair's suffixes."""
+    states = [n for n, *_ in _stepplan.state_spec(graph)]
+    base = re.sub(r"_(q|dq)$", "", name)
+    plumbing = {"x", "y", "x_seq", "y_seq", "batch_rows"} | {
+        f"{n}{s}" for n in states for s in ("", "_out", "_init", "_final", "_size", "_shape", "_start")
+    }
+    return base in plumbing
+
+
+def _models():
+    return [p.stem for p in sorted(MATRIX.glob("*.keras"))] + [p.stem for p in sorted(MATRIX.glob("*.safetensors"))]
+
+
+@pytest.mark.parametrize("name", _models())
+def test_every_tensor_a_user_sees_is_named_after_its_layer(name):
+    """Issue 55: Netron and ``inspect`` showed ``add_24``. Over the layer-option matrix, float and QDQ, the
+    step model and the sequence model's Scan body: every node output is the layer's name and part
+    (``lmu.memory.matmul``, ``lmu.hidden.tanh``, ``dense.softmax``) or a name of the streaming contract,
+    and none is a made-up one. The QDQ model is built with placeholder scales: names only."""
+    from lmu_edge.targets import onnx as onnx_target
+
+    src = lmu_edge.load(MATRIX / (f"{name}.keras" if (MATRIX / f"{name}.keras").exists() else f"{name}.safetensors"))
+    g = lmu_edge.fold(src, "zoh" if "euler" not in name else "auto")
+    layers = [layer.name for layer in g.layers]
+    plan = _stepplan.StatePlan(g)
+    _, _, calib = onnx_target.build(g, plan, expose=True, split=True)
+    qdq = {v: (np.float32(0.01), 0, 8) for v in calib.values} | {n: (np.float32(0.01), 0, 16) for n, *_ in plan.spec}
+    for q in (None, qdq):
+        step, seq, _ = onnx_target.build(g, plan, q)
+        body = seq.graph.node[-1].attribute[0].g
+        for nodes in (step.graph.node, body.node, seq.graph.node):
+            outs = [o for n in nodes for o in n.output]
+            assert len(outs) == len(set(outs))
+            for o in outs:
+                assert not GENERATED.match(o) or _interface(o, g), (name, o)
+                assert _interface(o, g) or any(o.startswith(f"{layer}.") for layer in layers), (name, o, layers)
+        assert any(o.startswith(f"{layers[-1]}.") for n in step.graph.node for o in n.output)
 
 
 @pytest.mark.slow
@@ -167,7 +218,7 @@ def _int_types(path):
     m = onnx.load(path)
     inits = {i.name: onnx.numpy_helper.to_array(i).dtype for i in m.graph.initializer}
     acts = {n[: -len("_qz")]: d for n, d in inits.items() if n.endswith("_qz")}
-    weights = {n[: -len("_q")]: d for n, d in inits.items() if n.startswith("w_") and n.endswith("_q")}
+    weights = {n[: -len("_q")]: d for n, d in inits.items() if re.search(r"\.w(_\d+)?_q$", n)}
     return acts, weights
 
 
@@ -196,9 +247,13 @@ def test_int8_widens_what_8_bits_cannot_carry(tmp_path):
     assert acts[y_in[: -len("_dq")]] == np.int8  # the output stays int8
     assert "x" in widened and acts["x"] == np.int16  # the input does not: 8 bits of it cap the model
     wide_w = {n for n, d in weights.items() if d == np.int16}  # these and those reading a 16-bit input
-    searched = {n for n in widened if n.startswith("w_")}
+    searched = set(q["widened_weights"])
+    assert searched <= widened and all(re.search(r"\.w(_\d+)?$", n) for n in searched), q
     assert len(wide_w) >= 2 and searched <= wide_w and any(d == np.int8 for d in weights.values())
-    assert {n for n in widened if not n.startswith("w_")} <= {n for n, d in acts.items() if d == np.int16}
+    assert widened - searched <= {n for n, d in acts.items() if d == np.int16}
+    # issue 55: each widened tensor names the layer it belongs to (the input x and a state by theirs)
+    layers = [layer.name for layer in art.graph.layers]
+    assert all(n == "x" or n.startswith("L") or n.split(".")[0] in layers for n in widened), (widened, layers)
     assert any(d == np.int8 for n, d in acts.items() if n != "x")  # not simply everything 16-bit
     # an int8 input (at the range the calibration data gives it) is the limit on the test data
     lo, hi = float(x_cal.min()), float(x_cal.max())

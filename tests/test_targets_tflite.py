@@ -1,6 +1,7 @@
 """tflite target: emit, run in LiteRT and TFLite Micro, compare with the float oracle (lmu_edge.simulate)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import lmu_edge  # noqa: E402  (after the importorskip checks)
 from lmu_edge import ir  # noqa: E402  (after the importorskip checks)
 from lmu_edge.errors import ArtifactError  # noqa: E402  (after the importorskip checks)
 from lmu_edge.metrics import relative_error, sqnr_db  # noqa: E402  (after the importorskip checks)
+from lmu_edge.targets import _stepplan  # noqa: E402  (after the importorskip checks)
 
 # float32 step models against the float64 oracle: the float32 rounding of a few hundred steps of a
 # contracting recurrence stays near 1e-7 relative; 1e-5 is the issue's bound.
@@ -46,6 +48,47 @@ def test_float_report_and_files(float_artifacts):
     assert rep["tflm_arena_bytes"] > 0 and rep["variant"] == "external"
     io = json.loads((art.path / "io.json").read_text())
     assert [d["name"] for d in io["inputs"]] == ["x", "L1_m"] and io["states"] == ["L1_m"]
+
+
+#: a name TensorFlow or its converter makes up (``add_24``, ``MatMul_3``, ``arith.constant``,
+#: ``serving_default_x:0``, ``PartitionedCall:0``): what tensors were called before issue 55
+GENERATED = re.compile(r"^([A-Za-z]+(_\d+)?|arith\.constant\d*|serving_default_.*|PartitionedCall:\d+)$")
+
+
+def _names_after_layers(model_path, graph):
+    """The tensors of a .tflite file whose name is neither a layer's (``lmu.memory/MatMul``, ``dense/Relu``,
+    joined by ``;`` where the converter fused ops) nor the streaming contract's (``x``, ``y``, each state and
+    its ``_out``, with the suffix of an int8 / int16 copy), and the made-up ones."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    states = [n for n, *_ in _stepplan.state_spec(graph)]
+    contract = ["x", "y"] + states + [f"{n}_out" for n in states]
+    layers = [re.sub(r"[^A-Za-z0-9_.\-]", "_", layer.name) for layer in graph.layers]
+    bad = []
+    for d in Interpreter(model_path=str(model_path)).get_tensor_details():
+        for part in d["name"].split(";"):
+            ours = any(part == c or part.startswith(c + "_") for c in contract)
+            ours = ours or any(part.startswith((f"{ln}/", f"{ln}.")) for ln in layers)
+            if GENERATED.match(part) and part not in contract or not ours:
+                bad.append(d["name"])
+    return bad
+
+
+def _lmu_name(graph) -> str:
+    return next(layer.name for layer in graph.layers if isinstance(layer, ir.LMU))
+
+
+@pytest.mark.slow
+def test_every_tensor_a_user_sees_is_named_after_its_layer(float_artifacts, quantized):
+    """Issue 55: Netron, ``get_tensor_details`` and the widening messages showed ``add_24`` and
+    ``MatMul_3;add_2``. Every tensor of the float models of the six configurations (each realization; Dense,
+    LMU with and without a hidden cell, SimpleRNN, pooling) and of the int8 (int16 state path spliced in,
+    widened) and int16x8 models is named after its layer and part, or after the streaming contract."""
+    for name, art in float_artifacts.items():
+        assert _names_after_layers(art.path / "model.tflite", CONFIGS[name]) == [], name
+    g, arts = quantized
+    for q in ("int8", "int16x8"):
+        assert _names_after_layers(arts[q].path / "model.tflite", g) == [], q
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +172,8 @@ def test_int8_with_an_int16_state_path_beats_the_plain_conversion(quantized):
     # README: 37.9 dB against the plain converter's 12
     assert q["state_path"] == "int16" and 11.5 <= q["plain"]["sqnr_db_vs_float"] < 12.5, q["plain"]
     assert q["sqnr_db_vs_float"] >= 36.5, q
-    assert q["widened"] == ["TANH -> Tanh", "input x"] and 33.5 < q["int8_sqnr_db"] < 35.0, q
+    # the operators by their layer (issue 55: "TANH -> Tanh" named none)
+    assert q["widened"] == [f"TANH -> {_lmu_name(g)}.hidden/Tanh", "input x"] and 33.5 < q["int8_sqnr_db"] < 35.0, q
     io = json.loads((art_io := arts["int8"].path / "io.json").read_text())
     dtypes = {d["name"]: d["dtype"] for d in io["inputs"] + io["outputs"]}
     assert dtypes == {"x": "int16", "y": "int8", "L1_m": "int16", "L1_m_out": "int16"}, art_io
