@@ -47,7 +47,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import ir, lti, qir, reference, rounding, widening
+from . import ir, lti, qir, reference, widening
 from ._quantization_memory import Calibrated, dense_memory, fir_memory, pade_memory, rk_memory
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
@@ -56,9 +56,6 @@ from .precision import DEFAULT_STATE_BITS
 from .qlinear import Z16_SPAN, act_out, bias_bits, linear, lut, part, qparams_bits, softmax
 from .rounding import LMU_PARTS, compensate
 from .widening import WIDE_BITS
-
-#: the weight rounding lives in :mod:`lmu_edge.rounding`; these two stay reachable here, as before
-compensated, weight_parts = rounding.compensated, rounding.weight_parts
 
 # --- the LMU memory: lmu_edge._quantization_memory (one function per realization) -----------------
 
@@ -155,7 +152,7 @@ def quantize(
     with ``weight_bits=16`` too, the ``int16`` graph (int16 weights, stored as int16).
 
     ``weight_rounding``: ``"gptq"`` rounds the feed-forward weights of up to 8 bits by error feedback
-    against the calibration inputs (:func:`compensated`), ``"nearest"`` every weight to nearest;
+    against the calibration inputs (:func:`.rounding.compensated`), ``"nearest"`` every weight to nearest;
     ``"auto"`` (the default) is ``"gptq"`` with 16-bit activations, and with 8-bit ones builds both and
     keeps the one closer to the float model on the calibration data (``weight_rounding_sqnr_db`` in the
     metadata): there the activations' rounding is the main error and GPTQ moved the layer-option
@@ -163,7 +160,7 @@ def quantize(
 
     ``widen_db`` (16-bit activations, weights of at most 8 bits: the C target's int16x8 mode): where the
     graph's SQNR against the float model on the calibration data is below ``widen_db``, the fewest
-    weight parts (:func:`weight_parts`) it takes to reach it get 16-bit weights (mixed precision, chosen
+    weight parts (:func:`.rounding.weight_parts`) it takes to reach it get 16-bit weights (mixed precision, chosen
     by :func:`lmu_edge.widening.widen`; the metadata's ``widened`` names them). Where int8 weights
     suffice nothing changes.
 
@@ -288,7 +285,7 @@ def _integer_graph(
 ):
     """The integer graph of ``graph`` (its weights as :func:`compensate` left them, ``w_scales``), with
     its error against the float model's output ``y_f`` on the calibration inputs ``x``. The weight parts
-    in ``wide`` (:func:`weight_parts` keys) get 16 bits; with 8-bit activations, the layers in
+    in ``wide`` (:func:`.rounding.weight_parts` keys) get 16 bits; with 8-bit activations, the layers in
     ``wide_acts`` (indices into ``graph.layers``, and ``"x"``: the input, and so the integer API) get
     16-bit activations, with a :class:`qir.QConvert` wherever the width changes (mixed precision)."""
     in_lo, in_hi = float(x.min()), float(x.max())

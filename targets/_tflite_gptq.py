@@ -60,7 +60,7 @@ def gptq_weights(graph, plan, cal, correct_bias: bool, per_tensor: bool = False)
     kernel's memory rows scaled by the plan's state balance), each channel's largest weight at 127 steps
     of the chosen scale, so that the converter's own ``max |w| / 127`` finds that scale and keeps the
     values. ``correct_bias``: the biases take out the rounding's mean (as ``quantize`` with 16-bit
-    activations). The weights of a feedback loop are left alone (``quantization.compensated``).
+    activations). The weights of a feedback loop are left alone (``rounding.compensated``).
     ``per_tensor``: one scale per matrix (:func:`gptq_per_tensor`), for the modes whose weights TFLite
     Micro's CMSIS-NN kernels take per tensor only (:data:`._tflite_build.PER_TENSOR`)."""
     import dataclasses

@@ -142,7 +142,7 @@ def _grid(W, bits):
 
 def test_bias_correction_gives_rounded_weights_the_float_mean(rng):
     from lmu_edge import reference
-    from lmu_edge.quantization import compensated
+    from lmu_edge.rounding import compensated
 
     g = lmu_edge.fold(chain(rng, q=8, theta=12.0))
     x = rng.standard_normal((4, 60, 2)) + 0.5  # inputs of nonzero mean: rounding shifts every output's mean

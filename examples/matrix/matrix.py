@@ -175,7 +175,7 @@ def weight_ceiling(model: str) -> float:
     import dataclasses
 
     import lmu_edge
-    from lmu_edge import folding, ir, quantization, reference
+    from lmu_edge import folding, ir, reference, rounding
     from lmu_edge.metrics import sqnr_db
 
     def q8(w):
@@ -192,7 +192,7 @@ def weight_ceiling(model: str) -> float:
             v = getattr(n, f.name)
             if v is None:
                 continue
-            # the feed-forward weights are on their grid already (quantization.compensated); the rest:
+            # the feed-forward weights are on their grid already (rounding.compensated); the rest:
             if f.name in ("hidden_encoders", "memory_encoders", "recurrent_kernel"):
                 ch[f.name] = q8(v)
             elif f.name == "hidden":
@@ -206,7 +206,7 @@ def weight_ceiling(model: str) -> float:
     src = lmu_edge.load(path)
     g = lmu_edge.fold(src, "auto", folding.default_budget(16)[0])
     x_cal = data["x_cal"].astype(np.float64)
-    g = quantization.compensated(g, reference.record_ranges(g, x_cal), 8)
+    g = rounding.compensated(g, reference.record_ranges(g, x_cal), 8)
     x = data["x_test"].astype(np.float64)
     return sqnr_db(
         lmu_edge.simulate(g.replace(layers=tuple(node(lay) for lay in g.layers)), x), lmu_edge.simulate(src, x)
