@@ -217,3 +217,17 @@ def test_a_quantized_softmax_tracks_the_float_one(bits, most):
     x = rng.standard_normal((2, 40, 2))
     got = lmu_edge.simulate(lmu_edge.quantize(g, x, activation_bits=bits), x)
     assert np.abs(got - lmu_edge.simulate(g, x)).max() <= most
+
+
+@pytest.mark.parametrize("bits", [4, 8, 16])
+def test_per_channel_with_a_given_scale_clips_at_qmax_and_never_wraps(bits):
+    """Spec (``rounding.per_channel``): weights are rounded to their channel's scale and clipped to +-qmax,
+    qmax = 2^(bits-1) - 1, stored as int8 (int16 past 8 bits) exactly: a scale too fine for the weights
+    (GPTQ's candidates below 1 clip) gives +-qmax, never a value wrapped by the integer type."""
+    from lmu_edge.rounding import per_channel
+
+    qmax = 2 ** (bits - 1) - 1
+    W = np.array([[1.0, -1.0], [0.25, -0.5]])
+    Wq, s = per_channel(W, bits, scale=np.array([1.0, 1.0]) / (4 * qmax))  # W / s up to 4 qmax
+    assert np.array_equal(Wq.astype(np.int64), np.clip(np.round(W / s), -qmax, qmax).astype(np.int64))
+    assert Wq.max() == qmax and Wq.min() == -qmax
