@@ -231,3 +231,13 @@ def test_per_channel_with_a_given_scale_clips_at_qmax_and_never_wraps(bits):
     Wq, s = per_channel(W, bits, scale=np.array([1.0, 1.0]) / (4 * qmax))  # W / s up to 4 qmax
     assert np.array_equal(Wq.astype(np.int64), np.clip(np.round(W / s), -qmax, qmax).astype(np.int64))
     assert Wq.max() == qmax and Wq.min() == -qmax
+
+
+def test_l1_gains_close_a_geometric_tail_exactly():
+    """Spec (``l1_gains``): once a block adds less than 1e-6 of the total, the rest is bounded by a geometric
+    tail with the block's own decay ratio (the block sum over the one before); for A = 0.99 I that tail is
+    exact, so both gains are 1 / (1 - 0.99) = 100 to 1e-9."""
+    from lmu_edge._quantization_memory import l1_gains
+
+    g, n = l1_gains(0.99 * np.eye(4), np.ones(4), 64)
+    assert g == pytest.approx(100.0, rel=1e-9) and n == pytest.approx(100.0, rel=1e-9)
