@@ -76,3 +76,18 @@ def test_an_lmu_state_holds_d_times_q_values_and_a_fir_kernel_its_coefficient_wi
     (kernel,) = [a for a in code.arrays if a["name"] == f"p_l{i}_kernel"]
     assert kernel["ctype"] == ("int16_t" if mem.coeff_bits <= 16 else "int32_t") and kernel["count"] == mem.kernel.size
     assert (mem.coeff_bits > 16) == (coeff_bits > 16)  # the premise: both widths occur
+
+
+def test_every_state_value_reaches_the_memory_encoders_each_step():
+    """Spec (an LMU whose memory feeds its encoder, ``memory_to_memory``): the d q state values are
+    requantized into their own buffer (``l<i>_mzp``, d q values) at every step, all of them."""
+    rng = np.random.default_rng(23)
+    d, q = 2, 5
+    g = lmu_edge.fold(chain(rng, q=q, theta=8.0, d=d, rnn_path=True))
+    qg = lmu_edge.quantize(g, rng.standard_normal((2, 30, 2)))
+    code = c_codegen.generate_int(qg, "p")
+    (i,) = [k for k, layer in enumerate(qg.layers) if isinstance(layer, qir.QLMU)]
+    assert qg.layers[i].memory_to_memory
+    assert any(name == f"l{i}_mzp" and n == d * q for _, name, n in code.fields)
+    (requant,) = [line for line in code.step_lines if "state -> activations" in line and f"s->l{i}_mzp" in line]
+    assert re.search(rf"k_ < {d * q};|lmu_requant8_s16\(s->l{i}_m, s->l{i}_mzp, {d * q},", requant), requant
