@@ -393,9 +393,11 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     d, q = layer.memory_d, layer.order
     notes: list = []
     u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
-    # at most 30 magnitude bits: MBQM shifts the encoder's accumulator left into int32 before it multiplies
-    # by m / 2^31 >= 1/2, so a u past 2^30 clipped there (32-bit states lost 15 dB on u, issue 55's sweep cell)
-    fu = int(math.floor(math.log2(((1 << min(sb - 1, 30)) - 1) / u_abs)))
+    # 8-bit activations: at most 30 magnitude bits. Their MBQM shifts the int32 accumulator left into int32
+    # before it multiplies by m / 2^31 >= 1/2, so a u past 2^30 clipped there (32-bit states lost 15 dB on u,
+    # issue 55's sweep cell). 16-bit activations requantize in 64 bits (qir.mbqm16), clamped only at the end:
+    # their u keeps all 31 (the int16 RNN-path matrix model's 32-bit state: 50.6 dB, 47.3 with the cap)
+    fu = int(math.floor(math.log2(((1 << min(sb - 1, 30 if ab == 8 else 31)) - 1) / u_abs)))
     u_type = FixedType(sb, fu, rounding=rounding)
     cb = coeff_bits or (16 if sb <= 16 else min(32, 62 - sb - int(math.ceil(math.log2(q + 1)))))
     horizon = max(int(math.ceil(5 * layer.theta)), 64)

@@ -132,11 +132,6 @@ def test_c_int16x8_reaches_the_int8_weight_ceiling(model, tmp_path):
     assert wide["sqnr"] >= max(45.0, ceiling + 5.0), (wide["sqnr"], ceiling)  # measured 51.7, 48.7 dB
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="since 13e8db9 a 32-bit state's u keeps 30 magnitude bits (MBQM clipped it at 31 on Mackey-Glass): "
-    "on this model the default 32-bit state measures 47.3 dB, below the 16-bit state's 48.7 (was 50.6)",
-)
 def test_c_int16_clears_the_floor_on_the_rnn_path_model_with_its_32_bit_state(tmp_path):
     # docs/matrix.md, C int16: on the RNN-path model (the feedback loop carries the state's rounding) int16
     # weights with a 16-bit state reach 48.7 dB; the mode's default 32-bit state 50.6 dB
