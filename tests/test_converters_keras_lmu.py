@@ -566,7 +566,9 @@ def test_the_shipped_psmnist_model_scores_what_the_readme_says():
     evaluate = importlib.util.module_from_spec(spec)  # a unique name: "evaluate" alone could be another example's
     spec.loader.exec_module(evaluate)
     got = {
-        name.strip(): round(acc * 1000) for name, acc, _ in evaluate.evaluate(1000, verbose=False, measure=False) if acc is not None
+        name.strip(): round(acc * 1000)
+        for name, acc, _ in evaluate.evaluate(1000, verbose=False, measure=False)
+        if acc is not None
     }
     assert got == {
         "source model (parallel form, float64)": 840,
