@@ -225,7 +225,7 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     p = art.manifest["c"]["prefix"]  # the kit folder d/<p>/ holds the model's source
     shutil.copytree(art.path, d)
     h = d / "harness"  # the artifact's harness folder: its Makefile builds from the kit, ../<p>/
-    c_target._write_input(h / "lmu_in.bin", xq, c_target._DTYPE_CODES[xq.dtype.type])
+    c_target.write_input(h / "lmu_in.bin", xq, c_target.DTYPE_CODES[xq.dtype.type])
     elf, obj = f"build/model_{rt.tag}.elf", f"build/model_{rt.tag}.o"
     subprocess.run(["make", "-s", "-B", elf, obj, flags], cwd=h, check=True, capture_output=True)
     out = _qemu(h, rt, elf)
@@ -234,7 +234,7 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
         for ln in out.splitlines()
         if ln.startswith("lmu-edge:")
     )
-    y = c_target._read_output(h / "lmu_out.bin", 0).astype(np.int64)
+    y = c_target.read_output(h / "lmu_out.bin", 0).astype(np.int64)
     sec = c_target._sections(h / obj)
     res = {
         "insn": toolchain.instructions(stats["ticks"], rt.name) / stats["steps"],

@@ -48,7 +48,7 @@ def c_harness_per_step(art, x, quantized):
         else:
             data = data.astype(np.float32)
         with tempfile.TemporaryDirectory() as d:
-            art.module._write_input(Path(d) / "in.bin", data, 1 if quantized else 4)
+            art.module.write_input(Path(d) / "in.bin", data, 1 if quantized else 4)
             best = 1e9
             for _ in range(3):
                 t = time.perf_counter()

@@ -395,9 +395,6 @@ def _check_fit(device: str, sizes: dict, quantized: bool, graph, state_bits: int
 
 # --- running -------------------------------------------------------------------------------
 
-#: the names the tests and benches knew the harness's file format by, before it had a module of its own
-_DTYPE_CODES, _read_output, _write_input = DTYPE_CODES, read_output, write_input
-
 
 def _is_quantized(art) -> bool:
     return bool(art.manifest.get("c", {}).get("quantized"))

@@ -559,12 +559,12 @@ def _sanitized(image, x, cases, tmp_path):
     flags = "CFLAGS=-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
     r = subprocess.run(["make", "-s", "-B", "build/harness_host", flags], cwd=d, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    c_target._write_input(d / "lmu_in.bin", x[None], c_target._DTYPE_CODES[x.dtype.type])
+    c_target.write_input(d / "lmu_in.bin", x[None], c_target.DTYPE_CODES[x.dtype.type])
     r = subprocess.run(
         [str(d / "build" / "harness_host"), "lmu_in.bin", "lmu_out.bin"], cwd=d, capture_output=True, text=True
     )
     assert r.returncode == 0, f"sanitizer finding: {(r.stdout + r.stderr).strip()[-2000:]}"
-    got = np.ascontiguousarray(c_target._read_output(d / "lmu_out.bin", 8 * len(cases))[0]).view("<u8")
+    got = np.ascontiguousarray(c_target.read_output(d / "lmu_out.bin", 8 * len(cases))[0]).view("<u8")
     for k, c in enumerate(cases):
         assert np.array_equal(got[:, k], c["hashes"]), c["case"]
 

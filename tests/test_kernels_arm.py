@@ -36,7 +36,7 @@ def _run(art_dir, xq, runtime, extra="", opt=None):
     if opt is not None:
         make.append(f"ARMOPT=-O{opt} -mthumb")
     subprocess.run(make, cwd=art_dir, check=True, capture_output=True)
-    c_target._write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
+    c_target.write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
         cwd=art_dir,
@@ -44,7 +44,7 @@ def _run(art_dir, xq, runtime, extra="", opt=None):
         capture_output=True,
         timeout=120,  # seconds; a run takes a few: a kernel mutant that loops forever fails here
     )
-    return c_target._read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
+    return c_target.read_output(art_dir / "lmu_out.bin", 0).astype(np.int64)
 
 
 #: kernel path -> (the runtime whose core compiles it, extra compiler flags); the ids select one path
@@ -633,7 +633,7 @@ def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
     if opt is not None:
         make.append(f"ARMOPT=-O{opt} -mthumb")
     subprocess.run(make, cwd=art.path / "harness", check=True, capture_output=True)
-    c_target._write_input(art.path / "harness" / "lmu_in.bin", xq.astype(np.int16), c_target._DTYPE_CODES[np.int16])
+    c_target.write_input(art.path / "harness" / "lmu_in.bin", xq.astype(np.int16), c_target.DTYPE_CODES[np.int16])
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
         cwd=art.path / "harness",
@@ -641,5 +641,5 @@ def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
         capture_output=True,
         timeout=120,
     )
-    got = c_target._read_output(art.path / "harness" / "lmu_out.bin", 0).astype(np.int64)
+    got = c_target.read_output(art.path / "harness" / "lmu_out.bin", 0).astype(np.int64)
     assert np.array_equal(got, ref)
