@@ -160,13 +160,24 @@ def source_hash() -> str:
     string says, and a worker whose source differs from the driver's refuses its tasks."""
     import importlib
 
+    names = ("lmu_edge", "lmu_edge.converters", "lmu_edge.targets", "lmu_edge.firmware_templates")
+    return tree_hash((name, Path(root)) for name in names for root in importlib.import_module(name).__path__)
+
+
+def tree_hash(packages) -> str:
+    """SHA-256 over the source files under each ``(name, root)`` of ``packages``, at every depth: sub-packages
+    (lmu_edge/audio) and template folders (firmware_templates/kit) too. Under ``lmu_edge`` the three packages
+    an install puts inside it are skipped (hashed under their own names), so a checkout and an install of
+    the same source hash alike."""
     h = hashlib.sha256()
-    for name in ("lmu_edge", "lmu_edge.converters", "lmu_edge.targets", "lmu_edge.firmware_templates"):
-        for root in importlib.import_module(name).__path__:
-            for f in sorted(Path(root).glob("*")):
-                if f.is_file() and f.suffix in (".py", ".j2", ".h", ".c", ".ld"):
-                    h.update(f"{name}/{f.name}\0".encode())
-                    h.update(f.read_bytes())
+    for name, root in packages:
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root)
+            if name == "lmu_edge" and rel.parts[0] in ("converters", "targets", "firmware_templates"):
+                continue
+            if f.is_file() and f.suffix in (".py", ".j2", ".h", ".c", ".ld"):
+                h.update(f"{name}/{rel.as_posix()}\0".encode())
+                h.update(f.read_bytes())
     return h.hexdigest()
 
 

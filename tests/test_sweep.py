@@ -267,3 +267,36 @@ def test_the_printed_command_reproduces_the_recommended_point(tmp_path, here):
     assert float(np.mean(np.argmax(yhat, -1) == labels)) == best["accuracy"]
     html = (out / "sweep.html").read_text()
     assert "Recommended:" in html and "<svg" in html and best["command"].split(" -o ")[0] in html.replace("&#x27;", "'")
+
+
+def test_the_source_hash_sees_every_depth_and_only_source(tmp_path):
+    # a cached sweep point is reused only by the same source: an edit in a sub-package or in a template folder
+    # (firmware_templates/kit, lmu_edge/audio) must change the hash; bytecode and other files must not
+    from lmu_edge.sweep import tree_hash
+
+    pkg, fw = tmp_path / "lmu_edge", tmp_path / "fw"
+    for path, text in (
+        (pkg / "a.py", "a = 1\n"),
+        (pkg / "audio" / "b.py", "b = 2\n"),
+        (fw / "lmu_runtime.h", "/* rt */\n"),
+        (fw / "kit" / "CMakeLists.txt.j2", "project()\n"),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    packages = [("lmu_edge", pkg), ("lmu_edge.firmware_templates", fw)]
+    base = tree_hash(packages)
+    assert tree_hash(packages) == base  # deterministic
+    (pkg / "audio" / "__pycache__").mkdir()
+    (pkg / "audio" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"\0")
+    (fw / "kit" / "notes.md").write_text("not source\n")
+    assert tree_hash(packages) == base
+    # an install puts the templates inside lmu_edge too: hashed under their own name only, as in a checkout
+    (pkg / "firmware_templates").mkdir()
+    (pkg / "firmware_templates" / "lmu_runtime.h").write_text("/* rt */\n")
+    assert tree_hash(packages) == base
+    for path in (pkg / "audio" / "b.py", fw / "kit" / "CMakeLists.txt.j2"):
+        before = path.read_text()
+        path.write_text(before + "# edited\n")
+        assert tree_hash(packages) != base, path
+        path.write_text(before)
+    assert tree_hash(packages) == base
