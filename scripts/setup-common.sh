@@ -37,7 +37,10 @@ editable_locked() {
 
 make_venv() {   # make_venv EXTRAS   (e.g. "test,keras")
     local PY="${PYTHON:-python3}" extras="$1"
-    local PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
+    # --no-compile: pip byte-compiles every module it installs (TensorFlow and torch: about half of the install
+    # time, 17.5 against 8.8 s for torch's wheel alone); Python compiles the ones a program imports when it first
+    # imports them, and keeps those
+    local PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile)
     if [ ! -x .venv/bin/python ]; then
         echo "== creating .venv"
         "$PY" -m venv .venv

@@ -118,6 +118,16 @@ HEAVY_FIRST = (
     "test_examples_kws_fsdd_torch.py",
     "test_kernels_arm.py",
     "test_readme.py",
+    # few tests, each long (Ray, CMake and QEMU, conversions with widening searches; CI's --durations,
+    # 2026-12-06): sorted by their count they would come late, where one worker could be left with them alone
+    "test_sweep.py",
+    "test_examples_kws.py",
+    "test_c_kit.py",
+    "test_prefer.py",
+    "test_tflite_cmsis.py",
+    "test_tflite_regressions.py",
+    "test_pade_targets.py",
+    "test_cli.py",
 )
 
 
