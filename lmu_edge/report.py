@@ -209,7 +209,10 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
         worst = min(rows, key=lambda r: r["sqnr_db"] if r["sqnr_db"] is not None else 300)
     where = worst.get("label", worst["name"]) + (f" ({worst['source_layer']})" if worst.get("source_layer") else "")
     text = f"most of the error appears at {where}: SQNR {worst['sqnr_db']:.1f} dB"
-    text += f", {worst['sqnr_drop_db']:.1f} dB lost there" if worst["sqnr_drop_db"] else ""
+    if worst["sqnr_drop_db"] and worst["sqnr_drop_db"] + (worst["sqnr_db"] or 0.0) >= 300.0 - 1e-9:
+        text += ", every tensor before it exact"  # (the drop from the exact sentinel, 300 dB, is no figure)
+    elif worst["sqnr_drop_db"]:
+        text += f", {worst['sqnr_drop_db']:.1f} dB lost there"
     if worst["tensor"] == "state":
         text += (
             f"; the LMU state type {worst['type']} is too narrow for this memory; "

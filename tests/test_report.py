@@ -543,3 +543,21 @@ def test_the_verdict_is_the_floor_and_the_tolerance_over_every_sqnr():
         assert report._verdict(False, float(sq), None, 1e-3) == "fail"
     assert report._verdict(True, 5.0, None, None) == "measured"
     assert report._verdict(True, None, 80.0, None) == "pass"  # exact (infinite SQNR)
+
+
+def test_the_diagnosis_states_a_drop_only_where_it_is_a_figure():
+    # the shipped digits model with an 8-bit state: its encoder output u is exact (SQNR null), the state
+    # 0 dB; the drop from the exact sentinel read "300.0 dB lost there" in report.html's "What to change"
+    folded = lmu_edge.fold(lmu_edge.load(ROOT / "examples/models/digits_lmu.lmu.npz"))
+    x = np.load(ROOT / "examples/models/digits_test_x.npy")[:16]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        qg = lmu_edge.quantize(folded, x, state_bits=8)
+    rows = report.tensor_table(folded, qg, x)
+    assert rows[0]["tensor"] == "u" and rows[0]["sqnr_db"] is None and rows[1]["sqnr_drop_db"] >= 299
+    text = report.diagnose(rows)["text"]
+    assert "lmu memory state" in text and "every tensor before it exact" in text and "300" not in text, text
+    # a drop from a measured SQNR is a figure, and stated
+    rows[0]["sqnr_db"], rows[1]["sqnr_drop_db"] = 40.0, 40.0 - rows[1]["sqnr_db"]
+    text = report.diagnose(rows)["text"]
+    assert f"{rows[1]['sqnr_drop_db']:.1f} dB lost there" in text and "exact" not in text, text
