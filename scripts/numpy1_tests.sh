@@ -13,7 +13,7 @@ source scripts/setup-common.sh   # editable_locked
 PY="${PYTHON:-python3}"
 VENV=.venv-numpy1
 STAMP="$VENV/.lmu-edge-installed"
-PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile)  # (as make_venv's)
+PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)  # (compiled: see make_venv)
 
 if [ ! -x "$VENV/bin/python" ]; then
     echo "== creating $VENV (numpy < 2)"

@@ -22,7 +22,7 @@ if [ ! -f "$STAMP" ]; then
     fi
     log="$VENV/install.log"
     echo "== installing sinabs 3.1.3 into $VENV" >&2
-    if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile -c scripts/constraints.txt "sinabs==3.1.3" "numpy" >"$log" 2>&1; then
+    if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c scripts/constraints.txt "sinabs==3.1.3" "numpy" >"$log" 2>&1; then
         tail -n 40 "$log" >&2
         echo "installing sinabs into $VENV failed; the whole pip log is in $log" >&2
         exit 1
