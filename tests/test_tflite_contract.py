@@ -21,7 +21,7 @@ X = np.load(ROOT / "examples" / "models" / "keras_digits_test_x.npy")[:4].astype
 CAL = np.load(ROOT / "examples" / "models" / "digits_calibration_x.npy")[:32]
 
 
-@pytest.fixture(scope="module", params=["float", "int8"])
+@pytest.fixture(scope="module", params=["float", "int8", "int16x8"])
 def art(request, tmp_path_factory):
     q = request.param
     out = tmp_path_factory.mktemp(f"tflite_{q}") / "a"
@@ -62,12 +62,15 @@ def test_the_contract_matches_the_step_signature_and_its_quantization(art):
     if q == "int8":
         assert c["input"]["dtype"] == c["output"]["dtype"] == "int8" and c["states"][0]["dtype"] == "int16"
         assert str(c["states"][0]["zero_point"]) in c["states"][0]["initial"]
+    if q == "int16x8":  # 16-bit activations: the interface and the state int16, symmetric (zero point 0)
+        assert c["input"]["dtype"] == c["output"]["dtype"] == c["states"][0]["dtype"] == "int16"
+        assert c["input"]["zero_point"] == c["output"]["zero_point"] == c["states"][0]["zero_point"] == 0
 
 
 def test_one_batched_call_streams_interleaved_sequences_as_separate_streams_do(art):
     """Two sequences, the second joining 9 steps after the first, through one LiteRT signature runner
     with a batch of 2 (LiteRT resizes the open batch): each row's outputs and state equal those of its
-    sequence run alone at batch 1; bit for bit in int8, the state included."""
+    sequence run alone at batch 1; bit for bit in int8 and int16x8, the state included."""
     a, q = art
     c = _contract(a.path / "model.tflite")
     step = litert.Interpreter(model_path=str(a.path / "model.tflite")).get_signature_runner("step")
@@ -77,7 +80,8 @@ def test_one_batched_call_streams_interleaved_sequences_as_separate_streams_do(a
     def qx(v):
         if "scale" not in t_in:
             return v.astype(np.float32)
-        return np.clip(np.round(v / t_in["scale"]) + t_in["zero_point"], -128, 127).astype(np.int8)
+        lim = np.iinfo(np.dtype(t_in["dtype"]))  # int8, or int16 (int16x8)
+        return np.clip(np.round(v / t_in["scale"]) + t_in["zero_point"], lim.min, lim.max).astype(t_in["dtype"])
 
     def zeros(n):
         return {s["input"]: np.full((n, s["shape"][1]), s.get("zero_point", 0), s["dtype"]) for s in c["states"]}
