@@ -233,14 +233,16 @@ def quantize(
             )
         return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
-    built, sqnr, qg, caught, used = widening.search(build, tries, graph, widen_db, wide_layers, ab, sb, widen_state)
+    built, sqnr, qg, caught, used, kept = widening.search(
+        build, tries, graph, widen_db, wide_layers, ab, sb, widen_state
+    )
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not sqnr >= GARBAGE_DB:
         wider = f"; use more state bits (--state-bits {min(32, max(16, 2 * used))})" if used < 32 else ""
         warnings.warn(
             f"{graph.name!r}: the quantized graph is {sqnr:.1f} dB from the float model on the calibration data "
-            f"({used}-bit state, {wb}-bit weights, {ab}-bit activations): its outputs are not the model's{wider}",
+            f"({kept}-bit state, {wb}-bit weights, {ab}-bit activations): its outputs are not the model's{wider}",
             stacklevel=2,
         )
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data

@@ -51,7 +51,7 @@ def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_
     (16-bit activations) or :func:`widen_activations` (8-bit); ``wide_layers`` sets the 16-bit layers
     without a search. Where that misses ``widen_db`` and ``widen_state`` holds, the same search with
     32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
-    tried last)``; ``built`` holds one result per entry of ``tries``."""
+    tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``."""
 
     def _at(bits):
         build = functools.partial(build_at, sb=bits)
@@ -77,7 +77,7 @@ def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_
         return built, sqnr, qg, caught
 
     built, sqnr, qg, caught = _at(state_bits)
-    used = state_bits
+    used = kept = state_bits
     if (
         widen_db is not None
         and widen_state
@@ -88,16 +88,17 @@ def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_
         # widening weights and activations missed the target: the state may be what limits it (issue 52: a
         # memory whose proven bound is 37x what calibration reaches keeps ~10 of 16 bits, 28 dB), so the
         # same search with 32-bit states; kept where it does better on the calibration data
-        used = 32  # (also when the narrower states are kept: the warning below names it, as before)
+        used = 32  # tried: a warning then suggests no wider state (the one it names is the width kept)
         narrow_sqnr, narrow = sqnr, (built, sqnr, qg, caught)
         built, sqnr, qg, caught = _at(32)
         if sqnr > narrow_sqnr:
             qg = noted(
                 qg, widened_state_bits=32, state_bits_sqnr_db={str(state_bits): float(narrow_sqnr), "32": float(sqnr)}
             )
+            kept = 32
         else:
             built, sqnr, qg, caught = narrow
-    return built, sqnr, qg, caught, used
+    return built, sqnr, qg, caught, used, kept
 
 
 def widen(build, use_gptq, graph, start, target_db):
