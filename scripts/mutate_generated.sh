@@ -31,7 +31,7 @@ case "$MODULE" in
     TESTS="tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py tests/test_quantize.py" ;;
   lmu_edge/intsim.py) TESTS="tests/test_quantize.py tests/test_specs_saturation.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py" ;;
   targets/c_codegen.py|targets/c_layers.py|targets/c_proofs.py)
-    TESTS="tests/test_specs_codegen_flags.py tests/test_specs_proofs.py tests/test_specs_saturation.py" ;;
+    TESTS="tests/test_specs_codegen_flags.py tests/test_specs_codegen_float.py tests/test_specs_proofs.py tests/test_specs_saturation.py" ;;
   targets/onnx.py) TESTS="tests/test_specs_onnx_qdq.py tests/test_specs_quantize_ranges.py tests/test_onnx_contract.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
 esac
@@ -71,7 +71,9 @@ from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 db_path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with use_db(db_path, WorkDB.Mode.open) as db:
-    ids = sorted(item.job_id for item in db.pending_work_items)
+    # job ids are random (uuid4): draw from the mutants in source order, so a seed names the same sample
+    items = sorted(db.pending_work_items, key=lambda w: [(str(m.module_path), m.start_pos, m.operator_name, m.occurrence) for m in w.mutations])
+    ids = [item.job_id for item in items]
     keep = set(random.Random(seed).sample(ids, min(n, len(ids))))
     for job in ids:
         if job not in keep:
