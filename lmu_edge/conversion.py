@@ -101,6 +101,7 @@ def _convert(
     progress: Optional[Callable[[str], None]] = None,
     prefer: Optional[str] = None,
     sign=None,
+    accuracy_report: bool = True,
     **target_options,
 ) -> Artifact:
     """Convert a model (a path or an :class:`ir.Graph`) for ``target`` into ``out_dir``.
@@ -128,6 +129,9 @@ def _convert(
     ``sign``: the path of an Ed25519 private key (PEM): the seal of the files written is signed with it
     (``lmu-edge-files.sig``), so that a receiver can check who built the artifact
     (``open_artifact(d, trusted_key=PUB)``, ``run`` / ``verify --trusted-key``).
+
+    ``accuracy_report=False`` skips the accuracy report (``report.html`` and the per-tensor analysis in
+    ``report.json``), for a caller that reads neither; the verification above still runs and is written.
     """
     from .loading import load
 
@@ -247,6 +251,7 @@ def _convert(
                 realization_choice={"prefer": prefer, "why": prefer_why},
                 progress=progress,
                 sign=sign,
+                accuracy_report=accuracy_report,
             )
         except DeviceFitError as e:
             if n_try + 1 == len(attempts) or not _flash_could_help(graph, source):
@@ -280,6 +285,7 @@ def _write(
     realization_choice: dict,
     progress: Optional[Callable[[str], None]],
     sign=None,
+    accuracy_report: bool = True,
 ) -> None:
     """Emit the folded ``graph`` for ``target``, run and verify it against ``source``, and write the manifest,
     ``report.json`` and the accuracy report into ``out_dir``: all or nothing (:func:`outdir.writing`)."""
@@ -337,23 +343,8 @@ def _write(
         }
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
-        # the accuracy report (report.json + report.html) on a bounded slice of the same data
-        from . import report as _report
-        from . import report_html
-
-        qpath = tmp / "quantized.lmu.npz"
-        qg = irfile.load_ir(qpath) if qpath.exists() else None
-        if progress:
-            progress("writing the accuracy report")
-        same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
-        analysis = _report.analyze(
-            source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
-        )
-        for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
-            if t.get("path") == str(art.path):
-                t["path"] = str(out_dir)
-        report.update({k: v for k, v in analysis.items() if k not in report})
-        report_html.write(report, tmp, title=f"{source.name} -> {target} ({quantize})")
+        if accuracy_report:  # report.json + report.html on a bounded slice of the same data
+            _accuracy_report(report, source, graph, art, x, y_art, tmp, out_dir, progress)
         if not verification["passed"]:
             why = (
                 f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"
@@ -361,6 +352,27 @@ def _write(
                 else "does not match its integer reference bit for bit (a bug: please report the model)"
             )
             raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
+
+
+def _accuracy_report(report: dict, source, graph, art, x, y_art, tmp: Path, out_dir: Path, progress) -> None:
+    """Add the accuracy analysis of ``art`` (written in ``tmp``, moving to ``out_dir``) to ``report`` and
+    write ``report.json`` and ``report.html`` into ``tmp``."""
+    from . import report as _report
+    from . import report_html
+
+    qpath = tmp / "quantized.lmu.npz"
+    qg = irfile.load_ir(qpath) if qpath.exists() else None
+    if progress:
+        progress("writing the accuracy report")
+    same = x.shape[0] <= 16 and x.shape[1] <= 2000  # the report's slice is the verification input itself
+    analysis = _report.analyze(
+        source, graph, qg, x[:16, :2000], artifacts=(art,), outputs={str(art.path): y_art} if same else None
+    )
+    for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
+        if t.get("path") == str(art.path):
+            t["path"] = str(out_dir)
+    report.update({k: v for k, v in analysis.items() if k not in report})
+    report_html.write(report, tmp, title=f"{source.name} -> {report['target']} ({report['quantize']})")
 
 
 def _flash_could_help(graph: ir.Graph, source: ir.Graph) -> bool:

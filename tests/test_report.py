@@ -342,6 +342,24 @@ def test_sweep_memory_is_the_c_targets_count(tmp_path):
     assert len(seen) == 1 and rows[0]["memory_bytes"] == 1024 and rows[0]["ram_bytes"] == 24
 
 
+def test_convert_without_the_accuracy_report_writes_the_same_artifact_and_verification(tmp_path):
+    # accuracy_report=False (for callers that read no report: the examples, tests of other things) skips
+    # report.html and the per-tensor analysis, nothing else: the same files, the same verification
+    rng = np.random.default_rng(6)
+    g = chain(rng, q=6, theta=10.0)
+    cal = rng.standard_normal((4, 40, 2))
+    full = lmu_edge.convert(g, "ir", tmp_path / "full", calibration=cal)
+    bare = lmu_edge.convert(g, "ir", tmp_path / "bare", calibration=cal, accuracy_report=False)
+    rf, rb = (json.loads((a.path / "report.json").read_text()) for a in (full, bare))
+    assert (full.path / "report.html").is_file() and not (bare.path / "report.html").exists()
+    assert "variants" in rf and "targets" in rf and "variants" not in rb and "targets" not in rb
+    assert rb["verification"] == rf["verification"] and rb["verification"]["passed"]
+    assert {p.name for p in full.path.rglob("*") if p.is_file()} - {p.name for p in bare.path.rglob("*")} == {
+        "report.html"
+    }
+    assert lmu_edge.open_artifact(bare.path).verify(cal)["passed"]  # its seal reads back, it runs
+
+
 @pytest.mark.parametrize("mode", ["int16x8", "int16"])
 def test_cli_report_traces_the_integer_graph_of_the_mode(tmp_path, mode):
     # the report's integer reference is the one the C target builds for --quantize (it was int8 for every
