@@ -202,9 +202,9 @@ def _meta(g) -> dict:
         return {}
 
 
-def read(artifact):
-    """``nir.read`` of the artifact's ``model.nir``."""
-    nir = registry.require("nir", "nir", "the NIR target")
+def checked_path(artifact) -> Path:
+    """A private copy of the artifact's sealed ``model.nir`` whose every HDF5 link and dataset header passed
+    ``check_h5`` (no external links, virtual datasets or over-sized declarations), for any NIR reader."""
     path = Path(artifact.path) / NIR_FILE
     if not path.is_file():
         raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
@@ -215,7 +215,13 @@ def read(artifact):
 
     with h5py.File(path, "r") as h5:
         check_h5(h5, f"{artifact.path}/{NIR_FILE}")
-    return nir.read(str(path))
+    return path
+
+
+def read(artifact):
+    """``nir.read`` of the artifact's ``model.nir``."""
+    nir = registry.require("nir", "nir", "the NIR target")
+    return nir.read(str(checked_path(artifact)))
 
 
 def rescale(g, r: float):
@@ -337,10 +343,7 @@ class _SinabsWorker:
                 f"{SINABS_PYTHON_ENV}=/path/to/python (or the option sinabs_python)"
             )
         self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample") or DEFAULT_STEPS["exact"])
-        path = Path(artifact.path) / NIR_FILE
-        if not path.is_file():
-            raise ArtifactError(f"{artifact.path}: {NIR_FILE} is missing; convert the model again")
-        path = artifact.data_path(NIR_FILE)
+        path = checked_path(artifact)  # the Sinabs Python's nir.read follows whatever links the file holds
         self.F = artifact.graph.input_features
         self.proc = subprocess.Popen(
             [py, _nir_sinabs.__file__, str(path), str(self.k)],
