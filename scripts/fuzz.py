@@ -1,6 +1,6 @@
 """The long fuzz run over every input kind lmu-edge reads, resumable, one budgeted process per input.
 
-Categories (inputs are dealt round-robin, so each gets 1/16 of them)::
+Categories (inputs are dealt round-robin over the chosen ones, ``--category``; all 17 by default)::
 
     model:.lmu.npz model:.keras model:.h5 model:.safetensors model:.pt   mutated model files (tests/fuzzing.py)
     cli                                                                  mutated convert command lines
@@ -8,6 +8,7 @@ Categories (inputs are dealt round-robin, so each gets 1/16 of them)::
     artifact:manifest artifact:seal artifact:signature artifact:npz      a received artifact with one part
     artifact:tflite artifact:onnx artifact:weights artifact:tree         damaged (resealed or not), run or
     artifact:signed                                                      verified: nothing planted may run
+    artifact:nir                                                         model.nir damaged (scripts/fuzz_nir.py)
 
 Each input runs in a forked child with its budget set before any work: an address-space limit
 (``RLIMIT_AS``: the parent's size at the fork plus ``--memory-mb``) and a wall-clock limit
@@ -60,6 +61,7 @@ import hostile  # noqa: E402  (found through tests/ put on sys.path above)
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # (run as a script, scripts/ is there already)
 from fuzz_artifacts import (  # noqa: E402  (the received-artifact categories, in their own file)
     ARTIFACT_CATEGORIES,
+    SEED_ARTIFACTS,
     Violation,
     _cli_outcome,
     _Internal,
@@ -69,10 +71,11 @@ from fuzz_artifacts import (  # noqa: E402  (the received-artifact categories, i
     check_artifact,
     make_artifact_case,
 )
+from fuzz_nir import NIR_CATEGORIES, build_nir_seeds, make_nir_case  # noqa: E402  (scripts/ is on sys.path)
 
 EX = hostile.EXAMPLES
 MODEL_CATEGORIES = [f"model:{s}" for s in (".lmu.npz", ".keras", ".h5", ".safetensors", ".pt")]
-CATEGORIES = MODEL_CATEGORIES + ["cli", "data"] + ARTIFACT_CATEGORIES
+CATEGORIES = MODEL_CATEGORIES + ["cli", "data"] + ARTIFACT_CATEGORIES + NIR_CATEGORIES
 OUTCOMES = ("accepted", "refused", "internal", "violation", "crash", "hang")
 
 # --- data files --------------------------------------------------------------------------------------
@@ -114,9 +117,9 @@ def check_data(path: Path, rng: random.Random, work: Path, seeds: Path) -> str:
 # --- one input ---------------------------------------------------------------------------------------
 
 
-def one_input(index: int, seed: int, seeds: Path, work: Path) -> tuple:
-    """Run input ``index``; returns ``(category, outcome, detail)`` (never raises)."""
-    category = CATEGORIES[index % len(CATEGORIES)]
+def one_input(index: int, seed: int, seeds: Path, work: Path, categories=CATEGORIES) -> tuple:
+    """Run input ``index`` of a run over ``categories``; returns ``(category, outcome, detail)`` (never raises)."""
+    category = categories[index % len(categories)]
     rng = random.Random(seed * 1_000_003 + index)
     try:
         if category.startswith("model:"):
@@ -129,7 +132,10 @@ def one_input(index: int, seed: int, seeds: Path, work: Path) -> tuple:
             return category, "accepted" if status == "ok" else "refused", ""
         if category == "data":
             return category, check_data(make_data_case(rng, work), rng, work, seeds), ""
-        spec = make_artifact_case(rng, category, work, seeds)
+        if category in NIR_CATEGORIES:
+            spec = make_nir_case(rng, work, seeds)
+        else:
+            spec = make_artifact_case(rng, category, work, seeds)
         return category, check_artifact(spec, rng, work, seeds), spec.get("planted", "")
     except (Violation, AssertionError) as e:
         return category, "violation", " ".join(str(e).split())[:400]
@@ -151,18 +157,18 @@ def _vm_bytes() -> int:
     return 0
 
 
-def _child(index, seed, seeds, work, memory_mb, wfd):
+def _child(index, seed, seeds, work, memory_mb, wfd, categories):
     os.setpgid(0, 0)  # its own process group: a hang is killed with whatever it started (make, gcc)
     limit = _vm_bytes() + memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.chdir(work)  # relative paths a mutation names land in the input's own folder
-    cat, outcome, detail = one_input(index, seed, seeds, work)
+    cat, outcome, detail = one_input(index, seed, seeds, work, categories)
     os.write(wfd, json.dumps([cat, outcome, detail]).encode())
     os._exit(0)
 
 
-def start_one(index: int, seed: int, seeds: Path, tmp: Path, memory_mb: int) -> dict:
+def start_one(index: int, seed: int, seeds: Path, tmp: Path, memory_mb: int, categories=CATEGORIES) -> dict:
     """Fork the child for input ``index``; returns what :func:`poll` needs."""
     work = tmp / f"w{index}"
     work.mkdir()
@@ -171,12 +177,13 @@ def start_one(index: int, seed: int, seeds: Path, tmp: Path, memory_mb: int) -> 
     if pid == 0:
         try:
             os.close(rfd)
-            _child(index, seed, seeds, work, memory_mb, wfd)
+            _child(index, seed, seeds, work, memory_mb, wfd, categories)
         finally:
             os._exit(99)
     os.close(wfd)
     os.set_blocking(rfd, False)
-    return {"i": index, "pid": pid, "fd": rfd, "start": time.time(), "chunks": [], "killed": False, "work": work}
+    job = {"i": index, "pid": pid, "fd": rfd, "start": time.time(), "chunks": [], "killed": False, "work": work}
+    return job | {"category": categories[index % len(categories)]}
 
 
 def poll(job: dict, time_limit: float):
@@ -199,7 +206,7 @@ def poll(job: dict, time_limit: float):
         os.killpg(job["pid"], signal.SIGKILL)
     secs = time.time() - job["start"]
     index = job["i"]
-    category = CATEGORIES[index % len(CATEGORIES)]
+    category = job["category"]
     try:
         category, outcome, detail = json.loads(b"".join(job["chunks"]))
     except ValueError:
@@ -244,8 +251,8 @@ def table(state: Path) -> str:
     head = "| category | inputs | " + " | ".join(OUTCOMES) + " | slowest refusal (CPU / wall) | peak RSS |"
     lines = [head, "| --- " * (len(OUTCOMES) + 4) + "|"]
     total = collections.Counter()
-    for cat in CATEGORIES:
-        c = by.get(cat, collections.Counter())
+    for cat in [c for c in CATEGORIES if c in by]:
+        c = by[cat]
         rss = max((r["rss_mb"] for r in rows if r["category"] == cat), default=0)
         n = sum(c.values())
         total.update(c)
@@ -276,7 +283,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--table", action="store_true", help="print the counts of --state and exit")
     ap.add_argument("--replay", type=int, metavar="INDEX", help="run one input again, unforked, and print it")
+    ap.add_argument("--category", action="append", choices=CATEGORIES, help="deal only these (repeatable)")
     args = ap.parse_args()
+    categories = args.category or CATEGORIES
     if args.table:
         print(table(args.state))
         return 0
@@ -285,17 +294,28 @@ def main() -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     seeds = args.state.with_name(args.state.name + ".seeds").resolve()
-    build_seeds(seeds)
+    build_seeds(seeds, names=() if set(categories) <= set(NIR_CATEGORIES) else tuple(SEED_ARTIFACTS))
+    if set(categories) & set(NIR_CATEGORIES):
+        build_nir_seeds(seeds)
     if args.replay is not None:
+        # the category --state recorded for it (runs before artifact:nir dealt over 16 categories)
+        cat = _done(args.state).get(args.replay, {}).get("category")
+        categories = [cat] if cat in CATEGORIES else categories
+        if set(categories) & set(NIR_CATEGORIES):
+            build_nir_seeds(seeds)
         with tempfile.TemporaryDirectory(prefix="lmu-edge-fuzz-") as tmp:
-            print(one_input(args.replay, args.seed, seeds, Path(tmp)))
+            print(one_input(args.replay, args.seed, seeds, Path(tmp), categories))
         return 0
     # everything a child needs, imported once before forking (children share it)
     import lmu_edge.cli  # noqa: F401  (imported once before forking, shared by the children)
     import lmu_edge.targets.c  # noqa: F401  (imported before forking)
     import lmu_edge.targets.nengo  # noqa: F401  (imported before forking)
+    import lmu_edge.targets.nir  # noqa: F401  (imported before forking)
     import lmu_edge.targets.onnx  # noqa: F401  (imported before forking)
     import lmu_edge.targets.tflite  # noqa: F401  (imported before forking)
+
+    if set(categories) & set(NIR_CATEGORIES):  # Rockpool and torch: seconds of import saved per input
+        import rockpool.nn.modules.torch.nir  # noqa: F401  (imported before forking)
 
     done = _done(args.state)
     todo = [i for i in range(args.inputs) if i not in done]
@@ -310,7 +330,7 @@ def main() -> int:
         n = 0
         while todo or running:
             while todo and len(running) < args.jobs:
-                running.append(start_one(todo.pop(0), args.seed, seeds, Path(tmp), args.memory_mb))
+                running.append(start_one(todo.pop(0), args.seed, seeds, Path(tmp), args.memory_mb, categories))
             for job in list(running):
                 r = poll(job, args.time_limit)
                 if r is None:

@@ -58,7 +58,8 @@ def build_seeds(seeds: Path, names=tuple(SEED_ARTIFACTS)) -> None:
     import lmu_edge
     from lmu_edge import signing
 
-    if (seeds / "done").exists():
+    done = seeds / "done"  # the names built, one line ("" from before the marker held them: every kind)
+    if done.exists() and set(names) <= set(done.read_text().split(",") if done.read_text() else SEED_ARTIFACTS):
         return
     shutil.rmtree(seeds, ignore_errors=True)
     seeds.mkdir(parents=True)
@@ -81,7 +82,7 @@ def build_seeds(seeds: Path, names=tuple(SEED_ARTIFACTS)) -> None:
         '  const char *p = getenv("LMU_EDGE_FUZZ_PAYLOAD"); if (p) { FILE *f = fopen(p, "w"); if (f) fclose(f); }\n}\n'
     )
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(seeds / "evil.so"), str(src)], check=True)
-    (seeds / "done").write_text("")
+    (seeds / "done").write_text(",".join(names) or "-")
 
 
 # --- mutations of a received artifact ----------------------------------------------------------------
@@ -387,22 +388,26 @@ def check_artifact(spec: dict, rng: random.Random, work: Path, seeds: Path) -> s
     d, payload = spec["dir"], spec["payload"]
     before = {str(p.relative_to(d)) for p in d.rglob("*")}
     os.environ["LMU_EDGE_FUZZ_PAYLOAD"] = str(payload)
-    how = rng.choice(["run", "verify", "api", "stream"])
+    how = rng.choice(spec.get("hows", ["run", "verify", "api", "stream"]))
     t = fuzzing.cpu_seconds()
     key = ["--trusted-key", str(spec["trusted_key"])] if spec["trusted_key"] else []
-    if how in ("run", "verify"):
+    x_path, runtime = spec.get("x", seeds / "x.npy"), spec.get("runtime")
+    if how in ("run", "verify", "inspect"):
         out = work / "y.npy"
-        args = [how, str(d), "-i", str(seeds / "x.npy"), *key, "-q"] + (["-o", str(out)] if how == "run" else [])
+        args = [how, str(d), "-i", str(x_path), *key, "-q"] + (["-o", str(out)] if how == "run" else [])
+        args += ["-r", runtime] if runtime else []
+        if how == "inspect":  # the artifact folder, or its data file given as a model
+            args = [how, str(d / rng.choice(["", "model.nir"]))]
         r = CliRunner().invoke(main, args, catch_exceptions=True)
         status = _cli_outcome(r, args)
     else:
         try:
             art = lmu_edge.open_artifact(d, trusted_key=spec["trusted_key"])
-            x = np.load(seeds / "x.npy")
+            x = np.load(x_path)
             if how == "api":
-                art.run(x)
+                art.run(x, runtime)
             else:
-                s = art.stream()
+                s = art.stream(runtime)
                 s.reset(1)
                 for x_t in x[0, :4]:
                     s.step(x_t)
