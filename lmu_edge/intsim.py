@@ -20,6 +20,7 @@ of at most 2^15 times weights of at most 2^7) and requantize with
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 import numpy as np
@@ -38,15 +39,49 @@ def _check_i32(acc, where):
         raise OverflowError(f"{where}: int32 accumulator overflow (this is a bug in the quantizer; please report it)")
 
 
+#: ``id(w)`` -> (a weak reference to ``w``, ``w`` as float64, ``w``'s largest column sum of magnitudes), for
+#: the read-only weight arrays of the quantized layers: constant, so computed once, not at every step
+_WEIGHT_TERMS: dict = {}
+
+
+def _weight_terms(w) -> tuple:
+    """``(w as float64, largest column sum of |w|)``; kept per array where ``w`` cannot change (read-only, and
+    so is what it views)."""
+    fixed = (
+        isinstance(w, np.ndarray)
+        and not w.flags.writeable
+        and (w.base is None or (isinstance(w.base, np.ndarray) and not w.base.flags.writeable))
+    )
+    if fixed:
+        hit = _WEIGHT_TERMS.get(id(w))
+        if hit is not None and hit[0]() is w:
+            return hit[1], hit[2]
+    wi = np.asarray(w, np.int64)
+    terms = (wi.astype(np.float64), float(np.abs(wi).sum(axis=-2).max()) if wi.size else 0.0)
+    if fixed:
+        key = id(w)
+        _WEIGHT_TERMS[key] = (weakref.ref(w, _forget(key)), *terms)
+    return terms
+
+
+def _forget(key: int):
+    """The weak reference's callback: the array is gone, so is its entry (its id may come again)."""
+
+    def drop(_ref) -> None:
+        _WEIGHT_TERMS.pop(key, None)
+
+    return drop
+
+
 def imatmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``x @ w`` of integer arrays, exactly, as int64. Through float64 (BLAS) where no partial sum can reach
     2^53 (``max|x|`` times ``w``'s largest column sum of magnitudes): every product and sum is then an exact
     integer in float64. Else in int64, which numpy multiplies without BLAS, four to five times slower."""
     x = np.asarray(x, np.int64)
-    w = np.asarray(w, np.int64)
-    if x.size and w.size and float(np.abs(x).max()) * float(np.abs(w).sum(axis=-2).max()) < 2.0**53:
-        return (x.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
-    return x @ w
+    wf, colsum = _weight_terms(w)
+    if x.size and wf.size and float(np.abs(x).max()) * colsum < 2.0**53:
+        return (x.astype(np.float64) @ wf).astype(np.int64)
+    return x @ np.asarray(w, np.int64)
 
 
 def linear(q: qir.QLinear, inputs: list) -> np.ndarray:
@@ -217,9 +252,11 @@ class _LMURun(_Run):
         mem: Any = layer.memory  # one of the memory node types (narrowed below)
         if isinstance(mem, qir.QDenseMemory):
             self.CT = mem.coeffs.astype(np.int64).T.copy()
+            self.CT.setflags(write=False)  # constant: imatmul keeps its float64 form and bound term
             self.B = mem.B.astype(np.int64)
         elif isinstance(mem, qir.QFIRMemory):
             self.KT = mem.kernel.astype(np.int64).T.copy()  # (L, q)
+            self.KT.setflags(write=False)
             self.fir_shift = mem.kernel_frac + self.ut.frac - self.st.frac
         elif isinstance(mem, pade.QPadeMemory):
             pass

@@ -24,8 +24,9 @@ def _exact(x, w):
     k=st.integers(0, 40),
     m=st.integers(0, 6),
     stacked=st.booleans(),
+    fixed=st.booleans(),
 )
-def test_imatmul_is_the_exact_integer_product(seed, x_bits, w_bits, n, k, m, stacked):
+def test_imatmul_is_the_exact_integer_product(seed, x_bits, w_bits, n, k, m, stacked, fixed):
     # int32-range operands (every integer path's), with K small enough that the exact sum fits in int64;
     # x_bits + w_bits + log2(k) spans both sides of the float path's 2^53 bound
     rng = np.random.default_rng(seed)
@@ -35,6 +36,9 @@ def test_imatmul_is_the_exact_integer_product(seed, x_bits, w_bits, n, k, m, sta
         x.flat[0] = -(1 << (x_bits - 1))
     if w.size:
         w.flat[-1] = -(1 << (w_bits - 1))
+    if fixed:  # a read-only w (a layer's weights): its float64 form and bound term are kept from a first
+        w.setflags(write=False)  # product with small x, and must still send a large x to int64
+        np.testing.assert_array_equal(imatmul(np.ones((1, k), np.int64), w), _exact(np.ones((1, k), np.int64), w))
     got = imatmul(x, w)
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, np.stack([_exact(xi, w) for xi in x]) if stacked else _exact(x, w))
@@ -48,3 +52,20 @@ def test_imatmul_at_the_float_bound_is_still_exact():
     # just below: through float64, exact
     w2 = np.array([[1 << 26], [(1 << 26) - 2], [1]], np.int64)
     assert int(imatmul(x, w2)[0, 0]) == (1 << 53) - (1 << 27) + 1
+
+
+def test_imatmul_keeps_nothing_of_weights_that_can_change():
+    # a read-only view of a writeable array changes with it: the product follows the new values
+    base = np.arange(6, dtype=np.int64).reshape(3, 2)
+    w = base.view()
+    w.setflags(write=False)
+    x = np.array([[1, 2, 3]], np.int64)
+    assert imatmul(x, w).tolist() == [[16, 22]]
+    base[0, 0] = 100
+    assert imatmul(x, w).tolist() == [[116, 22]]
+    # a read-only array of its own is kept, and a second one with other values is not taken for it
+    a = np.array([[1], [1], [1]], np.int64)
+    a.setflags(write=False)
+    b = np.array([[2], [2], [2]], np.int64)
+    b.setflags(write=False)
+    assert imatmul(x, a).tolist() == [[6]] and imatmul(x, b).tolist() == [[12]] and imatmul(x, a).tolist() == [[6]]
