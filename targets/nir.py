@@ -221,7 +221,14 @@ def checked_path(artifact) -> Path:
 def read(artifact):
     """``nir.read`` of the artifact's ``model.nir``."""
     nir = registry.require("nir", "nir", "the NIR target")
-    return nir.read(str(checked_path(artifact)))
+    path = checked_path(artifact)
+    try:
+        return nir.read(str(path))
+    except AssertionError as e:  # nir checks a node's parameters (their shapes) with assert
+        why = " ".join(str(e).split())[:200] or "a node's parameters disagree"
+        raise ArtifactError(
+            f"{artifact.path}/{NIR_FILE}: not a graph nir accepts ({why}); convert the model again"
+        ) from None
 
 
 def rescale(g, r: float):

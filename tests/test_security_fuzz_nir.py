@@ -78,6 +78,20 @@ def test_sinabs_worker_checks_the_nir_file_links_before_its_python_reads_it(seed
         assert "\n" not in str(e.value)
 
 
+def test_a_node_whose_parameters_disagree_in_shape_is_refused_in_one_line(seeds, tmp_path):
+    """Fuzz finding (artifact:nir, input 39 of the first run): nir checks a node's parameter shapes with
+    ``assert``, and the AssertionError escaped ``run`` as an internal error (exit 70)."""
+
+    def short_tau(h5, _):
+        del h5["node/nodes/0.mem/tau"]
+        h5["node/nodes/0.mem/tau"] = np.ones(1)
+
+    d = _received(seeds, tmp_path, short_tau)
+    with pytest.raises(LmuEdgeError, match="not a graph nir accepts") as e:
+        lmu_edge.open_artifact(d).run(np.load(seeds / "nir.exact.x.npy"))
+    assert "\n" not in str(e.value)
+
+
 @settings(max_examples=12, deadline=None)
 @given(rng=st.randoms(use_true_random=False))
 def test_damaged_nir_artifacts_run_or_are_refused_in_one_line(seeds, tmp_path_factory, rng):
