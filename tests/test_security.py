@@ -511,6 +511,27 @@ def _write(path, data: bytes):
     return path
 
 
+class _RepeatedDeflate:
+    """A compressor for zipfile that deflates each 1 MiB of zeros it is given to one precomputed block:
+    a deflate stream flushed in full after a block is that block again for the same input (nothing
+    refers back past it), so 3 GiB of zeros cost the CRC, not 15 s of zlib. The stream is a valid one:
+    the test below inflates it."""
+
+    def __init__(self, block: bytes):
+        import zlib
+
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)  # raw deflate, as a zip member holds it
+        self.src, self.block = block, c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+        self.end = c.flush()
+
+    def compress(self, data) -> bytes:
+        assert data == self.src  # only the block it was made for
+        return self.block
+
+    def flush(self) -> bytes:
+        return self.end
+
+
 def _zip_bomb(path):
     import zipfile
 
@@ -518,9 +539,25 @@ def _zip_bomb(path):
         z.writestr("header.json.npy", bytes(1 << 20))
         with z.open("big.npy", "w", force_zip64=True) as f:
             block = bytes(1 << 20)
+            f._compressor = _RepeatedDeflate(block)  # the same bytes zlib writes for it, at once
             for _ in range(3 << 10):  # 3 GiB of zeros, a few MB compressed
                 f.write(block)
     return path
+
+
+def test_the_zip_bomb_is_a_valid_archive_of_three_gib_of_zeros(tmp_path):
+    # the fast bomb above must be a real one: zipfile reads its sizes and inflates its start as zeros, and
+    # its blocks in a row and its end are a whole deflate stream (inflating all 3 GiB would take seconds)
+    import zipfile
+    import zlib
+
+    with zipfile.ZipFile(_zip_bomb(tmp_path / "b.zip")) as z:
+        big = z.getinfo("big.npy")
+        assert big.file_size == 3 << 30 and big.compress_size < (3 << 30) // 1000
+        with z.open(big) as f:
+            assert f.read(4 << 20) == bytes(4 << 20)
+    r, d = _RepeatedDeflate(bytes(1 << 20)), zlib.decompressobj(-15)
+    assert d.decompress(r.block * 3 + r.end) == bytes(3 << 20) and d.eof and not d.unused_data
 
 
 def _unstable(t):
