@@ -16,9 +16,11 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,16 +37,42 @@ def _strip(v):
     return v
 
 
-def _run(seeds: str, cells: list[str], workers: int, out: Path) -> float:
+class _Load:
+    """The machine's 1-minute load average sampled every 5 s while a run goes (others' work included)."""
+
+    def __init__(self):
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.wait(5.0 if self.samples else 0.0):
+            self.samples.append(os.getloadavg()[0])
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+
+    def __str__(self):
+        s = self.samples or [0.0]
+        return f"load {min(s):.1f} to {max(s):.1f}, mean {sum(s) / len(s):.1f}"
+
+
+def _run(seeds: str, cells: list[str], workers: int, out: Path) -> tuple[float, _Load]:
     cmd = [sys.executable, str(ROOT / "scripts" / "gen_models.py"), "--seeds", seeds, "--out", str(out)]
     cmd += [f"--cell={c}" for c in cells] + ["--workers", str(workers)]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
     # gen_models exits 1 when a cell fails its floor: a result, recorded, not a failure of this benchmark
-    r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    with _Load() as load:
+        r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
     if r.returncode not in (0, 1):
         raise SystemExit(f"gen_chunk: {' '.join(cmd[1:3])} exited {r.returncode}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, load
 
 
 def _records(path: Path) -> dict:
@@ -56,20 +84,31 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="1000-1049", help="seed ranges (default 1000-1049: 50 models)")
     ap.add_argument("--workers", type=int, default=2, help="Ray workers of the parallel run (default 2)")
     ap.add_argument("--cell", action="append", default=[], help="target:mode (repeatable; default every cell)")
+    ap.add_argument("--keep", type=Path, help="move the two results files (per-cell seconds) here")
     a = ap.parse_args(argv)
     if a.workers < 1:
         ap.error(f"--workers must be at least 1, not {a.workers}")
     with tempfile.TemporaryDirectory(prefix="gen_chunk_") as tmp:
         serial, parallel = Path(tmp) / "serial.jsonl", Path(tmp) / f"workers{a.workers}.jsonl"
-        t_serial = _run(a.seeds, a.cell, 0, serial)
-        t_parallel = _run(a.seeds, a.cell, a.workers, parallel)
+        t_serial, load_serial = _run(a.seeds, a.cell, 0, serial)
+        t_parallel, load_parallel = _run(a.seeds, a.cell, a.workers, parallel)
         s, p = _records(serial), _records(parallel)
+        if a.keep:
+            a.keep.mkdir(parents=True, exist_ok=True)
+            for f in (serial, parallel):
+                if f.exists():
+                    shutil.move(f, a.keep / f.name)
     differ = sorted(k for k in s.keys() | p.keys() if _strip(s.get(k)) != _strip(p.get(k)))
     cpu = sum(r.get("cpu_seconds", 0.0) for r in s.values())
+    cpu_parallel = sum(r.get("cpu_seconds", 0.0) for r in p.values())
+    nice = os.nice(0)
     print(f"\ngenerated-model chunk, seeds {a.seeds} ({len(s)} models), cells: {', '.join(a.cell) or 'every cell'}")
-    print(f"{datetime.date.today()}, {os.cpu_count()} cores")
-    print(f"  serial (--workers 0)        wall {t_serial:8.1f} s   (the seeds' own CPU time: {cpu:.0f} s)")
-    print(f"  Ray (--workers {a.workers})           wall {t_parallel:8.1f} s   ratio {t_serial / t_parallel:.2f}x")
+    print(f"{datetime.date.today()}, {os.cpu_count()} cores, nice {nice}")
+    print(f"  serial (--workers 0)        wall {t_serial:8.1f} s   (the seeds' CPU: {cpu:.0f} s; {load_serial})")
+    print(
+        f"  Ray (--workers {a.workers})           wall {t_parallel:8.1f} s   ratio {t_serial / t_parallel:.2f}x   "
+        f"(CPU {cpu_parallel:.0f} s; {load_parallel})"
+    )
     if differ:
         print(f"  DIFFERENT results for seeds {differ}")
         return 1
