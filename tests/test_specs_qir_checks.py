@@ -1,0 +1,106 @@
+"""Specifications of the integer IR's own checks (lmu_edge/qir.py), each at its bound and one past it, which
+the generated mutants of qir.py found unchecked (docs/testing.md, "Generated mutants"): an integer node
+that a file or a caller builds is refused exactly where it could not run as the C does."""
+
+import numpy as np
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from lmu_edge import limits, qir
+from lmu_edge.errors import LimitError, ShapeError
+
+REFUSED = (ShapeError, LimitError)  # a shape that cannot run, a size past the limits
+
+
+def _linear(n_in, units, in_bits=8, w=1):
+    part = qir.QPart(np.full((n_in, units), w), 0, np.full(units, 1 << 30), np.full(units, -3))
+    return qir.QLinear((part,), 0, -128, 127, in_bits=in_bits)
+
+
+def _conv(bands=6, kt=2, kf=3, ci=2, units=3, pad=(1, 1), pool=2, n_in=None):
+    lin = _linear(kt * kf * ci if n_in is None else n_in, units)
+    return qir.QBandConv("c", bands, kt, kf, pad[0], pad[1], pool, lin, 0.1, 0)
+
+
+def test_a_band_convolution_pads_up_to_one_less_than_the_largest_kernel():
+    """Spec: the zero padding on either side is 0 .. MAX_CONV_KERNEL - 1 (a kernel of MAX_CONV_KERNEL bands
+    reads at most that many outside the frame); the kernel sizes and the pooling 1 .. MAX_CONV_KERNEL."""
+    top = limits.MAX_CONV_KERNEL
+    _conv(pad=(top - 1, 0))
+    _conv(pad=(0, top - 1))
+    for pad in ((top, 0), (0, top), (-1, 0)):
+        with pytest.raises(REFUSED):
+            _conv(pad=pad)
+    _conv(bands=top, kf=top, kt=1, ci=1, pad=(0, 0), pool=1)
+    with pytest.raises(REFUSED):
+        _conv(bands=top + 1, kf=top + 1, kt=1, ci=1, pad=(0, 0), pool=1)
+
+
+@given(kt=st.integers(1, 4), kf=st.integers(1, 4), ci=st.integers(1, 4), extra=st.integers(1, 3))
+@example(kt=2, kf=3, ci=2, extra=1)
+def test_a_band_convolution_takes_kernel_t_times_kernel_f_times_channels_inputs(kt, kf, ci, extra):
+    """Spec: the linear part's input count is kernel_t * kernel_f * channels_in for a whole number of channels;
+    any count that is not a multiple of kernel_t * kernel_f is refused."""
+    c = _conv(bands=8, kt=kt, kf=kf, ci=ci, pad=(0, 0), pool=1)
+    assert c.channels_in == ci
+    if extra % (kt * kf):
+        with pytest.raises(REFUSED):
+            _conv(bands=8, kt=kt, kf=kf, ci=ci, pad=(0, 0), pool=1, n_in=kt * kf * ci + extra)
+
+
+@given(
+    bands=st.integers(3, 20),
+    kf=st.integers(1, 3),
+    pads=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    pool=st.integers(1, 3),
+    units=st.integers(1, 7),
+)
+@example(bands=9, kf=3, pads=(1, 0), pool=3, units=5)
+def test_a_band_convolution_outputs_its_output_bands_times_its_units(bands, kf, pads, pool, units):
+    """Spec: with (bands + pads - kernel_f + 1) // pool output bands of ``units`` values each, the layer
+    outputs their product, for an input of bands * channels_in values (and refuses another input size)."""
+    out_bands = (bands + sum(pads) - kf + 1) // pool
+    if out_bands < 1:
+        return
+    c = _conv(bands=bands, kt=2, kf=kf, ci=2, units=units, pad=pads, pool=pool)
+    assert c.out_features(2 * bands) == out_bands * units
+    with pytest.raises(REFUSED):
+        c.out_features(2 * bands + 1)
+
+
+def test_a_softmax_exp_table_holds_0_to_2_to_the_16():
+    """Spec: the softmax's exp table is Q16, exp(0) = 1 = 65536 at most: [0, 65536] accepted, 65537 and -1
+    refused."""
+    t = np.zeros(256, np.int64)
+    t[0] = 1 << 16
+    qir.QSoftmax("s", t)
+    for bad in ((1 << 16) + 1, -1):
+        t[0] = bad
+        with pytest.raises(REFUSED):
+            qir.QSoftmax("s", t)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_part_has_one_multiplier_and_one_shift_per_output(n):
+    """Spec: a part's multipliers and shifts have exactly as many entries as its kernel has outputs: one
+    more or one fewer is refused."""
+    k = np.ones((2, n), np.int64)
+    qir.QPart(k, 0, np.full(n, 1 << 30), np.zeros(n, np.int64))
+    for m in (n - 1, n + 1):
+        with pytest.raises(REFUSED):
+            qir.QPart(k, 0, np.full(m, 1 << 30), np.zeros(n, np.int64))
+        with pytest.raises(REFUSED):
+            qir.QPart(k, 0, np.full(n, 1 << 30), np.zeros(m, np.int64))
+
+
+def test_a_layer_with_int8_inputs_takes_int8_weights_and_one_with_int16_inputs_int16_weights():
+    """Spec: with 8-bit inputs every weight is in [-128, 127] (the C kernel's int8 operands), with 16-bit
+    inputs in [-32767, 32767]."""
+    for w in (-128, 127):
+        _linear(2, 2, 8, w)
+    for w in (-129, 128):
+        with pytest.raises(REFUSED):
+            _linear(2, 2, 8, w)
+    for w in (-32767, 32767, 200):
+        _linear(2, 2, 16, w)
