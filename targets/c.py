@@ -69,6 +69,9 @@ OPTIONS = {
     "weight_rounding": None,
     "widen_db": "auto",
     "measure": True,
+    #: False: no Cortex-M object is compiled for the report's flash figures (a caller that reads none, e.g. a
+    #: test of the integer path); a ``device`` measures them all the same, since its fit depends on them
+    "flash": True,
 }
 
 #: device profiles: flash and RAM in bytes (what the artifact may use of them)
@@ -270,7 +273,10 @@ def emit(graph, out_dir, options) -> dict:
     }
     if code.accumulators:  # the bound behind each dense memory's accumulator width (docs/firmware.md)
         sizes["accumulators"] = code.accumulators
-    flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
+    if options.get("flash", True) or device is not None:
+        flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
+    else:
+        flash = {"flash_bytes": None, "flash_note": "not measured (flash=False)"}
     sizes.update(flash)
     report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, "int_api": int_api, **sizes}
     if device is not None:
