@@ -1,7 +1,7 @@
 """Specifications of targets/c_layers.py (the C of the band convolutions and of the implicit Pade memory), a
 covering command for its generated mutants (docs/testing.md, "Generated mutants"): the packed weights'
-layout over every kernel shape, and one small model with both layers compiled for the host (int8, int16x8
-and float32) and for the Cortex-M4 under QEMU (the two-band kernel, which only DSP cores take), stepped
+layout over every kernel shape, and one small model with both layers compiled for the host (int8,
+int16x8 and float32) and for the Cortex-M4 under QEMU (the two-band kernel, which only DSP cores take), stepped
 against the integer and the float references."""
 
 import os
@@ -70,17 +70,15 @@ def model(tmp_path_factory):
     assert isinstance(g.layers[2].memory, ir.Pade)  # the premise: fold kept the implicit step
     x = np.random.default_rng(5).standard_normal((2, 12, g.input_features))
     d = tmp_path_factory.mktemp("c_layers")
-    arts = {
-        m: lmu_edge.convert(g, "c", d / m, quantize=m, calibration=x, state_bits=16, measure=False)
-        for m in ("int8", "int16x8")
-    }
+    kw = dict(calibration=x, state_bits=16, widen_db=None, measure=False)  # no widening search: widths fixed
+    arts = {m: lmu_edge.convert(g, "c", d / m, quantize=m, **kw) for m in ("int8", "int16x8")}
     return g, x, d, arts
 
 
 @pytest.mark.parametrize("mode", ["int8", "int16x8"])
 def test_integer_c_of_band_convolutions_and_a_pade_memory_is_the_integer_reference(model, mode):
-    """Spec: the integer C is the integer reference bit for bit (int8: the per-band linear kernel on the host;
-    int16x8: 16-bit activations), its state width 16 bits."""
+    """Spec: the integer C (8- and 16-bit activations, a 16-bit state) is the integer reference bit for bit on
+    the host, where every band takes the linear kernel."""
     g, x, _, arts = model
     art = arts[mode]
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
