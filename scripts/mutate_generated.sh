@@ -33,7 +33,7 @@ case "$MODULE" in
   lmu_edge/intsim.py) TESTS="tests/test_quantize.py tests/test_specs_saturation.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py" ;;
   targets/c_layers.py) TESTS="tests/test_specs_c_layers.py" ;;
   targets/c_codegen.py|targets/c_proofs.py)
-    TESTS="tests/test_specs_codegen_flags.py tests/test_specs_codegen_c.py tests/test_specs_proofs.py tests/test_specs_saturation.py" ;;
+    TESTS="tests/test_specs_codegen_flags.py tests/test_specs_codegen_c.py tests/test_specs_proofs.py tests/test_specs_saturation.py tests/test_specs_c_layers.py" ;;
   targets/_tflite_gptq.py) TESTS="tests/test_specs_tflite_gptq.py" ;;
   targets/onnx.py) TESTS="tests/test_specs_onnx_qdq.py tests/test_specs_onnx_step.py tests/test_specs_quantize_ranges.py tests/test_onnx_contract.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
