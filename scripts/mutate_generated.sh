@@ -27,7 +27,7 @@ case "$MODULE" in
   lmu_edge/fixedpoint.py) TESTS="tests/test_specs_fixedpoint.py tests/test_fixedpoint.py tests/test_specs_generated.py" ;;
   lmu_edge/qir.py) TESTS="tests/test_specs_qir_checks.py tests/test_specs_fixedpoint.py tests/test_specs_proofs.py tests/test_specs_saturation.py tests/test_specs_generated.py" ;;
   lmu_edge/quantization.py|lmu_edge/qlinear.py|lmu_edge/widening.py|lmu_edge/rounding.py)
-    TESTS="tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py tests/test_quantize.py" ;;
+    TESTS="tests/test_specs_quantize_report.py tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py tests/test_quantize.py" ;;
   lmu_edge/_quantization_memory.py)
     TESTS="tests/test_specs_state_fit.py tests/test_specs_quantizer.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py tests/test_quantize.py" ;;
   lmu_edge/intsim.py) TESTS="tests/test_quantize.py tests/test_specs_saturation.py tests/test_specs_quantize_choices.py tests/test_specs_quantize_ranges.py" ;;

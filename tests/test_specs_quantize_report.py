@@ -1,0 +1,44 @@
+"""Specifications of lmu_edge/quantization.py that its generated mutants found unchecked (docs/testing.md,
+"Generated mutants"): an unstable Euler memory is refused before any scale is chosen, and the LMU report's
+headroom is the state's range over its calibrated maximum, in bits."""
+
+import math
+
+import numpy as np
+import pytest
+from graphs import chain
+
+import lmu_edge
+from lmu_edge import lti
+from lmu_edge.errors import QuantizationError
+
+
+@pytest.mark.parametrize("side, refused", [(0.5, True), (2.0, False)])
+def test_an_euler_memory_below_its_stable_window_is_refused_in_one_line(side, refused):
+    """Spec: Euler's step of the order-q memory is stable above lti.euler_stable_theta(q); a graph whose Euler
+    memory sits at half that window (its response grows past MAX_GROWTH within the calibration) is refused
+    with a QuantizationError naming the layer and the stable theta; at twice the window it converts."""
+    q = 8
+    theta = lti.euler_stable_theta(q) * side
+    rng = np.random.default_rng(3)
+    g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler"), "euler")
+    x = rng.standard_normal((1, 200, 2))
+    if refused:
+        with pytest.raises(QuantizationError, match=r"layer 'lmu': its Euler memory .* is unstable .* above"):
+            lmu_edge.quantize(g, x)
+    else:
+        lmu_edge.quantize(g, x)
+
+
+@pytest.mark.parametrize("bits", [16, 32])
+def test_the_lmu_report_gives_the_state_headroom_over_its_calibrated_maximum_in_bits(bits):
+    """Spec: ``headroom_bits`` = log2(state max_int / the calibrated max |m| in LSB), the LSB being
+    state_bound / state_bound_lsb (2^-f, f the state's fractional bits)."""
+    rng = np.random.default_rng(4)
+    g = lmu_edge.fold(chain(rng, q=6, theta=10.0), "zoh")
+    info = lmu_edge.quantize(g, rng.standard_normal((2, 40, 2)), state_bits=bits).metadata["quantization"]
+    lmu = next(layer for layer in info["layers"] if layer["type"] == "lmu")
+    lsb = lmu["state_bound"] / lmu["state_bound_lsb"]
+    m_lsb = lmu["calibrated_state_max"] / lsb
+    assert m_lsb > 1  # the premise: the calibrated maximum is many LSB
+    assert lmu["headroom_bits"] == pytest.approx(math.log2(lmu["state_max_int"] / m_lsb), rel=1e-9)
