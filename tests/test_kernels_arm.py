@@ -26,6 +26,20 @@ needs_arm = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """``shared(key, convert)``: ``convert(folder)`` once per ``key`` in this module. The kernel paths of one
+    model share its artifact: each builds its own image from it (``make -B``) and runs that."""
+    made: dict = {}
+
+    def get(key, convert):
+        if key not in made:
+            made[key] = convert(tmp_path_factory.mktemp("shared"))
+        return made[key]
+
+    return get
+
+
 def _run(art_dir, xq, runtime, extra="", opt=None):
     """Build ``runtime``'s image (with extra compiler flags, and -O<opt> instead of -O2 when given) in art_dir
     and run it on QEMU: int8 outputs."""
@@ -37,6 +51,7 @@ def _run(art_dir, xq, runtime, extra="", opt=None):
         make.append(f"ARMOPT=-O{opt} -mthumb")
     subprocess.run(make, cwd=art_dir, check=True, capture_output=True)
     c_target.write_input(art_dir / "lmu_in.bin", xq.astype(np.int8), 1)
+    (art_dir / "lmu_out.bin").unlink(missing_ok=True)  # the artifact is shared: no earlier path's output is read
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
         cwd=art_dir,
@@ -76,7 +91,7 @@ _CASES = [(path,) + size for size in _SIZES for path in PATHS if PATHS[path][2] 
 
 @needs_arm
 @pytest.mark.parametrize("path,q,coeff_bits,sums", _CASES)
-def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
+def test_each_kernel_path_is_bit_exact(shared, q, coeff_bits, sums, path):
     """q = 64, 36, 20 and 18 take the whole-channel kernels. DSP: 64, 36 and 20 (multiples of 4, at most 128)
     four rows at a time in one assembly statement (the three-row loop: test_whole_channel_kernels_saturate...);
     18 (even, not a multiple of 4) takes
@@ -84,12 +99,16 @@ def test_each_kernel_path_is_bit_exact(tmp_path, q, coeff_bits, sums, path):
     passes and 8-column passes (36: four), a predicated tail (36, 20, 18) and single rows. 7, 9 and 13 are
     odd (the DSP whole-channel kernel refuses them: four-row blocks and scalar tails), 7 has no full Helium
     vector (the loop runs zero passes)."""
-    rng = np.random.default_rng(100 + q)
-    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
-    x = rng.standard_normal((2, 60, 5))
-    art = lmu_edge.convert(
-        g, "c", tmp_path / "c", quantize="int8", calibration=x, coeff_bits=coeff_bits, measure=False, widen_db=None
-    )  # all-int8: these are the int8 kernels' tests
+
+    def convert(d):
+        rng = np.random.default_rng(100 + q)
+        g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")  # hidden: 11 rows of q inputs
+        x = rng.standard_normal((2, 60, 5))
+        # all-int8 (widen_db=None): these are the int8 kernels' tests
+        opts = {"coeff_bits": coeff_bits, "measure": False, "flash": False, "accuracy_report": False, "widen_db": None}
+        return x, lmu_edge.convert(g, "c", d / "c", quantize="int8", calibration=x, **opts)
+
+    x, art = shared(("int8", q, coeff_bits), convert)
     src = (art.path / "model" / "model.c").read_text()
     if sums:  # both accumulator widths of the dense memory are exercised
         assert f"/* {sums}-bit sums over C m" in src
@@ -137,7 +156,7 @@ def test_acc30_is_chosen_only_when_the_bound_proves_it():
 
 @needs_arm
 @pytest.mark.parametrize("path", ["dsp", "portable", "helium", "v6m"])
-def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(tmp_path, monkeypatch, path):
+def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(shared, monkeypatch, path):
     """The first dense layer's bias is raised so that one row's exact accumulator lies in [2^30, 2^31) (it
     still fits int32, the quantizer's bound): the code generator must not mark that layer acc30, and every
     path stays bit-exact. Were the fast path taken, SMMULR of 2a would wrap and that row's output flip from
@@ -156,10 +175,15 @@ def test_a_layer_whose_sums_pass_2_to_the_30_keeps_the_general_path(tmp_path, mo
         return dataclasses.replace(qg, layers=[qg.layers[0], new, *qg.layers[2:]])
 
     monkeypatch.setattr(quantization, "quantize", raised)
-    rng = np.random.default_rng(7)
-    g = lmu_edge.fold(chain(rng, n_in=1, q=12, theta=20.0, units=8), "zoh")
-    x = rng.standard_normal((2, 30, 1))
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, measure=False, widen_db=None)
+
+    def convert(d):  # once for the four paths (each builds its own image)
+        rng = np.random.default_rng(7)
+        g = lmu_edge.fold(chain(rng, n_in=1, q=12, theta=20.0, units=8), "zoh")
+        x = rng.standard_normal((2, 30, 1))
+        opts = {"measure": False, "flash": False, "accuracy_report": False, "widen_db": None}
+        return x, lmu_edge.convert(g, "c", d / "c", quantize="int8", calibration=x, **opts)
+
+    x, art = shared(("acc30",), convert)
     src = (art.path / "model" / "model.c").read_text()
     first = src.split("static const lmu_qlinear_t model_l1_dense = {", 1)[1].split("};", 1)[0]
     assert ".acc30" not in first and "l2_hidden: one part" in src
@@ -610,18 +634,23 @@ def test_whole_channel_kernels_saturate_as_the_portable_loop(tmp_path, runtime):
 @pytest.mark.parametrize("mode", ["int16", "int16x8"])
 @pytest.mark.parametrize("path", ["dsp", "portable", "helium", "dsp-O0", "v6m"])
 @pytest.mark.parametrize("q", [7, 13, 20])
-def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
+def test_int16_weight_rows_are_bit_exact_on_each_path(shared, q, path, mode):
     """16-bit activations: the hidden layer's 11 rows of q products, int16 x int16 (--quantize int16,
     lmu_qdot16w_arm: SMLALD pairs) or int16 x int8 (int16x8, lmu_qdot16_arm: SMLALD on PKHBT / SXTB16 pairs
     of four inputs; the int16x8 rows in blocks of four, two and one: lmu_qdot16_run, SMLAD / VMLADAVA.S16, two
     rows at a time on ARMv6-M). 7: no full Helium vector, DSP blocks and a scalar tail; 13: one 8-input vector,
     DSP blocks, a tail; 20: two vectors and DSP blocks. The input stream holds runs at the int16 extremes."""
-    rng = np.random.default_rng(200 + q)
-    g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")
-    x = rng.standard_normal((2, 60, 5))
-    # int16x8 with int8 weights throughout (--weight-bits 8: no widening), the rows this test is about
-    wb = 8 if mode == "int16x8" else None
-    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize=mode, calibration=x, weight_bits=wb, measure=False)
+
+    def convert(d):
+        rng = np.random.default_rng(200 + q)
+        g = lmu_edge.fold(chain(rng, n_in=5, q=q, theta=3.0 * q, units=11), "zoh")
+        x = rng.standard_normal((2, 60, 5))
+        # int16x8 with int8 weights throughout (--weight-bits 8: no widening), the rows this test is about
+        wb = 8 if mode == "int16x8" else None
+        opts = {"weight_bits": wb, "measure": False, "flash": False, "accuracy_report": False}
+        return x, lmu_edge.convert(g, "c", d / "c", quantize=mode, calibration=x, **opts)
+
+    x, art = shared((mode, q), convert)
     assert (".w16 = " in (art.path / "model" / "model.c").read_text()) == (mode == "int16")
     qg = c_target._qgraph(art)
     xq = intsim.quantize_input(qg, np.concatenate([x, 40 * np.sign(x[:, :20])], axis=1))
@@ -634,6 +663,7 @@ def test_int16_weight_rows_are_bit_exact_on_each_path(tmp_path, q, path, mode):
         make.append(f"ARMOPT=-O{opt} -mthumb")
     subprocess.run(make, cwd=art.path / "harness", check=True, capture_output=True)
     c_target.write_input(art.path / "harness" / "lmu_in.bin", xq.astype(np.int16), c_target.DTYPE_CODES[np.int16])
+    (art.path / "harness" / "lmu_out.bin").unlink(missing_ok=True)  # shared: no earlier path's output is read
     subprocess.run(
         toolchain.qemu_command(runtime, f"build/model_{rt.tag}.elf"),
         cwd=art.path / "harness",
