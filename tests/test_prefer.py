@@ -97,8 +97,11 @@ def _convert_chain(path, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # weight_bits fixed: no search for 16-bit activations (each of its ~20 integer runs of an RK
-        # memory with 24 substeps takes seconds in Python)
-        art = lmu_edge.convert(g, "c", path, quantize="int8", calibration=x, measure=False, weight_bits=8, **kw)
+        # memory with 24 substeps takes seconds in Python), and no accuracy report (it runs them again): the
+        # choice and the sizes read below are written without it
+        art = lmu_edge.convert(
+            g, "c", path, quantize="int8", calibration=x, measure=False, weight_bits=8, accuracy_report=False, **kw
+        )
     rep = json.loads((art.path / "report.json").read_text())
     return rep, lmu_edge.load(art.path / "model.lmu.npz").layers[1]
 
