@@ -69,3 +69,16 @@ def test_widening_may_take_every_8_bit_state_and_never_a_16_bit_one(model):
     assert sorted(kinds.values()) == ["h", "m", "mean", "n"]  # the premise: both kinds of state
     for name, kind in kinds.items():
         assert (name in cal.candidates) == (kind == "h"), name
+
+
+def test_the_calibration_counts_a_running_mean_up_to_its_16_bit_range(model):
+    """Spec: a running mean's step count is calibrated up to COUNT_RANGE (one more pass starts the count at
+    COUNT_RANGE - T), however short the calibration, so that its 16-bit scale counts a long stream exactly."""
+    from lmu_edge.targets import _stepplan, onnx
+
+    g, x, _ = model
+    plan = _stepplan.StatePlan(g)
+    cal = onnx.Calibration(g, plan, x)
+    (count,) = _stepplan.pooling_counts(g)
+    assert x.shape[1] < _stepplan.COUNT_RANGE  # the premise: the calibration alone counts far less
+    assert cal.hi[f"{count}_out"] == _stepplan.COUNT_RANGE
