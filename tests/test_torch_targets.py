@@ -64,7 +64,9 @@ def test_trained_torch_model_converts_to_every_target(trained, target, quant, tm
                 pytest.fail(f"{mod} is needed for the {target} target under CI")
             pytest.skip(f"{mod} not installed")
     kw = {"quantize": quant, "calibration": x[:16]} if quant != "float" else {}
-    art = lmu_edge.convert(p, target, tmp_path / "out", **kw)
+    if target == "c":  # the outputs are the subject: no Cortex-M builds for flash sizes or QEMU instruction counts
+        kw.update(measure=False, flash=False)
+    art = lmu_edge.convert(p, target, tmp_path / "out", accuracy_report=False, **kw)
     y_art = np.asarray(art.run(x[:8]))
     y_torch = seq(torch.tensor(x[:8], dtype=torch.float32)).detach().numpy()
     err = np.abs(y_art - y_torch).max() / np.abs(y_torch).max()
