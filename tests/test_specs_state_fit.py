@@ -24,7 +24,7 @@ def _quiet(f, *args):
         return f(*args)
 
 
-@settings(max_examples=40)  # each example quantizes a memory: 40 keep the module near 2 s
+@settings(max_examples=25)  # each example quantizes a memory: 25 keep the module near 1 s
 @given(
     q=st.integers(1, 12),
     theta=st.floats(1.2, 60.0),
@@ -58,7 +58,7 @@ def test_a_dense_state_takes_the_most_fractional_bits_its_proven_bound_fits(q, t
     assert 2 * G * ut.max * 2.0**f * (1 + 2e-6) + N / 2 + 2 > max_int
 
 
-@settings(max_examples=40)
+@settings(max_examples=25)
 @given(
     q=st.integers(2, 10),
     theta=st.floats(3.0, 40.0),
