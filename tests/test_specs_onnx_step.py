@@ -82,3 +82,17 @@ def test_the_calibration_counts_a_running_mean_up_to_its_16_bit_range(model):
     (count,) = _stepplan.pooling_counts(g)
     assert x.shape[1] < _stepplan.COUNT_RANGE  # the premise: the calibration alone counts far less
     assert cal.hi[f"{count}_out"] == _stepplan.COUNT_RANGE
+
+
+def test_every_weight_matrix_is_a_widening_candidate(model):
+    """Spec: each weight matrix of the step model (every 2-D initializer) is a candidate of the mixed-precision
+    search, which may store it in int16."""
+    from lmu_edge.targets import _stepplan, onnx
+
+    g, x, _ = model
+    plan = _stepplan.StatePlan(g)
+    cal = onnx.Calibration(g, plan, x)
+    step, _, _ = onnx.build(g, plan, expose=True, split=True)  # the model the calibration runs
+    matrices = [init.name for init in step.graph.initializer if len(init.dims) == 2]
+    assert matrices and sorted(cal.weights) == sorted(matrices)
+    assert set(matrices) <= set(cal.candidates)
