@@ -23,6 +23,10 @@ import matrix  # noqa: E402  (examples/matrix joins sys.path first)
 #: cells that convert but miss their floor today, with the SQNR measured when this list was written;
 #: strict xfail: the test fails (and this entry must go) the day a cell reaches its floor
 BELOW_FLOOR: dict = {}  # every quantized cell meets its floor (2026-11-27; five were listed before)
+#: what these tests convert without, as they read none of it: the accuracy report (report.html and its
+#: analysis) and, for C, the QEMU instruction counts and the Cortex-M objects compiled for the flash figures
+UNREAD = {"accuracy_report": False}
+C_UNMEASURED = {**UNREAD, "measure": False, "flash": False}
 
 
 def test_the_docs_table_lists_exactly_the_expected_failures():
@@ -59,7 +63,7 @@ def test_pairwise_covers_every_option_value_with_every_cell():
 def test_cell_converts_and_meets_its_floor_or_is_refused(model, cell, tmp_path, request):
     if (model,) + cell in BELOW_FLOOR:
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"below floor: {BELOW_FLOOR[(model,) + cell]}"))
-    r = matrix.run_cell(model, *cell, tmp_path)
+    r = matrix.run_cell(model, *cell, tmp_path, **(C_UNMEASURED if cell[0] == "c" else UNREAD))
     if r["status"] == "missing":
         if os.environ.get("CI") == "true":
             pytest.fail(r["reason"])
@@ -124,11 +128,11 @@ def test_c_int16x8_reaches_the_int8_weight_ceiling(model, tmp_path):
     # what is left, so with int8 weights throughout (--weight-bits 8) the cell is within 1 dB of the
     # float64 model with int8 weights alone, and far above C int8; the default widens past it
     ceiling = matrix.weight_ceiling(model)
-    r16 = matrix.run_cell(model, "c", "int16x8", tmp_path, weight_bits=8)
-    r8 = matrix.run_cell(model, "c", "int8", tmp_path, widen_db=None)  # all 8-bit (the default widens layers)
+    r16 = matrix.run_cell(model, "c", "int16x8", tmp_path, weight_bits=8, **C_UNMEASURED)
+    r8 = matrix.run_cell(model, "c", "int8", tmp_path, widen_db=None, **C_UNMEASURED)  # all 8-bit (default widens)
     assert abs(r16["sqnr"] - ceiling) <= 1.0, (r16["sqnr"], ceiling)
     assert r16["sqnr"] >= r8["sqnr"] + 8, (r8["sqnr"], r16["sqnr"])  # measured 24.8 -> 41.6, 18.7 -> 28.5 dB (GPTQ)
-    wide = matrix.run_cell(model, "c", "int16x8", tmp_path)
+    wide = matrix.run_cell(model, "c", "int16x8", tmp_path, **C_UNMEASURED)
     assert wide["sqnr"] >= max(45.0, ceiling + 5.0), (wide["sqnr"], ceiling)  # measured 51.7, 48.7 dB
 
 
@@ -145,7 +149,7 @@ def test_c_int16_clears_the_floor_on_the_rnn_path_model_with_its_32_bit_state(tm
     got = {}
     for sb in (16, None):
         art = lmu_edge.convert(
-            path, "c", tmp_path / str(sb), quantize="int16", calibration=data["x_cal"], state_bits=sb, measure=False
+            path, "c", tmp_path / str(sb), quantize="int16", calibration=data["x_cal"], state_bits=sb, **C_UNMEASURED
         )
         got[sb] = sqnr_db(art.run(data["x_test"]), y)
     assert 45.0 <= got[None] and got[None] >= got[16] + 1.0, got  # the default is the 32-bit state
