@@ -60,7 +60,7 @@ def _graph() -> ir.Graph:
     mem = lmu(rng, "pade", n_in=n, d=2, q=4, theta=12.0, units=3)
     head = ir.Dense("head", rng.standard_normal((mem.out_features(n), 2)) * 0.3, np.zeros(2), "linear")
     g = ir.Graph("bands_pade", bands, (a, b, mem, head))
-    return lmu_edge.fold(g, "pade", substeps=2, error_budget=1e-2)
+    return lmu_edge.fold(g, "pade", substeps=3, error_budget=1e-2)  # 3 ** poles != 3 * poles
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +107,41 @@ def test_the_two_band_kernel_on_cortex_m4_is_the_integer_reference(model):
     xq = intsim.quantize_input(qg, x[:1])
     y, _ = art.module.run_native(art, xq.astype(intsim.act_dtype(qg)), "cortex-m4")
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
+
+
+def test_the_scratch_buffers_and_mac_counts_are_the_kernels(model):
+    """Spec: the generated state gives each kernel the scratch its header asks for (lmu_pade.h: the float step
+    3 q floats, the integer one 4 q int64; lmu_bandconv.h: two bands' output rows, 2 channels_out int8), and
+    the reported MACs count 12 q per pole, substep and memory dimension for the Pade step, kernel_t kernel_f
+    channels_in channels_out per band computed for a band convolution, inputs x outputs for the rest."""
+    from lmu_edge import pade
+    from lmu_edge.targets import c_codegen
+
+    g, _, _, arts = model
+    qg = lmu_edge.load(arts["int8"].path / "quantized.lmu.npz")
+    fl, it = c_codegen.generate_float(g, "p"), c_codegen.generate_int(qg, "p")
+    i, L = next((i, layer) for i, layer in enumerate(g.layers) if isinstance(layer, ir.LMU))
+    j, Q = next((j, layer) for j, layer in enumerate(qg.layers) if isinstance(layer, qir.QLMU))
+    d, q, mem = L.memory_d, L.order, L.memory
+    assert ("float", f"l{i}_pade_work", 3 * q) in fl.fields
+    assert ("int64_t", f"l{j}_pade_work", 4 * q) in it.fields
+    packed = [
+        k for k, layer in enumerate(qg.layers) if isinstance(layer, qir.QBandConv) and f"l{k}_row2" in str(it.fields)
+    ]
+    assert packed  # the premise: a two-band layer
+    for k in packed:
+        assert ("int8_t", f"l{k}_row2", 2 * qg.layers[k].linear.units) in it.fields
+    poles = len(pade.step_constants(q, L.theta, mem.orders, mem.substeps)["gc"])
+    assert Q.memory.gc.shape[0] == poles
+    want, n = 0, g.input_features
+    for layer in g.layers:
+        if isinstance(layer, ir.BandConv):
+            kt, kf, ci, co = layer.kernel.shape
+            want += layer.out_bands * layer.pool * kt * kf * ci * co
+        elif isinstance(layer, ir.Dense):
+            want += n * layer.kernel.shape[1]
+        else:
+            units = layer.hidden.units
+            want += n * d + d * mem.substeps * poles * 12 * q + d * q * units
+        n = layer.out_features(n)
+    assert fl.macs == want and it.macs == want
