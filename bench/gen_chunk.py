@@ -16,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_KEYS = {"seconds", "cpu_seconds"}
+#: what differs between two runs of the same seed in an error message: the seed's temporary folder and
+#: the private partial output folder convert names with its process id (.c-int8.12788.q065olt8.partial)
+VOLATILE = (
+    (re.compile(r"lmu_gen_[A-Za-z0-9_]+"), "lmu_gen_*"),
+    (re.compile(r"\.([A-Za-z0-9_.-]+?)\.\d+\.[A-Za-z0-9_]+\.partial"), r".\1.*.partial"),
+)
 
 
 def _strip(v):
@@ -34,6 +41,10 @@ def _strip(v):
         return {k: _strip(x) for k, x in v.items() if k not in TIMING_KEYS}
     if isinstance(v, list):
         return [_strip(x) for x in v]
+    if isinstance(v, str):
+        for pattern, repl in VOLATILE:
+            v = pattern.sub(repl, v)
+        return v[:300]  # a message cut at 400 characters before its names were made equal
     return v
 
 
