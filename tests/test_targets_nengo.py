@@ -170,14 +170,19 @@ def test_output_directory_loads_without_lmu_edge(tmp_path, rng):
 
 
 def test_cli_convert_and_run(tmp_path, rng):
+    """`convert --target nengo --spiking ...` in this process (click's runner: the same parsing and errors,
+    without a command's start), then `run --runtime nengo` as a command."""
+    from click.testing import CliRunner
+
+    from lmu_edge.cli import main
+
     model = lmu_edge.save(chain(rng, q=4, theta=6.0), tmp_path / "m.lmu.npz")
     x = rng.standard_normal((2, 10, 2))
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out"
-    cli = lmu_edge_cli()
-    subprocess.run(
-        cli
-        + [
+    r = CliRunner().invoke(
+        main,
+        [
             "convert",
             str(model),
             "--target",
@@ -193,11 +198,11 @@ def test_cli_convert_and_run(tmp_path, rng):
             "0.02",
             "-q",
         ],
-        check=True,
-        capture_output=True,
     )
-    r = subprocess.run(
-        cli + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "--runtime", "nengo"],
+    assert r.exit_code == 0, r.stderr
+    r = subprocess.run(  # a command of its own: its network is built apart from the one art.run uses below
+        lmu_edge_cli()
+        + ["run", str(out), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "--runtime", "nengo"],
         capture_output=True,
         text=True,
     )
