@@ -43,12 +43,11 @@ def test_relu6_clips_at_six_in_onnx_runtime(model):
 
 
 def test_a_stream_steps_one_frame_given_as_a_vector(model):
-    """Spec (the target contract's ``stream``): ``step`` takes one frame as ``(F,)`` and returns ``(out,)``, or a
-    batch as ``(N, F)`` and returns ``(N, out)``, the same numbers."""
+    """Spec (the target contract's ``stream``): a new stream is reset for one sequence; ``step`` takes one frame
+    as ``(F,)`` and returns ``(out,)``, or a batch as ``(N, F)`` and returns ``(N, out)``, the same numbers."""
     g, x, art = model
     one, batch = art.module.stream(art, "onnxruntime"), art.module.stream(art, "onnxruntime")
-    one.reset(1)
-    batch.reset(1)
+    batch.reset(1)  # a new stream is already reset for one sequence: ``one`` is stepped as it comes
     for t in range(4):
         y1 = one.step(x[0, t])
         yb = batch.step(x[0, t][None])
