@@ -70,15 +70,17 @@ def model(tmp_path_factory):
     assert isinstance(g.layers[2].memory, ir.Pade)  # the premise: fold kept the implicit step
     x = np.random.default_rng(5).standard_normal((2, 12, g.input_features))
     d = tmp_path_factory.mktemp("c_layers")
-    kw = dict(calibration=x, state_bits=16, widen_db=None, measure=False)  # no widening search: widths fixed
-    arts = {m: lmu_edge.convert(g, "c", d / m, quantize=m, **kw) for m in ("int8", "int16x8")}
+    kw = dict(calibration=x, widen_db=None, measure=False)  # no widening search: widths fixed
+    # a 17-bit state: the Pade step's C type is the next width up (int32_t)
+    modes = {"int8": ("int8", 16), "int16x8": ("int16x8", 16), "int8-state17": ("int8", 17)}
+    arts = {k: lmu_edge.convert(g, "c", d / k, quantize=m, state_bits=b, **kw) for k, (m, b) in modes.items()}
     return g, x, d, arts
 
 
-@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+@pytest.mark.parametrize("mode", ["int8", "int16x8", "int8-state17"])
 def test_integer_c_of_band_convolutions_and_a_pade_memory_is_the_integer_reference(model, mode):
-    """Spec: the integer C (8- and 16-bit activations, a 16-bit state) is the integer reference bit for bit on
-    the host, where every band takes the linear kernel."""
+    """Spec: the integer C (8- and 16-bit activations, a 16- and a 17-bit state) is the integer reference bit
+    for bit on the host, where every band takes the linear kernel."""
     g, x, _, arts = model
     art = arts[mode]
     qg = lmu_edge.load(art.path / "quantized.lmu.npz")
@@ -111,9 +113,10 @@ def test_the_two_band_kernel_on_cortex_m4_is_the_integer_reference(model):
 
 def test_the_scratch_buffers_and_mac_counts_are_the_kernels(model):
     """Spec: the generated state gives each kernel the scratch its header asks for (lmu_pade.h: the float step
-    3 q floats, the integer one 4 q int64; lmu_bandconv.h: two bands' output rows, 2 channels_out int8), and
-    the reported MACs count 12 q per pole, substep and memory dimension for the Pade step, kernel_t kernel_f
-    channels_in channels_out per band computed for a band convolution, inputs x outputs for the rest."""
+    3 q floats, the integer one 4 q int64; lmu_bandconv.h: two bands' output rows, 2 channels_out int8), a band
+    convolution's frame history kernel_t - 1 input frames; and the reported MACs count 12 q per pole, substep
+    and memory dimension for the Pade step, kernel_t kernel_f channels_in channels_out per band computed for a
+    band convolution, inputs x outputs for the rest."""
     from lmu_edge import pade
     from lmu_edge.targets import c_codegen
 
@@ -131,6 +134,11 @@ def test_the_scratch_buffers_and_mac_counts_are_the_kernels(model):
     assert packed  # the premise: a two-band layer
     for k in packed:
         assert ("int8_t", f"l{k}_row2", 2 * qg.layers[k].linear.units) in it.fields
+    n = g.input_features
+    for k, layer in enumerate(g.layers):  # the frame history: kernel_t - 1 input frames
+        if isinstance(layer, ir.BandConv):
+            assert ("float", f"l{k}_hist", (layer.kernel_t - 1) * n) in fl.fields
+        n = layer.out_features(n)
     poles = len(pade.step_constants(q, L.theta, mem.orders, mem.substeps)["gc"])
     assert Q.memory.gc.shape[0] == poles
     want, n = 0, g.input_features
