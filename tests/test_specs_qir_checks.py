@@ -2,6 +2,8 @@
 the generated mutants of qir.py found unchecked (docs/testing.md, "Generated mutants"): an integer node
 that a file or a caller builds is refused exactly where it could not run as the C does."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import example, given
@@ -104,3 +106,46 @@ def test_a_layer_with_int8_inputs_takes_int8_weights_and_one_with_int16_inputs_i
             _linear(2, 2, 8, w)
     for w in (-32767, 32767, 200):
         _linear(2, 2, 16, w)
+
+
+def test_a_16_bit_softmax_table_has_the_16_bit_size_and_an_8_bit_one_256_entries():
+    """Spec: the exp table of a 16-bit softmax has LUT16_SIZE entries, of an 8-bit one 256; the other size is
+    refused."""
+    qir.QSoftmax("s", np.zeros(qir.LUT16_SIZE, np.int64), 1 / 32768, 0, bits=16)
+    qir.QSoftmax("s", np.zeros(256, np.int64))
+    with pytest.raises(REFUSED):
+        qir.QSoftmax("s", np.zeros(256, np.int64), 1 / 32768, 0, bits=16)
+    with pytest.raises(REFUSED):
+        qir.QSoftmax("s", np.zeros(qir.LUT16_SIZE, np.int64))
+
+
+def test_each_layer_reads_the_width_the_one_before_writes_unless_converted():
+    """Spec (``check_widths``): an 8-bit table after a 16-bit one, or a 16-bit one after an 8-bit one, is
+    refused; a QConvert between them changes the width."""
+
+    def lut(bits):
+        n = 256 if bits == 8 else qir.LUT16_SIZE
+        return qir.QLut(f"t{bits}", np.zeros(n, np.int64), 0.1, 0, bits)
+
+    for a, b in ((8, 16), (16, 8)):
+        with pytest.raises(REFUSED):
+            qir.check_widths([lut(a), lut(b)])
+        conv = qir.QConvert("c", 0, 1 << 30, 0, 0.1, 0, 8) if b == 8 else qir.QConvert("c", 0, 0, 0, 0.1, 0, 16)
+        qir.check_widths([lut(a), conv, lut(b)])
+
+
+def test_an_lmu_realization_name_is_known_or_a_short_plain_name():
+    """Spec (``validate``): an LMU's realization is one of the known ones or a name of at most 32 letters,
+    digits, '-' and '_' (what the report prints); 33 characters, or another character, are refused."""
+    from graphs import chain
+
+    import lmu_edge
+
+    rng = np.random.default_rng(3)
+    qg = lmu_edge.quantize(lmu_edge.fold(chain(rng, q=4, theta=6.0), "zoh"), rng.standard_normal((1, 20, 2)))
+    node = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
+    for ok in ("dense", "pade-3_4", "x" * 32):
+        qir.validate(dataclasses.replace(node, realization=ok), "l")
+    for bad in ("x" * 33, "pade 3/4"):
+        with pytest.raises(REFUSED):
+            qir.validate(dataclasses.replace(node, realization=bad), "l")
