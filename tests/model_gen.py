@@ -341,6 +341,9 @@ def make(spec: dict, out: Path) -> Path:
     import keras
 
     out.mkdir(parents=True, exist_ok=True)
+    # Keras numbers unnamed layers per process (dense, dense_1, ...): without this a seed's layer names,
+    # and the reasons that cite them, depended on the seeds made before it in the same process
+    keras.backend.clear_session()
     keras.utils.set_random_seed(spec["seed"])
     T, F = spec["T"], spec["features"]
     with warnings.catch_warnings():
