@@ -22,8 +22,8 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 
 
 def evaluate(n=1000, verbose=True, measure=True):
-    """Rows ``(what, accuracy or None, seconds or None)``; ``measure=False`` leaves out the Cortex-M builds
-    and their QEMU instruction counts (the accuracies are the same)."""
+    """Rows ``(what, accuracy or None, seconds or None)``; ``measure=False`` leaves out the Cortex-M builds:
+    their flash sizes and QEMU instruction counts (the accuracies are the same)."""
     x = np.load(MODELS / "psmnist_test_x.npy")[:n, :, None].astype(np.float32) / 255.0
     y = np.load(MODELS / "psmnist_test_y.npy")[:n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
@@ -35,7 +35,16 @@ def evaluate(n=1000, verbose=True, measure=True):
     rows = [("source model (parallel form, float64)", acc(lmu_edge.simulate(src, x)), None)]
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("float", "int8"):
-            art = lmu_edge.convert(src, "c", Path(tmp) / q, quantize=q, calibration=cal, measure=measure)
+            art = lmu_edge.convert(  # in a temporary folder: no accuracy report, which nobody would read
+                src,
+                "c",
+                Path(tmp) / q,
+                quantize=q,
+                calibration=cal,
+                measure=measure,
+                flash=measure,
+                accuracy_report=False,
+            )
             if q == "int8":
                 qg = lmu_edge.load(art.path / "quantized.lmu.npz")
                 t0 = time.perf_counter()
