@@ -104,6 +104,7 @@ class _Fields:
 
     bits: int = 8
     guard: int = 0
+    substeps: int = 1
     m_to_z: tuple = (1 << 30, 0, 0)
 
 
@@ -112,12 +113,14 @@ class _Fields:
     [
         ("bits", [8, 16], [7, 15, 17]),
         ("guard", [-32, 32], [-33, 33]),
+        ("substeps", [1, 4096], [0, 4097]),
         ("m_to_z", [(0, -31, -128), (2**31 - 1, 30, 127), (1, -31)], [(0, -32, 0), (0, 31), (0, 0, 128), (-1, 0)]),
     ],
 )
 def test_validate_accepts_each_integer_field_at_its_ends_and_refuses_one_past(field, ok, bad):
-    """Spec (quantized layers read from files): activations are 8 or 16 bits, a guard is in [-32, 32], a
-    requantization (multiplier, shift[, zero point]) is in [0, 2^31 - 1] x [-31, 30] x [-128, 127]."""
+    """Spec (quantized layers read from files): activations are 8 or 16 bits, a guard is in [-32, 32], substeps
+    in [1, 4096] (limits.MAX_SUBSTEPS), a requantization (multiplier, shift[, zero point]) is in
+    [0, 2^31 - 1] x [-31, 30] x [-128, 127]."""
     for v in ok:
         qir.validate(_Fields(**{field: v}), "layer")
     for v in bad:

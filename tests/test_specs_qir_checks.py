@@ -149,3 +149,13 @@ def test_an_lmu_realization_name_is_known_or_a_short_plain_name():
     for bad in ("x" * 33, "pade 3/4"):
         with pytest.raises(REFUSED):
             qir.validate(dataclasses.replace(node, realization=bad), "l")
+
+
+def test_a_dense_memory_holds_int32_coefficients():
+    """Spec: a dense memory's coefficients are int32: -2^31 and 2^31 - 1 accepted, one past either refused."""
+    B = np.zeros(2, np.int64)
+    for ok in (-(1 << 31), (1 << 31) - 1):
+        qir.QDenseMemory("direct", np.full((2, 2), ok, np.int64), 30, 32, B, 0)
+    for bad in (-(1 << 31) - 1, 1 << 31):
+        with pytest.raises(REFUSED):
+            qir.QDenseMemory("direct", np.full((2, 2), bad, np.int64), 30, 32, B, 0)
