@@ -97,3 +97,14 @@ def _input_share(node, q, theta, orders, substeps, ut, f) -> float:
     M, N = pade.constants_map(back, q, substeps)
     G, _ = _quiet(l1_gains, M, N, HORIZON)
     return G * ut.max * 2.0**f
+
+
+def test_a_state_no_input_reaches_takes_the_fraction_of_a_unit_range():
+    """Spec (``fit_state``): with no input gain (G U = 0) the state stays at zero and any scale holds it; it
+    takes bits - 1 fractional bits (an integer: the range [-1, 1)), proven."""
+    from lmu_edge._quantization_memory import fit_state
+
+    for bits in (8, 16, 32):
+        cal = Calibrated(0.0)
+        f = fit_state(0.0, 1.0, 1.0, bits, cal, noise_lsb=0.5)
+        assert type(f) is int and f == bits - 1 and cal.proven
