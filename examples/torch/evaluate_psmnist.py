@@ -22,7 +22,8 @@ MODELS = Path(__file__).resolve().parents[1] / "models"
 def evaluate(model=MODELS / "torch_psmnist_small.safetensors", n=1000, measure=True) -> list:
     """``[(what, accuracy), ...]`` on the first ``n`` shipped test digits: PyTorch (when installed),
     ``lmu_edge.simulate``, the integer reference and the C builds (float32 and int8) on the host.
-    ``measure=False``: no Cortex-M builds or QEMU instruction counts in the conversions (accuracies only)."""
+    ``measure=False``: no Cortex-M builds (flash sizes, QEMU instruction counts) in the conversions (accuracies
+    only)."""
     x = np.load(MODELS / "psmnist_test_x.npy")[:n, :, None].astype(np.float32) / 255.0
     y = np.load(MODELS / "psmnist_test_y.npy")[:n]
     cal = np.load(MODELS / "psmnist_calibration_x.npy")[:, :, None].astype(np.float32) / 255.0
@@ -45,7 +46,16 @@ def evaluate(model=MODELS / "torch_psmnist_small.safetensors", n=1000, measure=T
     rows.append(("lmu_edge.simulate (float64)", acc(lmu_edge.simulate(g, x))))
     with tempfile.TemporaryDirectory() as tmp:
         for q in ("float", "int8"):
-            art = lmu_edge.convert(g, "c", Path(tmp) / q, quantize=q, calibration=cal, measure=measure)
+            art = lmu_edge.convert(  # in a temporary folder: no accuracy report, which nobody would read
+                g,
+                "c",
+                Path(tmp) / q,
+                quantize=q,
+                calibration=cal,
+                measure=measure,
+                flash=measure,
+                accuracy_report=False,
+            )
             if q == "int8":
                 quantized = lmu_edge.load(art.path / "quantized.lmu.npz")
                 rows.append(("integer reference", acc(lmu_edge.simulate(quantized, x))))
