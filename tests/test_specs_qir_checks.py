@@ -121,7 +121,7 @@ def test_a_16_bit_softmax_table_has_the_16_bit_size_and_an_8_bit_one_256_entries
 
 def test_each_layer_reads_the_width_the_one_before_writes_unless_converted():
     """Spec (``check_widths``): an 8-bit table after a 16-bit one, or a 16-bit one after an 8-bit one, is
-    refused; a QConvert between them changes the width."""
+    refused; a QConvert between them changes the width; a running-mean pool is 8-bit unless it says so."""
 
     def lut(bits):
         n = 256 if bits == 8 else qir.LUT16_SIZE
@@ -132,6 +132,10 @@ def test_each_layer_reads_the_width_the_one_before_writes_unless_converted():
             qir.check_widths([lut(a), lut(b)])
         conv = qir.QConvert("c", 0, 1 << 30, 0, 0.1, 0, 8) if b == 8 else qir.QConvert("c", 0, 0, 0, 0.1, 0, 16)
         qir.check_widths([lut(a), conv, lut(b)])
+    pool = qir.QPool("p", 0, 1 << 30, 0, 0.1, 0)  # a pool's default width: 8 bits
+    qir.check_widths([lut(8), pool])
+    with pytest.raises(REFUSED):
+        qir.check_widths([lut(16), pool])
 
 
 def test_an_lmu_realization_name_is_known_or_a_short_plain_name():
