@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import lmu_edge
 from lmu_edge.audio import frontend
 from lmu_edge.errors import LmuEdgeError
 
@@ -115,9 +116,15 @@ def test_8khz_front_end_is_bit_exact_in_c(runtime):
 
 
 @pytest.fixture(scope="module")
-def host_result(tmp_path_factory):
+def fsdd_work(tmp_path_factory):
+    """Where :func:`host_result`'s evaluation leaves the model's int8 C artifact (``c_george``)."""
+    return tmp_path_factory.mktemp("fsdd")
+
+
+@pytest.fixture(scope="module")
+def host_result(fsdd_work):
     need("gcc")
-    return evaluate_fsdd.evaluate(SUBSET, MODEL, CALIB, "george", "host", work=tmp_path_factory.mktemp("fsdd"))
+    return evaluate_fsdd.evaluate(SUBSET, MODEL, CALIB, "george", "host", work=fsdd_work)
 
 
 def test_held_out_speaker_accuracy_float_and_int8_c(host_result):
@@ -131,7 +138,7 @@ def test_held_out_speaker_accuracy_float_and_int8_c(host_result):
     assert r["int8"] >= r["float"] - 0.01 - 1e-9
 
 
-def test_cortex_m4_computes_as_the_host(host_result, tmp_path):
+def test_cortex_m4_computes_as_the_host(host_result, fsdd_work):
     # takes 0 and 1 of each digit, normalized as in the 100-clip run (a 20-clip run would hear them in
     # another order, so its normalized inputs, and possibly its decisions, differ), on both runtimes: the
     # outputs of every frame bit for bit, and the decisions those of the host's 100-clip run
@@ -140,7 +147,7 @@ def test_cortex_m4_computes_as_the_host(host_result, tmp_path):
     pick = np.arange(100).reshape(10, 10)[:, :2].ravel()  # clips in digit order, takes 0-9 within a digit
     assert np.array_equal(y[pick], np.repeat(np.arange(10), 2))
     x = evaluate_fsdd.normalized(q, MODEL.parent / "norm_george.npy", "george")[pick]
-    art = evaluate_fsdd.convert(MODEL, CALIB, tmp_path / "c")
+    art = lmu_edge.open_artifact(fsdd_work / "c_george")  # evaluate_fsdd.convert's, made by host_result's run
     host = np.asarray(art.run(x.astype(np.float64) * fsdd.FEATURE_SCALE, "host"))
     m4 = np.asarray(art.run(x.astype(np.float64) * fsdd.FEATURE_SCALE, "cortex-m4"))
     np.testing.assert_array_equal(m4, host)

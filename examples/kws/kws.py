@@ -533,6 +533,7 @@ def convert(out_dir, model_path=HERE / "kws_lmu.keras", calibration=HERE / "cali
         prefix="kws",
         measure=False,
         widen_db=None,  # all int8: the front end's features are int8
+        accuracy_report=False,  # the example reads the artifact and its integer graph, never the accuracy report
     )
     qg = lmu_edge.load(out_dir / "quantized.lmu.npz")
     scale, zp = intsim.input_qparams(qg)
