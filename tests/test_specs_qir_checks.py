@@ -163,3 +163,15 @@ def test_a_dense_memory_holds_int32_coefficients():
     for bad in (-(1 << 31) - 1, 1 << 31):
         with pytest.raises(REFUSED):
             qir.QDenseMemory("direct", np.full((2, 2), bad, np.int64), 30, 32, B, 0)
+
+
+def test_a_fixed_point_type_read_from_a_file_is_8_to_32_bits():
+    """Spec (``validate``): the integer runtime holds fixed-point values of 8 to 32 bits with fractions in
+    [-64, 64]; 7 or 33 bits, or a fraction of 65, are refused."""
+    from lmu_edge.fixedpoint import FixedType
+
+    for ok in ((8, 0), (32, 64), (16, -64)):
+        qir.validate(FixedType(*ok), "t")
+    for bad in ((7, 0), (33, 0), (16, 65), (16, -65)):
+        with pytest.raises(REFUSED):
+            qir.validate(FixedType(*bad), "t")
