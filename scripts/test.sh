@@ -5,7 +5,8 @@
 #   bash scripts/test.sh --fast [ARGS]   the edit loop (about 5 minutes on 2 cores): no set-up where .venv
 #                                        exists, lint, then the main environment's tests not marked slow
 #                                        (the integer matrix on the host included; its QEMU runtimes, the
-#                                        numpy<2 and Sinabs environments, the serial tests left to the full run)
+#                                        files tests/conftest.py lists as heavy, the numpy<2 and Sinabs
+#                                        environments and the serial tests left to the full run)
 # Installs: the C toolchains, QEMU and Chromium (Debian); .venv with lmu-edge and the extras whose
 # real runtimes the tests run (TensorFlow + keras-lmu build the reference models); then the second
 # environment with numpy < 2 (nengo-loihi, legacy tflite-runtime) through scripts/numpy1_tests.sh.
@@ -142,8 +143,9 @@ PYTEST=(.venv/bin/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -
 set +e
 t=$SECONDS
 if [ "$FAST" -eq 1 ]; then
-    # the integer matrix's QEMU images (both matrices on the Cortex-M runtimes) are the full run's
-    "${PYTEST[@]}" -m "not slow" "${SERIAL[@]/#/--ignore=}" \
+    # the integer matrix's QEMU images (both matrices on the Cortex-M runtimes) are the full run's, and so
+    # are the files tests/conftest.py lists as heavy (examples, simulators, target-wide conversions)
+    LMU_EDGE_FAST_TESTS=1 "${PYTEST[@]}" -m "not slow" "${SERIAL[@]/#/--ignore=}" \
         -k "not (test_every_case_matches or test_every_int16x8_case_matches) or host" "$@" 2>&1 | tee "$logs/main.log"
     rc_main=${PIPESTATUS[0]}
     took tests pytest "$t"
