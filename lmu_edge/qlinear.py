@@ -124,12 +124,30 @@ def act_out(act, in_q, out_range, act_bits=8):
     return qparams_bits(out_range[0], out_range[1], act_bits)
 
 
+#: an output range below this fraction of its pre-activation's is a point (see :func:`live_range`)
+DEAD_RANGE = 2.0**-12
+
+
+def live_range(act, pre_range, out_range) -> tuple:
+    """The output range to size an activation on: the calibrated one, unless it is (nearly) a point while
+    the pre-activation is not. A ReLU whose input stayed negative on every calibration sequence (issue 52,
+    seed 1000: a dead ``Dense(3, relu6)`` head, output 0 throughout) got a scale of 1e-6 / 255, whose
+    requantization multiplier no 16x8 kernel takes; then the activation over the pre-activation's
+    symmetric span stands in (the output stays exact: zero is on the grid)."""
+    a = max(abs(float(pre_range[0])), abs(float(pre_range[1])))
+    if act == "softmax" or a == 0.0 or max(abs(float(out_range[0])), abs(float(out_range[1]))) >= DEAD_RANGE * a:
+        return out_range
+    y = reference.activation(act, np.array([-a, 0.0, a]))
+    return float(min(y.min(), out_range[0])), float(max(y.max(), out_range[1]))
+
+
 def linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     """QLinear with the activation fused: ``(QLinear, out_scale, out_zp)``.
 
     ``parts`` holds ``(W, in_scale, in_zp, bits[, w_scale])`` (``w_scale``:
     :func:`lmu_edge.rounding.per_channel`); ``bias`` is float (added in part 0)."""
     ab = act_bits
+    out_range = live_range(act, pre_range, out_range)
     if act in LUT_ACTIVATIONS or act == "softmax":
         if ab == 16 and act in _LUT16_CAP:  # the headroom, then the cap (beyond it the output is flat)
             a = min(max(abs(pre_range[0]), abs(pre_range[1]), 1e-9) * RANGE16_HEADROOM, _LUT16_CAP[act])

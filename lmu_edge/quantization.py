@@ -382,8 +382,20 @@ def _integer_graph(
     qg = ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta)
     y_q = reference.simulate(qg, x)
     meta["quantization"]["calibration_error"] = relative_error(y_q, y_f)
-    meta["quantization"]["calibration_sqnr_db"] = sqnr_db(y_q, y_f)
+    meta["quantization"]["calibration_sqnr_db"] = metadata_db(sqnr_db(y_q, y_f))
     return qg.replace(metadata=meta)
+
+
+#: the SQNR the metadata records for an exact result (JSON has no infinity; the report's stand-in too)
+EXACT_DB = 300.0
+
+
+def metadata_db(db: float) -> float:
+    """``db`` as the metadata records it: finite, since the IR file's JSON header refuses infinities (issue 52,
+    seed 1000: a dead head's quantized output matched the float one exactly, +inf dB, and the C target's
+    own quantized IR was unreadable). An exact match is :data:`EXACT_DB`, an all-zero float output that the
+    quantized one misses ``-EXACT_DB``."""
+    return float(np.clip(db, -EXACT_DB, EXACT_DB)) if not math.isnan(db) else -EXACT_DB
 
 
 def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None)):

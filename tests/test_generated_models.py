@@ -277,3 +277,29 @@ def test_the_long_run_table_counts_every_outcome(tmp_path):
     assert "| c int8 | 1 | 1 | 1 (below floor 1) | 28.0 | 28.6 | 34.0 |" in text
     assert "- c int8: 1 x its Euler memory is unstable" in text
     assert gm.report(recs[4]) == [f"seed 4: the task failed: RuntimeError: lost  [{gm._command(recs[4])}]"]
+
+
+def _dead_head(rng):
+    # issue 52, seed 1000: a Dense(3, relu6) head whose input stayed negative on every sequence (pre-activation
+    # -0.61 to -0.09): the float model's output is 0 throughout, which a trained model's can be
+    pre, mid, _ = graphs.chain(rng, q=6, theta=12.0).layers
+    n_mid = mid.out_features(3)
+    head = lmu_edge.ir.Dense("head", rng.standard_normal((n_mid, 3)) * 0.1, np.full(3, -2.0), "relu6")
+    return lmu_edge.ir.Graph("dead", input_features=2, seq_len=None, layers=(pre, mid, head))
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+def test_a_dead_relu6_head_quantizes_exactly_and_its_ir_reads_back(tmp_path, bits):
+    # before: int8 recorded calibration_sqnr_db = +inf (exact), and the C target's own quantized IR held
+    # "Infinity" ("not valid JSON"); int16x8 sized the head on its [0, 0] output range (scale 6e-14) and
+    # refused it ("a 16x8 layer needs a requantization multiplier below 2^14, got 2^21 ... degenerate")
+    g = _dead_head(np.random.default_rng(52))
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    assert not np.any(lmu_edge.simulate(g, x))  # the float output is 0 throughout
+    q = lmu_edge.quantize(lmu_edge.fold(g, "zoh"), x, activation_bits=bits)
+    assert q.metadata["quantization"]["calibration_sqnr_db"] == lmu_edge.quantization.EXACT_DB
+    assert q.layers[-1].out_scale > 1e-4  # sized on relu6 over the pre-activation's span, not on [0, 0]
+    irfile.save(q, tmp_path / "q.lmu.npz")
+    back = irfile.load_ir(tmp_path / "q.lmu.npz")
+    x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
+    assert not np.any(lmu_edge.simulate(back, x2)) and not np.any(lmu_edge.simulate(q, x2))
