@@ -36,6 +36,7 @@ the board's SysTick counter, so they are deterministic.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -420,12 +421,28 @@ def run(art, x, runtime):
     g = art.graph
     if _is_quantized(art):
         qg = _qgraph(art)
-        yq, _ = run_native(art, intsim.quantize_input(qg, x).astype(intsim.act_dtype(qg)), runtime)
+        xq = intsim.quantize_input(qg, x).astype(intsim.act_dtype(qg))
+        yq, _ = _host_run(art, xq) if runtime == "host" else run_native(art, xq, runtime)
         y = intsim.dequantize_output(qg, yq)
     else:
         y, _ = run_native(art, x.astype(np.float32), runtime)
         y = y.astype(np.float64)
     return y if g.output_is_sequence else y[:, -1]
+
+
+def _host_run(art, xq: np.ndarray) -> tuple:
+    """``run_native(art, xq, "host")``, kept on ``art`` for the next call on the same input and the same
+    build: convert's verification runs the artifact, then ``check`` compares the same host outputs with the
+    integer reference (the build folder is named by the hash of its sources: an edited source is another
+    build, run again)."""
+    exe = make(art.path, "harness_host", sealed=getattr(art, "sealed", None))
+    key = (str(exe), xq.dtype.str, xq.shape, hashlib.sha256(np.ascontiguousarray(xq).tobytes()).digest())
+    last = getattr(art, "_c_host_run", None)
+    if last is not None and last[0] == key:
+        return last[1], dict(last[2])
+    y, stats = run_native(art, xq, "host")
+    art._c_host_run = (key, y, dict(stats))
+    return y, stats
 
 
 #: the steps of the first sequence over which ``check`` counts instructions per step under QEMU
@@ -449,7 +466,7 @@ def check(art, x) -> dict:
         qg = _qgraph(art)
         xq = intsim.quantize_input(qg, x)
         y_ref = intsim.run_int(qg, xq)
-        y_c, stats = run_native(art, xq.astype(intsim.act_dtype(qg)), "host")
+        y_c, stats = _host_run(art, xq.astype(intsim.act_dtype(qg)))  # run's, when it ran this input
         out["bit_exact_host"] = bool(np.array_equal(y_c.astype(np.int64), y_ref))
         out["state_bytes_reported_by_c"] = stats.get("state_bytes")
         if not out["bit_exact_host"]:

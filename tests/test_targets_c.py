@@ -347,6 +347,20 @@ def test_check_fails_a_build_that_is_not_bit_exact(built):
         art.module.check(art, x[:1])  # rebuild the clean host harness for later tests
 
 
+def test_check_reuses_the_host_run_of_the_same_input_and_build_only(built, monkeypatch):
+    """convert's verification and verify run the artifact, then check() compares the same host outputs with
+    the integer reference: the host harness runs once for both (it ran twice until 2026-12). Another input,
+    or an edited source (another build: test_check_fails_a_build_that_is_not_bit_exact), runs it again."""
+    _, x, art, _ = built["rk4"]
+    art = type(art)(art.path, art.manifest)  # a fresh instance: nothing kept from the fixture's runs
+    ran = []
+    real = c_target.run_native
+    monkeypatch.setattr(c_target, "run_native", lambda a, data, rt, **kw: ran.append(rt) or real(a, data, rt, **kw))
+    assert art.verify(x[:1, :50])["bit_exact_host"] and ran == ["host"]
+    assert art.module.check(art, x[:1, :40])["bit_exact_host"] and ran == ["host"] * 2  # another input
+    assert art.verify(x[:1, :40])["bit_exact_host"] and ran == ["host"] * 2  # the same input and build
+
+
 @needs_arm
 def test_microbit_profile_runs_on_the_genuine_cortex_m0_and_refuses_what_does_not_fit(tmp_path):
     """--device cortex-m0-16k is QEMU's microbit (16 KB RAM): a small model fits and runs there bit for bit
