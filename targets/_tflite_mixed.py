@@ -310,6 +310,8 @@ def candidate_ops(model8: bytes, model16: bytes, state_names, state_readers: boo
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
     schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
     a = fb.convert_bytearray_to_object(bytearray(model8))
+    # indices as widen_state_path reads extra: after the QUANTIZE ops _match_requantize inserts
+    _match_requantize(a, fb.convert_bytearray_to_object(bytearray(model16)), schema)
     sa = a.subgraphs[0]
     region = _region(a, state_names, state_readers)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
