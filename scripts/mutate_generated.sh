@@ -11,6 +11,8 @@
 # itself is never touched. The session database (WORK/session.sqlite) resumes: run the script again with the
 # same WORK to finish an interrupted run. cosmic-ray is not in any extra (no test imports it):
 #     .venv/bin/pip install cosmic-ray==8.7.0
+# PART (set in the case list for a module sampled in part): the top-level names (functions, constants) whose
+# mutants are drawn; the module's other mutants are skipped ("outside PART"), with the sample or without.
 # Each test command is the module's covering specification tests (TESTS below), -x, under nice, hypothesis
 # derandomized (CI=true, the profile in tests/conftest.py). bash reads a script while it runs it, so in a tree
 # others edit, run a copy: ROOT=CHECKOUT bash COPY MODULE ... (an edit under a running script broke one).
@@ -22,6 +24,7 @@ SAMPLE=${2:-0}
 SEED=${3:-57}
 WORK=${WORK:-$(mktemp -d)}
 TIMEOUT=${TIMEOUT:-60}
+PART=""
 
 case "$MODULE" in
   lmu_edge/fixedpoint.py) TESTS="tests/test_specs_fixedpoint.py tests/test_fixedpoint.py tests/test_specs_generated.py" ;;
@@ -35,6 +38,10 @@ case "$MODULE" in
   targets/c_codegen.py|targets/c_proofs.py)
     TESTS="tests/test_specs_codegen_flags.py tests/test_specs_codegen_c.py tests/test_specs_proofs.py tests/test_specs_saturation.py tests/test_specs_c_layers.py" ;;
   targets/_tflite_gptq.py) TESTS="tests/test_specs_tflite_gptq.py" ;;
+  targets/_tflite_mixed.py) TESTS="tests/test_specs_tflite_mixed.py" ;;
+  targets/_tflite_build.py)  # the quantized post-processing of a conversion; the step model is the float tests'
+    TESTS="tests/test_specs_tflite_mixed.py"
+    PART="convert_int8_pair _SAME_SCALE _FIXED_SCALE widen_int16_ranges _rescale_fc_bias _range tie_state_scales" ;;
   targets/onnx.py) TESTS="tests/test_specs_onnx_qdq.py tests/test_specs_onnx_step.py tests/test_specs_quantize_ranges.py tests/test_onnx_contract.py" ;;
   *) echo "mutate_generated.sh: no covering tests chosen for $MODULE yet: add it to the case list" >&2; exit 2 ;;
 esac
@@ -64,24 +71,36 @@ CR=$(dirname "$PY")
 cd "$CLONE"
 if [ ! -f "$DB" ]; then
   "$CR/cosmic-ray" init "$CONFIG" "$DB"
-  if [ "$SAMPLE" != 0 ]; then
-    "$PY" - "$DB" "$SAMPLE" "$SEED" <<'PYEOF'
+  if [ "$SAMPLE" != 0 ] || [ -n "$PART" ]; then
+    "$PY" - "$DB" "$SAMPLE" "$SEED" "$MODULE" "$PART" <<'PYEOF'
+import ast
 import random
 import sys
 
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
-db_path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+db_path, n, seed, module, part = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5].split()
+spans = []  # the lines of PART's top-level definitions
+for node in ast.parse(open(module).read()).body:
+    names = [node.name] if hasattr(node, "name") else [t.id for t in getattr(node, "targets", []) if hasattr(t, "id")]
+    if set(names) & set(part):
+        spans.append((node.lineno, node.end_lineno))
+if part and len(spans) != len(part):
+    sys.exit(f"mutate_generated.sh: PART names {len(part)} definitions, {len(spans)} found in {module}")
 with use_db(db_path, WorkDB.Mode.open) as db:
     # job ids are random (uuid4): draw from the mutants in source order, so a seed names the same sample
     items = sorted(db.pending_work_items, key=lambda w: [(str(m.module_path), m.start_pos, m.operator_name, m.occurrence) for m in w.mutations])
-    ids = [item.job_id for item in items]
-    keep = set(random.Random(seed).sample(ids, min(n, len(ids))))
+    total = len(items)
+    inside = [w for w in items if not part or any(a <= w.mutations[0].start_pos[0] <= b for a, b in spans)]
+    ids = [item.job_id for item in inside]
+    for job in {w.job_id for w in items} - set(ids):
+        db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="outside PART"))
+    keep = set(random.Random(seed).sample(ids, min(n, len(ids)))) if n else set(ids)
     for job in ids:
         if job not in keep:
             db.set_result(job, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output="not in the seeded sample"))
-print(f"sampled {len(keep)} of {len(ids)} mutants (seed {seed})")
+print(f"sampled {len(keep)} of {len(ids)} mutants (seed {seed})" + (f", PART: {len(ids)} of the module's {total}" if part else ""))
 PYEOF
   fi
 fi
