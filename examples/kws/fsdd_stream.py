@@ -231,13 +231,18 @@ def format_detection(frame, cls, S, window=8) -> str:
     return f"{t // 1000}.{(t % 1000) // 10:02d} s: {CLASSES[cls]} (0.{S * 100 // (256 * window):02d})"
 
 
-def python_stream(qg, audio, norm=None) -> tuple:
+def features(audio) -> np.ndarray:
+    """The front end's int8 features of ``audio`` (int16 samples), ``(frames, n_mels)`` as int64."""
+    return frontend.features(np.asarray(audio, np.int64), CFG).astype(np.int64)
+
+
+def python_stream(qg, audio, norm=None, q=None) -> tuple:
     """The integer pipeline in Python (front end, [speaker normalization from the prior ``norm``],
     ``intsim.run_int``, detector): what stream.c must print and write. Returns ``(detection lines, int8
-    outputs)``."""
+    outputs)``. ``q``: ``features(audio)`` where the caller has them (``verify.python_rows`` reads them too)."""
     from lmu_edge import intsim
 
-    q = frontend.features(np.asarray(audio, np.int64), CFG).astype(np.int64)
+    q = features(audio) if q is None else q
     if norm is not None:
         q = fsdd.SpeakerNorm(norm).frames(q)
     y = intsim.run_int(qg, q[None])[0]

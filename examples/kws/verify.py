@@ -184,12 +184,13 @@ def header(qg, prior, tau=THRESHOLDS[0], delay=DELAY, steps=STEPS_PER_FRAME) -> 
     )
 
 
-def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOLDS[0]) -> np.ndarray:
+def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOLDS[0], q=None) -> np.ndarray:
     """The integer pipeline in Python of what ``stream.c`` with the verifier prints in its kws-verify lines:
     the detections at ``trigger`` in the streaming model's int8 outputs ``y`` (``fsdd_stream.python_stream``),
     the verifier ``vqg`` (``intsim.run_int``) over the 80 frames of ``audio`` normalized from ``prior``
     ending ``delay`` frames after each (at the last frame where the recording ends sooner). Rows (frame,
-    class, score, accepted at ``tau``, its 11 int8 outputs)."""
+    class, score, accepted at ``tau``, its 11 int8 outputs). ``q``: the front end's features of ``audio``
+    where the caller has them (``fsdd_stream.features``)."""
     import kws
 
     from lmu_edge import intsim
@@ -199,7 +200,8 @@ def python_rows(vqg, prior, audio, y, trigger=TRIGGER, delay=DELAY, tau=THRESHOL
     rows = np.zeros((len(dets), 4 + NOT_A_DIGIT + 1), np.int64)
     if not dets:
         return rows
-    q = fsdd.SpeakerNorm(prior).frames(frontend.features(np.asarray(audio, np.int64), fsdd.CFG))
+    q = frontend.features(np.asarray(audio, np.int64), fsdd.CFG) if q is None else q
+    q = fsdd.SpeakerNorm(prior).frames(q)
     x = windows(q, [min(f + delay, len(q) - 1) for f, _, _ in dets])
     out = np.asarray(intsim.run_int(vqg, x)).reshape(len(x), -1, NOT_A_DIGIT + 1)[:, -1]
     ok = accept(dets, intsim.dequantize_output(vqg, out), tau)
