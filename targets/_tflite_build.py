@@ -259,6 +259,8 @@ def convert(
     with warnings.catch_warnings():  # TF's own calibrator still builds a tf.lite.Interpreter: not the user's to fix
         warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
         model = conv.convert()
+    if quantize != "float":
+        model = live_scales(model)
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
         if quantize == "int16x8":
@@ -284,6 +286,76 @@ def convert_int8_pair(graph, plan: StatePlan, form: str, rep: dict) -> tuple:
 _SAME_SCALE = (2, 22, 43, 45, 65, 70, 55, 57, 39, 36, 83, 88, 49)
 #: ops with a fixed int16 output scale (LOGISTIC, TANH, SOFTMAX, LOG_SOFTMAX): their tensors keep theirs
 _FIXED_SCALE = (14, 28, 25, 50)
+
+
+#: ops whose output :func:`live_scales` checks: ADD, SUB, MUL, FULLY_CONNECTED
+_PRODUCTS = (0, 41, 18, 9)
+#: an int8 / int16 output scale this many times finer than one step of its op's product is a point range (its
+#: whole range spans less than that step; XNNPack refuses an int8 requantization by 256 or more): :func:`live_scales`
+_DEAD_RATIO = {9: 2.0**8, 7: 2.0**16}
+
+
+def live_scales(model: bytes) -> bytes:
+    """``model`` with every int8 / int16 activation that the converter calibrated on a point range given its
+    op's largest activation input scale instead.
+
+    A unit that is constant on the calibration data (issue 52, seed 1000: a ReLU6 head whose input stayed
+    negative, output 0 throughout) gets a range of [0, 0] and a scale of 3.6e-43 from the converter: LiteRT
+    then aborts the process preparing the int16x8 model, and refuses the int8 one's FULLY_CONNECTED
+    (``no_integer_overflow_from_quantization``). Its zero point still holds the constant 0, so a coarser
+    scale changes no calibrated output. Tensors joined to it by an op of :data:`_SAME_SCALE` take the same
+    scale, and the biases of the FULLY_CONNECTED ops that read them are rescaled (:func:`_rescale_fc_bias`)."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    sg = m.subgraphs[0]
+    code = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+
+    def scale(t):
+        q = sg.tensors[t].quantization if t >= 0 else None
+        return None if q is None or q.scale is None or len(q.scale) == 0 else np.asarray(q.scale, np.float64)
+
+    def constant(t):
+        b = m.buffers[sg.tensors[t].buffer]
+        return b.data is not None and len(b.data) > 0
+
+    links: dict[int, set[int]] = {}
+    for op in sg.operators:
+        if code[op.opcodeIndex] in _SAME_SCALE:
+            ts = [t for t in list(op.inputs) + list(op.outputs) if t >= 0 and not constant(t)]
+            for a in ts:
+                links.setdefault(a, set()).update(ts)
+    new: dict[int, float] = {}
+    for op in sg.operators:
+        c = code[op.opcodeIndex]
+        if c not in _PRODUCTS or not len(op.outputs) or sg.tensors[op.outputs[0]].type not in (7, 9):
+            continue
+        out = scale(op.outputs[0])
+        acts = [scale(t) for t in op.inputs[:2] if t >= 0 and not constant(t)]
+        if out is None or len(out) != 1 or not acts or any(a is None for a in acts):
+            continue
+        if c == 9:
+            w = scale(op.inputs[1])
+            product = float(acts[0].max() * (w.max() if w is not None else 1.0))
+        else:
+            product = float(np.prod([a.max() for a in acts])) if c == 18 else max(float(a.max()) for a in acts)
+        if float(out[0]) * _DEAD_RATIO[sg.tensors[op.outputs[0]].type] >= product:
+            continue
+        group, todo = set(), [op.outputs[0]]
+        while todo:
+            t = todo.pop()
+            if t not in group:
+                group.add(t)
+                todo.extend(links.get(t, ()))
+        for t in group:
+            new[t] = max(float(a.max()) for a in acts)
+    if not new:
+        return model
+    for op in sg.operators:
+        if code[op.opcodeIndex] == 9 and len(op.inputs) > 2 and op.inputs[2] >= 0 and op.inputs[0] in new:
+            _rescale_fc_bias(m, sg, op, new[op.inputs[0]] / float(scale(op.inputs[0])[0]))
+    for t, s in new.items():
+        sg.tensors[t].quantization.scale = [s]
+    return bytes(fb.convert_object_to_bytearray(m))
 
 
 def _name(t) -> str:

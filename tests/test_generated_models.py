@@ -303,3 +303,27 @@ def test_a_dead_relu6_head_quantizes_exactly_and_its_ir_reads_back(tmp_path, bit
     back = irfile.load_ir(tmp_path / "q.lmu.npz")
     x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
     assert not np.any(lmu_edge.simulate(back, x2)) and not np.any(lmu_edge.simulate(q, x2))
+
+
+@pytest.mark.parametrize("mode", ["int8", "int16x8"])
+def test_tflite_converts_a_dead_relu6_head_to_an_exact_zero(tmp_path, mode):
+    # before: the converter calibrated the head on [0, 0] (scale 7.8e-9 in int8, 3.6e-43 in int16): LiteRT
+    # aborted the process preparing the int16x8 model, refused the int8 FULLY_CONNECTED
+    # ("no_integer_overflow_from_quantization"), and XNNPack the plain form's (requantization >= 256)
+    from tensorflow.lite.tools import flatbuffer_utils as fb
+
+    g = _dead_head(np.random.default_rng(52))
+    lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    # int8 in the plain form (one conversion, 3 s; the split form's widening search took 18 s): its head is
+    # one FULLY_CONNECTED with a fused ReLU6, the op LiteRT refused on seed 1000
+    opts = {"form": "plain", "compare_plain": False} if mode == "int8" else {}
+    art = lmu_edge.convert(tmp_path / "m.lmu.npz", "tflite", tmp_path / "o", quantize=mode, calibration=x, **opts)
+    x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
+    assert not np.any(art.run(x2))  # the float model's 0, exactly
+    m = fb.read_model(str(tmp_path / "o" / "model.tflite"))
+    sg, codes = m.subgraphs[0], [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+    for op in sg.operators:  # every FULLY_CONNECTED: a requantization XNNPack takes (below 256)
+        if codes[op.opcodeIndex] == 9:
+            s_in, s_w, s_out = (sg.tensors[t].quantization.scale for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
+            assert s_in[0] * max(s_w) / s_out[0] < 256.0
