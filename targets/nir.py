@@ -279,6 +279,7 @@ class _Stream:
             warnings.simplefilter("ignore")
             self.net = from_nir(self.graph)
         drop_zero_recurrence(self.net)
+        keep_leak_factors(self.net)
         self.batch = int(batch)
         self.state = None
 
@@ -326,6 +327,24 @@ def drop_zero_recurrence(net) -> int:
                 del m.w_rec
                 dropped += 1
     return dropped
+
+
+def keep_leak_factors(net) -> int:
+    """Keep the decay factors of each Rockpool ``LIFTorch`` with time constants (``leak_mode`` "taus") on the
+    module; return how many.
+
+    ``LIFTorch`` derives its ``alpha`` and ``beta`` from ``tau_mem``, ``tau_syn`` and ``dt`` on every read, and
+    its step reads both: about a quarter of the digits model's Rockpool time (cProfile). Its own
+    ``_get_all_leak_params`` computes them here once, from the same constant parameters, so each step
+    multiplies by the same tensors (``tests/test_targets_nir.py`` compares the outputs exactly)."""
+    kept = 0
+    for m in net.modules():
+        if type(m).__name__ == "LIFTorch" and getattr(m, "leak_mode", None) == "taus":
+            params = m._get_all_leak_params()
+            for name in ("alpha", "beta"):  # the instance's own attribute, found before Rockpool's __getattr__
+                object.__setattr__(m, name, params[name].detach())
+            kept += 1
+    return kept
 
 
 def _call(net, x, state):

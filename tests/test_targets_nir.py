@@ -265,7 +265,8 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
     """The rockpool runtime drops the zero N x N matrix Rockpool's feed-forward LIFTorch multiplies its
     spikes by at every step (more than half the time of the shipped digits model): the outputs are exactly
     those of the plain import, and the matrix is gone (a bug that dropped a real recurrence, or left the
-    zero one, fails here)."""
+    zero one, fails here). So does its keeping the LIF decay factors Rockpool derives on every read: each
+    step multiplies by the same tensors."""
     rng = np.random.default_rng(11)
     g = _linear(rng)
     x = rng.standard_normal((1, 12, 2)) * 0.5
@@ -273,11 +274,14 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
     fast = target._Stream(art, "rockpool")
     lifs = [m for m in fast.net.modules() if type(m).__name__ == "LIFTorch"]
     assert lifs and not any(hasattr(m, "w_rec") for m in lifs)
+    assert all({"alpha", "beta"} <= vars(m).keys() and m.leak_mode == "taus" for m in lifs)
     y_fast = np.stack([fast.step(x[0, t]) for t in range(12)])
     drop = target.drop_zero_recurrence
     monkeypatch.setattr(target, "drop_zero_recurrence", lambda net: 0)
+    monkeypatch.setattr(target, "keep_leak_factors", lambda net: 0)
     plain = target._Stream(art, "rockpool")
-    assert all(hasattr(m, "w_rec") for m in plain.net.modules() if type(m).__name__ == "LIFTorch")
+    plain_lifs = [m for m in plain.net.modules() if type(m).__name__ == "LIFTorch"]
+    assert all(hasattr(m, "w_rec") and "alpha" not in vars(m) for m in plain_lifs)
     y_plain = np.stack([plain.step(x[0, t]) for t in range(12)])
     assert np.abs(y_plain).max() > 0 and np.array_equal(y_fast, y_plain)
     # what is not a zero feed-forward matrix stays: a real recurrence, and a nonzero w_rec whatever the flag says
