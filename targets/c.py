@@ -440,7 +440,7 @@ def _host_run(art, xq: np.ndarray) -> tuple:
     last = getattr(art, "_c_host_run", None)
     if last is not None and last[0] == key:
         return last[1], dict(last[2])
-    y, stats = run_native(art, xq, "host")
+    y, stats = run_native(art, xq, "host", exe=exe)
     art._c_host_run = (key, y, dict(stats))
     return y, stats
 

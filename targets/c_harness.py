@@ -43,16 +43,17 @@ def read_output(path: Path, n_out: int) -> np.ndarray:
     return np.frombuffer(raw[20:], dtype=dt).reshape(N, T, F)
 
 
-def run_native(art, data: np.ndarray, runtime: str, with_state: bool = False) -> tuple:
+def run_native(art, data: np.ndarray, runtime: str, with_state: bool = False, exe: Path | None = None) -> tuple:
     """Run int8 / int16 (quantized artifacts: int8, int16x8, int16) or float32 data ``(N, T, F)`` through the
     compiled harness.
 
     Returns ``(outputs (N, T, F_out), stats)``; stats has ``steps``, ``ticks`` and ``state_bytes``. With
     ``with_state`` also the raw state struct after every step, ``(N, T, state_bytes)`` uint8, as written by
-    that runtime (the harness's 0x100 flag): ``(outputs, stats, states)``."""
+    that runtime (the harness's 0x100 flag): ``(outputs, stats, states)``. ``exe``: the host harness where the
+    caller built it already (:func:`make`'s path)."""
     code = DTYPE_CODES.get(data.dtype.type, 4)
     if runtime == "host":
-        exe = make(art.path, "harness_host", sealed=getattr(art, "sealed", None))
+        exe = exe or make(art.path, "harness_host", sealed=getattr(art, "sealed", None))
         cmd_prefix = [str(exe)]
     elif runtime in toolchain.ARM_RUNTIMES:
         rt = toolchain.ARM_RUNTIMES[runtime]
