@@ -295,14 +295,25 @@ def test_state_readers_and_a_wide_input(pair):
 
 
 def test_conversions_that_differ_are_refused(pair):
-    """Spec: two models whose operators differ, or whose state path is not int8 / int16, are refused with a
-    SpliceError (the target then falls back to all-int8), never spliced wrong."""
+    """Spec: two models whose operators differ (in number, kind or the tensors they share), or whose state
+    path is not int8 / int16, are refused with a SpliceError (the target then falls back to all-int8),
+    never spliced wrong."""
     m8, m16 = pair
     with pytest.raises(_tflite_mixed.SpliceError, match="not int8 / int16"):
         _tflite_mixed.widen_state_path(m8, m8, STATES)
     c = fb.convert_bytearray_to_object(bytearray(m16))
     del c.subgraphs[0].operators[3]
     with pytest.raises(_tflite_mixed.SpliceError, match="differ"):
+        _tflite_mixed.widen_state_path(m8, bytes(fb.convert_object_to_bytearray(c)), STATES)
+    c = fb.convert_bytearray_to_object(bytearray(m8))
+    del c.subgraphs[0].operators[3]
+    with pytest.raises(_tflite_mixed.SpliceError, match="differ"):
+        _tflite_mixed.widen_state_path(bytes(fb.convert_object_to_bytearray(c)), m16, STATES)
+    # an int8 tensor (0: the state L2_m) read where the int16x8 model reads another (x)
+    c = fb.convert_bytearray_to_object(bytearray(m16))
+    k = next(k for k, o in enumerate(M(m8).sg.operators) if o.inputs[0] == 0)
+    c.subgraphs[0].operators[k].inputs[0] = M(m16).ins["x"]
+    with pytest.raises(_tflite_mixed.SpliceError, match="maps to two"):
         _tflite_mixed.widen_state_path(m8, bytes(fb.convert_object_to_bytearray(c)), STATES)
     c = fb.convert_bytearray_to_object(bytearray(m8))
     ops = c.subgraphs[0].operators
@@ -487,3 +498,96 @@ def test_the_int8_pair_has_one_structure_and_the_int16x8_model_is_widened(pair):
     rec = _stepplan.record(g, cal, max_samples=200)
     s_x = b.quant(b.ins["x"])[0]
     assert s_x * 32767 == pytest.approx(RANGE16_HEADROOM * np.abs(rec["x"]).max(), rel=0.02)
+
+
+def _edit(model: bytes, fn) -> bytes:
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    fn(m)
+    return bytes(fb.convert_object_to_bytearray(m))
+
+
+def _set_version(text: bytes):
+    def fn(m):
+        md = next(md for md in m.metadata if md.name == b"min_runtime_version")
+        m.buffers[md.buffer].data = np.frombuffer(text.ljust(16, b"\0"), np.uint8)
+
+    return fn
+
+
+def _version(model: bytes) -> bytes:
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    md = next(md for md in m.metadata if md.name == b"min_runtime_version")
+    return bytes(bytearray(m.buffers[md.buffer].data)).rstrip(b"\0")
+
+
+def test_the_splice_needs_the_newer_runtime_and_adds_its_own_quantize_code(pair):
+    """Spec: the spliced model's ``min_runtime_version`` is the newer of the two conversions' (its other
+    metadata the int8 model's); where neither model has a QUANTIZE operator code the splice adds one (version
+    2, int16 outputs) and every operator it inserts is a QUANTIZE."""
+    m8, m16 = pair
+    for v8, v16, want in ((b"1.5.0", b"1.14.0", b"1.14.0"), (b"2.3.0", b"1.14.0", b"2.3.0")):
+        w = _tflite_mixed.widen_state_path(_edit(m8, _set_version(v8)), _edit(m16, _set_version(v16)), STATES)
+        assert _version(w) == want
+        meta = {md.name: md for md in fb.convert_bytearray_to_object(bytearray(w)).metadata}
+        assert set(meta) == {b"min_runtime_version", b"CONVERSION_METADATA"}
+    a = M(m8)
+    assert "QUANTIZE" not in {a.op(o) for o in a.sg.operators}  # the premise
+
+    def unrequantize(m):  # the int16x8 model without its requantizing QUANTIZE: the counts agree as they are
+        sg = m.subgraphs[0]
+        k = next(k for k, o in enumerate(sg.operators) if m.operatorCodes[o.opcodeIndex].builtinCode == 114)
+        src, dst = sg.operators[k].inputs[0], sg.operators[k].outputs[0]
+        del sg.operators[k]
+        for o in sg.operators:
+            o.inputs = [src if t == dst else t for t in o.inputs]
+
+    w = M(_tflite_mixed.widen_state_path(m8, _edit(m16, unrequantize), STATES))
+    inserted = [o for o in w.sg.operators if w.name(o.outputs[0]).endswith(("_int16", "_int8"))]
+    assert len(inserted) == 3 and all(w.op(o) == "QUANTIZE" for o in inserted)
+    assert sum(w.op(o) == "QUANTIZE" for o in w.sg.operators) == 3
+    assert w.m.operatorCodes[w.code.index(schema.BuiltinOperator.QUANTIZE)].version == 2
+
+
+def test_an_int8_requantization_writes_the_quantization_its_concatenation_reads(pair):
+    """Spec (``_match_requantize``): where only the int16x8 converter requantizes a CONCATENATION input, the
+    int8 model gets a QUANTIZE there too, off the state path (R of the state L1_m alone) int8 and in the
+    CONCATENATION's output quantization (the int8 kernel reads its inputs in it), whatever its input's is
+    (here moved off it); LiteRT runs the spliced model, that QUANTIZE's output the input requantized
+    (within one step of rounding)."""
+    m8, m16 = pair
+    a = M(m8)
+    src = _idx(a, "pre/Relu;pre/add_1")
+
+    def move(m):
+        q = m.subgraphs[0].tensors[src].quantization
+        q.scale, q.zeroPoint = [float(q.scale[0]) * 1.5], [int(q.zeroPoint[0]) + 2]
+
+    spliced = _tflite_mixed.widen_state_path(_edit(m8, move), m16, ["L1_m"])
+    w = M(spliced)
+    req = [o for o in w.sg.operators if w.name(o.outputs[0]).endswith("_requantized")]
+    assert len(req) == 1 and w.op(req[0]) == "QUANTIZE"
+    (cat,) = [o for o in w.sg.operators if w.op(o) == "CONCATENATION"]
+    assert req[0].outputs[0] in cat.inputs and w.sg.tensors[cat.outputs[0]].type == INT8
+    assert w.sg.tensors[req[0].outputs[0]].type == INT8
+    assert w.quant(req[0].outputs[0]) == w.quant(cat.outputs[0]) == a.quant(_idx(a, w.name(cat.outputs[0])))
+    assert w.quant(req[0].outputs[0]) != w.quant(req[0].inputs[0])  # the premise: it rescales
+    for f in _feeds(w, 2, seed=9):
+        t = _run(spliced, f)
+        (si, zi), (so, zo) = w.quant(req[0].inputs[0]), w.quant(req[0].outputs[0])
+        v = t[w.name(req[0].inputs[0])].astype(np.float64)
+        want = np.clip(np.round((v - zi) * si / so) + zo, -128, 127)
+        assert np.abs(t[w.name(req[0].outputs[0])] - want).max() <= 1
+
+
+def test_the_splice_orders_operators_so_every_tensor_is_made_before_it_is_read():
+    """Spec (``_topological``): each operator comes after those that make its inputs, tensor 0 included;
+    graph inputs, constants (made by no operator) and omitted inputs (-1) are ready at once; the order is
+    kept where it already holds; a cycle is refused with a SpliceError."""
+    from types import SimpleNamespace as Op
+
+    ops = [Op(inputs=[0, -1], outputs=[1]), Op(inputs=[5, 7], outputs=[0]), Op(inputs=[1, 0], outputs=[2])]
+    order = _tflite_mixed._topological(ops, {5})
+    assert [o.outputs[0] for o in order] == [0, 1, 2]
+    assert _tflite_mixed._topological(order, {5}) == order
+    with pytest.raises(_tflite_mixed.SpliceError, match="cycle"):
+        _tflite_mixed._topological([Op(inputs=[1], outputs=[0]), Op(inputs=[0], outputs=[1])], set())
