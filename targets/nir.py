@@ -263,6 +263,7 @@ class _Stream:
         else:
             self.graph = rescale(g, float(self.k - 1))  # Rockpool: dt = tau / (1 + r)
         self.F = artifact.graph.input_features
+        self.initial: dict | None = None
         self.reset()
 
     def reset(self, batch: int = 1) -> None:
@@ -271,15 +272,19 @@ class _Stream:
                 "the rockpool runtime streams one sequence at a time (reset(batch=1)); "
                 "Rockpool's ExpSynTorch keeps the state of the first batch item only"
             )
-        import warnings
+        if self.initial is None:
+            import warnings
 
-        from rockpool.nn.modules.torch.nir import from_nir
+            from rockpool.nn.modules.torch.nir import from_nir
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.net = from_nir(self.graph)
-        drop_zero_recurrence(self.net)
-        keep_leak_factors(self.net)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.net = from_nir(self.graph)
+            drop_zero_recurrence(self.net)
+            keep_leak_factors(self.net)
+            self.initial = {k: v.clone() for k, v in self.net.state_dict().items()}
+        else:  # the imported network's parameters and states, copied back: a new import's, in a tenth of its time
+            self.net.load_state_dict(self.initial)
         self.batch = int(batch)
         self.state = None
 

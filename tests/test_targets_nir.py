@@ -266,7 +266,7 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
     spikes by at every step (more than half the time of the shipped digits model): the outputs are exactly
     those of the plain import, and the matrix is gone (a bug that dropped a real recurrence, or left the
     zero one, fails here). So does its keeping the LIF decay factors Rockpool derives on every read: each
-    step multiplies by the same tensors."""
+    step multiplies by the same tensors; and its reset, which copies the imported network's state back."""
     rng = np.random.default_rng(11)
     g = _linear(rng)
     x = rng.standard_normal((1, 12, 2)) * 0.5
@@ -276,6 +276,8 @@ def test_rockpool_runs_without_its_zero_recurrent_matrix_bit_for_bit(tmp_path, m
     assert lifs and not any(hasattr(m, "w_rec") for m in lifs)
     assert all({"alpha", "beta"} <= vars(m).keys() and m.leak_mode == "taus" for m in lifs)
     y_fast = np.stack([fast.step(x[0, t]) for t in range(12)])
+    fast.reset()  # the imported network's state copied back (not imported again): the same outputs again
+    assert np.array_equal(np.stack([fast.step(x[0, t]) for t in range(12)]), y_fast)
     drop = target.drop_zero_recurrence
     monkeypatch.setattr(target, "drop_zero_recurrence", lambda net: 0)
     monkeypatch.setattr(target, "keep_leak_factors", lambda net: 0)
