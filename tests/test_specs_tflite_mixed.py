@@ -305,10 +305,11 @@ def test_conversions_that_differ_are_refused(pair):
     del c.subgraphs[0].operators[3]
     with pytest.raises(_tflite_mixed.SpliceError, match="differ"):
         _tflite_mixed.widen_state_path(m8, bytes(fb.convert_object_to_bytearray(c)), STATES)
-    c = fb.convert_bytearray_to_object(bytearray(m8))
-    del c.subgraphs[0].operators[3]
-    with pytest.raises(_tflite_mixed.SpliceError, match="differ"):
-        _tflite_mixed.widen_state_path(bytes(fb.convert_object_to_bytearray(c)), m16, STATES)
+    for k in (3, -1):  # one operator fewer in the int8 model, in the middle or at the end
+        c = fb.convert_bytearray_to_object(bytearray(m8))
+        del c.subgraphs[0].operators[k]
+        with pytest.raises(_tflite_mixed.SpliceError, match="differ"):
+            _tflite_mixed.widen_state_path(bytes(fb.convert_object_to_bytearray(c)), m16, STATES)
     # an int8 tensor (0: the state L2_m) read where the int16x8 model reads another (x)
     c = fb.convert_bytearray_to_object(bytearray(m16))
     k = next(k for k, o in enumerate(M(m8).sg.operators) if o.inputs[0] == 0)
@@ -525,8 +526,16 @@ def test_the_splice_needs_the_newer_runtime_and_adds_its_own_quantize_code(pair)
     metadata the int8 model's); where neither model has a QUANTIZE operator code the splice adds one (version
     2, int16 outputs) and every operator it inserts is a QUANTIZE."""
     m8, m16 = pair
-    for v8, v16, want in ((b"1.5.0", b"1.14.0", b"1.14.0"), (b"2.3.0", b"1.14.0", b"2.3.0")):
-        w = _tflite_mixed.widen_state_path(_edit(m8, _set_version(v8)), _edit(m16, _set_version(v16)), STATES)
+
+    def reverse(m):  # the metadata in the other order: the version is found by its name
+        m.metadata = m.metadata[::-1]
+
+    cases = [(b"1.5.0", b"1.14.0", b"1.14.0"), (b"2.3.0", b"1.14.0", b"2.3.0")]
+    for (v8, v16, want), turn in [(c, t) for c in cases for t in (False, True)]:
+        e8, e16 = _edit(m8, _set_version(v8)), _edit(m16, _set_version(v16))
+        if turn:
+            e8, e16 = _edit(e8, reverse), _edit(e16, reverse)
+        w = _tflite_mixed.widen_state_path(e8, e16, STATES)
         assert _version(w) == want
         meta = {md.name: md for md in fb.convert_bytearray_to_object(bytearray(w)).metadata}
         assert set(meta) == {b"min_runtime_version", b"CONVERSION_METADATA"}
@@ -552,8 +561,8 @@ def test_an_int8_requantization_writes_the_quantization_its_concatenation_reads(
     """Spec (``_match_requantize``): where only the int16x8 converter requantizes a CONCATENATION input, the
     int8 model gets a QUANTIZE there too, off the state path (R of the state L1_m alone) int8 and in the
     CONCATENATION's output quantization (the int8 kernel reads its inputs in it), whatever its input's is
-    (here moved off it); LiteRT runs the spliced model, that QUANTIZE's output the input requantized
-    (within one step of rounding)."""
+    (here moved off it), and read by another operator its input's; LiteRT runs the spliced model, that
+    QUANTIZE's output the input requantized (within one step of rounding)."""
     m8, m16 = pair
     a = M(m8)
     src = _idx(a, "pre/Relu;pre/add_1")
@@ -571,6 +580,16 @@ def test_an_int8_requantization_writes_the_quantization_its_concatenation_reads(
     assert w.sg.tensors[req[0].outputs[0]].type == INT8
     assert w.quant(req[0].outputs[0]) == w.quant(cat.outputs[0]) == a.quant(_idx(a, w.name(cat.outputs[0])))
     assert w.quant(req[0].outputs[0]) != w.quant(req[0].inputs[0])  # the premise: it rescales
+
+    # read by another operator (the CONCATENATION's code made an ADD's in both models), it keeps its input's
+    def to_add(m):
+        sg = m.subgraphs[0]
+        o = next(o for o in sg.operators if m.operatorCodes[o.opcodeIndex].builtinCode == 2)
+        o.opcodeIndex = next(i for i, c in enumerate(m.operatorCodes) if c.builtinCode == 0)
+
+    w2 = M(_tflite_mixed.widen_state_path(_edit(_edit(m8, move), to_add), _edit(m16, to_add), ["L1_m"]))
+    (r2,) = [o for o in w2.sg.operators if w2.name(o.outputs[0]).endswith("_requantized")]
+    assert w2.quant(r2.outputs[0]) == w2.quant(r2.inputs[0]) == w.quant(req[0].inputs[0])
     for f in _feeds(w, 2, seed=9):
         t = _run(spliced, f)
         (si, zi), (so, zo) = w.quant(req[0].inputs[0]), w.quant(req[0].outputs[0])
