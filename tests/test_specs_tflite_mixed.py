@@ -360,15 +360,15 @@ def test_tie_state_scales_gives_a_state_and_its_update_the_union_of_their_ranges
                 again.quant(t)[0] == pytest.approx(base.quant(t)[0] * grow, rel=1e-7)
                 and again.quant(t)[1] == base.quant(t)[1]
             )
-    # untie: the update of L2_m (reshaped, d = 2) and of L1_m (read by a biased FULLY_CONNECTED) get other ranges
+    # untie: the update of L1_m (reshaped, d = 2) and of L2_m (read by a biased FULLY_CONNECTED) get other ranges
     m = fb.convert_bytearray_to_object(bytearray(model))
     sg = m.subgraphs[0]
     moved = {}
-    for n, k, dz in (("L1_m", 1.37, 3), ("L2_m", 0.61, -5)):
+    for n, k, z in (("L1_m", 1.37, -20), ("L2_m", 0.61, 9)):  # a negative zero point where it sets hi
         t = sg.tensors[base.outs[f"{n}_out"]]
         t.quantization.scale = [float(t.quantization.scale[0]) * k]
         if not wide:
-            t.quantization.zeroPoint = [int(t.quantization.zeroPoint[0]) + dz]
+            t.quantization.zeroPoint = [z]
         moved[n] = (float(t.quantization.scale[0]), int(t.quantization.zeroPoint[0]))
     untied = M(bytes(fb.convert_object_to_bytearray(m)))
     tied = M(_tflite_build.tie_state_scales(bytes(fb.convert_object_to_bytearray(m)), STATES))
@@ -610,3 +610,91 @@ def test_the_splice_orders_operators_so_every_tensor_is_made_before_it_is_read()
     assert _tflite_mixed._topological(order, {5}) == order
     with pytest.raises(_tflite_mixed.SpliceError, match="cycle"):
         _tflite_mixed._topological([Op(inputs=[1], outputs=[0]), Op(inputs=[0], outputs=[1])], set())
+
+
+def _tiny_int16_model() -> bytes:
+    """A hand-built int16 model, no conversion: FULLY_CONNECTED(x, W, bias) with its bias at tensor 0;
+    CONCATENATION(x2, a constant); RESHAPE(x3) -> TANH; QUANTIZE(x8, int8) -> q; MAXIMUM(x4, a constant)."""
+    T = schema.TensorType
+
+    def tensor(name, shape, ttype, scale, buffer=0):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), list(shape), ttype, buffer
+        q = schema.QuantizationParametersT()
+        q.scale, q.zeroPoint = [scale], [0]
+        t.quantization = q if scale else None
+        return t
+
+    m = schema.ModelT()
+    m.version, m.description = 3, b"tiny"
+    bufs = [b"", np.array([1000, -2500, 7], np.int64).tobytes(), np.arange(-6, 6, dtype=np.int8).tobytes()]
+    bufs += [np.array([300, -300], np.int16).tobytes(), np.array([1, 4], np.int32).tobytes()]
+    bufs += [np.array([0, 0], np.int16).tobytes()]
+    m.buffers = []
+    for b in bufs:
+        buf = schema.BufferT()
+        buf.data = np.frombuffer(b, np.uint8) if b else None
+        m.buffers.append(buf)
+    tens = [
+        tensor("bias", [3], T.INT64, 0.01 * 0.02, 1),
+        tensor("x", [1, 4], T.INT16, 0.01),
+        tensor("W", [3, 4], T.INT8, 0.02, 2),
+        tensor("fc", [1, 3], T.INT16, 0.05),
+        tensor("c", [1, 2], T.INT16, 0.004, 3),
+        tensor("x2", [1, 2], T.INT16, 0.004),
+        tensor("cat", [1, 4], T.INT16, 0.004),
+        tensor("shape", [2], T.INT32, None, 4),
+        tensor("x3", [1, 4], T.INT16, 0.003),
+        tensor("r", [1, 4], T.INT16, 0.003),
+        tensor("t", [1, 4], T.INT16, 1 / 32768),
+        tensor("x8", [1, 2], T.INT8, 0.05),
+        tensor("q", [1, 2], T.INT16, 0.002),
+        tensor("x4", [1, 2], T.INT16, 0.006),
+        tensor("zero", [1, 2], T.INT16, 0.006, 5),
+        tensor("mx", [1, 2], T.INT16, 0.006),
+    ]
+    codes = []
+    for c in (9, 2, 22, 28, 114, 55):  # FULLY_CONNECTED, CONCATENATION, RESHAPE, TANH, QUANTIZE, MAXIMUM
+        oc = schema.OperatorCodeT()
+        oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = c, c, 1
+        codes.append(oc)
+    m.operatorCodes = codes
+
+    def op(k, ins, outs):
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = k, ins, outs
+        if k == 0:
+            o.builtinOptionsType = schema.BuiltinOptions.FullyConnectedOptions
+            o.builtinOptions = schema.FullyConnectedOptionsT()
+            o.builtinOptions.quantizedBiasType = T.INT64
+        if k == 1:
+            o.builtinOptionsType = schema.BuiltinOptions.ConcatenationOptions
+            o.builtinOptions = schema.ConcatenationOptionsT()
+            o.builtinOptions.axis = 1
+        return o
+
+    sg = schema.SubGraphT()
+    sg.tensors, sg.inputs, sg.outputs = tens, [1, 5, 8, 11, 13], [3, 6, 10, 12, 15]
+    sg.operators = [op(0, [1, 2, 0], [3]), op(1, [5, 4], [6]), op(2, [8, 7], [9]), op(3, [9], [10])]
+    sg.operators += [op(4, [11], [12]), op(5, [13, 14], [15])]
+    m.subgraphs, m.signatureDefs = [sg], []
+    return bytes(fb.convert_object_to_bytearray(m))
+
+
+def test_widening_keeps_a_group_joined_to_a_constant_or_a_tanh_and_rescales_a_bias_at_tensor_0():
+    """Spec (``widen_int16_ranges`` on a model built by hand): x2, joined by a CONCATENATION to a constant, and
+    x3, joined by a RESHAPE to a TANH's input, and x4, joined by a MAXIMUM to a constant, keep their ranges, and
+    so does the int8 x8; x, the FULLY_CONNECTED's output and q (int16, made from x8) widen, and the bias (tensor
+    0) is divided by the factor (rounded) with its scale multiplied."""
+    model = _tiny_int16_model()
+    out = _tflite_build.widen_int16_ranges(model, 2.0)
+    assert out != model  # LiteRT prepared it: not the unchanged fallback
+    m = fb.convert_bytearray_to_object(bytearray(out))
+    sg = m.subgraphs[0]
+    scale = {t.name.decode(): float(t.quantization.scale[0]) for t in sg.tensors if t.quantization is not None}
+    want = {"x": 0.02, "fc": 0.1, "x2": 0.004, "cat": 0.004, "c": 0.004, "x3": 0.003, "r": 0.003, "x8": 0.05}
+    want |= {"q": 0.004, "x4": 0.006, "mx": 0.006, "zero": 0.006}
+    assert {k: scale[k] for k in want} == pytest.approx(want, rel=1e-6)
+    assert scale["t"] == 1 / 32768 and scale["bias"] == pytest.approx(2 * 0.01 * 0.02, rel=1e-6)
+    bias = np.frombuffer(bytes(bytearray(m.buffers[sg.tensors[0].buffer].data)), np.int64)
+    np.testing.assert_array_equal(bias, [500, -1250, 4])  # 7 / 2 = 3.5 rounds to even
