@@ -406,7 +406,11 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         wb = dict.fromkeys(LMU_PARTS, wb)
     d, q = layer.memory_d, layer.order
     notes: list = []
-    u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]), 1e-12)
+    u_abs = max(abs(rec["u"][0]), abs(rec["u"][1]))
+    # u 0 on every calibration sequence (issue 52, seed 1002: training left a memory's encoders 0): any type
+    # holds it; the unit range keeps the encoder's requantization multiplier in range (a 1e-12 range gave
+    # 2^15, refused by C int16)
+    u_abs = u_abs if u_abs > 0 else 1.0
     # a 32-bit u with 16-bit activations gets their headroom (issue 52, seed 1001: u reached 0.95 on the
     # calibration data and 1.13 on the held-out sequences, clipped at 1.0: C int16 40.4 dB, now 62.6); the
     # int16 view z below keeps the span of the bound without it (its 16 bits: the fixed matrix's RNN-path

@@ -342,3 +342,19 @@ def test_a_32_bit_u_has_the_headroom_of_the_16_bit_activations(weight_bits):
     x_test = np.random.default_rng(2).uniform(-1.6, 1.6, (16, 32, 2))
     q = lmu_edge.quantize(lmu_edge.fold(g, "zoh"), x_cal, activation_bits=16, weight_bits=weight_bits, state_bits=32)
     assert sqnr_db(lmu_edge.simulate(q, x_test), lmu_edge.simulate(g, x_test)) >= 45.0  # measured 49.4, 71.1
+
+
+def test_a_memory_whose_encoders_are_zero_quantizes_to_16_bits():
+    # issue 52, seed 1002: a trainable theta ran to infinity and left an LMU's encoders 0 (the reader's
+    # reading of keras-lmu's theta_inv = 0); its u is 0 on every sequence, and its 1e-12 range gave the encoder
+    # a requantization multiplier of 2^15, which C int16 refused as "degenerate"
+    from lmu_edge.metrics import sqnr_db
+
+    rng = np.random.default_rng(52)
+    pre, mid, post = graphs.chain(rng, q=6, theta=12.0, input_to_hidden=True).layers  # as seed 1002's
+    mid = dataclasses.replace(mid, input_encoders=np.zeros_like(mid.input_encoders), encoder_bias=None)
+    g = lmu_edge.ir.Graph("deadmem", input_features=2, seq_len=None, layers=(pre, mid, post))
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    q = lmu_edge.quantize(lmu_edge.fold(g, "zoh"), x, activation_bits=16, weight_bits=16, state_bits=32)
+    x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
+    assert sqnr_db(lmu_edge.simulate(q, x2), lmu_edge.simulate(g, x2)) >= 45.0
