@@ -698,3 +698,54 @@ def test_widening_keeps_a_group_joined_to_a_constant_or_a_tanh_and_rescales_a_bi
     assert scale["t"] == 1 / 32768 and scale["bias"] == pytest.approx(2 * 0.01 * 0.02, rel=1e-6)
     bias = np.frombuffer(bytes(bytearray(m.buffers[sg.tensors[0].buffer].data)), np.int64)
     np.testing.assert_array_equal(bias, [500, -1250, 4])  # 7 / 2 = 3.5 rounds to even
+
+
+def test_tie_state_scales_ties_what_an_expand_dims_makes_of_a_state():
+    """Spec (``tie_state_scales`` on a model built by hand): a tensor an EXPAND_DIMS makes of a state gets the
+    state's tied quantization too (it moves bytes: one quantization on both sides)."""
+    T = schema.TensorType
+    m = schema.ModelT()
+    m.version = 3
+    m.buffers = [schema.BufferT(), schema.BufferT()]
+    m.buffers[1].data = np.frombuffer(np.array([1], np.int32).tobytes(), np.uint8)
+    tens = []
+    for name, shape, ttype, scale, zp, buf in (
+        ("s", [1, 2], T.INT8, 0.1, 0, 0),
+        ("axis", [1], T.INT32, None, 0, 1),
+        ("e", [1, 1, 2], T.INT8, 0.1, 0, 0),
+        ("s_out", [1, 2], T.INT8, 0.2, 3, 0),
+    ):
+        t = schema.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), shape, ttype, buf
+        if scale:
+            t.quantization = schema.QuantizationParametersT()
+            t.quantization.scale, t.quantization.zeroPoint = [scale], [zp]
+        tens.append(t)
+    codes = []
+    for c in (70, 114):  # EXPAND_DIMS, QUANTIZE
+        oc = schema.OperatorCodeT()
+        oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = c, c, 1
+        codes.append(oc)
+    ops = []
+    for k, ins, outs in ((0, [0, 1], [2]), (1, [0], [3])):
+        o = schema.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = k, ins, outs
+        ops.append(o)
+    sg = schema.SubGraphT()
+    sg.tensors, sg.operators, sg.inputs, sg.outputs = tens, ops, [0], [3, 2]
+
+    def io(name, t):
+        v = schema.TensorMapT()
+        v.name, v.tensorIndex = name.encode(), t
+        return v
+
+    sig = schema.SignatureDefT()
+    sig.signatureKey, sig.subgraphIndex = b"serving_default", 0
+    sig.inputs, sig.outputs = [io("s", 0)], [io("s_out", 3), io("e", 2)]
+    m.operatorCodes, m.subgraphs, m.signatureDefs = codes, [sg], [sig]
+    tied = M(_tflite_build.tie_state_scales(bytes(fb.convert_object_to_bytearray(m)), ["s"]))
+    lo, hi = _union((0.1, 0), (0.2, 3), np.int8)
+    s = (hi - lo) / 255
+    want = (pytest.approx(s, rel=1e-6), int(np.clip(round(-128 - lo / s), -128, 127)))
+    for t in (0, 2, 3):
+        assert tied.quant(t) == want, tied.name(t)
