@@ -54,6 +54,7 @@ from lmu_edge.registry import require
 
 from ._floatstep import FloatStep, layer_part
 from ._stepplan import StatePlan
+from ._tflite_guard import check_scales, live_states
 
 
 def _tf():
@@ -235,6 +236,7 @@ def convert(
         if rep is None:
             raise ValueError("a quantized conversion needs the representative data rep")
         names = ["x"] + ([] if internal else [n for n, *_ in plan.spec])
+        rep = live_states(rep, names[1:])
         S = rep["x"].shape[0]
 
         def data():
@@ -261,6 +263,7 @@ def convert(
         model = conv.convert()
     if quantize != "float":
         model = live_scales(model)
+        check_scales(model)  # before anything prepares it: LiteRT aborts the process on some scales
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
         if quantize == "int16x8":
@@ -329,8 +332,9 @@ def live_scales(model: bytes) -> bytes:
         c = code[op.opcodeIndex]
         if c not in _PRODUCTS or not len(op.outputs) or sg.tensors[op.outputs[0]].type not in (7, 9):
             continue
-        out = scale(op.outputs[0])
-        acts = [scale(t) for t in op.inputs[:2] if t >= 0 and not constant(t)]
+        out = scale(op.outputs[0]) if op.outputs[0] not in new else None
+        # the scales given so far: a point range feeding another (u = 0 @ x, then u + u) passes it on
+        acts = [np.asarray([new[t]]) if t in new else scale(t) for t in op.inputs[:2] if t >= 0 and not constant(t)]
         if out is None or len(out) != 1 or not acts or any(a is None for a in acts):
             continue
         if c == 9:
@@ -420,6 +424,7 @@ def widen_int16_ranges(model: bytes, factor: float) -> bytes:
             _rescale_fc_bias(m, sg, op, factor)
     out = bytes(fb.convert_object_to_bytearray(m))
     try:
+        check_scales(out)  # LiteRT aborts the process on some scales; this raises instead
         interpreter = require("ai_edge_litert.interpreter", "tflite", "running TFLite models in LiteRT").Interpreter
         interpreter(model_content=out).allocate_tensors()  # LiteRT: tf.lite.Interpreter is deprecated
     except Exception:  # noqa: BLE001 (an op this function does not know: keep the calibrated ranges)

@@ -117,7 +117,11 @@ def _bool(v) -> bool:
 
 
 def _io_description(model_path: Path, variant: str, spec) -> dict:
-    """Names, shapes and quantization of subgraph 0's inputs and outputs, from LiteRT."""
+    """Names, shapes and quantization of subgraph 0's inputs and outputs, from LiteRT (which aborts the
+    process on some quantization scales: :func:`._tflite_guard.check_scales` refuses those first)."""
+    from ._tflite_guard import check_scales
+
+    check_scales(Path(model_path).read_bytes())
     interp = _tflite_run.litert().Interpreter(model_path=str(model_path))
     runner = interp.get_signature_runner(_tflite_session.step_key(interp.get_signature_list()))
 
@@ -306,8 +310,8 @@ def _one_line(e: BaseException) -> str:
         for ln in lines:
             m = re.search(pattern, ln)
             if m:
-                return f"op {m.group(1)}: {ln[:200].rstrip('.')}"
-    return lines[0][:200].rstrip(".") if lines else type(e).__name__
+                return f"op {m.group(1)}: {ln[:300].rstrip('.')}"
+    return lines[0][:300].rstrip(".") if lines else type(e).__name__
 
 
 def _construction(form: str, quantize: str, state_path: str) -> str:

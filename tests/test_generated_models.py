@@ -358,3 +358,42 @@ def test_a_memory_whose_encoders_are_zero_quantizes_to_16_bits():
     q = lmu_edge.quantize(lmu_edge.fold(g, "zoh"), x, activation_bits=16, weight_bits=16, state_bits=32)
     x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
     assert sqnr_db(lmu_edge.simulate(q, x2), lmu_edge.simulate(g, x2)) >= 45.0
+
+
+def _dead_memory(rng):
+    # issue 52, seed 1002: a trainable theta left an RNN-path LMU's encoders 0 (input, hidden and memory), so
+    # its memory is 0 on every sequence: TF's converter gave the state a scale of 3.6e-43 and the hidden
+    # kernel reading it an infinite one, and LiteRT aborted the whole process preparing the int16x8 model
+    pre, mid, post = graphs.chain(rng, q=6, theta=12.0, input_to_hidden=True, rnn_path=True).layers
+    zero = {k: np.zeros_like(getattr(mid, k)) for k in ("input_encoders", "hidden_encoders", "memory_encoders")}
+    mid = dataclasses.replace(mid, encoder_bias=None, **zero)
+    return lmu_edge.ir.Graph("deadmem", input_features=2, seq_len=None, layers=(pre, mid, post))
+
+
+def test_tflite_refuses_scales_litert_aborts_on_in_one_line(tmp_path, monkeypatch):
+    # the guard alone: without live_states the int16x8 model of a dead memory holds scales LiteRT aborts on
+    # (3.6e-43, inf); check_scales refuses it before any interpreter prepares it, naming the tensor
+    from lmu_edge.targets import _tflite_build
+
+    monkeypatch.setattr(_tflite_build, "live_states", lambda rep, states: rep)
+    lmu_edge.save(_dead_memory(np.random.default_rng(52)), tmp_path / "m.lmu.npz")
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    with pytest.raises(lmu_edge.errors.QuantizationError) as e:
+        lmu_edge.convert(tmp_path / "m.lmu.npz", "tflite", tmp_path / "o", quantize="int16x8", calibration=x)
+    msg = str(e.value)
+    assert "\n" not in msg and "which TFLite cannot take" in msg and msg.endswith("or use the c or onnx target"), msg
+
+
+def test_tflite_converts_a_memory_whose_state_is_constant(tmp_path):
+    # the fix: live_states samples the state on either side of its constant, so the converter gives it and
+    # the kernels reading it usable scales; the memory's 0 stays exact and the model meets int16x8's floor
+    from lmu_edge.metrics import sqnr_db
+    from lmu_edge.targets._tflite_guard import check_scales
+
+    g = _dead_memory(np.random.default_rng(52))
+    lmu_edge.save(g, tmp_path / "m.lmu.npz")
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    art = lmu_edge.convert(tmp_path / "m.lmu.npz", "tflite", tmp_path / "o", quantize="int16x8", calibration=x)
+    check_scales((tmp_path / "o" / "model.tflite").read_bytes())
+    x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
+    assert sqnr_db(np.asarray(art.run(x2), np.float64), lmu_edge.simulate(g, x2)) >= 35.0

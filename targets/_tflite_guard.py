@@ -1,0 +1,78 @@
+"""What keeps LiteRT from aborting on a TFLite model lmu-edge built (issue 52).
+
+LiteRT checks some quantization parameters with an abort, not an error: preparing a model whose
+FULLY_CONNECTED has an infinite weight scale kills the whole process, so a ``lmu-edge convert`` would die
+with no message. :func:`check_scales` refuses such a model in one line before any interpreter sees it, and
+:func:`live_states` keeps the converter from making one out of a state that calibrated on a single value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmu_edge.registry import require
+
+#: the smallest and largest quantization scale :func:`check_scales` passes: float32's normal range (TFLite
+#: multiplies scales in float32: a subnormal or huge one makes an op's multiplier 0 or infinite)
+SCALE_RANGE = (2.0**-126, 2.0**126)
+#: a state that calibrated on one value is sampled this far either side of it too (:func:`live_states`)
+LIVE_STEP = 2.0**-16
+
+
+def live_states(rep: dict, states) -> dict:
+    """``rep`` with two samples more where a state in ``states`` holds one value on every sample.
+
+    Issue 52, seed 1002: an LMU whose encoders are 0 keeps its memory at 0; the converter gave that state a
+    scale of 3.6e-43, the FULLY_CONNECTED reading it an infinite weight scale (its bias must fit input scale
+    * weight scale) with every weight and bias 0, and LiteRT aborted the process preparing the model. The two
+    samples put the constant ``c`` at ``c -/+ LIVE_STEP * max(1, |c|)`` (the other inputs at the first
+    sample's): a range around the constant (which stays exactly representable on the int16 grid, and close
+    on the int8 one), too small to move the ranges of the tensors it reaches."""
+    dead = [n for n in states if rep[n].size and float(np.ptp(rep[n])) == 0.0]
+    if not dead:
+        return rep
+    extra = {n: np.repeat(np.asarray(rep[n][:1]), 2, axis=0) for n in ["x", *states]}
+    for n in dead:
+        c = float(rep[n].flat[0])
+        extra[n] = np.stack([np.full(rep[n].shape[1:], c + d * LIVE_STEP * max(1.0, abs(c))) for d in (-1, 1)])
+    return {**rep, **{n: np.concatenate([rep[n], e.astype(rep[n].dtype)]) for n, e in extra.items()}}
+
+
+def _refuse(tensor, s: float):
+    from lmu_edge.errors import QuantizationError
+
+    name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name)
+    lo, hi = SCALE_RANGE
+    where = f" (layer part {name.split('/')[0]!r})" if "/" in name else ""
+    return QuantizationError(
+        f"tensor {name!r}{where} has the quantization scale {s:.3g}, which TFLite cannot take (finite, "
+        f"{lo:.3g} to {hi:.3g}): calibration left it no usable range; calibrate on sequences that exercise it"
+    )
+
+
+def check_scales(model: bytes) -> None:
+    """Raise :class:`~lmu_edge.errors.QuantizationError` (one line: which tensor of which layer part) where a
+    quantized tensor's scale is not finite or not within :data:`SCALE_RANGE`, or a FULLY_CONNECTED's input
+    scale * weight scale (TFLite multiplies them in float32) leaves it: LiteRT aborts the whole process
+    preparing such a model (issue 52: an infinite weight scale)."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    m = fb.convert_bytearray_to_object(bytearray(model))
+    lo, hi = SCALE_RANGE
+    code = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in m.operatorCodes]
+    for sg in m.subgraphs:
+        scales = {}
+        for i, t in enumerate(sg.tensors):
+            q = t.quantization
+            if q is not None and q.scale is not None and len(q.scale):
+                scales[i] = s = np.asarray(q.scale, np.float64)
+                worst = s[~np.isfinite(s) | (s < lo) | (s > hi)]
+                if worst.size:
+                    raise _refuse(t, float(worst[0]))
+        for op in sg.operators:
+            if code[op.opcodeIndex] != 9 or len(op.inputs) < 2 or not {op.inputs[0], op.inputs[1]} <= scales.keys():
+                continue  # 9: FULLY_CONNECTED
+            with np.errstate(over="ignore", under="ignore"):
+                p = np.float32(scales[op.inputs[0]].max()) * scales[op.inputs[1]].astype(np.float32)
+            worst = p[~np.isfinite(p) | (p < lo) | (p > hi)]
+            if worst.size:
+                raise _refuse(sg.tensors[op.inputs[1]], float(worst[0]))
