@@ -354,7 +354,13 @@ def _declared_build_outputs(target: str) -> set:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A number a float holds: JSON integers have no bound, and ``math.isfinite(10**400)`` raises."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer past float's range (the fuzzer's input 1775, seed 4)
+        return False
 
 
 def _check_manifest(manifest, man: Path) -> None:

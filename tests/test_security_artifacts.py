@@ -200,6 +200,9 @@ def _reseal_manifest(art_dir: Path, edit) -> None:
         (lambda m: m.update(tolerance=-1), "tolerance"),
         (lambda m: m.update(calibration_range=["a", "b"]), "calibration_range"),
         (lambda m: m.update(calibration_range=[0.0]), "calibration_range"),
+        # JSON integers have no bound; math.isfinite(10**400) raised OverflowError (the fuzzer, seed 4)
+        (lambda m: m.update(tolerance=10**400), "tolerance"),
+        (lambda m: m.update(calibration_range=[0, 10**400]), "calibration_range"),
         (lambda m: m.update(target=["c"]), "unknown target"),
         (lambda m: m["c"].update(prefix=7), "prefix"),
         (lambda m: m["c"].update(quantized="yes"), "quantized"),
