@@ -252,6 +252,7 @@ class _Stream:
         variant = opts.get("variant", "exact")
         self.k = int(substeps or opts.get("steps_per_sample") or DEFAULT_STEPS[variant])
         g = read(artifact)
+        self.where = f"{artifact.path}/{NIR_FILE}"
         self.softmax = bool(_meta(g).get("host_softmax"))
         if variant == "spiking":
             if int(self.k) != int(_meta(g).get("steps_per_sample", self.k)):
@@ -279,7 +280,13 @@ class _Stream:
 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self.net = from_nir(self.graph)
+                try:
+                    self.net = from_nir(self.graph)
+                except AssertionError as e:  # nirtorch checks the graph with assert (no input node ...)
+                    why = " ".join(str(e).split())[:200] or "its graph is not one nirtorch can run"
+                    raise ArtifactError(
+                        f"{self.where}: Rockpool cannot build this graph ({why}); convert the model again"
+                    ) from None
             drop_zero_recurrence(self.net)
             keep_leak_factors(self.net)
             self.initial = {k: v.clone() for k, v in self.net.state_dict().items()}

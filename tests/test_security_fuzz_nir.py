@@ -92,6 +92,22 @@ def test_a_node_whose_parameters_disagree_in_shape_is_refused_in_one_line(seeds,
     assert "\n" not in str(e.value)
 
 
+def test_a_graph_whose_input_node_feeds_itself_is_refused_in_one_line(seeds, tmp_path):
+    """Fuzz finding (artifact:nir, input 8737 of the clean run, seed 4): an edge from the input node to
+    itself left nirtorch no node without an incoming edge, and its ``assert`` ("No input nodes found")
+    escaped ``run`` as an internal error (exit 70)."""
+
+    def self_edge(h5, _):
+        e = h5["node/edges"][()]
+        del h5["node/edges"]
+        h5["node/edges"] = np.concatenate([e, np.array([[b"input", b"input"]], dtype=e.dtype)])
+
+    d = _received(seeds, tmp_path, self_edge)
+    with pytest.raises(LmuEdgeError, match="Rockpool cannot build this graph") as e:
+        lmu_edge.open_artifact(d).run(np.load(seeds / "nir.exact.x.npy"))
+    assert "\n" not in str(e.value) and "No input nodes" in str(e.value)
+
+
 @settings(max_examples=12, deadline=None)
 @given(rng=st.randoms(use_true_random=False))
 def test_damaged_nir_artifacts_run_or_are_refused_in_one_line(seeds, tmp_path_factory, rng):
