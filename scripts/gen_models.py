@@ -21,6 +21,7 @@ A failing cell prints the one command that regenerates it.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import json
 import math
@@ -138,7 +139,10 @@ def run_spec(spec: dict, cells, keep: Path | None = None) -> dict:
     import lmu_edge
 
     mg = model_gen()
-    rec: dict = {"seed": spec["seed"], "spec": spec, "cells": []}
+    from lmu_edge.sweep import source_hash
+
+    # the code that made the record (lmu-edge's sources, hashed): a long run spans sessions and commits
+    rec: dict = {"seed": spec["seed"], "spec": spec, "cells": [], "source": source_hash()[:12]}
     if "name" in spec:
         rec["name"] = spec["name"]
     t0, cpu0 = time.perf_counter(), _cpu()
@@ -208,6 +212,11 @@ def table(path: Path) -> str:
         f"({sum('cpu_seconds' in r for r in recs)} seeds measured), "
         f"{sum(r.get('seconds', 0) for r in recs) / 3600:.2f} hours of wall time",
         "",
+    ]
+    sources = collections.Counter(r["source"] for r in recs if "source" in r)
+    if sources:  # a long run spans sessions: which code made how many of its records
+        lines += ["lmu-edge sources (hash: seeds): " + ", ".join(f"{h}: {n}" for h, n in sources.items()), ""]
+    lines += [
         "| target mode | converted | refused | failed | min dB | 5th pct dB | median dB |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]

@@ -264,9 +264,23 @@ def test_the_long_run_table_counts_every_outcome(tmp_path):
     gm = _gen_models()
     cell = {"target": "c", "mode": "int8"}
     recs = [
-        {"seed": 0, "cells": [{**cell, "status": "converted", "sqnr": 40.0}], "seconds": 7200, "cpu_seconds": 3600},
-        {"seed": 1, "cells": [{**cell, "status": "refused", "reason": "layer 'l': its Euler memory is unstable"}]},
-        {"seed": 2, "cells": [{**cell, "status": "failed", "kind": "below floor", "reason": "28 dB", "sqnr": 28.0}]},
+        {
+            "seed": 0,
+            "cells": [{**cell, "status": "converted", "sqnr": 40.0}],
+            "seconds": 7200,
+            "cpu_seconds": 3600,
+            "source": "a1",
+        },
+        {
+            "seed": 1,
+            "cells": [{**cell, "status": "refused", "reason": "layer 'l': its Euler memory is unstable"}],
+            "source": "a1",
+        },
+        {
+            "seed": 2,
+            "cells": [{**cell, "status": "failed", "kind": "below floor", "reason": "28 dB", "sqnr": 28.0}],
+            "source": "b2",
+        },
         {"seed": 3, "discarded": "training diverged"},
         {"seed": 4, "cells": [], "task_error": "RuntimeError: lost"},
     ]
@@ -276,6 +290,7 @@ def test_the_long_run_table_counts_every_outcome(tmp_path):
     assert text.startswith("5 seeds, 1 discarded draws, 1 failed whole (task or load), 1.00 CPU hours (1 seeds")
     assert "| c int8 | 1 | 1 | 1 (below floor 1) | 28.0 | 28.6 | 34.0 |" in text
     assert "- c int8: 1 x its Euler memory is unstable" in text
+    assert "lmu-edge sources (hash: seeds): a1: 2, b2: 1" in text  # a long run spans commits: which code made what
     assert gm.report(recs[4]) == [f"seed 4: the task failed: RuntimeError: lost  [{gm._command(recs[4])}]"]
 
 
