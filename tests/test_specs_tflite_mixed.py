@@ -21,7 +21,7 @@ tf = pytest.importorskip("tensorflow")  # the tflite extra; CI has it (a skip th
 fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
 schema = require("tensorflow.lite.python.schema_py_generated", "tflite", "editing TFLite models")
 
-from lmu_edge.targets import _tflite_build, _tflite_mixed  # noqa: E402
+from lmu_edge.targets import _tflite_build, _tflite_mixed  # noqa: E402  (after the importorskip above)
 
 OPS = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
 INT8, INT16 = 9, 7  # schema TensorType
