@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -383,11 +384,14 @@ class _SinabsWorker:
         self.k = int(substeps or artifact.manifest["options"].get("steps_per_sample") or DEFAULT_STEPS["exact"])
         path = checked_path(artifact)  # the Sinabs Python's nir.read follows whatever links the file holds
         self.F = artifact.graph.input_features
+        # its stderr into a file, not a pipe: a worker that writes more than a pipe holds (a traceback of a
+        # graph nested 400 deep) while this process waits on its stdout would block both for ever
+        self._err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [py, _nir_sinabs.__file__, str(path), str(self.k)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._err,
         )
 
     def _ask(self, arr):
@@ -395,9 +399,12 @@ class _SinabsWorker:
             _nir_sinabs.write_npy(self.proc.stdin, arr)
             return np.lib.format.read_array(_nir_sinabs.Pipe(self.proc.stdout), allow_pickle=False)
         except (OSError, EOFError, ValueError):
-            assert self.proc.stderr is not None
-            err = self.proc.stderr.read().decode(errors="replace").strip().splitlines()[-2:]
-            raise ArtifactError(f"the sinabs worker failed: {' | '.join(err)}") from None
+            with contextlib.suppress(Exception):
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+            self._err.seek(max(0, self._err.seek(0, os.SEEK_END) - 4096))
+            err = self._err.read().decode(errors="replace").strip().splitlines()[-2:]
+            raise ArtifactError(f"the sinabs worker failed: {' | '.join(err)[:300]}") from None
 
     def reset(self, batch: int = 1) -> None:
         """Start a new sequence (one at a time)."""
@@ -423,6 +430,8 @@ class _SinabsWorker:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
             self.proc.wait(timeout=10)
+        with contextlib.suppress(Exception):
+            self._err.close()
 
     __del__ = close
 

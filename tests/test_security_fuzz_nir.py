@@ -5,6 +5,7 @@ category (scripts/fuzz_nir.py) draws the same damage; its findings are tested he
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -106,6 +107,39 @@ def test_a_graph_whose_input_node_feeds_itself_is_refused_in_one_line(seeds, tmp
     with pytest.raises(LmuEdgeError, match="Rockpool cannot build this graph") as e:
         lmu_edge.open_artifact(d).run(np.load(seeds / "nir.exact.x.npy"))
     assert "\n" not in str(e.value) and "No input nodes" in str(e.value)
+
+
+def test_a_sinabs_worker_that_fails_loudly_is_refused_not_waited_for(seeds, tmp_path):
+    """Fuzz finding (artifact:nir, input 8516 of the clean run, seed 5): a graph nested 400 deep made the
+    Sinabs worker's Python write a traceback larger than a pipe holds to its stderr pipe, while lmu-edge
+    waited on its stdout: both blocked until the fuzzer killed them at 120 s. Its stderr is a file now."""
+    if not os.environ.get("LMU_EDGE_SINABS_PYTHON"):
+        pytest.fail("LMU_EDGE_SINABS_PYTHON is not set: make the Sinabs environment with scripts/sinabs_venv.sh")
+
+    def nest(h5, _):
+        g = h5["node/nodes"].create_group("nested")
+        for _ in range(400):
+            g["type"] = "NIRGraph"
+            g.create_dataset("edges", shape=(0, 2), dtype=h5py.string_dtype())
+            g = g.create_group("nodes").create_group("n")
+        g["type"] = "Input"
+        g["shape"] = np.array([1])
+
+    d = _received(seeds, tmp_path, nest)
+    x = np.load(seeds / "nir.exact.x.npy")
+
+    def hung(*_):
+        raise TimeoutError("the Sinabs worker and lmu-edge still wait on each other after 90 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(90)  # the old code blocked for ever; the refusal takes a few seconds (torch's import)
+    try:
+        with pytest.raises(LmuEdgeError) as e:
+            lmu_edge.open_artifact(d).run(x, "sinabs")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert "\n" not in str(e.value) and "the sinabs worker failed" in str(e.value)
 
 
 @settings(max_examples=12, deadline=None)
