@@ -346,11 +346,14 @@ def _write(
         if accuracy_report:  # report.json + report.html on a bounded slice of the same data
             _accuracy_report(report, source, graph, art, x, y_art, tmp, out_dir, progress)
         if not verification["passed"]:
-            why = (
-                f"differs from the source by {err:.3g} on the {verification['input']}, more than the tolerance {tol:g}"
-                if tol is not None and err > tol
-                else "does not match its integer reference bit for bit (a bug: please report the model)"
-            )
+            on = verification["input"]
+            if not math.isfinite(err):  # NaN: the runtime's outputs overflowed (inf - inf), whatever the tolerance
+                hint = " (more steps_per_sample may keep it stable)" if "steps_per_sample" in options else ""
+                why = f"gives outputs that are not finite on the {on}: its runtime diverges{hint}"
+            elif tol is not None and err > tol:
+                why = f"differs from the source by {err:.3g} on the {on}, more than the tolerance {tol:g}"
+            else:
+                why = "does not match its integer reference bit for bit (a bug: please report the model)"
             raise VerificationError(f"the converted model {why}; nothing was written to {out_dir}")
 
 

@@ -317,7 +317,7 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
     """The property for one model file. Returns ``"ok"`` / ``"refused"``; raises AssertionError otherwise."""
     import lmu_edge
     from lmu_edge import budget
-    from lmu_edge.errors import LmuEdgeError
+    from lmu_edge.errors import LmuEdgeError, VerificationError
 
     before = _snapshot(work)
     t = cpu_seconds()
@@ -341,7 +341,10 @@ def check_file(path: Path, rng: random.Random, work: Path) -> str:
         status = "ok"
     except LmuEdgeError as e:
         assert "\n" not in str(e), f"multi-line error: {e!r}"
-        assert cpu_seconds() - t < 10 or out.exists(), f"refusal took {cpu_seconds() - t:.1f} CPU s"
+        # a refusal is quick; a verification failure is not a refusal of the input but the end of a conversion
+        # that ran inside its budget (input 8772 of seed 5: 22 CPU s of Rockpool, then outputs not finite)
+        slow_ok = out.exists() or isinstance(e, VerificationError)
+        assert cpu_seconds() - t < 10 or slow_ok, f"refusal took {cpu_seconds() - t:.1f} CPU s"
         assert not out.exists(), "a failed convert left its output"
         status = "refused"
     after = _snapshot(work) - before

@@ -394,3 +394,33 @@ def test_cli_spells_the_spiking_variant_either_way_and_points_to_it(tmp_path):
     assert convert("l.lmu.npz", "d", "--spiking").exit_code == 0
     r = convert("m.lmu.npz", "e", "--spiking", "--variant", "exact")
     assert r.exit_code != 0 and "contradict" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_runtime_that_diverges_is_named_not_called_a_bit_exactness_bug(tmp_path):
+    """Fuzz finding (model:.lmu.npz, input 8772 of the clean run, seed 5): an LMU whose memory Rockpool's
+    exact variant cannot follow at 2 steps per sample (theta 2 samples here) overflows to inf, the error
+    against the source is NaN, and with tolerance inf convert refused it as "does not match its integer
+    reference bit for bit (a bug: please report the model)": wrong for a float target and no help."""
+    g = ir.Graph(
+        "fast",
+        input_features=1,
+        seq_len=None,
+        layers=(
+            ir.LMU(
+                "lmu",
+                memory_d=1,
+                order=4,
+                theta=2.0,
+                discretizer="zoh",
+                input_encoders=np.ones((1, 1)),
+                memory=ir.ImpulseResponse(kernel=None, provenance="analytic"),
+            ),
+        ),
+    )
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 300, 1))
+    with pytest.raises(lmu_edge.LmuEdgeError, match="not finite on the calibration data: its runtime diverges") as e:
+        lmu_edge.convert(
+            g, "nir", tmp_path / "o", steps_per_sample=2, tolerance=float("inf"), calibration=x, accuracy_report=False
+        )
+    assert "steps_per_sample" in str(e.value) and "bit for bit" not in str(e.value)
+    assert not (tmp_path / "o").exists()
