@@ -70,3 +70,17 @@ def test_damaged_received_artifacts_run_or_are_refused_in_one_line(artifact_seed
     work = tmp_path_factory.mktemp("artifact")
     spec = fuzz.make_artifact_case(rng, ARTIFACT_CATEGORIES[k], work, artifact_seeds)
     assert fuzz.check_artifact(spec, rng, work, artifact_seeds) in ("accepted", "refused")
+
+
+@pytest.mark.parametrize(("seed", "index", "category"), [(6, 2562, "artifact:onnx"), (4, 1775, "artifact:manifest")])
+def test_the_long_runs_findings_are_refused_in_one_line(artifact_seeds, tmp_path_factory, seed, index, category):
+    """Findings of the clean long runs (docs/security.md), redrawn exactly as the run drew them: seed 6, input
+    2562, an ONNX initializer's dims edited and resealed, which loads but fails in ONNX Runtime's Concat at
+    run time (it escaped `run` as an internal error, exit 70); seed 4, input 1775, a manifest tolerance of
+    hundreds of digits (OverflowError)."""
+    import random
+
+    rng = random.Random(seed * 1_000_003 + index)  # scripts/fuzz.py's one_input
+    work = tmp_path_factory.mktemp("finding")
+    spec = fuzz.make_artifact_case(rng, category, work, artifact_seeds)
+    assert fuzz.check_artifact(spec, rng, work, artifact_seeds) == "refused"
