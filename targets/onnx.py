@@ -551,22 +551,16 @@ def _runner(artifact, runtime, model=SEQ):
     raise ArtifactError(f"onnx: unknown runtime {runtime!r}")
 
 
-def _received_fails(artifact, runtime, model, e) -> ArtifactError:
-    """A received artifact's model that loads but that ``runtime`` cannot run (the fuzzer's input 2562 of seed
-    6: dims edited and resealed; ONNX Runtime's Concat refused the shapes at run time): one line."""
-    msg = " ".join(str(e).split())[:160]
-    return ArtifactError(f"{artifact.path}/{model}: {runtime} cannot run it ({msg}); convert the model again")
-
-
 def run(artifact, x, runtime):
     """Run ``sequence.onnx`` over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
     sess = _runner(artifact, runtime)
     try:
         y = _run_seq(sess, x)
-    except Exception as e:
+    except Exception as e:  # a received model that loads but fails to run (fuzz seed 6, input 2562: dims edited)
         if getattr(artifact, "sealed", None) is None:  # one being written: a bug of ours, reported as one
             raise
-        raise _received_fails(artifact, runtime, SEQ, e) from None
+        msg, where = " ".join(str(e).split())[:160], f"{artifact.path}/{SEQ}"
+        raise ArtifactError(f"{where}: {runtime} cannot run it ({msg}); convert the model again") from None
     return y if artifact.graph.output_is_sequence else y[:, -1]
 
 
