@@ -41,6 +41,7 @@ Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -520,13 +521,24 @@ def _write_contract(step, seq, graph, quantize) -> None:
         entry.key, entry.value = streaming.KEY, json.dumps(c, sort_keys=True)
 
 
-def _run_seq(sess_or_ref, x, reference_eval=False):
-    out = []
-    for seq in x:
-        feed = {"x_seq": seq[:, None, :].astype(np.float32)}
-        y = sess_or_ref.run(None, feed)[0] if not reference_eval else sess_or_ref.run(None, feed)[0]
-        out.append(np.asarray(y, dtype=np.float64)[:, 0])
-    return np.stack(out)
+def _run_seq(sess_or_ref, x):
+    out = [np.asarray(sess_or_ref.run(None, {"x_seq": s[:, None, :].astype(np.float32)})[0], np.float64) for s in x]
+    return np.stack([y[:, 0] for y in out])
+
+
+@contextlib.contextmanager
+def _received(artifact, runtime, model, doing):
+    """A received model that fails to load or to run (fuzz seed 6, input 2562: dims edited and resealed) is
+    refused in one line; while convert writes one (``sealed`` None) the exception is a bug of ours and stays one."""
+    try:
+        yield
+    except Exception as e:
+        if getattr(artifact, "sealed", None) is None:
+            raise
+        msg = " ".join(str(e).split())[:160]
+        raise ArtifactError(
+            f"{artifact.path}/{model}: {runtime} cannot {doing} it ({msg}); convert the model again"
+        ) from None
 
 
 def _runner(artifact, runtime, model=SEQ):
@@ -534,7 +546,7 @@ def _runner(artifact, runtime, model=SEQ):
 
     data = artifact.sealed_bytes(model)
     limits.check_onnx(data, f"{artifact.path}/{model}")
-    try:
+    with _received(artifact, runtime, model, "load"):
         if runtime == "onnxruntime":
             return _ort_session(data)
         if runtime == "onnx-reference":
@@ -542,25 +554,14 @@ def _runner(artifact, runtime, model=SEQ):
             from onnx.reference import ReferenceEvaluator
 
             return ReferenceEvaluator(onnx.load_from_string(data))
-    except Exception as e:
-        if getattr(artifact, "sealed", None) is None:  # one being written: a bug of ours, reported as one
-            raise
-        msg = " ".join(str(e).split())[:160]
-        where = f"{artifact.path}/{model}"
-        raise ArtifactError(f"{where}: {runtime} cannot load it ({msg}); convert the model again") from None
     raise ArtifactError(f"onnx: unknown runtime {runtime!r}")
 
 
 def run(artifact, x, runtime):
     """Run ``sequence.onnx`` over ``x`` ``(N, T, F)`` in ``runtime``; what the source model's predict returns."""
     sess = _runner(artifact, runtime)
-    try:
+    with _received(artifact, runtime, SEQ, "run"):
         y = _run_seq(sess, x)
-    except Exception as e:  # a received model that loads but fails to run (fuzz seed 6, input 2562: dims edited)
-        if getattr(artifact, "sealed", None) is None:  # one being written: a bug of ours, reported as one
-            raise
-        msg, where = " ".join(str(e).split())[:160], f"{artifact.path}/{SEQ}"
-        raise ArtifactError(f"{where}: {runtime} cannot run it ({msg}); convert the model again") from None
     return y if artifact.graph.output_is_sequence else y[:, -1]
 
 
@@ -568,7 +569,7 @@ class _Stream:
     """Steps ``step.onnx`` with explicit state: every batch row in one call (the model's batch is open)."""
 
     def __init__(self, artifact, runtime):
-        self.sess = _runner(artifact, runtime, STEP)
+        self.sess, self.artifact, self.runtime = _runner(artifact, runtime, STEP), artifact, runtime
         self.spec = _stepplan.state_spec(artifact.graph)
         self.names = ["y"] + [f"{n}_out" for n, *_ in self.spec]
         self.reset()
@@ -580,7 +581,8 @@ class _Stream:
     def step(self, x_t):
         x = np.asarray(x_t, dtype=np.float32)
         rows = x.reshape(-1, x.shape[-1])
-        res = dict(zip(self.names, self.sess.run(self.names, {"x": rows, **self.st}), strict=True))
+        with _received(self.artifact, self.runtime, STEP, "run"):
+            res = dict(zip(self.names, self.sess.run(self.names, {"x": rows, **self.st}), strict=True))
         self.st = {n: res[f"{n}_out"] for n, *_ in self.spec}
         y = np.asarray(res["y"], np.float64)
         return y[0] if x.ndim == 1 else y

@@ -270,3 +270,32 @@ def test_an_artifact_whose_model_and_source_disagree_on_the_output_is_refused_by
     with pytest.raises(ArtifactError, match="disagree") as e:
         lmu_edge.open_artifact(d).verify(np.load(built / "x.npy"))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("rel", ["sequence.onnx", "step.onnx"])
+def test_an_onnx_model_that_loads_but_cannot_run_is_refused_in_one_line_by_run_and_by_stream(built, tmp_path, rel):
+    """Fuzz seed 6, input 2562 generalized: a model edited and the artifact resealed so that ONNX Runtime loads it
+    and fails only when it runs (here a Reshape's target asks for two rows where one is fed; its exceptions are
+    no RuntimeError). ``run`` (sequence.onnx) and a stream's ``step`` (step.onnx) both refuse it in one line naming
+    the artifact's file; before, the stream's step let ONNX Runtime's exception through (an internal error)."""
+    import onnx
+
+    d = _copy(built, "onnx", tmp_path)
+    m = onnx.load(d / rel)
+    graphs = [m.graph] + [a.g for node in m.graph.node for a in node.attribute if a.g.name]  # Scan's body
+    shape = next(t for g in graphs for t in g.initializer if t.name.endswith(".shape"))  # a Reshape's target
+    dims = onnx.numpy_helper.to_array(shape).copy()
+    dims[0] = 2  # two rows where one is fed: consistent shapes when the model loads, a wrong count when it runs
+    shape.CopyFrom(onnx.numpy_helper.from_array(dims, shape.name))
+    onnx.save(m, d / rel)
+    (d / outdir.RECORD).unlink()
+    outdir.seal(d)
+    x = np.load(built / "x.npy")
+    with pytest.raises(LmuEdgeError) as e:
+        if rel == "sequence.onnx":
+            lmu_edge.open_artifact(d).run(x)
+        else:
+            s = lmu_edge.open_artifact(d).stream()
+            s.reset(1)
+            s.step(x[0, 0])
+    assert "\n" not in str(e.value) and f"{d}/{rel}: onnxruntime cannot" in str(e.value), str(e.value)
