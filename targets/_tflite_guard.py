@@ -74,11 +74,11 @@ def check_scales(model: bytes) -> None:
                 if worst.size:
                     raise _refuse(t, float(worst[0]))
         for op in map(sg.Operators, range(sg.OperatorsLength())):
-            inputs = op.InputsAsNumpy() if op.InputsLength() else ()
-            if code[op.OpcodeIndex()] != 9 or len(inputs) < 2 or not {int(inputs[0]), int(inputs[1])} <= scales.keys():
+            inputs = [op.Inputs(j) for j in range(min(op.InputsLength(), 2))]
+            if code[op.OpcodeIndex()] != 9 or len(inputs) < 2 or not {inputs[0], inputs[1]} <= scales.keys():
                 continue  # 9: FULLY_CONNECTED
             with np.errstate(over="ignore", under="ignore"):
-                p = np.float32(scales[int(inputs[0])].max()) * scales[int(inputs[1])].astype(np.float32)
+                p = np.float32(scales[inputs[0]].max()) * scales[inputs[1]].astype(np.float32)
             worst = p[~np.isfinite(p) | (p < lo) | (p > hi)]
             if worst.size:
-                raise _refuse(sg.Tensors(int(inputs[1])), float(worst[0]))
+                raise _refuse(sg.Tensors(inputs[1]), float(worst[0]))
