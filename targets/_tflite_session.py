@@ -64,13 +64,17 @@ class Session:
     def step(self, x_t):
         """One step: float ``x_t`` (F,) in, float ``y_t`` out; the state advances."""
         x = _quant(np.asarray(x_t, dtype=np.float64).reshape(self.inputs["x"]["shape"]), self.inputs["x"])
+        return _dequant(self.advance(x), self.outputs["y"])[0]
+
+    def advance(self, x):
+        """One step on the model's own ``x`` (quantized, in its shape); returns its own ``y``."""
         feed = {"x": x}
         if self.state is not None:
             feed.update(self.state)
         out = self.backend.invoke(feed)
         if self.state is not None:
             self.state = {n: np.array(out[f"{n}_out"]) for n in self.states}
-        return _dequant(out["y"], self.outputs["y"])[0]
+        return out["y"]
 
 
 def step_key(signatures) -> str:
@@ -126,12 +130,13 @@ class MicroBackend:
 
 
 def run_sequences(session: Session, x: np.ndarray) -> np.ndarray:
-    """``(N, T, F) -> (N, T, F_out)``, each sequence from a reset state."""
-    out = []
-    for seq in x:
+    """``(N, T, F) -> (N, T, F_out)``, each sequence from a reset state: :meth:`Session.step`'s element-wise
+    quantization of ``x`` and dequantization of ``y`` done once over all steps (a third of the time)."""
+    shape, out = session.inputs["x"]["shape"], []
+    for seq in _quant(np.asarray(x, dtype=np.float64), session.inputs["x"]):
         session.reset()
-        out.append(np.stack([session.step(x_t) for x_t in seq]))
-    return np.stack(out)
+        out.append(np.stack([session.advance(x_t.reshape(shape)) for x_t in seq]))
+    return _dequant(np.stack(out), session.outputs["y"])[:, :, 0]
 
 
 # --- worker for the tflite-runtime runtime -----------------------------------------------------
