@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-import scipy.interpolate
 
 from . import lti
 
@@ -73,6 +72,8 @@ def pade_fractions(m: int, n: int) -> tuple[float, np.ndarray, np.ndarray]:
     if not (0 <= m <= n):
         raise ValueError(f"Pade orders must satisfy 0 <= m <= n, got [{m}/{n}]")
     taylor = [1.0 / math.factorial(k) for k in range(m + n + 1)]
+    import scipy.interpolate  # here: a quarter of lmu-edge's import time (every CLI run), used only by folding
+
     P, Q = scipy.interpolate.pade(taylor, n, m)
     p = np.roots(Q.coeffs)
     rho = P(p) / Q.deriv()(p)
