@@ -1,0 +1,126 @@
+"""The generated C compiles without a warning (issue 52): every compiler and core, at every level.
+
+Models drawn by tests/model_gen.py are converted to C in the four modes, and each mode's ``model.c`` (the
+kernels are header-only: the artifact's Makefile compiles this one file, ``lmu_runtime.h`` and its family
+headers included) is compiled with ``-c`` under host gcc, host clang and arm-none-eabi-gcc for every core,
+at -O0, -O2, -Os and -O3, with lmu-edge's own warning flags (``toolchain.WARN``: -std=c99 -Wall -Wextra
+-pedantic -Werror). The (compiler or core, level) pairs are spread over the models so that each pair is
+built once per mode: a covering design the test asserts. ``scripts/gen_models.py --warnings`` runs the same
+check on every C cell of a long run.
+
+What makes a warning here is the code's structure (which kernels, which widths, which loop bounds), not
+trained weights, so the keras models are built untrained (0.5 s each; the generator's one-epoch training
+took 6-10 s a model).
+"""
+
+import importlib.util
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import lmu_edge
+from lmu_edge import folding, toolchain
+from lmu_edge.precision import state_bits
+from lmu_edge.targets import c as c_target
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = ("float", "int8", "int16x8", "int16")
+LEVELS = ("-O0", "-O2", "-Os", "-O3")
+#: CI seeds of tests/test_generated_models.py (``gen_models.py --ci-seeds 40``) whose models convert in every
+#: integer mode (8, 14 and 23 hold an unstable Euler memory, which integer modes refuse) in about a second
+#: each (1, 3, 4, 6, 7 and 13 search 2-40 s for the parts to widen; 17 has an order-631 memory). Between them:
+#: LMUFeedforward (raw and fft), LMU and RNN(LMUCell), stacks of one to three, zoh and euler, orders 1 to 224,
+#: Dense and SimpleRNN hidden cells, every feedback flag, pooling, softmax / relu / sigmoid heads
+SEEDS = (0, 2, 5, 10)
+
+
+def model_gen():
+    spec = importlib.util.spec_from_file_location("model_gen", ROOT / "tests" / "model_gen.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["model_gen"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def compilers(mode: str) -> dict:
+    """``{name: command prefix}``: host gcc and clang, and arm-none-eabi-gcc with each core's flags as the
+    artifact's Makefile has them (``toolchain``), but the optimization level. The Cortex-M0 runtime is
+    integer-only (``-DLMU_NO_FLOAT``); a float model compiles for it in soft float without that define."""
+    arm_opt = [f for f in toolchain.ARM_OPT if not f.startswith("-O")]
+    out = {"gcc": [toolchain.need("gcc", "gcc")], "clang": [toolchain.need("clang", "clang")]}
+    for r in toolchain.ARM_RUNTIMES.values():
+        if r.tag in toolchain.OBJECT_TAGS:  # one per core (the microbit is the M0's object)
+            flags = [f for f in r.cpu_flags if not (mode == "float" and f == "-DLMU_NO_FLOAT")]
+            out[r.name] = [toolchain.arm_gcc(), *flags, *arm_opt]
+    return out
+
+
+def emit(graph, mode: str, x_cal, out: Path) -> Path:
+    """The C kit ``convert(graph, "c", quantize=mode)`` writes (its fold, then the C target's emit), without
+    the host build and run that verify it; returns the kit folder."""
+    opts = dict(c_target.OPTIONS, flash=False, measure=False)
+    budget, _ = folding.default_budget(state_bits(mode, opts, c_target))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # unproven state bounds and the like: not what this test checks
+        folded = folding.fold(graph, "auto", budget, target="c", quantized=mode != "float", prefer="ops")
+        out.mkdir(parents=True)
+        c_target.emit(folded, out, dict(opts, quantize=mode, calibration=None if mode == "float" else x_cal))
+    return out / opts["prefix"]
+
+
+def covering(n_models: int, n_pairs: int, shift: int) -> list:
+    """Pair ``j`` goes to model ``(j + shift) % n_models``: every pair once, the models' loads within one."""
+    return [(j, (j + shift) % n_models) for j in range(n_pairs)]
+
+
+def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_and_level(tmp_path):
+    import keras
+
+    mg = model_gen()
+    graphs = []
+    for seed in SEEDS:
+        spec = mg.draw(seed)
+        keras.backend.clear_session()
+        keras.utils.set_random_seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mg.build(spec).save(tmp_path / f"{seed}.keras")
+        x_cal = mg.signals(16, spec["T"], spec["features"], seed * 3 + 1)
+        graphs.append((seed, lmu_edge.load(tmp_path / f"{seed}.keras"), x_cal))
+
+    # the shortcut writes the C convert writes (here on one model and mode: 1 s)
+    seed, g, x = graphs[-1]
+    art = lmu_edge.convert(g, "c", tmp_path / "art", quantize="int8", calibration=x, flash=False, measure=False)
+    kit = emit(g, "int8", x, tmp_path / "kit")
+    assert (kit / "model.c").read_bytes() == (art.path / "model" / "model.c").read_bytes()
+
+    jobs, built = [], {m: set() for m in MODES}
+    for i, mode in enumerate(MODES):
+        kits = [emit(g, mode, x, tmp_path / f"{seed}-{mode}") for seed, g, x in graphs]
+        ccs = compilers(mode)
+        pairs = [(cc, lv) for cc in ccs for lv in LEVELS]
+        for j, k in covering(len(kits), len(pairs), i):
+            cc, lv = pairs[j]
+            cmd = [*ccs[cc], lv, *toolchain.WARN, "-I.", "-c", "model.c", "-o", f"{cc}{lv}.o"]
+            jobs.append((SEEDS[k], mode, cc, lv, kits[k], cmd))
+            built[mode].add((cc, lv))
+    # the covering design: every (compiler or core, level) pair built in every mode
+    want = {
+        (cc, lv)
+        for cc in ("gcc", "clang", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
+        for lv in LEVELS
+    }
+    assert all(built[m] == want for m in MODES), {m: want - built[m] for m in MODES}
+
+    def compile_one(job):
+        seed, mode, cc, lv, kit, cmd = job
+        r = subprocess.run(cmd, cwd=kit, capture_output=True, text=True)
+        if r.returncode == 0 and not r.stderr:
+            return None
+        return f"seed {seed}, {mode}, in the kit folder: {' '.join(cmd)}: {r.stderr.strip()[-600:]}"
+
+    with ThreadPoolExecutor(2) as pool:  # two compilers at a time: CI's worker and the machine's two cores
+        failures = [f for f in pool.map(compile_one, jobs) if f]
+    assert not failures, "\n".join(failures)
