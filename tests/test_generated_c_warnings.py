@@ -14,11 +14,15 @@ took 6-10 s a model).
 """
 
 import importlib.util
+import shutil
 import subprocess
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 import lmu_edge
 from lmu_edge import folding, toolchain
@@ -26,6 +30,10 @@ from lmu_edge.precision import state_bits
 from lmu_edge.targets import c as c_target
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import graphs  # noqa: E402  (tests/ joins sys.path first)
+
 MODES = ("float", "int8", "int16x8", "int16")
 LEVELS = ("-O0", "-O2", "-Os", "-O3")
 #: CI seeds of tests/test_generated_models.py (``gen_models.py --ci-seeds 40``) whose models convert in every
@@ -79,7 +87,7 @@ def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_an
     import keras
 
     mg = model_gen()
-    graphs = []
+    models = []
     for seed in SEEDS:
         spec = mg.draw(seed)
         keras.backend.clear_session()
@@ -88,17 +96,17 @@ def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_an
             warnings.simplefilter("ignore")
             mg.build(spec).save(tmp_path / f"{seed}.keras")
         x_cal = mg.signals(16, spec["T"], spec["features"], seed * 3 + 1)
-        graphs.append((seed, lmu_edge.load(tmp_path / f"{seed}.keras"), x_cal))
+        models.append((seed, lmu_edge.load(tmp_path / f"{seed}.keras"), x_cal))
 
     # the shortcut writes the C convert writes (here on one model and mode: 1 s)
-    seed, g, x = graphs[-1]
+    seed, g, x = models[-1]
     art = lmu_edge.convert(g, "c", tmp_path / "art", quantize="int8", calibration=x, flash=False, measure=False)
     kit = emit(g, "int8", x, tmp_path / "kit")
     assert (kit / "model.c").read_bytes() == (art.path / "model" / "model.c").read_bytes()
 
     jobs, built = [], {m: set() for m in MODES}
     for i, mode in enumerate(MODES):
-        kits = [emit(g, mode, x, tmp_path / f"{seed}-{mode}") for seed, g, x in graphs]
+        kits = [emit(g, mode, x, tmp_path / f"{seed}-{mode}") for seed, g, x in models]
         ccs = compilers(mode)
         pairs = [(cc, lv) for cc in ccs for lv in LEVELS]
         for j, k in covering(len(kits), len(pairs), i):
@@ -124,3 +132,18 @@ def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_an
     with ThreadPoolExecutor(2) as pool:  # two compilers at a time: CI's worker and the machine's two cores
         failures = [f for f in pool.map(compile_one, jobs) if f]
     assert not failures, "\n".join(failures)
+
+
+def test_a_conversion_build_reports_a_compiler_warning_and_goes_on(tmp_path):
+    # a conversion builds its artifact with the Makefile's flags less -Werror: a warning the test above would
+    # fail on is, in a user's conversion, a one-line warning naming it, and the build is used
+    from lmu_edge.targets import c_build
+
+    g = graphs.chain(np.random.default_rng(52), q=4, theta=8.0)
+    art = lmu_edge.convert(g, "c", tmp_path / "art", flash=False, measure=False, accuracy_report=False)
+    shutil.copytree(art.path, tmp_path / "warns")
+    src = tmp_path / "warns" / "model" / "model.c"
+    src.write_text(src.read_text() + "static int lmu_never_called(void) { return 0; }\n")
+    with pytest.warns(UserWarning, match=r"harness_host .*warned \(1 x\): .*-Wunused-function.*the build went on"):
+        exe = c_build.make(tmp_path / "warns", "harness_host")
+    assert exe.is_file()
