@@ -14,7 +14,9 @@ Each model (tests/model_gen.py) is trained briefly, calibrated on 64 sequences a
 A cell ``(target, mode)`` is *converted* (with its SQNR in dB against the float64 reference model),
 *refused* (a one-line LmuEdgeError; only nengo and nir may refuse, and every integer mode a model whose
 unstable Euler memory diverges within its sequence) or *failed*: an internal error, a
-build failure, a NaN, an output below the floor of docs/matrix.md, or a refusal by c, tflite or onnx.
+build failure, a NaN, an output below the floor of docs/matrix.md, a refusal by c, tflite or onnx, or (c) a
+warning: each C cell's ``model.c`` is compiled under host gcc, clang and every core's arm-none-eabi-gcc at
+-O0, -O2, -Os and -O3 with -Wall -Wextra -pedantic -Werror (``model_gen.c_warnings``).
 A failing cell prints the one command that regenerates it.
 """
 
@@ -120,6 +122,9 @@ def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Pat
     from lmu_edge.metrics import sqnr_db
 
     y = np.asarray(y, np.float64)
+    # the C a user gets compiles without a word under every compiler and core at every level (issue 52)
+    mg = sys.modules.get("model_gen") or model_gen()  # run_spec loaded it
+    warned = mg.c_warnings(art.path / art.manifest["c"]["kit"], mode) if target == "c" else []
     out["seconds"] = round(time.perf_counter() - t0, 2)
     if not np.all(np.isfinite(y)):
         out.update(status="failed", kind="NaN", reason="non-finite output")
@@ -127,8 +132,16 @@ def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Pat
     s = float(sqnr_db(y, y_ref))
     floor = CELLS[(target, mode)]
     out["sqnr"] = round(s, 2) if math.isfinite(s) else 999.0
+    if warned:
+        out["warnings"] = warned
     if s < floor:
         out.update(status="failed", kind="below floor", reason=f"{s:.1f} dB < {floor:.0f} dB")
+    elif warned:
+        out.update(
+            status="failed",
+            kind="warning",
+            reason=f"{len(warned)} of {len(mg.c_compilers(mode)) * len(mg.C_LEVELS)} builds: {warned[0]}",
+        )
     else:
         out["status"] = "converted"
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -361,6 +362,52 @@ def make(spec: dict, out: Path) -> Path:
     np.savez(out / "data.npz", x_cal=x_cal, x_test=x_test)
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     return out / "model.keras"
+
+
+#: the optimization levels the generated C compiles at without a warning (issue 52)
+C_LEVELS = ("-O0", "-O2", "-Os", "-O3")
+
+
+def c_compilers(mode: str) -> dict:
+    """``{name: command prefix}`` that compile a C kit's ``model.c`` of ``mode``: host gcc and clang, and
+    arm-none-eabi-gcc with each core's flags as the artifact's Makefile has them (``lmu_edge.toolchain``), but
+    the optimization level. The Cortex-M0 runtime is integer-only (``-DLMU_NO_FLOAT``); a float model
+    compiles for it in soft float without that define."""
+    from lmu_edge import toolchain
+
+    arm_opt = [f for f in toolchain.ARM_OPT if not f.startswith("-O")]
+    out = {"gcc": [toolchain.need("gcc", "gcc")], "clang": [toolchain.need("clang", "clang")]}
+    for r in toolchain.ARM_RUNTIMES.values():
+        if r.tag in toolchain.OBJECT_TAGS:  # one per core (the microbit builds the M0's object)
+            flags = [f for f in r.cpu_flags if not (mode == "float" and f == "-DLMU_NO_FLOAT")]
+            out[r.name] = [toolchain.arm_gcc(), *flags, *arm_opt]
+    return out
+
+
+def compile_c(kit: Path, command: list, level: str) -> str | None:
+    """Compile ``kit/model.c`` with ``-c`` under ``command`` at ``level`` with lmu-edge's warning flags
+    (-Werror among them): ``None`` when it builds without a word, else one line with the command and what
+    the compiler said."""
+    from lmu_edge import toolchain
+
+    cmd = [*command, level, *toolchain.WARN, "-I.", "-c", "model.c", "-o", os.devnull]
+    r = subprocess.run(cmd, cwd=kit, capture_output=True, text=True)
+    if r.returncode == 0 and not r.stderr:
+        return None
+    said = [ln.strip() for ln in r.stderr.splitlines() if "warning" in ln or "error" in ln] or [r.stderr.strip()]
+    return f"{' '.join(cmd)}: {said[0][:300]}"
+
+
+def c_warnings(kit: Path, mode: str) -> list:
+    """What every (compiler or core, level) pair says compiling the C kit ``kit`` of ``mode``: one line per
+    pair that warns or fails (:func:`compile_c`), none when all build cleanly."""
+    found = []
+    for command in c_compilers(mode).values():
+        for level in C_LEVELS:
+            line = compile_c(kit, command, level)
+            if line:
+                found.append(line)
+    return found
 
 
 def _ff_spec(**kw) -> dict:

@@ -5,8 +5,8 @@ kernels are header-only: the artifact's Makefile compiles this one file, ``lmu_r
 headers included) is compiled with ``-c`` under host gcc, host clang and arm-none-eabi-gcc for every core,
 at -O0, -O2, -Os and -O3, with lmu-edge's own warning flags (``toolchain.WARN``: -std=c99 -Wall -Wextra
 -pedantic -Werror). The (compiler or core, level) pairs are spread over the models so that each pair is
-built once per mode: a covering design the test asserts. ``scripts/gen_models.py --warnings`` runs the same
-check on every C cell of a long run.
+built once per mode: a covering design the test asserts. scripts/gen_models.py runs every pair on every C
+cell of a long run (a warning there is a failed cell of kind "warning").
 
 What makes a warning here is the code's structure (which kernels, which widths, which loop bounds), not
 trained weights, so the keras models are built untrained (0.5 s each; the generator's one-epoch training
@@ -15,7 +15,6 @@ took 6-10 s a model).
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ import numpy as np
 import pytest
 
 import lmu_edge
-from lmu_edge import folding, toolchain
+from lmu_edge import folding
 from lmu_edge.precision import state_bits
 from lmu_edge.targets import c as c_target
 
@@ -35,7 +34,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 import graphs  # noqa: E402  (tests/ joins sys.path first)
 
 MODES = ("float", "int8", "int16x8", "int16")
-LEVELS = ("-O0", "-O2", "-Os", "-O3")
 #: CI seeds of tests/test_generated_models.py (``gen_models.py --ci-seeds 40``) whose models convert in every
 #: integer mode (8, 14 and 23 hold an unstable Euler memory, which integer modes refuse) in about a second
 #: each (1, 3, 4, 6, 7 and 13 search 2-40 s for the parts to widen; 17 has an order-631 memory). Between them:
@@ -50,19 +48,6 @@ def model_gen():
     sys.modules["model_gen"] = mod
     spec.loader.exec_module(mod)
     return mod
-
-
-def compilers(mode: str) -> dict:
-    """``{name: command prefix}``: host gcc and clang, and arm-none-eabi-gcc with each core's flags as the
-    artifact's Makefile has them (``toolchain``), but the optimization level. The Cortex-M0 runtime is
-    integer-only (``-DLMU_NO_FLOAT``); a float model compiles for it in soft float without that define."""
-    arm_opt = [f for f in toolchain.ARM_OPT if not f.startswith("-O")]
-    out = {"gcc": [toolchain.need("gcc", "gcc")], "clang": [toolchain.need("clang", "clang")]}
-    for r in toolchain.ARM_RUNTIMES.values():
-        if r.tag in toolchain.OBJECT_TAGS:  # one per core (the microbit is the M0's object)
-            flags = [f for f in r.cpu_flags if not (mode == "float" and f == "-DLMU_NO_FLOAT")]
-            out[r.name] = [toolchain.arm_gcc(), *flags, *arm_opt]
-    return out
 
 
 def emit(graph, mode: str, x_cal, out: Path) -> Path:
@@ -107,27 +92,24 @@ def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_an
     jobs, built = [], {m: set() for m in MODES}
     for i, mode in enumerate(MODES):
         kits = [emit(g, mode, x, tmp_path / f"{seed}-{mode}") for seed, g, x in models]
-        ccs = compilers(mode)
-        pairs = [(cc, lv) for cc in ccs for lv in LEVELS]
+        ccs = mg.c_compilers(mode)
+        pairs = [(cc, lv) for cc in ccs for lv in mg.C_LEVELS]
         for j, k in covering(len(kits), len(pairs), i):
             cc, lv = pairs[j]
-            cmd = [*ccs[cc], lv, *toolchain.WARN, "-I.", "-c", "model.c", "-o", f"{cc}{lv}.o"]
-            jobs.append((SEEDS[k], mode, cc, lv, kits[k], cmd))
+            jobs.append((SEEDS[k], mode, kits[k], ccs[cc], lv))
             built[mode].add((cc, lv))
     # the covering design: every (compiler or core, level) pair built in every mode
     want = {
         (cc, lv)
         for cc in ("gcc", "clang", "cortex-m0", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55")
-        for lv in LEVELS
+        for lv in mg.C_LEVELS
     }
     assert all(built[m] == want for m in MODES), {m: want - built[m] for m in MODES}
 
     def compile_one(job):
-        seed, mode, cc, lv, kit, cmd = job
-        r = subprocess.run(cmd, cwd=kit, capture_output=True, text=True)
-        if r.returncode == 0 and not r.stderr:
-            return None
-        return f"seed {seed}, {mode}, in the kit folder: {' '.join(cmd)}: {r.stderr.strip()[-600:]}"
+        seed, mode, kit, command, level = job
+        said = mg.compile_c(kit, command, level)
+        return said and f"seed {seed}, {mode}, in its kit folder: {said}"
 
     with ThreadPoolExecutor(2) as pool:  # two compilers at a time: CI's worker and the machine's two cores
         failures = [f for f in pool.map(compile_one, jobs) if f]
@@ -147,3 +129,8 @@ def test_a_conversion_build_reports_a_compiler_warning_and_goes_on(tmp_path):
     with pytest.warns(UserWarning, match=r"harness_host .*warned \(1 x\): .*-Wunused-function.*the build went on"):
         exe = c_build.make(tmp_path / "warns", "harness_host")
     assert exe.is_file()
+    # and the check the test above (and gen_models.py) makes catches that warning, at the level that gives it
+    mg = model_gen()
+    said = mg.compile_c(src.parent, mg.c_compilers("float")["cortex-m4"], "-O0")
+    assert said is not None and "unused-function" in said and "-mcpu=cortex-m4 " in said and " -O0 " in said
+    assert mg.compile_c(tmp_path / "art" / "model", mg.c_compilers("float")["cortex-m4"], "-O0") is None
