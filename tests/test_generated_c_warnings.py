@@ -36,7 +36,7 @@ import graphs  # noqa: E402  (tests/ joins sys.path first)
 MODES = ("float", "int8", "int16x8", "int16")
 #: CI seeds of tests/test_generated_models.py (``gen_models.py --ci-seeds 40``) whose models convert in every
 #: integer mode (8, 14 and 23 hold an unstable Euler memory, which integer modes refuse) in about a second
-#: each (1, 3, 4, 6, 7 and 13 search 2-40 s for the parts to widen; 17 has an order-631 memory). Between them:
+#: each (1, 3, 4, 6, 7, 13 and 18 search 2-40 s for the parts to widen; 17 has an order-631 memory). Between them:
 #: LMUFeedforward (raw and fft), LMU and RNN(LMUCell), stacks of one to three, zoh and euler, orders 1 to 224,
 #: Dense and SimpleRNN hidden cells, every feedback flag, pooling, softmax / relu / sigmoid heads
 SEEDS = (0, 2, 5, 10)
@@ -85,7 +85,8 @@ def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_an
 
     # the shortcut writes the C convert writes (here on one model and mode: 1 s)
     seed, g, x = models[-1]
-    art = lmu_edge.convert(g, "c", tmp_path / "art", quantize="int8", calibration=x, flash=False, measure=False)
+    opts = {"flash": False, "measure": False, "accuracy_report": False}
+    art = lmu_edge.convert(g, "c", tmp_path / "art", quantize="int8", calibration=x, **opts)
     kit = emit(g, "int8", x, tmp_path / "kit")
     assert (kit / "model.c").read_bytes() == (art.path / "model" / "model.c").read_bytes()
 
