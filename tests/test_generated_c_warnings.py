@@ -68,6 +68,7 @@ def covering(n_models: int, n_pairs: int, shift: int) -> list:
     return [(j, (j + shift) % n_models) for j in range(n_pairs)]
 
 
+@pytest.mark.slow  # 112 compiles: 77-87 s of CPU (2026-12-06), most of it arm-none-eabi-gcc at -O2, -Os, -O3
 def test_the_generated_c_compiles_without_a_warning_under_every_compiler_core_and_level(tmp_path):
     import keras
 
