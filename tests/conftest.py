@@ -121,6 +121,7 @@ HEAVY_FIRST = (
     # few tests, each long (Ray, CMake and QEMU, conversions with widening searches; CI's --durations,
     # 2026-12-06): sorted by their count they would come late, where one worker could be left with them alone
     "test_sweep.py",
+    "test_generated_c_warnings.py",
     "test_examples_kws.py",
     "test_c_kit.py",
     "test_prefer.py",
