@@ -445,6 +445,8 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         bound = float(bound) if float(bound) <= cap else cap  # (an infinite or NaN sum: the cap)
     # int8 view z of the memory (and of x when input_to_hidden)
     z_lo, z_hi = rec["z"]
+    if z_lo == z_hi == 0.0:  # z 0 on every sequence (issue 52, seed 11: encoders 0, no x): a unit range, as u's
+        z_lo, z_hi = -1.0, 1.0  # (its 1e-12 range gave a 2^33 multiplier, an internal error in int16x8)
     if ab == 16:
         # int16 has bits to spare: z covers the state's proven bound (at most Z16_SPAN times the calibrated
         # range, i.e. <= 6 of the 16 bits), so a state beyond the calibration range is not clipped in z

@@ -375,6 +375,23 @@ def test_a_memory_whose_encoders_are_zero_quantizes_to_16_bits():
     assert sqnr_db(lmu_edge.simulate(q, x2), lmu_edge.simulate(g, x2)) >= 45.0
 
 
+@pytest.mark.parametrize(("act", "weight", "state", "floor"), [(8, 8, 16, 30.0), (16, 8, 16, 45.0), (16, 16, 32, 45.0)])
+def test_a_memory_whose_state_is_zero_with_no_input_to_hidden_quantizes_in_every_mode(act, weight, state, floor):
+    # issue 52, seed 11: the LMU's encoders 0 and no input_to_hidden, so the hidden cell's input z (the memory)
+    # is 0 on every sequence; its 1e-12 range gave int16x8 a requantization multiplier of 8e9 (an internal
+    # error), int16 a bias that did not fit int32 (refused), int8 9 dB. z gets a unit range, as u does
+    from lmu_edge.metrics import sqnr_db
+
+    rng = np.random.default_rng(52)
+    pre, mid, post = graphs.chain(rng, q=6, theta=12.0, input_to_hidden=False).layers
+    mid = dataclasses.replace(mid, input_encoders=np.zeros_like(mid.input_encoders), encoder_bias=None)
+    g = lmu_edge.ir.Graph("deadz", input_features=2, seq_len=None, layers=(pre, mid, post))
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 24, 2))
+    q = lmu_edge.quantize(lmu_edge.fold(g, "zoh"), x, activation_bits=act, weight_bits=weight, state_bits=state)
+    x2 = np.random.default_rng(2).uniform(-1, 1, (8, 24, 2))
+    assert sqnr_db(lmu_edge.simulate(q, x2), lmu_edge.simulate(g, x2)) >= floor
+
+
 def _dead_memory(rng):
     # issue 52, seed 1002: a trainable theta left an RNN-path LMU's encoders 0 (input, hidden and memory), so
     # its memory is 0 on every sequence: TF's converter gave the state a scale of 3.6e-43 and the hidden
