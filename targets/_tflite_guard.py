@@ -75,6 +75,8 @@ def check_scales(model: bytes) -> None:
                     raise _refuse(t, float(worst[0]))
         for op in map(sg.Operators, range(sg.OperatorsLength())):
             inputs = [op.Inputs(j) for j in range(min(op.InputsLength(), 2))]
+            if code[op.OpcodeIndex()] == 0 and op.OutputsLength() == 1:  # ADD (SUB takes any multiplier)
+                _check_add(sg, inputs, op.Outputs(0), scales)
             if code[op.OpcodeIndex()] != 9 or len(inputs) < 2 or not {inputs[0], inputs[1]} <= scales.keys():
                 continue  # 9: FULLY_CONNECTED
             with np.errstate(over="ignore", under="ignore"):
@@ -82,3 +84,30 @@ def check_scales(model: bytes) -> None:
             worst = p[~np.isfinite(p) | (p < lo) | (p > hi)]
             if worst.size:
                 raise _refuse(sg.Tensors(inputs[1]), float(worst[0]))
+
+
+def _check_add(sg, inputs, out: int, scales: dict) -> None:
+    """Refuse an int8 / int16 ADD that LiteRT would abort on: its general quantized path (every int8 ADD; an
+    int16 one unless all three scales are within 1e-3 of a power of two in log2, which shifts instead and
+    refuses what it cannot do with an error) requantizes the sum with the multiplier 2 max(s1, s2) /
+    (2^k s_out), k = 20 (int8) or 15 (int16), and checks that it is below 1 with an abort. SUB takes any
+    multiplier (tests/test_tflite_guard.py asks LiteRT). Issue 52, seed 23: the int8 widening search gave
+    a memory's ADD an input term of scale 9e-5 and the state's output scale 2.4e-9 (multiplier 2.3), and the
+    process died in ``allocate_tensors``."""
+    if len(inputs) < 2 or out < 0 or not {*inputs, out} <= scales.keys():
+        return
+    k = {9: 20, 7: 15}.get(sg.Tensors(out).Type())  # schema TensorType 9: int8, 7: int16
+    s1, s2, so = (float(np.float32(scales[t][0])) for t in (*inputs, out))
+    if k is None or (k == 15 and all(abs(np.log2(v) - np.round(np.log2(v))) < 1e-3 for v in (s1, s2, so))):
+        return
+    m = 2.0 * max(s1, s2) / (2.0**k * so)
+    if not m < 1.0:
+        from lmu_edge.errors import QuantizationError
+
+        raw = sg.Tensors(out).Name()
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        raise QuantizationError(
+            f"tensor {name!r} sums inputs of scales {s1:.3g} and {s2:.3g} at the scale {so:.3g}, finer than "
+            f"TFLite's {'int8' if k == 20 else 'int16'} ADD can requantize to (multiplier {m:.3g}, must be below "
+            "1): calibrate on sequences that exercise its output"
+        )
