@@ -5,8 +5,9 @@ kernels are header-only: the artifact's Makefile compiles this one file, ``lmu_r
 headers included) is compiled with ``-c`` under host gcc, host clang and arm-none-eabi-gcc for every core,
 at -O0, -O2, -Os and -O3, with lmu-edge's own warning flags (``toolchain.WARN``: -std=c99 -Wall -Wextra
 -pedantic -Werror). The (compiler or core, level) pairs are spread over the models so that each pair is
-built once per mode: a covering design the test asserts. scripts/gen_models.py runs every pair on every C
-cell of a long run (a warning there is a failed cell of kind "warning").
+built once per mode: a covering design the test asserts. scripts/gen_models.py builds a quarter of the
+pairs on every C cell of a long run, the quarter chosen by the seed (``model_gen.c_pairs``: any four
+consecutive seeds build every pair; a warning there is a failed cell of kind "warning").
 
 What makes a warning here is the code's structure (which kernels, which widths, which loop bounds), not
 trained weights, so the keras models are built untrained (0.5 s each; the generator's one-epoch training
@@ -136,3 +137,15 @@ def test_a_conversion_build_reports_a_compiler_warning_and_goes_on(tmp_path):
     said = mg.compile_c(src.parent, mg.c_compilers("float")["cortex-m4"], "-O0")
     assert said is not None and "unused-function" in said and "-mcpu=cortex-m4 " in said and " -O0 " in said
     assert mg.compile_c(tmp_path / "art" / "model", mg.c_compilers("float")["cortex-m4"], "-O0") is None
+
+
+def test_four_consecutive_seeds_of_a_long_run_build_every_pair_once_in_every_mode():
+    # the long run's share of the compiles (scripts/gen_models.py: seed s builds c_pairs(mode, (s % 4, 4))):
+    # any four consecutive seeds build each (compiler or core, level) pair exactly once per C mode
+    mg = model_gen()
+    for mode in MODES:
+        every = mg.c_pairs(mode)
+        assert len(every) == len(set(every)) == 7 * len(mg.C_LEVELS)
+        for start in range(4):
+            shares = [mg.c_pairs(mode, (seed % 4, 4)) for seed in range(start, start + 4)]
+            assert sorted(p for share in shares for p in share) == sorted(every), (mode, start)
