@@ -59,6 +59,9 @@ def test_python_api_snippet_runs_and_its_results_agree(tmp_path, monkeypatch):
     assert np.max(np.abs(y_dev - y)) <= 1e-9 * np.max(np.abs(y))
     assert np.asarray(y_t).shape == (1, 10) or np.asarray(y_t).shape == (10,)
     assert (tmp_path / "out" / "model.lmu.npz").is_file() and (tmp_path / "out" / "digits").is_dir()
+    # a user runs it again: the same folder is replaced, not refused
+    exec(compile(code, "README.md (Python API)", "exec"), ns)
+    assert np.array_equal(ns["y_dev"], y_dev)
 
 
 def tour():
