@@ -15,6 +15,7 @@ of at most 2^15 times weights of at most 2^7) and requantize with
     mz = clamp8(z_zp + MBQM(m, m_to_z))
     z  = concat(mz, clamp8(z_zp + MBQM(x - x_zp, x_to_z))) if input_to_hidden else mz
     h  = QLinear(hidden; z [, h_prev]) if hidden else z
+    h  = softmax(h) (as QSoftmax)                                (a softmax hidden cell: hidden_softmax)
 """
 
 from __future__ import annotations
@@ -262,6 +263,7 @@ class _LMURun(_Run):
             pass
         else:
             self.hc = mem.hc.astype(np.int64)
+        self.softmax = _SoftmaxRun(layer.hidden_softmax) if layer.hidden_softmax is not None else None
         self.max_abs_state = 0
 
     def reset(self, batch):
@@ -269,7 +271,7 @@ class _LMURun(_Run):
         self.m = np.zeros((batch, L.memory_d, L.order), np.int64)
         self.h = np.full(
             (batch, L.hidden.units if L.hidden is not None else 0),
-            L.hidden.out_zp if L.hidden is not None else 0,
+            qir.h_reset_zp(L),
             np.int64,
         )
         if isinstance(L.memory, qir.QFIRMemory):
@@ -330,6 +332,8 @@ class _LMURun(_Run):
         if L.hidden is None:
             return z.reshape(N, T, -1)
         y = linear(L.hidden, [z])
+        if self.softmax is not None:
+            y = self.softmax.step(y)
         self.h = y.reshape(N, T, -1)[:, -1]
         return y.reshape(N, T, -1)
 
@@ -351,7 +355,8 @@ class _LMURun(_Run):
             z = np.concatenate([z, requant8(x - zp, mult, sh, L.z_zp, L.act_bits)], axis=-1)
         if L.hidden is None:
             return z
-        self.h = linear(L.hidden, [z, self.h] if L.hidden_recurrent else [z])
+        h = linear(L.hidden, [z, self.h] if L.hidden_recurrent else [z])
+        self.h = self.softmax.step(h) if self.softmax is not None else h
         return self.h
 
 

@@ -386,11 +386,17 @@ class QLMU(_QLayer):
     #: memory's rows in 32 bits where the bound proves the sum fits (c_codegen.dense_wrap32); False for
     #: an unproven bound (a state the calibration sized) and for files written before the field existed
     bound_proven: bool = False
+    #: a softmax hidden cell: its exp table, applied to the hidden linear part's output; ``h`` (the output,
+    #: and what a SimpleRNN cell and hidden_to_memory read back) is then the softmax at its fixed type
+    hidden_softmax: Optional[QSoftmax] = None
 
     def __post_init__(self):
         object.__setattr__(self, "m_to_z", tuple(int(v) for v in self.m_to_z))
         if self.x_to_z is not None:
             object.__setattr__(self, "x_to_z", tuple(int(v) for v in self.x_to_z))
+        sm = self.hidden_softmax
+        if sm is not None and (self.hidden is None or sm.bits != self.act_bits):
+            raise ShapeError(f"QLMU {self.name!r}: a hidden softmax needs a hidden cell of its {self.act_bits} bits")
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (hidden units, or the memory), or :class:`ShapeError`."""
@@ -400,6 +406,13 @@ class QLMU(_QLayer):
             )
         z = self.memory_d * self.order + (n_in if self.input_to_hidden else 0)
         return self.hidden.units if self.hidden is not None else z
+
+
+def h_reset_zp(layer: QLMU) -> int:
+    """The integer a reset puts in a QLMU's hidden state ``h`` (0 with no hidden cell)."""
+    if layer.hidden is None:
+        return 0
+    return layer.hidden_softmax.out_zp if layer.hidden_softmax is not None else layer.hidden.out_zp
 
 
 @dataclass(frozen=True, eq=False)

@@ -188,8 +188,12 @@ def _softmax_lut(scale, act_bits=8):
     return np.round(np.exp(-d * scale) * 65536).astype(np.int32)
 
 
+def softmax_type(act_bits) -> tuple:
+    """``(scale, zero_point)`` of a softmax output of ``act_bits`` (fixed, as TFLite's: [0, 1) in full)."""
+    return (1.0 / 32768, 0) if act_bits == 16 else (1.0 / 256, -128)
+
+
 def softmax(name, scale, act_bits):
     """``(QSoftmax, out_scale, out_zp)`` for an input of ``scale``: its exp table and fixed output type."""
-    if act_bits == 16:
-        return qir.QSoftmax(name, _softmax_lut(scale, 16), 1.0 / 32768, 0, bits=16), 1.0 / 32768, 0
-    return qir.QSoftmax(name, _softmax_lut(scale)), 1.0 / 256, -128
+    s, zp = softmax_type(act_bits)
+    return qir.QSoftmax(name, _softmax_lut(scale, act_bits), s, zp, bits=act_bits), s, zp

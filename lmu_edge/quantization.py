@@ -53,7 +53,18 @@ from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
 from .precision import DEFAULT_STATE_BITS
-from .qlinear import RANGE16_HEADROOM, Z16_SPAN, act_out, bias_bits, linear, lut, part, qparams_bits, softmax
+from .qlinear import (
+    RANGE16_HEADROOM,
+    Z16_SPAN,
+    act_out,
+    bias_bits,
+    linear,
+    lut,
+    part,
+    qparams_bits,
+    softmax,
+    softmax_type,
+)
 from .rounding import LMU_PARTS, compensate
 from .widening import WIDE_BITS
 
@@ -457,15 +468,23 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     m_to_z = quantize_multiplier(2.0**-fm / s_z)
     x_to_z = (*quantize_multiplier(s_x / s_z), zp_x) if layer.input_to_hidden else None
     # hidden cell first: hidden_to_memory reads its output
-    hidden, s_h, z_h, rec_h = None, s_z, z_z, False
+    hidden, s_h, z_h, rec_h, h_softmax = None, s_z, z_z, False, None
     if layer.hidden is not None:
         act = layer.hidden.activation
+        pre = rec.get("pre", rec["out"])
         parts = [(layer.hidden.kernel, s_z, z_z, wb["hidden"], w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
-            s_h, z_h = act_out(act, qparams_bits(rec["pre"][0], rec["pre"][1], ab), rec["out"], ab)  # as linear
+            # h_prev's type: as linear() gives it (a softmax: its fixed output type)
+            s_h, z_h = (
+                softmax_type(ab) if act == "softmax" else act_out(act, qparams_bits(pre[0], pre[1], ab), rec["out"], ab)
+            )
             parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb["recurrent_kernel"], None))
-        hidden, s_h, z_h = linear(parts, layer.hidden.bias, act, rec.get("pre", rec["out"]), rec["out"], layer.name, ab)
+        if act == "softmax":  # the linear part at its pre-activation type, then the exp table and the division
+            hidden, s_h, z_h = linear(parts, layer.hidden.bias, "linear", pre, pre, layer.name, ab)
+            h_softmax, s_h, z_h = softmax(layer.name + "_hidden_softmax", s_h, ab)
+        else:
+            hidden, s_h, z_h = linear(parts, layer.hidden.bias, act, pre, rec["out"], layer.name, ab)
     enc_scale = 2.0**-fu
     enc_parts = [(layer.input_encoders, s_x, zp_x, wb["input_encoders"], w_scales[0])]
     if layer.hidden_encoders is not None:
@@ -513,6 +532,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         return_sequences=layer.return_sequences,
         act_bits=ab,
         bound_proven=bool(proven),
+        hidden_softmax=h_softmax,
     )
     if not proven:
         warnings.warn(

@@ -239,10 +239,11 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
     h: str | None = None
     if L.hidden is not None:
         h = code.state(at, f"{tag}_h", L.hidden.units)
+        h_zp = qir.h_reset_zp(L)
         if w16:  # zero point 0: the struct's memset already zeroed it
-            assert L.hidden.out_zp == 0, f"{L.name}: an int16 activation has zero point 0"
+            assert h_zp == 0, f"{L.name}: an int16 activation has zero point 0"
         else:
-            code.reset_lines.append(f"memset({h}, {L.hidden.out_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
+            code.reset_lines.append(f"memset({h}, {h_zp}, {L.hidden.units});  /* h = 0 (its zero point) */")
     zlen = d * q + (n_in if L.input_to_hidden else 0)
     z = code.state(at, f"{tag}_z", zlen)
     mz_m, mz_s = L.m_to_z
@@ -385,6 +386,13 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
             + " ".join(f"in_[{k}] = {v};" for k, v in enumerate(hins))
             + f" lmu_qlinear_i{16 if w16 else 8}(&{hid}, in_, {acc}, {h}); }}"
         )
+        sm = L.hidden_softmax
+        if sm is not None:  # in place: each output reads only its own input, after the max and the sum
+            exp = code.array(
+                f"{tag}_hidden_exp", "int32_t", sm.exp_lut, f"{c_comment(L.name)}: hidden softmax exp table"
+            )
+            fn = "lmu_qsoftmax16" if w16 else "lmu_qsoftmax"
+            lines.append(f"{fn}({exp}, {h}, {h}, {L.hidden.units});  /* the hidden cell's softmax */")
         out = h
     code.step_lines.extend(lines)
     return out

@@ -522,4 +522,26 @@ REPRODUCTIONS = {
         [_ff_spec(order=48, theta=192, discretizer="euler", hidden=_dense(16, "tanh"), return_sequences=True)],
         {"units": 3, "act": "softmax"},
     ),
+    "softmax_hidden_cell": _model(  # seeds 9 and 17: the quantizer dropped a hidden cell's softmax (C int8 4.6 dB)
+        "softmax_hidden_cell",
+        24,
+        3,
+        [],
+        [
+            _ff_spec(
+                layer="cell",
+                memory_d=2,
+                order=4,
+                theta=12,
+                hidden={"kind": "simplernn", "units": 6, "act": "softmax"},
+                input_to_hidden=True,
+                use_bias=True,
+                return_sequences=True,
+                memory_to_memory=True,
+                trainable_theta=True,
+            )
+        ],
+        {"units": 2, "act": "relu"},
+        after=[_dense(4, "silu") | {"kind": "td_dense"}],
+    ),
 }
