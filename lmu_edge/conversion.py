@@ -204,6 +204,14 @@ def _convert(
         cal, _ = reference.check_input(source, cal, "calibration")
         if quantize != "float":
             quantization.check_calibration(cal)
+            if float(np.ptp(cal)) == 0.0:  # ranges of one point, and an SQNR measured on that point only
+                import warnings
+
+                warnings.warn(
+                    f"calibration: all {cal.size} values are {float(cal.flat[0]):.6g}, so every range covers that "
+                    f"one input and the SQNR reported on it says nothing about others; give typical inputs",
+                    stacklevel=2,
+                )
             quantization.check_growth(source, max(cal.shape[1], source.seq_len or 0))  # every target's integers
     if quantize == "float" and (cal is not None or source.seq_len):  # a diverging memory: warned about
         quantization.check_growth(source, cal.shape[1] if cal is not None else int(source.seq_len or 0), warn=True)

@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -181,3 +182,19 @@ def test_missing_extra_names_the_extra_to_install():
 
     with pytest.raises(MissingDependencyError, match=r"pip install 'lmu-edge\[onnx\]'"):
         require("lmu_edge_no_such_runtime", "onnx", "the ONNX target")
+
+
+#: a C conversion without the Cortex-M flash builds, the QEMU count and the report page
+FAST_C = {"flash": False, "measure": False, "accuracy_report": False}
+
+
+def test_a_calibration_of_one_repeated_value_converts_with_a_warning_that_says_so(model, tmp_path):
+    # a new user's first try: np.full((4, 32, 2), 0.3) as calibration gave ranges of that one input and an SQNR
+    # measured on it that looked fine, without a word; two distinct values are a range and pass silently
+    with pytest.warns(UserWarning, match=r"calibration: all 256 values are 0\.3, so every range covers that one"):
+        lmu_edge.convert(model, "c", tmp_path / "a", quantize="int8", calibration=np.full((4, 32, 2), 0.3), **FAST_C)
+    x = np.full((4, 32, 2), 0.3)
+    x[0, 0, 0] = -0.3
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="calibration: all")
+        lmu_edge.convert(model, "c", tmp_path / "b", quantize="int8", calibration=x, **FAST_C)
