@@ -119,9 +119,12 @@ def check_input(graph, x, what: str = "input") -> tuple[np.ndarray, bool]:
             f"{what}: expected shape (N, T, {graph.input_features}) or (T, {graph.input_features}), got {x.shape}"
         )
     if x.shape[2] != graph.input_features:
+        hint = ""
+        if len(given) == 2 and graph.input_features == 1:  # (N, T) of a one-feature model: psMNIST's (200, 784)
+            hint = f"; if these are {given[0]} sequences of {given[1]} steps, add the feature axis: x[..., None]"
         raise ShapeError(
             f"{what}: model {graph.name!r} takes {graph.input_features} features per step, "
-            f"got {x.shape[2]} (shape {given})"
+            f"got {x.shape[2]} (shape {given}){hint}"
         )
     if x.shape[1] < 1:
         raise ShapeError(f"{what}: the sequence is empty (shape {given})")

@@ -198,3 +198,12 @@ def test_a_calibration_of_one_repeated_value_converts_with_a_warning_that_says_s
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="calibration: all")
         lmu_edge.convert(model, "c", tmp_path / "b", quantize="int8", calibration=x, **FAST_C)
+
+
+def test_n_sequences_without_their_feature_axis_get_the_fix_in_the_error(tmp_path, rng):
+    # psMNIST's (200, 784) for a one-feature model reads as one sequence of 200 steps x 784 features: the
+    # error says how to add the axis; a model of 2 features gets no such hint (the shape is not ambiguous)
+    one = lmu_edge.save(chain(rng, q=4, theta=8.0, n_in=1), tmp_path / "one.lmu.npz")
+    with pytest.raises(ShapeError, match=r"\(shape \(200, 784\)\); if these are 200 sequences of 784 steps, add"):
+        lmu_edge.convert(one, "ir", tmp_path / "o", calibration=np.zeros((200, 784)))
+    lmu_edge.convert(one, "ir", tmp_path / "o2", calibration=np.zeros((200, 784))[..., None])
