@@ -409,10 +409,9 @@ class QLMU(_QLayer):
 
 
 def h_reset_zp(layer: QLMU) -> int:
-    """The integer a reset puts in a QLMU's hidden state ``h`` (0 with no hidden cell)."""
-    if layer.hidden is None:
-        return 0
-    return layer.hidden_softmax.out_zp if layer.hidden_softmax is not None else layer.hidden.out_zp
+    """The integer a reset puts in a QLMU's hidden state ``h``: 0 in the layer's output type (the hidden cell's,
+    after its table or softmax), read back as ``h_prev``; 0 with no hidden cell."""
+    return int(layer.out_zp) if layer.hidden is not None else 0
 
 
 @dataclass(frozen=True, eq=False)
