@@ -35,6 +35,7 @@ keras-lmu semantics, as mapped onto the IR (checked against keras-lmu 0.9):
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -181,6 +182,8 @@ class _Converter:
         try:
             cfg = self.mf.config.get("config")
             raw_name = cfg.get("name") if isinstance(cfg, dict) else None
+            if isinstance(raw_name, str) and re.fullmatch(r"(sequential|functional|model)(_\d+)?", raw_name):
+                raw_name = None  # the name Keras gave an unnamed model: the user knows the file, not this
             return ir.Graph(
                 name=limits.safe_name(raw_name or self.file.stem),
                 input_features=F,

@@ -606,3 +606,10 @@ def test_a_trained_theta_inv_of_zero_is_a_memory_that_stays_at_zero(tmp_path):
     (lmu,) = g.lmu_layers
     assert lmu.theta == 6.0 and not np.any(lmu.input_encoders) and not np.any(lmu.memory_encoders)
     np.testing.assert_allclose(lmu_edge.simulate(g, x), model.predict(x, verbose=0), rtol=0, atol=1e-5)
+
+
+def test_a_model_keras_named_for_the_user_is_named_after_its_file():
+    # psmnist_lmu.keras is a Sequential nobody named: errors said "model 'sequential'", a name the user never
+    # saw; Keras' own default names give way to the file's stem, a name the user gave is kept
+    assert lmu_edge.load(EXAMPLES / "psmnist_lmu.keras").name == "psmnist_lmu"
+    assert lmu_edge.load(DIGITS).name == "keras_digits"  # named in examples/keras/train_digits.py
