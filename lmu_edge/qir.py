@@ -395,8 +395,10 @@ class QLMU(_QLayer):
         if self.x_to_z is not None:
             object.__setattr__(self, "x_to_z", tuple(int(v) for v in self.x_to_z))
         sm = self.hidden_softmax
-        if sm is not None and (self.hidden is None or sm.bits != self.act_bits):
-            raise ShapeError(f"QLMU {self.name!r}: a hidden softmax needs a hidden cell of its {self.act_bits} bits")
+        if sm is not None and (not isinstance(sm, QSoftmax) or self.hidden is None or sm.bits != self.act_bits):
+            raise ShapeError(
+                f"QLMU {self.name!r}: hidden_softmax is a {self.act_bits}-bit q_softmax after a hidden cell"
+            )
 
     def out_features(self, n_in):
         """Output width for ``n_in`` inputs (hidden units, or the memory), or :class:`ShapeError`."""

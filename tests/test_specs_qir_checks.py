@@ -175,3 +175,26 @@ def test_a_fixed_point_type_read_from_a_file_is_8_to_32_bits():
     for bad in ((7, 0), (33, 0), (16, 65), (16, -65)):
         with pytest.raises(REFUSED):
             qir.validate(FixedType(*bad), "t")
+
+
+def test_a_hidden_softmax_is_a_softmax_of_the_lmu_s_width_after_its_hidden_cell():
+    """Spec: a QLMU's ``hidden_softmax`` is a :class:`qir.QSoftmax` of the layer's activation width, and only
+    with a hidden cell; another node, another width, or no hidden cell is refused (a file could otherwise
+    hand the runtime a table it reads as an exp table)."""
+    from graphs import chain
+
+    import lmu_edge
+
+    rng = np.random.default_rng(3)
+    qg = lmu_edge.quantize(lmu_edge.fold(chain(rng, q=4, theta=6.0), "zoh"), rng.standard_normal((1, 20, 2)))
+    node = next(layer for layer in qg.layers if isinstance(layer, qir.QLMU))
+    sm8 = qir.QSoftmax("s", np.zeros(256, np.int64))
+    dataclasses.replace(node, hidden_softmax=sm8)
+    bad = (
+        {"hidden_softmax": qir.QSoftmax("s", np.zeros(qir.LUT16_SIZE, np.int64), 1 / 32768, 0, bits=16)},
+        {"hidden_softmax": qir.QLut("t", np.zeros(256, np.int64), 0.1, 0)},
+        {"hidden_softmax": sm8, "hidden": None},
+    )
+    for kw in bad:
+        with pytest.raises(REFUSED, match="hidden_softmax"):
+            dataclasses.replace(node, **kw)
