@@ -401,6 +401,7 @@ def run(out_dir, input_path, output_path, runtime, force, trusted_key, quiet):
     from .errors import ArtifactError, OutputExistsError
 
     art = lmu_edge.open_artifact(out_dir, trusted_key=trusted_key)
+    art._runtime(runtime)  # a runtime the target lacks is refused before the input is read or warned about
     o = output_path.resolve()
     if o == input_path.resolve():
         raise OutputExistsError(f"--output {output_path} is the --input file; choose another name")
@@ -473,6 +474,7 @@ def verify(out_dir, input_path, runtime, tolerance, trusted_key, quiet):
     from .errors import VerificationError
 
     art = lmu_edge.open_artifact(out_dir, trusted_key=trusted_key)
+    art._runtime(runtime)  # before the input is read
     try:
         r = art.verify(_load_input(input_path, art.graph), runtime=runtime, tolerance=tolerance)
     except VerificationError as e:

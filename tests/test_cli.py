@@ -126,6 +126,13 @@ def test_errors_are_one_line_with_nonzero_exit(case, tmp_path, rng):
         np.save(tmp_path / "x.npy", np.zeros((1, 10, 2)))
         r = cli("run", good, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--runtime", "qemu")
         assert_one_line_error(r, "no runtime 'qemu'")
+        # refused before the input is read (a bad --input too is not what this run stops on)
+        (tmp_path / "x.npy").write_text("not numpy")
+        for cmd in (
+            ["run", good, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy"],
+            ["verify", good, "-i", tmp_path / "x.npy"],
+        ):
+            assert_one_line_error(cli(*cmd, "--runtime", "qemu"), "no runtime 'qemu'")
     elif case == "bad_npy":
         (tmp_path / "x.npy").write_text("not numpy")
         r = cli("verify", good, "-i", tmp_path / "x.npy")
