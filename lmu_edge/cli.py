@@ -316,7 +316,7 @@ def _c_summary(rep: dict) -> str:
         parts.append(
             "instructions per step "
             + ", ".join(f"{n:,.0f} on Cortex-{name}" for n, name in insn)
-            + f" (QEMU -icount, mean over the first sequence's {steps} steps)"
+            + f" (QEMU -icount, mean over the first {steps} steps of the first sequence)"
         )
     if c.get("flash_bytes"):
         flash = f"flash {c['flash_bytes']:,} B on the M4"
