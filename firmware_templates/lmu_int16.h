@@ -6,7 +6,8 @@
  * time on DSP cores (SMLAD on PKHBT / SXTB16 pairs, one assembly loop for a compile-time n) and on Helium
  * (VMLADAVA.S16), rows with int16 weights one at a time (SMLALD, VMLALDAVA), in two-row portable C elsewhere;
  * the tables, softmax and pooling are portable C on every core. Their LMU memory is the int8 mode's
- * (lmu_memory.h, lmu_dense16.h): it depends on the state width only. Part of lmu_runtime.h.
+ * (lmu_memory.h, lmu_dense16.h): it depends on the state width only; the state into int16 activations
+ * (lmu_requant16, lmu_requant16_s16) is in lmu_requant.h. Part of lmu_runtime.h.
  */
 #ifndef LMU_INT16_H
 #define LMU_INT16_H
@@ -105,29 +106,40 @@ LMU_SPECIALIZE int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, in
     int32_t i = 0;
 #if LMU_PATH_MVE
     {
+        /* one pointer per row, each post-incremented by its VLDRB (no address arithmetic in the loop) */
         int32_t s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
-        const int8_t *w1 = w + (rows > 1 ? n : 0), *w2 = w + (rows > 2 ? 2 * n : 0), *w3 = w + (rows > 3 ? 3 * n : 0);
+        const int8_t *w0 = w, *w1 = w + (rows > 1 ? n : 0), *w2 = w + (rows > 2 ? 2 * n : 0);
+        const int8_t *w3 = w + (rows > 3 ? 3 * n : 0);
+        const int16_t *px = x;
+        if (rows > 2) { /* unrelated to w0 for gcc, which derived them from w0 each pass */
+            __asm__("" : "+r"(w1), "+r"(w2), "+r"(w3));
+        }
         for (; i + 8 <= len; i += 8) {
-            const int16x8_t xv = vldrhq_s16(x + i);
-            s0 = vmladavaq_s16(s0, xv, vldrbq_s16(w + i));
+            const int16x8_t xv = vldrhq_s16(px);
+            px += 8;
+            s0 = vmladavaq_s16(s0, xv, vldrbq_s16(w0));
+            w0 += 8;
             if (rows > 1) {
-                s1 = vmladavaq_s16(s1, xv, vldrbq_s16(w1 + i));
+                s1 = vmladavaq_s16(s1, xv, vldrbq_s16(w1));
+                w1 += 8;
             }
             if (rows > 2) {
-                s2 = vmladavaq_s16(s2, xv, vldrbq_s16(w2 + i));
-                s3 = vmladavaq_s16(s3, xv, vldrbq_s16(w3 + i));
+                s2 = vmladavaq_s16(s2, xv, vldrbq_s16(w2));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_s16(w3));
+                w2 += 8;
+                w3 += 8;
             }
         }
         if (i < len) {
             const mve_pred16_t p = vctp16q((uint32_t)(len - i));
-            const int16x8_t xv = vldrhq_z_s16(x + i, p);
-            s0 = vmladavaq_s16(s0, xv, vldrbq_z_s16(w + i, p));
+            const int16x8_t xv = vldrhq_z_s16(px, p);
+            s0 = vmladavaq_s16(s0, xv, vldrbq_z_s16(w0, p));
             if (rows > 1) {
-                s1 = vmladavaq_s16(s1, xv, vldrbq_z_s16(w1 + i, p));
+                s1 = vmladavaq_s16(s1, xv, vldrbq_z_s16(w1, p));
             }
             if (rows > 2) {
-                s2 = vmladavaq_s16(s2, xv, vldrbq_z_s16(w2 + i, p));
-                s3 = vmladavaq_s16(s3, xv, vldrbq_z_s16(w3 + i, p));
+                s2 = vmladavaq_s16(s2, xv, vldrbq_z_s16(w2, p));
+                s3 = vmladavaq_s16(s3, xv, vldrbq_z_s16(w3, p));
             }
             i = len;
         }
@@ -417,11 +429,61 @@ LMU_ALWAYS_INLINE void lmu_q16_part(const lmu_qlinear_t *L, const int16_t *x, in
     }
 }
 
+#if LMU_PATH_MVE
+/* Four rows from j of a one-part int16 layer with out_zp 0 and n <= LMU_Q16_RUN on Helium: the int32 sums
+ * (lmu_qdot16_run), then lmu_qreq16_2, the clamp and the table as vectors. With mq = m16 2^16 (QADD(m, 2^15)
+ * with its low half cleared: m16 as lmu_mbqm16 rounds and caps it, mq >= INT32_MIN), VMULH(a, mq) =
+ * floor(a m16 / 2^16) = P of lmu_mbqm16_32, and VRSHL by s + 1 = -k (k = -1 - s in [1, 30]) is floor((P +
+ * 2^(k-1)) / 2^k), its result. Where a lane's bias + sum overflows int32 (VADD differs from VQADD) or its
+ * shift is outside [-31, -2], returns 0 having written nothing (the scalar rows do the block). The table:
+ * index and fraction of t + 32768, two VLDRH.S32 gathers (T[i], T[i+1]), lmu_interp16's arithmetic. */
+LMU_ALWAYS_INLINE int32_t lmu_q16_block4_mve(const lmu_qlinear_t *L, const int16_t *x, int32_t j, int32_t *out,
+                                             int16_t *y) {
+    const lmu_qpart_t *p = &L->parts[0];
+    int32_t s[4] = {0, 0, 0, 0};
+    int32x4_t b = vdupq_n_s32(0), d, a, sh, r;
+    lmu_qdot16_run(x, p->w + j * p->n_in, p->n_in, p->n_in, 4, s);
+    if (L->bias) {
+        b = vldrwq_s32(L->bias + j);
+    }
+    d = vsetq_lane_s32(s[3], vsetq_lane_s32(s[2], vsetq_lane_s32(s[1], vdupq_n_s32(s[0]), 1), 2), 3);
+    a = vaddq_s32(b, d);
+    sh = vldrwq_s32(p->shift + j);
+    if (vcmpneq_s32(a, vqaddq_s32(b, d)) | vcmphiq_n_u32(vreinterpretq_u32_s32(vaddq_n_s32(sh, 31)), 29)) {
+        return 0;
+    }
+    r = vandq_s32(vqaddq_n_s32(vldrwq_s32(p->mult + j), 32768), vdupq_n_s32((int32_t)0xFFFF0000u));
+    r = vrshlq_s32(vmulhq_s32(a, r), vaddq_n_s32(sh, 1));
+    r = vmaxq_s32(vminq_s32(r, vdupq_n_s32(L->clamp_max)), vdupq_n_s32(L->clamp_min));
+    if (L->lut16) {
+        const int32x4_t v = vaddq_n_s32(r, 32768);
+        const uint32x4_t i = vreinterpretq_u32_s32(vshrq_n_s32(v, 7));
+        const int32x4_t t0 = vldrhq_gather_shifted_offset_s32(L->lut16, i);
+        const int32x4_t t1 = vldrhq_gather_shifted_offset_s32(L->lut16 + 1, i);
+        r = vmulq_s32(vsubq_s32(t1, t0), vandq_s32(v, vdupq_n_s32(127)));
+        r = vaddq_s32(t0, vshrq_n_s32(vaddq_n_s32(r, 64), 7));
+    }
+    if (y) {
+        vstrhq_s32(y + j, r);
+    } else {
+        vstrwq_s32(out + j, r);
+    }
+    return 1;
+}
+#endif
+
 /* `rows` (1, 2 or 4, a constant) rows from j of an int16 layer with int8 weights and zero point 0 (below) */
 LMU_ALWAYS_INLINE void lmu_q16_block(const lmu_qlinear_t *L, const int16_t *const *in, int32_t j, int32_t rows,
                                      int32_t *out, int16_t *y) {
     int64_t t0 = L->out_zp, t1 = L->out_zp, t2 = L->out_zp, t3 = L->out_zp;
     int32_t k;
+#if LMU_PATH_MVE
+    /* a layer of one block without a table keeps the scalar rows: there gcc folds each row's constants */
+    if (rows == 4 && L->n_parts == 1 && L->out_zp == 0 && L->parts[0].n_in <= LMU_Q16_RUN &&
+        (L->n_out > 4 || L->lut16) && lmu_q16_block4_mve(L, in[0], j, out, y)) {
+        return;
+    }
+#endif
     if (L->n_parts == 1) { /* a constant part index: its sizes fold where the layer's struct is known (gcc
                             * otherwise warned of the dead multi-run branch reading past the weights) */
         lmu_q16_part(L, in[0], 0, j, rows, &t0, &t1, &t2, &t3);
@@ -532,42 +594,6 @@ static inline void lmu_qpool16(int64_t *sum, int32_t *count, const int16_t *x, i
         sum[i] += (int64_t)x[i] - in_zp;
         y[i] = lmu_clamp16(out_zp + (int64_t)lmu_mbqm(lmu_div_round(sum[i] * 256, *count), m, s));
     }
-}
-
-/* z = clamp16(zp + MBQM(v, m, s)): the state into int16 activations (in a loop over the state) and the
- * width conversions, exact as lmu_mbqm32 then the clamp, with |zp| < 2^15 in the fast forms:
- *   - a 16-bit v and s <= 14: x = v 2^max(s, 0) is below 2^30 in magnitude (lmu_mbqm32 clamps nothing), so
- *     one SMMULR (lmu_mbqm32_s) and one SSAT on the DSP path; elsewhere 32-bit multiplies only (lmu_mbqm32_16
- *     for a right shift, lmu_mbqm32_h16 for a left one with m >= 0); |zp + MBQM| < 2^30 + 2^15 fits int32;
- *   - a 32-bit state and a right shift: lmu_mbqm32_r and a saturating add on the DSP path (as lmu_requant8;
- *     QADD's saturation keeps the sign, so SSAT gives the clamp of the exact sum), lmu_mbqm32_h16 elsewhere
- *     for |v| < 2^30 and m >= 0.
- * The tests on v fold where it comes from an int16 state; m, s and zp are constants in the generated step. */
-static inline int16_t lmu_requant16(int32_t v, int32_t m, int32_t s, int32_t zp) {
-    const int32_t zp16 = zp >= -32768 && zp <= 32767;
-    if (zp16 && v >= -32768 && v <= 32767 && s <= 14 && s >= -31) {
-        const int32_t x = s > 0 ? v * (1 << s) : v, e = s > 0 ? 0 : -s;
-#if LMU_PATH_DSP
-        return (int16_t)__ssat(zp + lmu_mbqm32_s(x, m, e), 16);
-#else
-        if (s <= 0) {
-            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_16(v, m, e), -32768, 32767);
-        }
-        if (m >= 0) {
-            return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(x, m, 0), -32768, 32767);
-        }
-#endif
-    }
-#if LMU_PATH_DSP
-    if (s <= 0 && s >= -31 && m != INT32_MIN) {
-        return (int16_t)__ssat(__qadd(zp, lmu_mbqm32_r(v, m, -s)), 16);
-    }
-#else
-    if (zp16 && s <= 0 && s >= -31 && m >= 0 && v > -(1 << 30) && v < (1 << 30)) {
-        return (int16_t)lmu_clamp32(zp + lmu_mbqm32_h16(v, m, -s), -32768, 32767);
-    }
-#endif
-    return lmu_clamp16(zp + (int64_t)lmu_mbqm32(v, m, s));
 }
 
 #endif /* LMU_INT16_H */

@@ -400,9 +400,10 @@ def _int_lmu(code: Code, tag: str, L: qir.QLMU, n_in: int, cur: str, acc: str) -
 
 def _requant_state(rq: str, st: str, m: str, dst: str, n: int, mult: int, shift: int, zp: int) -> str:
     """The step line that requantizes the n state values m into activations dst: one call for an int16
-    state into int8 (lmu_requant8_s16: vector kernels on Helium), a loop of ``rq`` otherwise."""
-    if rq == "lmu_requant8" and st == "int16_t":
-        call = f"lmu_requant8_s16({m}, {dst}, {n}, {mult}, {shift}, {zp});"
+    state (lmu_requant8_s16 / lmu_requant16_s16: vector kernels on Helium, SMLAWB pairs on DSP cores), a loop of
+    ``rq`` otherwise."""
+    if rq in ("lmu_requant8", "lmu_requant16") and st == "int16_t":  # lmu_requant8_s16 / lmu_requant16_s16
+        call = f"{rq}_s16({m}, {dst}, {n}, {mult}, {shift}, {zp});"
     else:
         call = f"{{ int32_t k_; for (k_ = 0; k_ < {n}; ++k_) {dst}[k_] = {rq}({m}[k_], {mult}, {shift}, {zp}); }}"
     return call + "  /* state -> activations: multiplier, shift, zero point */"

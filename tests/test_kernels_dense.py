@@ -286,7 +286,8 @@ int main(void) {
 #: (n_out, n_in, parts, bias, table, relu clamp, out_zp, int16 output): blocks of 4, 2 and 1 rows (n_out 1..11),
 #: DSP tails (n_in % 4) and Helium predicated tails (n_in % 8), one run of 256 inputs and runs past it (257, 300:
 #: the 64-bit sum of 32-bit runs; 520 at the extremes would wrap a 512-input run), two parts, a table, a relu
-#: clamp, a nonzero out_zp (the 64-bit clamp)
+#: clamp, a nonzero out_zp (the 64-bit clamp); Helium's vector finish of four-row blocks (layers of more than
+#: four rows or with a table: 7, 8 and 9 rows) with int16 and int32 outputs, a relu clamp, no bias
 _Q16_LAYERS = [
     (1, 1, 1, 1, 0, 0, 0, 1),
     (3, 5, 1, 1, 1, 0, 0, 1),
@@ -298,6 +299,8 @@ _Q16_LAYERS = [
     (6, 257, 1, 1, 1, 0, 0, 1),
     (3, 300, 2, 1, 0, 1, 0, 0),
     (2, 520, 1, 1, 0, 0, 0, 1),
+    (8, 16, 1, 1, 0, 1, 0, 0),
+    (9, 64, 1, 0, 1, 0, 0, 1),
 ]
 
 
@@ -363,3 +366,49 @@ def test_int16_state_requantization_equals_mbqm_on_every_path(tmp_path, runtime)
     )
     n, bad = (int(w) for w in out.split()[1::2])
     assert n > 7 * 12 * 5 * 8000 and bad == 0, out
+
+
+_REQUANT16_S16_C = r"""
+#include <stdio.h>
+#include "lmu_runtime.h"
+/* lmu_requant16_s16 (the generated step's call, constants folded as there; then the same shifts through a
+ * volatile, not folded): every 16-bit input plus a tail of 3, against clamp16(zp + lmu_mbqm32) */
+static int16_t v[65536 + 3];
+static int16_t z[65536 + 3 + 16];
+static const int32_t ms[] = {INT32_MIN, -3, 1, 1090954896, INT32_MAX};
+static const int32_t zps[] = {-32768, -5, 0, 32767, 40000};
+static volatile int32_t vs[] = {2, -7, 14, -16};
+static long n = 0, bad = 0;
+#define CHECK(S)                                                                                              \
+    for (a = 0; a < 5; ++a)                                                                                   \
+        for (c = 0; c < 5; ++c) {                                                                             \
+            const int32_t s_ = (S);                                                                           \
+            for (i = 65536 + 3; i < 65536 + 3 + 16; ++i) z[i] = 0x5A5A;                                       \
+            lmu_requant16_s16(v, z, 65536 + 3, ms[a], s_, zps[c]);                                            \
+            for (i = 0; i < 65536 + 3; ++i, ++n)                                                              \
+                bad += z[i] != lmu_clamp16(zps[c] + (int64_t)lmu_mbqm32(v[i], ms[a], s_));                    \
+            for (; i < 65536 + 3 + 16; ++i) bad += z[i] != 0x5A5A;                                            \
+        }
+int main(void) {
+    int32_t i, a, c, b;
+    for (i = 0; i < 65536 + 3; ++i) v[i] = (int16_t)(i - 32768 + (i >= 65536 ? -3 : 0));
+    CHECK(0) CHECK(1) CHECK(2) CHECK(14) CHECK(15) CHECK(-1) CHECK(-7) CHECK(-16) CHECK(-17) CHECK(-31)
+    for (b = 0; b < 4; ++b) {
+        CHECK(vs[b])
+    }
+    printf("n %ld bad %ld\n", n, bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("runtime", ["host", "cortex-m4", "cortex-m55", "cortex-m0"])
+def test_int16_state_requantization_kernels_equal_mbqm(tmp_path, runtime):
+    """lmu_requant16_s16 (a 16-bit state into int16 activations: SMLAWB / SMLAWT pairs on the DSP path,
+    VQRDMULH on Helium, two MULS on ARMv6-M) is lmu_mbqm32's integer, clamped, for every 16-bit input, left
+    shifts to 14 and right ones to 16 (15, 17 and 31 go to the scalar loop on some paths), edge multipliers,
+    zero points at and past the int16 ends, constant and variable shifts, an odd tail and a canary past it."""
+    src = _REQUANT16_S16_C
+    out = _host_output(tmp_path, src, runtime) if runtime == "host" else _run_program(tmp_path, src, runtime)
+    n, bad = (int(w) for w in out.split()[1::2])
+    assert n == 14 * 5 * 5 * 65539 and bad == 0, out
