@@ -9,20 +9,16 @@ prepared by LiteRT in a process of its own (an abort kills only that process), a
 must be LiteRT's.
 """
 
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils as fbu
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-schema = pytest.importorskip("tensorflow.lite.python.schema_py_generated")
-fbu = pytest.importorskip("tensorflow.lite.tools.flatbuffer_utils")
-
-from lmu_edge.errors import QuantizationError  # noqa: E402
-from lmu_edge.targets._tflite_guard import check_scales  # noqa: E402
+from lmu_edge.errors import QuantizationError
+from lmu_edge.targets._tflite_guard import check_scales
 
 #: TensorType, the left shift of the general ADD path
 TYPES = {"int8": (schema.TensorType.INT8, 20), "int16": (schema.TensorType.INT16, 15)}
