@@ -76,7 +76,24 @@ LMU_SPECIALIZE int32_t lmu_requant16_s16_mve(const int16_t *v, int16_t *z, int32
     if (s > 14 || s < -31 || zp < -32768 || zp > 32767) {
         return 0;
     }
-    for (i = 0; i + 4 <= n; i += 4) { /* m, s and zp are constants in the generated step: the tests fold */
+    i = 0;
+#ifdef __OPTIMIZE__
+    if (__builtin_constant_p(s) && s >= 0 && s <= 14) {
+        /* a compile-time left shift: eight values per pass, VSHLLB / VSHLLT (VMOVLB / VMOVLT for 0) widening
+         * the even and odd halfwords of one VLDRH with the shift, VQMOVNB / VQMOVNT narrowing them back into
+         * their places for one VSTRH: 9 instructions per 8 values with the loop */
+        for (; i + 8 <= n; i += 8) {
+            const int16x8_t x = vldrhq_s16(v + i);
+            const int32x4_t ev = s > 0 ? vshllbq_n_s16(x, s > 0 ? s : 1) : vmovlbq_s16(x);
+            const int32x4_t od = s > 0 ? vshlltq_n_s16(x, s > 0 ? s : 1) : vmovltq_s16(x);
+            const int32x4_t ye = vqrdmulhq_n_s32(ev, m), yo = vqrdmulhq_n_s32(od, m);
+            h = vqmovnbq_s32(h, zp != 0 ? vaddq_n_s32(ye, zp) : ye);
+            h = vqmovntq_s32(h, zp != 0 ? vaddq_n_s32(yo, zp) : yo);
+            vstrhq_s16(z + i, h);
+        }
+    }
+#endif
+    for (; i + 4 <= n; i += 4) { /* m, s and zp are constants in the generated step: the tests fold */
         int32x4_t y = vldrhq_s32(v + i);
         y = vqrdmulhq_n_s32(left > 0 ? vshlq_r_s32(y, left) : y, m);
         if (e > 0) {
