@@ -218,9 +218,16 @@ PER_TENSOR = ("int16x8",)
 
 
 def convert(
-    graph, plan: StatePlan, form: str, internal: bool, quantize: str, rep: dict | None, split_uneven=None
+    graph,
+    plan: StatePlan,
+    form: str,
+    internal: bool,
+    quantize: str,
+    rep: dict | None,
+    split_uneven=None,
+    memory_headroom: bool = True,
 ) -> bytes:
-    """The ``.tflite`` flatbuffer of the step model.
+    """The ``.tflite`` flatbuffer of the step model (``memory_headroom``: see :func:`widen_int16_ranges`).
 
     ``rep`` (quantized modes): ``{"x": (S, F), <state>: (S, size)}`` in model
     coordinates, recorded by the float oracle on the calibration data. For the
@@ -270,7 +277,7 @@ def convert(
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
         if quantize == "int16x8":
-            model = widen_int16_ranges(model, RANGE16_HEADROOM)
+            model = widen_int16_ranges(model, RANGE16_HEADROOM, memory=memory_headroom)
     return model
 
 
@@ -370,8 +377,14 @@ def _name(t) -> str:
     return t.name.decode() if isinstance(t.name, bytes) else t.name
 
 
-def widen_int16_ranges(model: bytes, factor: float) -> bytes:
+#: the names of an LMU memory path's tensors: its part's scope (``<layer>.memory/``) and its state ``L<i>_m``
+_MEMORY_TENSOR = re.compile(r"\.memory/|(^|_)L\d+_m(_out)?(:\d+)?$")
+
+
+def widen_int16_ranges(model: bytes, factor: float, memory: bool = True) -> bytes:
     """``model`` with the range of every int16 activation widened ``factor`` times (zero point 0 stays).
+    ``memory=False``: an LMU memory path's tensors (:data:`_MEMORY_TENSOR`) keep their calibrated ranges,
+    for a memory whose state-rounding noise the dynamics amplify (mixed precision's last resort).
 
     Tensors that must share a quantization (joined by an op of :data:`_SAME_SCALE`, or a state and its
     ``*_out``) are widened together or not at all; a group that holds a constant or touches an op with
@@ -415,6 +428,8 @@ def widen_int16_ranges(model: bytes, factor: float) -> bytes:
         return b.data is not None and len(b.data) > 0
 
     keep = {find(t) for t in fixed} | {find(t) for t in range(len(sg.tensors)) if constant(t)}
+    if not memory:
+        keep |= {find(t) for t in range(len(sg.tensors)) if _MEMORY_TENSOR.search(_name(sg.tensors[t]))}
     widened: set[int] = set()
     for i, t in enumerate(sg.tensors):
         q = t.quantization

@@ -14,29 +14,26 @@ Files:
 The step is :class:`._floatstep.FloatStep` (the same description the TFLite
 target converts), written as ONNX nodes by :class:`OnnxOps`.
 
-Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no
-TensorFlow. ``quantize="int8"`` writes QDQ models: weights as int8
-initializers (symmetric, per output channel; 7-bit where an 8-bit activation
-reads them, int16 where a 16-bit one does, so that ONNX Runtime's default
-session computes them as written: :data:`ORT_SESSION_CONFIG`) behind DequantizeLinear, every
-activation behind an int8 QuantizeLinear / DequantizeLinear pair, and the
-LMU's input ``u``, its memory update and its state (which integrate over theta
-steps) behind int16 pairs (symmetric), each pair's
-scale comes from lmu_edge's own calibration (the ranges every tensor of the
-float step model takes when it is run over the calibration data). The LMU
-weights use the split form of the TFLite target (``Abar = hi + lo``; int16, as the state reads them).
+Opset 21 (QuantizeLinear / DequantizeLinear with per-axis scales and int16), no TensorFlow.
+``quantize="int8"`` writes QDQ models: weights as int8 initializers (symmetric, per output channel;
+7-bit where an 8-bit activation reads them, int16 where a 16-bit one does, so that ONNX Runtime's
+default session computes them as written: :data:`ORT_SESSION_CONFIG`) behind DequantizeLinear, every
+activation behind an int8 QuantizeLinear / DequantizeLinear pair, and the LMU's input ``u``, its memory
+update and its state (which integrate over theta steps) behind int16 pairs (symmetric), each pair's
+scale from lmu_edge's own calibration (the ranges every tensor of the float step model takes when it
+is run over the calibration data). The LMU weights use the split form of the TFLite target (``Abar =
+hi + lo``; int16, as the state reads them).
 
 int8 is mixed precision where 8 bits cannot carry the model (option ``widen_db``, default
 :data:`WIDEN_DB`): when the QDQ model's SQNR against the float oracle on the calibration data is below
 it, :func:`widen` makes the fewest activations and weight matrices 16-bit that lift it there (the
-output stays int8). The layer-option matrix needs it: five of its ten models were at 17-29 dB with 8
-bits everywhere but the LMU state, 8-bit activations and, on the RNN-path model, 8-bit weights in its
-feedback loop being the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU
-state path 8-bit.
+output stays int8), or gives the LMU memory path its calibrated ranges without headroom (:data:`TIGHT`).
+The layer-option matrix needs it: five of its ten models were at 17-29 dB with 8 bits everywhere but
+the LMU state, 8-bit activations and, on the RNN-path model, 8-bit weights in its feedback loop being
+the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU state path 8-bit.
 
 Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
-(``onnx.reference.ReferenceEvaluator`` on ``sequence.onnx``); ``stream`` steps
-``step.onnx``.
+(``onnx.reference.ReferenceEvaluator`` on ``sequence.onnx``); ``stream`` steps ``step.onnx``.
 """
 
 from __future__ import annotations
@@ -67,6 +64,7 @@ OPSET = 21  # int16 in QuantizeLinear / DequantizeLinear (the 16-bit LMU state)
 #: calibration SQNR, hence 6 dB of margin.
 WIDEN_DB = 36.0
 WIDE = "int16"  # a weight matrix's entry in a qdq map: 16-bit
+TIGHT = "memory ranges"  # a widening candidate: the LMU memory path's int16 ranges without headroom (qdq)
 OPTIONS: dict = {"calibration_steps": 2000, "widen_db": WIDEN_DB, "widen_steps": 20000}
 STEP, SEQ = "step.onnx", "sequence.onnx"
 #: the largest int8 weight of a MatMul with an 8-bit input (7 bits, ONNX Runtime's "reduce range"): the
@@ -386,28 +384,29 @@ class Calibration:
             [n for n in self.names if n in made and n not in self.wide_values and n not in ("x", builder.output)]
             + [n for n, *_ in spec if not _is_state(n)]
             + list(builder.weights)
-            + ["x"]
+            + ["x", TIGHT]
         )
 
-    def _wide(self, n):
-        r = max(-self.lo[n], self.hi[n], 0.0) * RANGE16_HEADROOM
+    def _wide(self, n, room=RANGE16_HEADROOM):
+        r = max(-self.lo[n], self.hi[n], 0.0) * room
         return (np.float32(r / 32767.0 if r > 0 else 1.0), 0, 16)
 
     def qdq(self, widened=frozenset()) -> dict:
         """Scale, zero point and bits of every activation: int8 asymmetric, except the LMU input and state
-        and the ``widened`` activations (int16, symmetric, zero point 0, with headroom); a ``widened``
-        weight matrix maps to :data:`WIDE`."""
-        qdq = {}
+        and the ``widened`` activations (int16, symmetric, zero point 0, with headroom: none on the LMU's
+        with :data:`TIGHT`); a ``widened`` weight matrix maps to :data:`WIDE`."""
+        qdq, room = {}, 1.0 if TIGHT in widened else RANGE16_HEADROOM
         for n in self.names:
             if n in self.wide_values or n in widened:
-                qdq[n] = self._wide(n)
+                qdq[n] = self._wide(n, room if n in self.wide_values else RANGE16_HEADROOM)
                 continue
             a, b = min(self.lo[n], 0.0), max(self.hi[n], 0.0)
             s = (b - a) / 255.0 if b > a else 1.0
             qdq[n] = (np.float32(s), int(np.clip(round(-128 - a / s), -128, 127)), 8)
         for n, *_ in self.spec:  # a state is quantized as its update was (the same values, one step later)
-            qdq[n] = self._wide(f"{n}_out") if _is_state(n) or n in widened else qdq[f"{n}_out"]
-        qdq.update({n: WIDE for n in widened if n not in qdq})
+            wide = _is_state(n) or n in widened
+            qdq[n] = self._wide(f"{n}_out", room if _is_state(n) else RANGE16_HEADROOM) if wide else qdq[f"{n}_out"]
+        qdq.update({n: WIDE for n in widened if n not in qdq and n != TIGHT})
         return qdq
 
 
@@ -461,7 +460,8 @@ def emit(graph, out_dir, options) -> dict:
             widening = {
                 "widen_db": widen_db,
                 "int8_sqnr_db": before,
-                "widened": [n for n in calib.candidates if n in widened],
+                "widened": [n for n in calib.candidates if n in widened and n != TIGHT],
+                **({"memory_ranges": "calibrated, without headroom"} if TIGHT in widened else {}),
                 "widened_weights": [n for n in calib.weights if n in widened],  # the weight matrices among them
             }
     step, seq, _ = build(graph, plan, qdq)

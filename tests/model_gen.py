@@ -544,4 +544,41 @@ REPRODUCTIONS = {
         {"units": 2, "act": "relu"},
         after=[_dense(4, "silu") | {"kind": "td_dense"}],
     ),
+    # seed 22: an euler LMUCell (order 52, theta 296) whose dynamics amplify its state's rounding noise ~48 dB:
+    # its memory path's 16-bit ranges with 2x headroom held TFLite int16x8 at 29.4 dB, TFLite int8 at 29.6,
+    # ONNX int8 at 28.3 (C int8 36.4); tests/test_generated_floors.py has a small graph with the same fault
+    "euler_noise_gain": {
+        "seed": 22,
+        "name": "euler_noise_gain",
+        "source": "keras",
+        "known_len": True,
+        "T": 17,
+        "features": 2,
+        "before": [],
+        "lmus": [
+            _ff_spec(
+                layer="lmu",
+                memory_d=4,
+                order=1,
+                theta=3.329,
+                hidden=_dense(15),
+                input_to_hidden=True,
+                return_sequences=True,
+                memory_to_memory=True,
+                trainable_theta=True,
+            ),
+            _ff_spec(
+                layer="cell",
+                memory_d=7,
+                order=52,
+                theta=295.975,
+                discretizer="euler",
+                input_to_hidden=True,
+                use_bias=True,
+                return_sequences=True,
+            ),
+        ],
+        "after": [],
+        "head": {"units": 2, "act": "sigmoid"},
+    },
 }

@@ -1,0 +1,65 @@
+"""Floors the generated-model long run (issue 52) found missed on some targets while others met them.
+
+Each regression is a small hand-built graph that shows the same fault as the generated model it comes
+from (named in its test), so that it runs in seconds; the generated model itself is in
+``tests/model_gen.py``'s REPRODUCTIONS (``scripts/gen_models.py --repro NAME``).
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import ir, lti
+from lmu_edge.metrics import sqnr_db
+
+#: docs/matrix.md: held-out SQNR against the float64 reference
+FLOORS = {("tflite", "int8"): 30.0, ("tflite", "int16x8"): 35.0, ("onnx", "int8"): 30.0}
+
+
+def _euler_noise_gain():
+    """An euler memory of order 52, theta 296 (spectral radius 1.018, non-normal): a state-rounding error
+    grows ~48 dB more than the signal does over 24 steps, read whole by a sigmoid head (seed 22's LMUCell:
+    REPRODUCTIONS["euler_noise_gain"]). Smooth inputs: two noisy sines per sequence."""
+    rng = np.random.default_rng(5)
+    q, theta, d, T = 52, 296.0, 2, 24
+    memory = ir.DenseSS("euler", *lti.legendre_discrete(q, theta, "euler"))
+    lmu = ir.LMU(
+        "lmu",
+        memory_d=d,
+        order=q,
+        theta=theta,
+        discretizer="euler",
+        input_encoders=rng.standard_normal((2, d)),
+        encoder_bias=rng.standard_normal(d) * 0.1,
+        input_to_hidden=True,
+        memory=memory,
+    )
+    head = ir.Dense("head", rng.standard_normal((d * q + 2, 2)) * 0.05, np.zeros(2), "sigmoid")
+    g = ir.Graph("euler_noise_gain", input_features=2, seq_len=T, layers=(lmu, head))
+    t = np.arange(T)[None, :, None]
+
+    def data(n, seed):
+        r = np.random.default_rng(seed)
+        f, ph = r.uniform(0.02, 0.2, (n, 1, 2)), r.uniform(0.0, 2 * np.pi, (n, 1, 2))
+        return (np.sin(2 * np.pi * f * t + ph) + 0.3 * r.standard_normal((n, T, 2))).astype(np.float32)
+
+    return g, data(64, 1), data(32, 2)
+
+
+@pytest.mark.parametrize("target,mode", sorted(FLOORS))
+def test_a_memory_that_amplifies_its_rounding_noise_meets_its_floors(tmp_path, target, mode):
+    """Seed 22 of the long run: TFLite int8 29.5, int16x8 29.3 and ONNX int8 28.3 dB where C int8 met
+    30. Every activation 16-bit did not help: the memory path's 16-bit ranges carried 2x headroom (and
+    TFLite's state its update's range, which this growing memory makes the larger), and each rounding
+    at the state's scale came out ~48 dB louder. Where the calibration SQNR misses its goal, the
+    widening search now tries the memory path at its calibrated ranges (the bit of headroom back as
+    resolution), on every target. Measured on this graph (2026-12-06): 29.6 / 29.1 / 28.1 dB before,
+    35.3 / 37.7 / 35.4 after (TFLite int8, int16x8, ONNX int8); on seed 22 itself 34.8 / 36.4 / 35.3."""
+    g, x_cal, x_test = _euler_noise_gain()
+    art = lmu_edge.convert(g, target, tmp_path / "a", quantize=mode, calibration=x_cal, tolerance=float("inf"))
+    got = sqnr_db(art.run(x_test), lmu_edge.simulate(g, x_test.astype(np.float64)))
+    q = json.loads((art.path / "report.json").read_text())["quantization"]
+    assert got >= FLOORS[target, mode], (got, q)
+    assert q["memory_ranges"] == "calibrated, without headroom", q  # what the search chose, said in the report
