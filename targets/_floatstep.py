@@ -43,6 +43,7 @@ import numpy as np
 from lmu_edge import ir, lti
 from lmu_edge.errors import UnsupportedLayerError
 
+from . import _stepplan
 from ._stepplan import StatePlan
 
 #: activations of :class:`lmu_edge.ir.Dense`, :class:`lmu_edge.ir.Activation` and LMU hidden layers
@@ -285,12 +286,15 @@ class FloatStep:
         if isinstance(mem, ir.FIR):
             H = np.asarray(mem.kernel, dtype=np.float64)  # (q, K)
             K = H.shape[1]
-            buf = ops.reshape(states[f"L{i}_buf"], (-1, K))
-            if L.memory_encoders is not None:  # m_prev from the previous buffer
-                m_prev = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
-                u = ops.add(u, self._loop_matmul(ops, m_prev, L.memory_encoders))
-            buf = ops.concat([ops.reshape(u, (-1, 1)), ops.cols(buf, 0, K - 1)], axis=1)
-            new[f"L{i}_buf"] = ops.reshape(buf, (-1, d * K))
+            if not _stepplan.fir_reads_buffer(L):  # one tap: m = H u, no past input kept
+                buf = ops.reshape(u, (-1, 1))
+            else:
+                buf = ops.reshape(states[f"L{i}_buf"], (-1, K))
+                if L.memory_encoders is not None:  # m_prev from the previous buffer
+                    m_prev = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
+                    u = ops.add(u, self._loop_matmul(ops, m_prev, L.memory_encoders))
+                buf = ops.concat([ops.reshape(u, (-1, 1)), ops.cols(buf, 0, K - 1)], axis=1)
+                new[f"L{i}_buf"] = ops.reshape(buf, (-1, d * K))
             m_flat = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
             rows = np.ones(d * q)
         else:

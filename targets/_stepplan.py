@@ -45,7 +45,8 @@ def state_spec(graph: ir.Graph) -> list:
             if isinstance(mem, ir.ImpulseResponse):
                 raise ValueError(f"layer {layer.name!r} is in parallel form; fold the graph first")
             if isinstance(mem, ir.FIR):
-                out.append((f"L{i}_buf", i, "buf", layer.memory_d * mem.kernel.shape[1]))
+                if fir_reads_buffer(layer):
+                    out.append((f"L{i}_buf", i, "buf", layer.memory_d * mem.kernel.shape[1]))
             else:
                 out.append((f"L{i}_m", i, "m", layer.state_size))
             if isinstance(layer.hidden, ir.HiddenSimpleRNN) or layer.hidden_encoders is not None:
@@ -56,6 +57,14 @@ def state_spec(graph: ir.Graph) -> list:
         elif isinstance(layer, ir.BandConv) and layer.kernel_t > 1:
             out.append((f"L{i}_hist", i, "hist", (layer.kernel_t - 1) * n_in))
     return out
+
+
+def fir_reads_buffer(layer: ir.LMU) -> bool:
+    """Whether an FIR memory's step reads its buffer of past inputs: not with a single tap and no
+    ``memory_to_memory`` (``m = H u``; issue 52, seed 29: an Euler memory of order 1 at theta 1 has
+    ``Abar = 0``). Such a buffer would be a state input nothing reads, which TFLite's converter leaves in
+    float and ONNX calibrates as an empty slice, so it is no state at all."""
+    return layer.memory.kernel.shape[1] > 1 or layer.memory_encoders is not None
 
 
 #: the ONNX QDQ model counts a running mean's steps in 16 bits, exactly up to this many steps: its
