@@ -130,7 +130,7 @@ LMU_SPECIALIZE int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, in
                 w3 += 8;
             }
         }
-        if (i < len) {
+        if (i < len && len >= 8) { /* under 8 inputs, lmu_qdot16_run's scalar loop is cheaper than one VCTP pass */
             const mve_pred16_t p = vctp16q((uint32_t)(len - i));
             const int16x8_t xv = vldrhq_z_s16(px, p);
             s0 = vmladavaq_s16(s0, xv, vldrbq_z_s16(w0, p));
