@@ -4,7 +4,7 @@ step and per layer, with a cycle estimate and the flash each build takes; measur
 int8 weights, a 16-bit state and a Dense(8) hidden layer.
 
     python bench/kernels.py [--orders 64 256 psmnist] [--modes all8 int8 int16x8 int16] [--runtimes cortex-m4 ...]
-                            [--no-portable] [--realization fir]
+                            [--no-portable] [--realization fir] [--statements]
 
 --modes: all8 (every layer 8-bit, the default here), int8 (the default conversion, which widens layers to 16-bit
 activations: their int16 x int8 kernels), int16x8, int16. psmnist: an order-468 LMU (theta 784, 346 tanh hidden
@@ -16,10 +16,11 @@ M33, Helium on M55, the ARMv6-M assembly partial sums on M0 and micro:bit); "por
 built with -DLMU_PORTABLE. Every build's int8 outputs are compared with the integer reference (bit-exact
 column).
 
-Per layer: the bench copies the artifact, puts a SysTick read after every statement of
-``<prefix>_step_int8`` and charges each statement the instructions since the previous read, less the
-cost of one read (measured by two reads in a row). "dense" sums every int8 dense layer (input, encoder,
-hidden, output), "memory" is the LMU memory update, "other" the requantization of the state and copies.
+Per layer (--statements also prints each statement of the step as kind:MACs:instructions): the bench copies
+the artifact, puts a SysTick read after every statement of ``<prefix>_step_int8`` and charges each statement
+the instructions since the previous read, less the cost of one read (measured by two reads in a row).
+"dense" sums every int8 dense layer (input, encoder, hidden, output), "memory" is the LMU memory update,
+"other" the requantization of the state and copies.
 
 Cycles: instructions x the cycles per instruction of the step's hottest code (the loop, or the straight run
 between two branches for a fully unrolled kernel, with the most multiply-accumulate instructions in
@@ -261,9 +262,12 @@ def measure(art, xq, ref, rt, portable: bool, work: Path) -> dict:
     )
     mark = ticks[f"t{len(kinds)}"] / stats["steps"]
     per = {"dense": [0.0, 0], "memory": [0.0, 0], "other": [0.0, 0]}
+    res["statements"] = []
     for k, (kind, macs) in enumerate(kinds):
-        per[kind][0] += toolchain.instructions(ticks[f"t{k}"] / stats["steps"] - mark, rt.name)
+        n = toolchain.instructions(ticks[f"t{k}"] / stats["steps"] - mark, rt.name)
+        per[kind][0] += n
         per[kind][1] += macs
+        res["statements"].append((kind, macs, n))
     res["per"] = per
     return res
 
@@ -304,6 +308,9 @@ def main(argv=None):
     )
     ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
     ap.add_argument("--no-portable", action="store_true", help="measure the optimized path only")
+    ap.add_argument(
+        "--statements", action="store_true", help="also print each statement of the step: kind, MACs, instructions"
+    )
     ap.add_argument(
         "--realization",
         default="zoh",
@@ -361,6 +368,8 @@ def main(argv=None):
                             f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
                             f"{r['flash']:8d} {str(r['exact']):>5} {vs}"
                         )
+                        if a.statements:
+                            print("    " + "  ".join(f"{k}:{m}:{n:.0f}" for k, m, n in r["statements"]))
                         rows.append({"order": q, "mode": mode, "runtime": name, "path": path, "macs": macs, **r})
     print(
         "dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
