@@ -64,7 +64,9 @@ def fir_reads_buffer(layer: ir.LMU) -> bool:
     ``memory_to_memory`` (``m = H u``; issue 52, seed 29: an Euler memory of order 1 at theta 1 has
     ``Abar = 0``). Such a buffer would be a state input nothing reads, which TFLite's converter leaves in
     float and ONNX calibrates as an empty slice, so it is no state at all."""
-    return layer.memory.kernel.shape[1] > 1 or layer.memory_encoders is not None
+    mem = layer.memory
+    assert isinstance(mem, ir.FIR)
+    return mem.kernel.shape[1] > 1 or layer.memory_encoders is not None
 
 
 #: the ONNX QDQ model counts a running mean's steps in 16 bits, exactly up to this many steps: its
