@@ -8,12 +8,13 @@ import subprocess
 
 import pytest
 
-import lmu_edge
 from lmu_edge import toolchain
 from lmu_edge.targets import c_kit
 
 ARM = shutil.which("arm-none-eabi-gcc") and shutil.which("qemu-system-arm")
-TEMPLATES = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+#: the C runtime headers where lmu_edge installs them (the checkout's folder in an editable install, the
+#: package's own in a built tree such as a mutation harness's private copy)
+TEMPLATES = str(c_kit.TEMPLATES)
 
 
 def run_program(tmp_path, source: str, runtime: str, timeout: int = 600, extra: tuple = ()) -> str:

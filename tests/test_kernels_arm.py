@@ -375,7 +375,7 @@ def test_one_rounding_requantization_equals_mbqm(tmp_path):
     from lmu_edge import fixedpoint
 
     (tmp_path / "t.c").write_text(_MBQM_C)
-    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    tpl = TEMPLATES
     subprocess.run(["cc", "-O2", "-std=c99", f"-I{tpl}", "t.c", "-o", "t"], cwd=tmp_path, check=True)
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[-2] == "bad 0"
@@ -547,7 +547,7 @@ def test_32_bit_multiply_requantization_equals_mbqm(tmp_path):
     lmu_mbqm32's integers for every input in [-2^15, 2^15], every shift 0..31, edge multipliers (INT32_MIN,
     the 2^16 boundaries of the split) and random ones."""
     (tmp_path / "t.c").write_text(_MBQM16_C)
-    tpl = os.path.join(os.path.dirname(lmu_edge.__file__), "..", "firmware_templates")
+    tpl = TEMPLATES
     subprocess.run(["cc", "-O2", "-std=c99", f"-I{tpl}", "t.c", "-o", "t"], cwd=tmp_path, check=True)
     out = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, check=True).stdout
     n, bad = (int(w) for w in out.split()[1::2])
