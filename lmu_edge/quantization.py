@@ -35,8 +35,11 @@ bound fits: the state never saturates, whatever the input. Coefficients get
 int64 accumulator allows), and for the dense realization both the direct form
 (``Abar``) and the delta form (``m += (Abar - I) m + Bbar u``, whose
 coefficients are ~1/theta and so keep their precision for long windows) are
-measured; the one with the smaller impulse-response error is used. A quantized
-system that is not stable is refused with a suggestion.
+measured; the one with the smaller impulse-response error is used. Where both
+roundings are unstable, coefficients the user left open widen to the most the
+accumulator allows, and an Euler memory then rounds its window instead of each
+entry (an exact Euler memory of a slightly longer window). A quantized system
+that is still not stable is refused with a suggestion.
 """
 
 from __future__ import annotations
@@ -440,7 +443,9 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     m_abs = max(abs(rec["m"][0]), abs(rec["m"][1]))
     cal = Calibrated(m_abs)
     if isinstance(mem, ir.DenseSS):
-        qmem, fm, bound, mem_err, rho = dense_memory(mem, q, layer.theta, sb, cb, u_type, horizon, notes, cal)
+        # no coeff_bits given: the widest the int64 accumulator allows, where cb's roundings are unstable
+        widest = None if coeff_bits else min(32, 62 - sb - int(math.ceil(math.log2(q + 1))))
+        qmem, fm, bound, mem_err, rho = dense_memory(mem, q, layer.theta, sb, cb, u_type, horizon, notes, cal, widest)
     elif isinstance(mem, ir.RungeKutta):
         qmem, fm, bound, mem_err, rho = rk_memory(mem, q, layer.theta, sb, u_type, horizon, notes, cal)
     elif isinstance(mem, ir.FIR):
@@ -547,7 +552,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         "u_type": str(u_type),
         "memory": type(qmem).TYPE,
         "form": getattr(qmem, "form", None),
-        "coeff_bits": cb,
+        "coeff_bits": qmem.coeff_bits if isinstance(mem, ir.DenseSS) else cb,
         "memory_error": mem_err,
         "spectral_radius": rho,
         "state_bound": bound,
