@@ -43,6 +43,7 @@ tensors do), so the int8 model's spliced state path has it too.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -54,7 +55,7 @@ from lmu_edge.registry import require
 
 from ._floatstep import FloatStep, layer_part
 from ._stepplan import StatePlan
-from ._tflite_guard import check_scales, live_states
+from ._tflite_guard import check_scales, live_states, quantize_live, scales_ok
 
 
 def _tf():
@@ -271,8 +272,12 @@ def convert(
     with warnings.catch_warnings():  # TF's own calibrator still builds a tf.lite.Interpreter: not the user's to fix
         warnings.filterwarnings("ignore", message=r"(?s).*tf\.lite\.Interpreter is deprecated")
         model = conv.convert()
+        if quantize != "float":
+            model = live_scales(model)
+            if not scales_ok(model):  # a tensor 0 on every sample wrecked the weights of the op reading it
+                conv._quantize = functools.partial(quantize_live, conv)  # (issue 52, seeds 26 and 30)
+                model = live_scales(conv.convert())
     if quantize != "float":
-        model = live_scales(model)
         check_scales(model)  # before anything prepares it: LiteRT aborts the process on some scales
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])

@@ -3,7 +3,8 @@
 LiteRT checks some quantization parameters with an abort, not an error: preparing a model whose
 FULLY_CONNECTED has an infinite weight scale kills the whole process, so a ``lmu-edge convert`` would die
 with no message. :func:`check_scales` refuses such a model in one line before any interpreter sees it, and
-:func:`live_states` keeps the converter from making one out of a state that calibrated on a single value.
+:func:`live_states` keeps the converter from making one out of a state that calibrated on a single value,
+:func:`quantize_live` out of an activation that is 0 on every sample.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from lmu_edge.registry import require
 SCALE_RANGE = (2.0**-126, 2.0**126)
 #: a state that calibrated on one value is sampled this far either side of it too (:func:`live_states`)
 LIVE_STEP = 2.0**-16
+#: a tensor whose calibrated range lies within this of 0 is 0 on every sample (:func:`live_ranges`)
+DEAD_RANGE = 2.0**-100
 
 
 def live_states(rep: dict, states) -> dict:
@@ -86,6 +89,17 @@ def check_scales(model: bytes) -> None:
                 raise _refuse(sg.Tensors(inputs[1]), float(worst[0]))
 
 
+def scales_ok(model: bytes) -> bool:
+    """Whether :func:`check_scales` passes ``model``."""
+    from lmu_edge.errors import QuantizationError
+
+    try:
+        check_scales(model)
+    except QuantizationError:
+        return False
+    return True
+
+
 def _check_add(sg, inputs, out: int, scales: dict) -> None:
     """Refuse an int8 / int16 ADD that LiteRT would abort on: its general quantized path (every int8 ADD; an
     int16 one unless all three scales are within 1e-3 of a power of two in log2, which shifts instead and
@@ -111,3 +125,77 @@ def _check_add(sg, inputs, out: int, scales: dict) -> None:
             f"TFLite's {'int8' if k == 20 else 'int16'} ADD can requantize to (multiplier {m:.3g}, must be below "
             "1): calibrate on sequences that exercise its output"
         )
+
+
+def live_ranges(calibrated: bytes) -> bytes:
+    """``calibrated`` (the converter's float model with each tensor's calibrated min / max) with every
+    activation that calibrated on 0 alone (the calibrator records [0, 1.2e-38]: within :data:`DEAD_RANGE` of
+    0) given the range ``-/+ r`` instead, ``r`` the largest magnitude of its op's activation inputs' ranges
+    (as widened so far, in op order).
+
+    Issue 52, seeds 26 and 30: a Dense(relu) that is 0 on every calibration sample (a unit that died in
+    training) calibrated on [0, 0], int16 scale 3.6e-43; the int16x8 quantizer then grew the next
+    FULLY_CONNECTED's weight scale until its bias fit ``input scale * weight scale`` (to infinity) and stored
+    every weight and bias as 0, so the float values were gone before :func:`live_scales` could help. Given
+    this range, the dead tensor quantizes as the op's inputs do (the scale :func:`live_scales` would give
+    it) and its 0 stays exact on the zero point."""
+    fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
+    m = fb.convert_bytearray_to_object(bytearray(calibrated))
+    changed = False
+    for sg in m.subgraphs:
+        for op in sg.operators:
+            ins = [r for r in (_range(m, sg, t) for t in op.inputs) if r is not None]
+            r = max((max(abs(lo), abs(hi)) for lo, hi in ins), default=0.0)
+            for t in op.outputs:
+                out = _range(m, sg, t)
+                if out is None or max(map(abs, out)) > DEAD_RANGE or not r > DEAD_RANGE or not np.isfinite(r):
+                    continue
+                q = sg.tensors[t].quantization
+                q.min, q.max = [-r], [r]
+                changed = True
+    return bytes(fb.convert_object_to_bytearray(m)) if changed else calibrated
+
+
+def _range(m, sg, t: int):
+    """Tensor ``t``'s calibrated ``(min, max)``; None for a constant, an absent tensor or one without."""
+    q = sg.tensors[t].quantization if t >= 0 else None
+    if q is None or q.min is None or q.max is None or len(q.min) != 1 or len(q.max) != 1:
+        return None
+    b = m.buffers[sg.tensors[t].buffer].data
+    return None if b is not None and len(b) else (float(q.min[0]), float(q.max[0]))
+
+
+def quantize_live(conv, result, input_type, output_type, activations_type, bias_type, allow_float, variables, debug):
+    """What ``conv._quantize`` does (TF 2.21's ``TFLiteConverter``; the same arguments), with the calibrated
+    ranges passed through :func:`live_ranges` before the quantizer reads them. The quantizer itself is not
+    fed again: it takes each tensor's min / max from the calibrated model (with no range widened, the bytes
+    are the converter's own: checked on generated seed 30, int8 and int16x8). ``_tflite_build.convert``
+    converts this way only a model that :func:`check_scales` refuses otherwise, so no model that converted
+    before converts differently."""
+    tf = require("tensorflow", "tflite", "building TFLite models")
+    from tensorflow.lite.python import lite
+    from tensorflow.lite.python.optimize import calibrator
+
+    data = conv.representative_dataset
+    data = data if isinstance(data, lite.RepresentativeDataset) else lite.RepresentativeDataset(data)
+    result = calibrator.add_intermediate_tensors(result)
+    calibrated = live_ranges(calibrator.Calibrator(result).calibrate(data.input_gen))
+    if conv.experimental_new_quantizer and activations_type != tf.int16:
+        return lite._mlir_quantize(
+            calibrated,
+            conv._experimental_disable_per_channel,
+            input_data_type=input_type,
+            output_data_type=output_type,
+            enable_variable_quantization=variables,
+            disable_per_channel_for_dense_layers=conv._experimental_disable_per_channel_quantization_for_dense_layers,
+            debug_options_str=debug.SerializeToString(),
+        )
+    return calibrator.Calibrator(calibrated)._calibrator.QuantizeModel(
+        np.dtype(input_type.as_numpy_dtype()).num,
+        np.dtype(output_type.as_numpy_dtype()).num,
+        allow_float,
+        np.dtype(activations_type.as_numpy_dtype()).num,
+        np.dtype(bias_type.as_numpy_dtype()).num,
+        conv._experimental_disable_per_channel,
+        conv._experimental_disable_per_channel_quantization_for_dense_layers,
+    )
