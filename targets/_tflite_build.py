@@ -226,9 +226,9 @@ def convert(
     quantize: str,
     rep: dict | None,
     split_uneven=None,
-    memory_headroom: bool = True,
+    memory_room: float | None = None,
 ) -> bytes:
-    """The ``.tflite`` flatbuffer of the step model (``memory_headroom``: see :func:`widen_int16_ranges`).
+    """The ``.tflite`` flatbuffer of the step model (``memory_room``: see :func:`widen_int16_ranges`).
 
     ``rep`` (quantized modes): ``{"x": (S, F), <state>: (S, size)}`` in model
     coordinates, recorded by the float oracle on the calibration data. For the
@@ -282,7 +282,7 @@ def convert(
     if quantize != "float" and not internal:
         model = tie_state_scales(model, [n for n, *_ in plan.spec])
         if quantize == "int16x8":
-            model = widen_int16_ranges(model, RANGE16_HEADROOM, memory=memory_headroom)
+            model = widen_int16_ranges(model, RANGE16_HEADROOM, memory_room=memory_room)
     return model
 
 
@@ -386,9 +386,9 @@ def _name(t) -> str:
 _MEMORY_TENSOR = re.compile(r"\.memory/|(^|_)L\d+_m(_out)?(:\d+)?$")
 
 
-def widen_int16_ranges(model: bytes, factor: float, memory: bool = True) -> bytes:
+def widen_int16_ranges(model: bytes, factor: float, memory_room: float | None = None) -> bytes:
     """``model`` with the range of every int16 activation widened ``factor`` times (zero point 0 stays).
-    ``memory=False``: an LMU memory path's tensors (:data:`_MEMORY_TENSOR`) keep their calibrated ranges,
+    ``memory_room``: an LMU memory path's tensors (:data:`_MEMORY_TENSOR`) are widened that many times instead,
     for a memory whose state-rounding noise the dynamics amplify (mixed precision's last resort).
 
     Tensors that must share a quantization (joined by an op of :data:`_SAME_SCALE`, or a state and its
@@ -433,18 +433,20 @@ def widen_int16_ranges(model: bytes, factor: float, memory: bool = True) -> byte
         return b.data is not None and len(b.data) > 0
 
     keep = {find(t) for t in fixed} | {find(t) for t in range(len(sg.tensors)) if constant(t)}
-    if not memory:
-        keep |= {find(t) for t in range(len(sg.tensors)) if _MEMORY_TENSOR.search(_name(sg.tensors[t]))}
-    widened: set[int] = set()
+    tight = set()
+    if memory_room is not None:
+        tight = {find(t) for t in range(len(sg.tensors)) if _MEMORY_TENSOR.search(_name(sg.tensors[t]))}
+    widened: dict[int, float] = {}
     for i, t in enumerate(sg.tensors):
         q = t.quantization
         if t.type != 7 or q is None or q.scale is None or len(q.scale) != 1 or find(i) in keep:
             continue  # 7: int16
-        q.scale = [float(q.scale[0]) * factor]
-        widened.add(i)
+        f = memory_room if find(i) in tight else factor
+        q.scale = [float(q.scale[0]) * f]
+        widened[i] = f
     for op in sg.operators:
         if code[op.opcodeIndex] == 9 and len(op.inputs) > 2 and op.inputs[0] in widened and op.inputs[2] >= 0:
-            _rescale_fc_bias(m, sg, op, factor)
+            _rescale_fc_bias(m, sg, op, widened[op.inputs[0]])
     out = bytes(fb.convert_object_to_bytearray(m))
     try:
         check_scales(out)  # LiteRT aborts the process on some scales; this raises instead

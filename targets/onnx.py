@@ -27,7 +27,7 @@ hi + lo``; int16, as the state reads them).
 int8 is mixed precision where 8 bits cannot carry the model (option ``widen_db``, default
 :data:`WIDEN_DB`): when the QDQ model's SQNR against the float oracle on the calibration data is below
 it, :func:`widen` makes the fewest activations and weight matrices 16-bit that lift it there (the
-output stays int8), or gives the LMU memory path its calibrated ranges without headroom (:data:`TIGHT`).
+output stays int8), or gives the LMU memory path its calibrated ranges with less headroom (:data:`TIGHT`).
 The layer-option matrix needs it: five of its ten models were at 17-29 dB with 8 bits everywhere but
 the LMU state, 8-bit activations and, on the RNN-path model, 8-bit weights in its feedback loop being
 the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU state path 8-bit.
@@ -48,7 +48,7 @@ import numpy as np
 from lmu_edge import reference, widening
 from lmu_edge.errors import ArtifactError
 from lmu_edge.metrics import relative_error, sqnr_db
-from lmu_edge.qlinear import RANGE16_HEADROOM
+from lmu_edge.qlinear import RANGE16_HEADROOM, TIGHT16_HEADROOM
 from lmu_edge.registry import require
 
 from . import _stepplan
@@ -64,7 +64,7 @@ OPSET = 21  # int16 in QuantizeLinear / DequantizeLinear (the 16-bit LMU state)
 #: calibration SQNR, hence 6 dB of margin.
 WIDEN_DB = 36.0
 WIDE = "int16"  # a weight matrix's entry in a qdq map: 16-bit
-TIGHT = "memory ranges"  # a widening candidate: the LMU memory path's int16 ranges without headroom (qdq)
+TIGHT = "memory ranges"  # a widening candidate: the LMU memory path's int16 ranges at TIGHT16_HEADROOM (qdq)
 OPTIONS: dict = {"calibration_steps": 2000, "widen_db": WIDEN_DB, "widen_steps": 20000}
 STEP, SEQ = "step.onnx", "sequence.onnx"
 #: the largest int8 weight of a MatMul with an 8-bit input (7 bits, ONNX Runtime's "reduce range"): the
@@ -393,9 +393,9 @@ class Calibration:
 
     def qdq(self, widened=frozenset()) -> dict:
         """Scale, zero point and bits of every activation: int8 asymmetric, except the LMU input and state
-        and the ``widened`` activations (int16, symmetric, zero point 0, with headroom: none on the LMU's
+        and the ``widened`` activations (int16, symmetric, zero point 0, with headroom: less on the LMU's
         with :data:`TIGHT`); a ``widened`` weight matrix maps to :data:`WIDE`."""
-        qdq, room = {}, 1.0 if TIGHT in widened else RANGE16_HEADROOM
+        qdq, room = {}, TIGHT16_HEADROOM if TIGHT in widened else RANGE16_HEADROOM
         for n in self.names:
             if n in self.wide_values or n in widened:
                 qdq[n] = self._wide(n, room if n in self.wide_values else RANGE16_HEADROOM)
@@ -461,7 +461,7 @@ def emit(graph, out_dir, options) -> dict:
                 "widen_db": widen_db,
                 "int8_sqnr_db": before,
                 "widened": [n for n in calib.candidates if n in widened and n != TIGHT],
-                **({"memory_ranges": "calibrated, without headroom"} if TIGHT in widened else {}),
+                **({"memory_ranges": f"calibrated, {TIGHT16_HEADROOM}x headroom"} if TIGHT in widened else {}),
                 "widened_weights": [n for n in calib.weights if n in widened],  # the weight matrices among them
             }
     step, seq, _ = build(graph, plan, qdq)

@@ -62,7 +62,8 @@ def test_a_memory_that_amplifies_its_rounding_noise_meets_its_floors(tmp_path, t
     got = sqnr_db(art.run(x_test), lmu_edge.simulate(g, x_test.astype(np.float64)))
     q = json.loads((art.path / "report.json").read_text())["quantization"]
     assert got >= FLOORS[target, mode], (got, q)
-    assert q["memory_ranges"] == "calibrated, without headroom", q  # what the search chose, said in the report
+    # what the search chose, said in the report: 1.25x headroom, or (int16x8's last try) none
+    assert q["memory_ranges"] in ("calibrated, 1.25x headroom", "calibrated, 1.0x headroom"), q
 
 
 @pytest.mark.slow
