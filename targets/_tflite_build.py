@@ -441,7 +441,7 @@ def widen_int16_ranges(model: bytes, factor: float, memory_room: float | None = 
         q = t.quantization
         if t.type != 7 or q is None or q.scale is None or len(q.scale) != 1 or find(i) in keep:
             continue  # 7: int16
-        f = memory_room if find(i) in tight else factor
+        f = memory_room if memory_room is not None and find(i) in tight else factor
         q.scale = [float(q.scale[0]) * f]
         widened[i] = f
     for op in sg.operators:
