@@ -4,7 +4,8 @@
     python bench/gen_chunk.py --seeds 1000-1003 --cell c:int8 --cell onnx:int8   # a small check
 
 Runs ``scripts/gen_models.py`` twice over the same seeds, each time into a results file of its own: first in
-one process (``--workers 0``), then on a local Ray instance (``--workers N``, lmu_edge.executor). Prints
+one process (``--workers 0``), then on a local Ray instance (``--workers N``, lmu_edge.executor); each
+seed in a fresh process of its own on both sides (``--isolate``). Prints
 both wall times, their ratio and the CPU seconds the seeds report, and checks that every seed's record is
 the same in both runs (model, cells, statuses, SQNR, reasons; the seconds aside). Exits non-zero when any
 seed differs or a run fails to produce every seed. Issue 58: the long runs go to Ray with one flag.
@@ -75,7 +76,8 @@ class _Load:
 
 def _run(seeds: str, cells: list[str], workers: int, out: Path) -> tuple[float, _Load]:
     cmd = [sys.executable, str(ROOT / "scripts" / "gen_models.py"), "--seeds", seeds, "--out", str(out)]
-    cmd += [f"--cell={c}" for c in cells] + ["--workers", str(workers)]
+    # --isolate on both sides: a native abort costs one seed, not the run, and both pay the same start-up
+    cmd += [f"--cell={c}" for c in cells] + ["--workers", str(workers), "--isolate"]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
     # gen_models exits 1 when a cell fails its floor: a result, recorded, not a failure of this benchmark
@@ -101,14 +103,16 @@ def main(argv=None) -> int:
         ap.error(f"--workers must be at least 1, not {a.workers}")
     with tempfile.TemporaryDirectory(prefix="gen_chunk_") as tmp:
         serial, parallel = Path(tmp) / "serial.jsonl", Path(tmp) / f"workers{a.workers}.jsonl"
-        t_serial, load_serial = _run(a.seeds, a.cell, 0, serial)
-        t_parallel, load_parallel = _run(a.seeds, a.cell, a.workers, parallel)
-        s, p = _records(serial), _records(parallel)
-        if a.keep:
-            a.keep.mkdir(parents=True, exist_ok=True)
-            for f in (serial, parallel):
-                if f.exists():
-                    shutil.move(f, a.keep / f.name)
+        try:
+            t_serial, load_serial = _run(a.seeds, a.cell, 0, serial)
+            t_parallel, load_parallel = _run(a.seeds, a.cell, a.workers, parallel)
+            s, p = _records(serial), _records(parallel)
+        finally:  # a run that fails keeps what it recorded (2026-12-06: 22 seeds lost to an abort)
+            if a.keep:
+                a.keep.mkdir(parents=True, exist_ok=True)
+                for f in (serial, parallel):
+                    if f.exists():
+                        shutil.move(f, a.keep / f.name)
     differ = sorted(k for k in s.keys() | p.keys() if _strip(s.get(k)) != _strip(p.get(k)))
     cpu = sum(r.get("cpu_seconds", 0.0) for r in s.values())
     cpu_parallel = sum(r.get("cpu_seconds", 0.0) for r in p.values())

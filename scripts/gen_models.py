@@ -8,7 +8,9 @@
     python scripts/gen_models.py --seeds 0-499 --out r.jsonl --workers 2   # on a local Ray instance (or --address)
 
 The seeds run through ``lmu_edge.executor.run_tasks``: one after another in this process by default, on Ray
-with ``--workers N`` or ``--address``; each finished seed is appended to ``--out`` as it finishes.
+with ``--workers N`` or ``--address``; each finished seed is appended to ``--out`` as it finishes. With
+``--isolate`` each seed runs in a fresh process of its own, so that a native abort inside TensorFlow, LiteRT
+or another runtime is recorded as that seed's failure instead of ending the run (use it for long runs).
 
 Each model (tests/model_gen.py) is trained briefly, calibrated on 64 sequences and measured on 32 others.
 A cell ``(target, mode)`` is *converted* (with its SQNR in dB against the float64 reference model),
@@ -191,6 +193,39 @@ def run_spec(spec: dict, cells, keep: Path | None = None, all_compilers: bool = 
     return rec
 
 
+def run_isolated(spec: dict, cells, keep: Path | None = None, all_compilers: bool = False) -> dict:
+    """:func:`run_spec` in a fresh Python process of its own (``--isolate``): a native abort or crash (a
+    runtime's failed check kills the whole process) costs that seed, recorded as its ``task_error``, not
+    the run; nor does one seed's TensorFlow state reach the next (2026-12-06: a oneDNN check failed in the
+    23rd model of one process, and that seed alone ran clean)."""
+    import signal
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="lmu_gen_iso_") as tmp:
+        out = Path(tmp) / "rec.jsonl"
+        which = ["--repro", spec["name"]] if "name" in spec else ["--seed", str(spec["seed"])]
+        cmd = [sys.executable, str(Path(__file__).resolve()), *which, "--out", str(out)]
+        cmd += [f"--cell={t}:{m}" for t, m in cells] + (["--all-compilers"] if all_compilers else [])
+        cmd += ["--keep", str(keep)] if keep else []
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines = out.read_text().splitlines() if out.exists() else []
+        if lines:
+            return json.loads(lines[-1])
+        if r.returncode < 0:
+            why = f"the seed's process died of signal {-r.returncode} ({signal.Signals(-r.returncode).name})"
+        else:
+            why = f"the seed's process exited {r.returncode} without a record"
+        tail = [ln for ln in r.stderr.splitlines() if ln.strip()][-1:] or [""]
+        return {
+            "seed": spec["seed"],
+            "spec": spec,
+            "cells": [],
+            "task_error": f"{why}: {tail[0][:300]}",
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+
+
 def _cpu() -> float:
     """CPU seconds of this process and its finished children (compilers, QEMU, runtimes)."""
     t = os.times()
@@ -307,6 +342,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="run the seeds on a local Ray instance with N workers")
     ap.add_argument("--address", help="run the seeds on this Ray cluster (every node has this checkout)")
     ap.add_argument("--all-compilers", action="store_true", help="build every C cell under all 28 pairs")
+    ap.add_argument(
+        "--isolate", action="store_true", help="each seed in a fresh process (a native abort costs one seed)"
+    )
     a = ap.parse_args(argv)
     if a.table:
         print(table(a.table))
@@ -361,7 +399,7 @@ def main(argv=None) -> int:
 
     try:
         run_tasks(
-            run_spec,
+            run_isolated if a.isolate else run_spec,
             [(sp, cells, a.keep, a.all_compilers) for sp in todo],
             workers=a.workers,
             address=a.address,

@@ -495,3 +495,18 @@ def test_a_simple_rnn_cell_starts_from_h_0_in_its_table_s_output_type(tmp_path, 
         qg = lmu_edge.quantize(lmu_edge.fold(g, "auto", target="c", quantized=True), x)
     err = np.abs(lmu_edge.simulate(qg, x2)[:, 0] - lmu_edge.simulate(g, x2)[:, 0]).max()
     assert err < 0.02
+
+
+def test_an_isolated_seed_whose_process_aborts_is_that_seed_s_failure(tmp_path, monkeypatch):
+    # --isolate: the long run of 2026-12-06 ended at its 24th seed when a oneDNN check aborted the process
+    # (that seed alone ran clean). In a process of its own, an abort is recorded as the seed's task_error
+    gm = _gen_models()
+    died = tmp_path / "abort.sh"
+    died.write_text("#!/bin/sh\necho 'F0000 tensor.cc:896] Check failed' >&2\nkill -ABRT $$\n")
+    died.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(died))
+    spec = gm.model_gen().draw(46)
+    rec = gm.run_isolated(spec, [("ir", "float")])
+    assert rec["seed"] == 46 and rec["cells"] == [], rec
+    assert rec["task_error"].startswith("the seed's process died of signal 6 (SIGABRT): F0000"), rec
+    assert any("the task failed" in line for line in gm.report(rec))
