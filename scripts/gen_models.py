@@ -40,6 +40,10 @@ import traceback
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow 2.21's oneDNN convolution aborts the process on a dtype check while Keras trains some drawn
+# models ("Check failed: dtype() == expected_dtype ... uint8 expected, got float" in MklConvOp; seed 11, in
+# a process of its own too): the generator trains with TensorFlow's own kernels
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 import numpy as np
 
@@ -216,7 +220,9 @@ def run_isolated(spec: dict, cells, keep: Path | None = None, all_compilers: boo
             why = f"the seed's process died of signal {-r.returncode} ({signal.Signals(-r.returncode).name})"
         else:
             why = f"the seed's process exited {r.returncode} without a record"
-        tail = [ln for ln in r.stderr.splitlines() if ln.strip()][-1:] or [""]
+        said = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+        # a native runtime's own words (a failed check) rather than the last line of its stack trace
+        tail = [ln for ln in said if "Check failed" in ln or "Fatal" in ln][:1] or said[-1:] or [""]
         return {
             "seed": spec["seed"],
             "spec": spec,
