@@ -68,10 +68,13 @@ def l1_gains(Aq: np.ndarray, Bq: np.ndarray, horizon: int, with_noise: bool = Tr
 @dataclass
 class Calibrated:
     """What one LMU layer's calibration says of its state, for the case no bound can be proven:
-    ``m_abs`` the calibrated max |m|; ``proven`` turns False when :func:`fit_state` had to fall back to it."""
+    ``m_abs`` the calibrated max |m|; ``proven`` turns False when :func:`fit_state` had to fall back to it;
+    ``measured``: size the state by ``m_abs`` even where a bound can be proven (the int8 widening search's
+    16-bit state before a 32-bit one, :func:`lmu_edge.widening.search`)."""
 
     m_abs: float
     proven: bool = True
+    measured: bool = False
 
 
 def fit_state(G, N, U, bits, cal: Calibrated, noise_lsb=1.0):
@@ -79,16 +82,18 @@ def fit_state(G, N, U, bits, cal: Calibrated, noise_lsb=1.0):
 
     When no f can satisfy it (a state too narrow for its rounding noise, e.g. 8 bits for a long
     window), fall back to the calibrated range with 25% headroom and record that the bound is
-    not proven: the state may saturate, and the report says so."""
+    not proven: the state may saturate, and the report says so. ``cal.measured`` takes the calibrated range
+    wherever it gives more bits than the proven bound."""
     max_int = (1 << (bits - 1)) - 1
     room = max_int - N * noise_lsb - 2
-    if room <= 0 or not G * U < DIVERGED:
-        cal.proven = False
-        m_abs = max(cal.m_abs, 1e-12)
-        return int(math.floor(math.log2(max_int / (1.25 * m_abs))))
-    if G * U <= 0:
-        return bits - 1
-    return int(math.floor(math.log2(room / (G * U * (1 + 1e-6)))))
+    proven = None
+    if room > 0 and G * U < DIVERGED:
+        proven = bits - 1 if G * U <= 0 else int(math.floor(math.log2(room / (G * U * (1 + 1e-6)))))
+    measured = int(math.floor(math.log2(max_int / (1.25 * max(cal.m_abs, 1e-12)))))
+    if proven is not None and (not cal.measured or proven >= measured):
+        return proven
+    cal.proven = False
+    return measured
 
 
 def ir_error(Aq, Bq, Abar, Bbar, horizon):

@@ -232,7 +232,8 @@ def quantize(
     compensated: dict = {}
     memo: dict = {}  # each weight part rounded once, whatever the set of 16-bit parts (rounding.compensate)
 
-    def build(use_gptq, wide=frozenset(), wide_acts=frozenset(), sb=sb):  # sb: the LMU states' width
+    # sb: the LMU states' width; measured: sized by the calibration (widening.search's fast 16-bit state)
+    def build(use_gptq, wide=frozenset(), wide_acts=frozenset(), sb=sb, measured=False):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if use_gptq or correct:
@@ -243,12 +244,34 @@ def quantize(
             else:
                 g, w_scales = graph, {}
             qg = _integer_graph(
-                g, recs, x, y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq, correct, wide, wide_acts
+                g,
+                recs,
+                x,
+                y_f,
+                wb,
+                sb,
+                coeff_bits,
+                rounding,
+                ab,
+                w_scales,
+                use_gptq,
+                correct,
+                wide,
+                wide_acts,
+                measured,
             )
         return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
     built, sqnr, qg, caught, used, kept = widening.search(
-        build, tries, graph, widen_db, wide_layers, ab, sb, widen_state
+        build,
+        tries,
+        graph,
+        widen_db,
+        wide_layers,
+        ab,
+        sb,
+        widen_state,
+        ab == 8 and widening.window_seen(graph, x.shape[1]),
     )
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -298,6 +321,7 @@ def _integer_graph(
     correct,
     wide=frozenset(),
     wide_acts=frozenset(),
+    measured=False,
 ):
     """The integer graph of ``graph`` (its weights as :func:`compensate` left them, ``w_scales``), with
     its error against the float model's output ``y_f`` on the calibration inputs ``x``. The weight parts
@@ -381,7 +405,7 @@ def _integer_graph(
         elif isinstance(layer, ir.LMU):
             scales = w_scales.get((i, "input_encoders")), w_scales.get((i, "hidden"))
             bits = {f: WIDE_BITS if (i, f) in wide else wb for f in LMU_PARTS}
-            args = (rec, s, zp, bits, sb, coeff_bits, rounding, ab, scales)
+            args = (rec, s, zp, bits, sb, coeff_bits, rounding, ab, scales, measured)
             q_layer, s, zp, lay_info = _quantize_lmu(layer, *args)
             layers.append(q_layer)
         else:
@@ -412,7 +436,9 @@ def metadata_db(db: float) -> float:
     return float(np.clip(db, -EXACT_DB, EXACT_DB)) if not math.isnan(db) else -EXACT_DB
 
 
-def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None)):
+def _quantize_lmu(
+    layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None), measured=False
+):
     """``w_scales``: the grid scales of the input encoders and the hidden kernel
     (:func:`lmu_edge.rounding.per_channel`); ``wb``: the weight bits, or a dict of them by part
     (:data:`LMU_PARTS`)."""
@@ -441,7 +467,7 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
     horizon = max(int(math.ceil(5 * layer.theta)), 64)
     mem = layer.memory
     m_abs = max(abs(rec["m"][0]), abs(rec["m"][1]))
-    cal = Calibrated(m_abs)
+    cal = Calibrated(m_abs, measured=measured)
     if isinstance(mem, ir.DenseSS):
         # no coeff_bits given: the widest the int64 accumulator allows, where cb's roundings are unstable
         widest = None if coeff_bits else min(32, 62 - sb - int(math.ceil(math.log2(q + 1))))
@@ -540,9 +566,11 @@ def _quantize_lmu(layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, a
         hidden_softmax=h_softmax,
     )
     if not proven:
+        why = "is sized by" if measured else "cannot be proven free of overflow; its scale comes from"
+        fix = "--state-bits 32 keeps a proven bound" if measured else "use more state bits"
         warnings.warn(
-            f"layer {layer.name!r}: a {sb}-bit state cannot be proven free of overflow; its scale "
-            f"comes from the calibration data and it may saturate (use more state bits)",
+            f"layer {layer.name!r}: a {sb}-bit state {why} the calibration data and it may saturate "
+            f"past 1.25x the calibrated range ({fix})",
             stacklevel=3,
         )
     info = {
