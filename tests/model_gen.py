@@ -12,7 +12,8 @@ up to 256); ``theta`` 0.5q-100q; hidden cell ``Dense`` / ``SimpleRNNCell`` / non
 activation; ``input_to_hidden``, ``use_bias``, ``return_sequences``, known and unknown length; stacks of up
 to three LMU layers; ``Dense``, ``TimeDistributed(Dense)``, ``Activation`` and ``GlobalAveragePooling1D``
 before and after; every head activation. Where keras-lmu itself needs something (an integer theta for an
-impulse response of unknown length, ``input_d`` for ``LMUCell`` without a hidden cell), the draw respects it.
+impulse response of unknown length, ``input_d`` for ``LMUCell`` without a hidden cell; no ``input_to_hidden``
+without a hidden cell on ``LMU``'s RNN path, which never passes ``input_d``), the draw respects it.
 
 Needs TensorFlow and keras-lmu. Import this module by path (scripts/gen_models.py does): it is a helper,
 not a test module.
@@ -96,7 +97,9 @@ def _lmu(r: np.random.Generator, seq: bool, known_len: bool, T: int) -> dict:
         "theta": theta,
         "discretizer": disc,
         "hidden": hidden,
-        "input_to_hidden": bool(r.random() < 0.4),
+        # keras-lmu's LMU on its RNN path builds its LMUCell without input_d, which input_to_hidden without a
+        # hidden cell needs (seed 1005: "input_d must be specified"); RNN(LMUCell) takes it
+        "input_to_hidden": bool(r.random() < 0.4) and not (kind == "lmu" and any(flags.values()) and hidden is None),
         "use_bias": bool(r.random() < 0.4),
         # keras-lmu: without a kernel the cell's whole input (x, and h with hidden_to_memory) is u: memory_d wide
         "no_kernel": bool(r.random() < 0.1) and not flags["hidden_to_memory"],

@@ -90,6 +90,18 @@ def test_every_draw_is_a_model_keras_lmu_accepts():
                 assert not m["hidden_to_memory"], seed  # without a kernel u is the cell's whole input
             if m["layer"] == "ff":
                 assert not any(m[f] for f in mg.FLAGS)
+            if m["layer"] == "lmu" and not parallel and m["hidden"] is None:
+                assert not m["input_to_hidden"], seed  # keras_lmu.LMU's RNN path passes its cell no input_d
+
+
+def test_an_rnn_path_lmu_without_a_hidden_cell_is_drawn_without_input_to_hidden():
+    # seed 1005 drew LMU(memory_to_memory, trainable_theta, hidden_cell=None, input_to_hidden=True), which
+    # keras-lmu cannot build ("input_d must be specified"): the long run lost it as a task error
+    mg = _gen_models().model_gen()
+    spec = mg.draw(1005)
+    (m,) = spec["lmus"]
+    assert m["layer"] == "lmu" and m["memory_to_memory"] and m["hidden"] is None and not m["input_to_hidden"]
+    assert mg.build(spec).count_params() > 0
 
 
 @pytest.mark.slow  # a C conversion (host and every core) and two Cortex-M4 builds at -O3: about 40 s
