@@ -306,7 +306,9 @@ def main(argv=None):
     ap.add_argument(
         "--modes", nargs="+", default=["all8"], choices=list(MODES), help="int8: the default (widened) conversion"
     )
-    ap.add_argument("--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES])
+    ap.add_argument(
+        "--runtimes", nargs="+", default=[r for r in toolchain.ARM_RUNTIMES], choices=list(toolchain.ARM_RUNTIMES)
+    )
     ap.add_argument("--no-portable", action="store_true", help="measure the optimized path only")
     ap.add_argument(
         "--statements", action="store_true", help="also print each statement of the step: kind, MACs, instructions"
