@@ -579,3 +579,9 @@ def test_the_diagnosis_states_a_drop_only_where_it_is_a_figure():
     rows[0]["sqnr_db"], rows[1]["sqnr_drop_db"] = 40.0, 40.0 - rows[1]["sqnr_db"]
     text = report.diagnose(rows)["text"]
     assert f"{rows[1]['sqnr_drop_db']:.1f} dB lost there" in text and "exact" not in text, text
+    # every tensor exact (issue 52, seed 1036: "unsupported format string passed to NoneType", an internal error)
+    for row in rows:
+        row["sqnr_db"], row["sqnr_drop_db"] = None, 0.0
+    d = report.diagnose(rows)
+    assert d["text"] == "every tensor followed here matches the float model exactly: nothing to change"
+    assert d["tensor"] == rows[0]["name"]
