@@ -208,14 +208,10 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
     if rows[0]["sqnr_drop_db"] == 0 and worst["sqnr_drop_db"] == 0:
         worst = min(rows, key=lambda r: r["sqnr_db"] if r["sqnr_db"] is not None else 300)
     where = worst.get("label", worst["name"]) + (f" ({worst['source_layer']})" if worst.get("source_layer") else "")
+    base = {"tensor": worst["name"], "label": worst.get("label", worst["name"]), "layer": worst["layer"]}
+    base["kind"] = worst["tensor"]
     if worst["sqnr_db"] is None:  # every tensor exact (issue 52, seed 1036: its C int8 conversion died here)
-        return {
-            "tensor": worst["name"],
-            "label": worst.get("label", worst["name"]),
-            "layer": worst["layer"],
-            "kind": worst["tensor"],
-            "text": "every tensor followed here matches the float model exactly: nothing to change",
-        }
+        return {**base, "text": "every tensor followed here matches the float model exactly: nothing to change"}
     text = f"most of the error appears at {where}: SQNR {worst['sqnr_db']:.1f} dB"
     if worst["sqnr_drop_db"] and worst["sqnr_drop_db"] + (worst["sqnr_db"] or 0.0) >= 300.0 - 1e-9:
         text += ", every tensor before it exact"  # (the drop from the exact sentinel, 300 dB, is no figure)
@@ -260,13 +256,7 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
             "that no input clips it) and the tanh / sigmoid tables' interpolation; no integer mode is wider: "
             "check that the calibration data covers the inputs' range, or use float if this is not enough"
         )
-    return {
-        "tensor": worst["name"],
-        "label": worst.get("label", worst["name"]),
-        "layer": worst["layer"],
-        "kind": worst["tensor"],
-        "text": text,
-    }
+    return {**base, "text": text}
 
 
 def _verdict(within: bool, sq: Optional[float], floor: Optional[float], tol: Optional[float]) -> str:
