@@ -4,12 +4,12 @@ integer reference, its frame history included), TFLite and ONNX; refused clearly
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from c_state import state_fields
 from conftest import lmu_edge_cli
 
 import lmu_edge
@@ -128,17 +128,6 @@ def test_inspect_describes_each_band_convolution(rng, tmp_path):
 # --- integers and C -----------------------------------------------------------------------------
 
 
-def _state_offsets(header: str) -> dict:
-    """``name -> (offset, dtype, count)`` of the fields of ``model_state_t`` (widest first: no padding)."""
-    struct = header.split("typedef struct {", 1)[1].split("} model_state_t;", 1)[0]
-    types = {"int64_t": np.int64, "int32_t": np.int32, "float": np.float32, "int16_t": np.int16, "int8_t": np.int8}
-    out, off = {}, 0
-    for t, name, n in re.findall(r"(\w+) (\w+)\[(\d+)\];", struct):
-        out[name] = (off, types[t], int(n))
-        off += np.dtype(types[t]).itemsize * int(n)
-    return out
-
-
 def _history(raw: np.ndarray, fields: dict, i: int) -> np.ndarray:
     """Layer ``i``'s frame history (``l<i>_hist``) read from the raw bytes of one state struct, as int64."""
     off, ftype, n = fields[f"l{i}_hist"]
@@ -170,7 +159,7 @@ def test_integer_c_matches_the_integer_reference_bit_for_bit_frame_history_inclu
     if mode == "int16":  # int16 weights as well
         assert any(np.abs(qg.layers[i].linear.parts[0].kernel).max() > 127 for i in convs)
     lib = ctypes.CDLL(str(art.module.make(art.path, "libmodel.so")))
-    fields = _state_offsets((art.path / "model" / "model.h").read_text())
+    fields = state_fields((art.path / "model" / "model.h").read_text())
     dt = intsim.act_dtype(qg)
     xq = intsim.quantize_input(qg, x[:1])[0].astype(dt)
     state = ctypes.create_string_buffer(int(lib.model_state_size()))
@@ -257,7 +246,7 @@ def test_the_two_band_kernel_and_the_per_band_calls_are_the_integer_reference_on
     y, stats, states = art.module.run_native(art, xq.astype(np.int8), runtime, with_state=True)
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
     assert stats["instructions_per_step"] > 0
-    fields = _state_offsets((art.path / "model" / "model.h").read_text())
+    fields = state_fields((art.path / "model" / "model.h").read_text())
     assert states.shape == (*xq.shape[:2], stats["state_bytes"])
     ref = intsim.IntStream(qg)
     for n in range(xq.shape[0]):

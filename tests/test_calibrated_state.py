@@ -3,11 +3,11 @@
 the memories' whole windows. Its kernels are the fast 16-bit ones; it saturates, bit-exact on every core."""
 
 import math
-import re
 import warnings
 
 import numpy as np
 import pytest
+from c_state import state_fields
 from graphs import chain, lmu
 
 import lmu_edge
@@ -99,17 +99,6 @@ def test_a_short_calibration_or_a_missed_target_keeps_the_proven_32_bit_state():
     assert "state_bound" not in meta
 
 
-def _state_fields(header: str) -> dict:
-    """``name -> (offset, dtype, count)`` of the fields of ``model_state_t`` (widest first: no padding)."""
-    struct = header.split("typedef struct {", 1)[1].split("} model_state_t;", 1)[0]
-    types = {"int64_t": np.int64, "int32_t": np.int32, "float": np.float32, "int16_t": np.int16, "int8_t": np.int8}
-    out, off = {}, 0
-    for t, name, n in re.findall(r"(\w+) (\w+)\[(\d+)\];", struct):
-        out[name] = (off, types[t], int(n))
-        off += np.dtype(types[t]).itemsize * int(n)
-    return out
-
-
 @pytest.fixture(scope="module")
 def saturating(tmp_path_factory):
     """The long-window model's default int8 C and inputs that saturate its state."""
@@ -137,7 +126,7 @@ def test_a_calibrated_state_saturates_bit_exact_on_every_core(saturating, runtim
     li = next(i for i, lay in enumerate(qg.layers) if isinstance(lay, qir.QLMU))
     y, stats, states = art.module.run_native(art, xq.astype(np.int8), runtime, with_state=True)
     assert np.array_equal(y.astype(np.int64), intsim.run_int(qg, xq))
-    off, ftype, n = _state_fields((art.path / "model" / "model.h").read_text())[f"l{li}_m"]
+    off, ftype, n = state_fields((art.path / "model" / "model.h").read_text())[f"l{li}_m"]
     ref, hit = intsim.IntStream(qg), 0
     for t in range(xq.shape[1]):
         ref.step(xq[0, t][None].astype(np.int64))
