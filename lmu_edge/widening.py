@@ -65,7 +65,7 @@ def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_
     32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
     tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``."""
 
-    def _at(bits, measured=False):
+    def _at(bits, measured=False):  # measured passed only when set: a build_at may not take it
         build = (
             functools.partial(build_at, sb=bits, measured=measured)
             if measured
