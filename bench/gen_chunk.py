@@ -3,9 +3,12 @@
     python bench/gen_chunk.py                          # seeds 1000-1049, every cell, serial vs 2 workers
     python bench/gen_chunk.py --seeds 1000-1003 --cell c:int8 --cell onnx:int8   # a small check
 
-Runs ``scripts/gen_models.py`` twice over the same seeds, each time into a results file of its own: first in
-one process (``--workers 0``), then on a local Ray instance (``--workers N``, lmu_edge.executor); each
-seed in a fresh process of its own on both sides (``--isolate``). Prints
+Makes each seed's model once (``gen_models.py --make-only --models DIR``, on the Ray workers; its wall time
+printed apart), then runs ``scripts/gen_models.py`` twice over the same seeds and the same saved models,
+each time into a results file of its own: first in one process (``--workers 0``), then on a local Ray
+instance (``--workers N``, lmu_edge.executor); each seed in a fresh process of its own on both sides
+(``--isolate``). The models are shared because one-epoch Keras training is not reproducible from a seed on
+this machine (docs/sweep.md), and the question here is the executor's, not TensorFlow's. Prints
 both wall times, their ratio and the CPU seconds the seeds report, and checks that every seed's record is
 the same in both runs (model, cells, statuses, SQNR, reasons; the seconds aside). Exits non-zero when any
 seed differs or a run fails to produce every seed. Issue 58: the long runs go to Ray with one flag.
@@ -74,10 +77,11 @@ class _Load:
         return f"load {min(s):.1f} to {max(s):.1f}, mean {sum(s) / len(s):.1f}"
 
 
-def _run(seeds: str, cells: list[str], workers: int, out: Path) -> tuple[float, _Load]:
+def _run(seeds: str, cells: list[str], workers: int, out: Path, models: Path) -> tuple[float, _Load]:
     cmd = [sys.executable, str(ROOT / "scripts" / "gen_models.py"), "--seeds", seeds, "--out", str(out)]
     # --isolate on both sides: a native abort costs one seed, not the run, and both pay the same start-up
-    cmd += [f"--cell={c}" for c in cells] + ["--workers", str(workers), "--isolate"]
+    cmd += [f"--cell={c}" for c in cells] if cells is not None else ["--make-only"]
+    cmd += ["--workers", str(workers), "--isolate", "--models", str(models)]
     print(f"$ {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
     # gen_models exits 1 when a cell fails its floor: a result, recorded, not a failure of this benchmark
@@ -98,14 +102,17 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="Ray workers of the parallel run (default 2)")
     ap.add_argument("--cell", action="append", default=[], help="target:mode (repeatable; default every cell)")
     ap.add_argument("--keep", type=Path, help="move the two results files (per-cell seconds) here")
+    ap.add_argument("--models", type=Path, help="folder of made models (kept; default: a temporary one)")
     a = ap.parse_args(argv)
     if a.workers < 1:
         ap.error(f"--workers must be at least 1, not {a.workers}")
     with tempfile.TemporaryDirectory(prefix="gen_chunk_") as tmp:
         serial, parallel = Path(tmp) / "serial.jsonl", Path(tmp) / f"workers{a.workers}.jsonl"
+        models = a.models or Path(tmp) / "models"
         try:
-            t_serial, load_serial = _run(a.seeds, a.cell, 0, serial)
-            t_parallel, load_parallel = _run(a.seeds, a.cell, a.workers, parallel)
+            t_make, _ = _run(a.seeds, None, a.workers, Path(tmp) / "made.jsonl", models)
+            t_serial, load_serial = _run(a.seeds, a.cell, 0, serial, models)
+            t_parallel, load_parallel = _run(a.seeds, a.cell, a.workers, parallel, models)
             s, p = _records(serial), _records(parallel)
         finally:  # a run that fails keeps what it recorded (2026-12-06: 22 seeds lost to an abort)
             if a.keep:
@@ -119,6 +126,7 @@ def main(argv=None) -> int:
     nice = os.nice(0)
     print(f"\ngenerated-model chunk, seeds {a.seeds} ({len(s)} models), cells: {', '.join(a.cell) or 'every cell'}")
     print(f"{datetime.date.today()}, {os.cpu_count()} cores, nice {nice}")
+    print(f"  the models made once, shared by both runs ({a.workers} workers): wall {t_make:.1f} s")
     print(f"  serial (--workers 0)        wall {t_serial:8.1f} s   (the seeds' CPU: {cpu:.0f} s; {load_serial})")
     print(
         f"  Ray (--workers {a.workers})           wall {t_parallel:8.1f} s   ratio {t_serial / t_parallel:.2f}x   "

@@ -33,6 +33,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -163,8 +164,45 @@ def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Pat
     return out
 
 
-def run_spec(spec: dict, cells, keep: Path | None = None, all_compilers: bool = False) -> dict:
-    """Make the model of ``spec`` and put it through ``cells``; the record of one seed."""
+def made(mg, spec: dict, models: Path | None, work: Path) -> Path:
+    """The saved model of ``spec``: made under ``work`` (``models`` None), or read from the folder of made
+    models ``models`` (``--models``), where it is made, once, if it is not there yet. Keras training is not
+    reproducible from a seed on every machine (docs/sweep.md: two stacked raw LMUFeedforward layers differ
+    by 3.5e-7 from run to run), so two runs that must agree (bench/gen_chunk.py) share the made models."""
+    if models is None:
+        return mg.make(spec, work / "model")
+    folder = models / (spec.get("name") or f"seed{spec['seed']}")
+    same = json.loads(json.dumps(spec))
+    if (folder / "spec.json").exists() and json.loads((folder / "spec.json").read_text()) == same:
+        if (folder / "discarded.txt").exists():
+            raise mg.Discarded((folder / "discarded.txt").read_text())
+        if (folder / "model.keras").exists():
+            return folder / "model.keras"
+    models.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=models))  # whole or not there: renamed when made
+    tmp.chmod(0o755)
+    try:
+        try:
+            mg.make(spec, tmp)
+        except mg.Discarded as e:
+            (tmp / "discarded.txt").write_text(str(e))
+            (tmp / "spec.json").write_text(json.dumps(spec, indent=1))
+            raise
+        finally:
+            if (tmp / "spec.json").exists():
+                if folder.exists():
+                    shutil.rmtree(folder)  # another spec's model under the same seed: this code's draw wins
+                os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder / "model.keras"
+
+
+def run_spec(
+    spec: dict, cells, keep: Path | None = None, all_compilers: bool = False, models: Path | None = None
+) -> dict:
+    """Make the model of ``spec`` (or read it from ``models``: :func:`made`) and put it through ``cells``;
+    the record of one seed."""
     import lmu_edge
 
     mg = model_gen()
@@ -178,11 +216,11 @@ def run_spec(spec: dict, cells, keep: Path | None = None, all_compilers: bool = 
     with tempfile.TemporaryDirectory(prefix="lmu_gen_") as tmp:
         work = keep or Path(tmp)
         try:
-            path = mg.make(spec, work / "model")
+            path = made(mg, spec, models, work)
         except mg.Discarded as e:
             rec.update(discarded=str(e), seconds=round(time.perf_counter() - t0, 1))
             return rec
-        data = np.load(work / "model" / "data.npz")
+        data = np.load(path.parent / "data.npz")
         x_cal, x_test = data["x_cal"], data["x_test"]
         try:
             y_ref = lmu_edge.simulate(lmu_edge.load(path), x_test.astype(np.float64))
@@ -197,7 +235,9 @@ def run_spec(spec: dict, cells, keep: Path | None = None, all_compilers: bool = 
     return rec
 
 
-def run_isolated(spec: dict, cells, keep: Path | None = None, all_compilers: bool = False) -> dict:
+def run_isolated(
+    spec: dict, cells, keep: Path | None = None, all_compilers: bool = False, models: Path | None = None
+) -> dict:
     """:func:`run_spec` in a fresh Python process of its own (``--isolate``): a native abort or crash (a
     runtime's failed check kills the whole process) costs that seed, recorded as its ``task_error``, not
     the run; nor does one seed's TensorFlow state reach the next (2026-12-06: a oneDNN check failed in the
@@ -211,6 +251,8 @@ def run_isolated(spec: dict, cells, keep: Path | None = None, all_compilers: boo
         cmd = [sys.executable, str(Path(__file__).resolve()), *which, "--out", str(out)]
         cmd += [f"--cell={t}:{m}" for t, m in cells] + (["--all-compilers"] if all_compilers else [])
         cmd += ["--keep", str(keep)] if keep else []
+        cmd += ["--models", str(models)] if models else []
+        cmd += [] if cells else ["--make-only"]
         t0 = time.perf_counter()
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines = out.read_text().splitlines() if out.exists() else []
@@ -349,6 +391,10 @@ def main(argv=None) -> int:
     ap.add_argument("--address", help="run the seeds on this Ray cluster (every node has this checkout)")
     ap.add_argument("--all-compilers", action="store_true", help="build every C cell under all 28 pairs")
     ap.add_argument(
+        "--models", type=Path, help="folder of made models: a seed's model there is read, not trained again"
+    )
+    ap.add_argument("--make-only", action="store_true", help="only make the models (into --models)")
+    ap.add_argument(
         "--isolate", action="store_true", help="each seed in a fresh process (a native abort costs one seed)"
     )
     a = ap.parse_args(argv)
@@ -359,6 +405,10 @@ def main(argv=None) -> int:
         print(",".join(map(str, ci_seeds(a.ci_seeds))))
         return 0
     cells = [tuple(c.split(":")) for c in a.cell] if a.cell else list(CELLS)
+    if a.make_only:
+        if not a.models:
+            ap.error("--make-only needs --models DIR (where the made models go)")
+        cells = []
     mg = model_gen()
     if a.repro:
         specs = [mg.REPRODUCTIONS[a.repro]]
@@ -406,7 +456,7 @@ def main(argv=None) -> int:
     try:
         run_tasks(
             run_isolated if a.isolate else run_spec,
-            [(sp, cells, a.keep, a.all_compilers) for sp in todo],
+            [(sp, cells, a.keep, a.all_compilers, a.models) for sp in todo],
             workers=a.workers,
             address=a.address,
             on_result=record,

@@ -8,6 +8,7 @@ of :data:`CI_SEEDS`: the first seeds that together cover every option value, cho
 
 import dataclasses
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -522,3 +523,24 @@ def test_an_isolated_seed_whose_process_aborts_is_that_seed_s_failure(tmp_path, 
     assert rec["seed"] == 46 and rec["cells"] == [], rec
     assert rec["task_error"].startswith("the seed's process died of signal 6 (SIGABRT): F0000"), rec
     assert any("the task failed" in line for line in gm.report(rec))
+
+
+def test_a_made_model_is_read_back_not_trained_again(tmp_path):
+    # bench/gen_chunk.py's serial and Ray runs must see the same model, and one-epoch Keras training is not
+    # reproducible from a seed (docs/sweep.md): --models makes each seed's model once; a run reads it back
+    gm = _gen_models()
+    mg = gm.model_gen()
+    models = tmp_path / "models"
+    assert gm.main(["--seed", "1005", "--models", str(models), "--make-only"]) == 0
+    path = models / "seed1005" / "model.keras"
+    stamp = path.stat().st_mtime_ns
+    spec = mg.draw(1005)
+    rec = gm.run_spec(spec, [("ir", "float")], models=models)
+    assert rec["cells"][0]["status"] == "converted", rec
+    assert path.stat().st_mtime_ns == stamp  # read, not trained again
+    assert [p.name for p in models.iterdir()] == ["seed1005"]  # no partial folder left beside it
+    # the same seed drawn differently (the generator changed since the model was made) is made anew
+    other = dict(spec, T=spec["T"] + 1)
+    assert gm.made(mg, other, models, tmp_path) == path and path.stat().st_mtime_ns != stamp
+    assert json.loads((path.parent / "spec.json").read_text()) == json.loads(json.dumps(other))
+    assert np.load(path.parent / "data.npz")["x_cal"].shape[1] == spec["T"] + 1
