@@ -79,7 +79,7 @@ def check_scales(model: bytes) -> None:
         for op in map(sg.Operators, range(sg.OperatorsLength())):
             inputs = [op.Inputs(j) for j in range(min(op.InputsLength(), 2))]
             if code[op.OpcodeIndex()] == 0 and op.OutputsLength() == 1:  # ADD (SUB takes any multiplier)
-                _check_add(sg, inputs, op.Outputs(0), scales)
+                _check_add(sg, inputs, op.Outputs(0), scales, _pot_scale_int16(schema, op))
             if code[op.OpcodeIndex()] != 9 or len(inputs) < 2 or not {inputs[0], inputs[1]} <= scales.keys():
                 continue  # 9: FULLY_CONNECTED
             with np.errstate(over="ignore", under="ignore"):
@@ -100,19 +100,32 @@ def scales_ok(model: bytes) -> bool:
     return True
 
 
-def _check_add(sg, inputs, out: int, scales: dict) -> None:
+def _pot_scale_int16(schema, op) -> bool:
+    """An ADD's ``pot_scale_int16`` option (the schema's default, true, where the op has no options)."""
+    table = op.BuiltinOptions()
+    if table is None or op.BuiltinOptionsType() != schema.BuiltinOptions.AddOptions:
+        return True
+    opts = schema.AddOptions()
+    opts.Init(table.Bytes, table.Pos)
+    return bool(opts.PotScaleInt16())
+
+
+def _check_add(sg, inputs, out: int, scales: dict, pot_scale_int16: bool = True) -> None:
     """Refuse an int8 / int16 ADD that LiteRT would abort on: its general quantized path (every int8 ADD; an
-    int16 one unless all three scales are within 1e-3 of a power of two in log2, which shifts instead and
-    refuses what it cannot do with an error) requantizes the sum with the multiplier 2 max(s1, s2) /
-    (2^k s_out), k = 20 (int8) or 15 (int16), and checks that it is below 1 with an abort. SUB takes any
-    multiplier (tests/test_tflite_guard.py asks LiteRT). Issue 52, seed 23: the int8 widening search gave
-    a memory's ADD an input term of scale 9e-5 and the state's output scale 2.4e-9 (multiplier 2.3), and the
-    process died in ``allocate_tensors``."""
+    int16 one unless its option ``pot_scale_int16`` is set and all three scales are within 1e-3 of a power
+    of two in log2, which shifts instead and refuses what it cannot do with an error) requantizes the sum
+    with the multiplier 2 max(s1, s2) / (2^k s_out), k = 20 (int8) or 15 (int16), and checks that it is
+    below 1 with an abort. SUB takes any multiplier (tests/test_tflite_guard.py asks LiteRT). Issue 52, seed
+    23: the int8 widening search gave a memory's ADD an input term of scale 9e-5 and the state's output scale
+    2.4e-9 (multiplier 2.3), and the process died in ``allocate_tensors``. Seed 1011: TFLite's int16x8
+    quantizer writes ``pot_scale_int16 = false``, so scales of 2^-30, 2^-14 and 2^-30 took the general path
+    (multiplier 4) and aborted where this check had taken them for the shifting one."""
     if len(inputs) < 2 or out < 0 or not {*inputs, out} <= scales.keys():
         return
     k = {9: 20, 7: 15}.get(sg.Tensors(out).Type())  # schema TensorType 9: int8, 7: int16
     s1, s2, so = (float(np.float32(scales[t][0])) for t in (*inputs, out))
-    if k is None or (k == 15 and all(abs(np.log2(v) - np.round(np.log2(v))) < 1e-3 for v in (s1, s2, so))):
+    shifts = k == 15 and pot_scale_int16
+    if k is None or (shifts and all(abs(np.log2(v) - np.round(np.log2(v))) < 1e-3 for v in (s1, s2, so))):
         return
     m = 2.0 * max(s1, s2) / (2.0**k * so)
     if not m < 1.0:
@@ -127,11 +140,50 @@ def _check_add(sg, inputs, out: int, scales: dict) -> None:
         )
 
 
-def live_ranges(calibrated: bytes) -> bytes:
+#: an ADD's output range is widened to this times the least its requantization multiplier allows
+#: (:func:`live_ranges`): room for the quantizer's own rounding of the ranges to scales
+ADD_ROOM = 1.25
+
+
+def _width(r, bits: int) -> float:
+    """What a calibrated range ``r`` becomes a scale by: the magnitude (int16, symmetric) or the span with 0
+    in it (int8, asymmetric), each over the type's steps."""
+    lo, hi = r
+    return max(abs(lo), abs(hi)) if bits == 16 else max(hi, 0.0) - min(lo, 0.0)
+
+
+def _add_room(m, sg, op, bits: int) -> bool:
+    """Widen the output range of ADD ``op`` so that the sum requantizes (:func:`_check_add`): its general path
+    needs the multiplier 2 max(s1, s2) / (2^k s_out) below 1, so the output's width at least 2 max(width of
+    the inputs) / 2^k (k = 15 for int16, 20 for int8), :data:`ADD_ROOM` times that here. Issue 52, seeds 1036
+    and 1045: a memory term that was 0 on every sample got its op's input range (above) and the sum, as
+    small as its other term, a scale 3.3 times finer than that (int16x8 refused in one line). The sum keeps
+    every value it had; it is stored 1-2 bits coarser than its own range would allow."""
+    code = m.operatorCodes[op.opcodeIndex]
+    if max(code.builtinCode, code.deprecatedBuiltinCode) != 0 or len(op.inputs) < 2 or len(op.outputs) != 1:
+        return False  # 0: ADD
+    r1, r2, ro = (_range(m, sg, t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
+    if r1 is None or r2 is None or ro is None:
+        return False
+    need = ADD_ROOM * 2.0 * max(_width(r1, bits), _width(r2, bits)) / 2.0 ** (15 if bits == 16 else 20)
+    have = _width(ro, bits)
+    if not have < need or not np.isfinite(need):
+        return False
+    q = sg.tensors[op.outputs[0]].quantization
+    if bits == 16:
+        q.min, q.max = [-need], [need]
+    else:
+        grow = 0.5 * (need - have)
+        q.min, q.max = [min(ro[0], 0.0) - grow], [max(ro[1], 0.0) + grow]
+    return True
+
+
+def live_ranges(calibrated: bytes, bits: int = 16) -> bytes:
     """``calibrated`` (the converter's float model with each tensor's calibrated min / max) with every
     activation that calibrated on 0 alone (the calibrator records [0, 1.2e-38]: within :data:`DEAD_RANGE` of
     0) given the range ``-/+ r`` instead, ``r`` the largest magnitude of its op's activation inputs' ranges
-    (as widened so far, in op order).
+    (as widened so far, in op order), and every ADD's output range widened where the sum could not
+    requantize to it (:func:`_add_room`; ``bits``: the activations' width).
 
     Issue 52, seeds 26 and 30: a Dense(relu) that is 0 on every calibration sample (a unit that died in
     training) calibrated on [0, 0], int16 scale 3.6e-43; the int16x8 quantizer then grew the next
@@ -153,6 +205,7 @@ def live_ranges(calibrated: bytes) -> bytes:
                 q = sg.tensors[t].quantization
                 q.min, q.max = [-r], [r]
                 changed = True
+            changed = _add_room(m, sg, op, bits) or changed
     return bytes(fb.convert_object_to_bytearray(m)) if changed else calibrated
 
 
@@ -179,7 +232,8 @@ def quantize_live(conv, result, input_type, output_type, activations_type, bias_
     data = conv.representative_dataset
     data = data if isinstance(data, lite.RepresentativeDataset) else lite.RepresentativeDataset(data)
     result = calibrator.add_intermediate_tensors(result)
-    calibrated = live_ranges(calibrator.Calibrator(result).calibrate(data.input_gen))
+    bits = 16 if activations_type == tf.int16 else 8
+    calibrated = live_ranges(calibrator.Calibrator(result).calibrate(data.input_gen), bits)
     if conv.experimental_new_quantizer and activations_type != tf.int16:
         return lite._mlir_quantize(
             calibrated,
