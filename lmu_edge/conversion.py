@@ -300,7 +300,9 @@ def _write(
     with outdir.writing(out_dir, overwrite, sign=sign) as tmp:
         irfile.save(source, tmp / "source.lmu.npz")
         irfile.save(graph, tmp / "model.lmu.npz")
-        extra = dict(module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal)) or {})
+        extra = dict(
+            module.emit(graph, tmp, dict(options, quantize=quantize, calibration=cal, progress=progress)) or {}
+        )
         extra_report = extra.pop("report", {})
         default_tol = max(DEFAULT_TOLERANCE, 100 * float(error_budget))
         tol = tolerance if tolerance is not None else extra.pop("tolerance", default_tol)

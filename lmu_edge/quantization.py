@@ -159,6 +159,7 @@ def quantize(
     widen_db: Optional[float] = None,
     wide_layers=None,
     widen_state: bool = True,
+    progress=None,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -185,8 +186,8 @@ def quantize(
 
     Where that search still misses ``widen_db`` and ``widen_state`` holds (pass False for a ``state_bits``
     the user chose), the same search with 32-bit LMU states is kept if it does better (the metadata's
-    ``widened_state_bits``). A result below :data:`GARBAGE_DB` on the calibration data is warned about
-    with its measured SQNR.
+    ``widened_state_bits``); ``progress`` gets lines on how the search goes. A result below
+    :data:`GARBAGE_DB` on the calibration data is warned about with its measured SQNR.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -272,6 +273,7 @@ def quantize(
         sb,
         widen_state,
         ab == 8 and widening.window_seen(graph, x.shape[1]),
+        progress,
     )
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

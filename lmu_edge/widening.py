@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 
 import numpy as np
 
@@ -53,7 +54,65 @@ def window_seen(graph, steps: int) -> bool:
     return all(float(la.theta) <= steps for la in graph.layers if isinstance(la, ir.LMU))
 
 
-def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_state, measured_ok=False):
+class Ticker:
+    """``build_at`` of :func:`search` that says, through ``progress``, how the search goes: each candidate
+    built, how many more there may be (``per_width`` for each state width tried: an estimate, since the
+    search stops where the SQNR does) and the time that leaves, at most one line every :data:`TICK_S`."""
+
+    def __init__(self, build_at, progress, per_width: int):
+        self.build_at, self.progress, self.per_width = build_at, progress, per_width
+        self.widths: set = set()
+        self.expect, self.done, self.spent = 0, 0, 0.0
+        self.last = time.perf_counter()
+
+    def __call__(self, *args, **kw):
+        width = (kw.get("sb"), kw.get("measured", False))
+        if width not in self.widths:
+            self.widths.add(width)
+            self.expect += self.per_width
+            if len(self.widths) > 1:
+                self.progress(
+                    f"quantizing: the same search with {width[0]}-bit LMU states"
+                    + " sized by the calibration" * width[1]
+                )
+        t0 = time.perf_counter()
+        out = self.build_at(*args, **kw)
+        now = time.perf_counter()
+        self.done, self.spent = self.done + 1, self.spent + now - t0
+        if now - self.last >= TICK_S:
+            self.last = now
+            each = self.spent / self.done
+            left = max(self.expect - self.done, 0) * each
+            self.progress(
+                f"quantizing: {self.done} of about {max(self.expect, self.done)} candidates built "
+                f"({each:.1f} s each, {out[0]:.1f} dB on the calibration data; about {_duration(left)} left)"
+            )
+        return out
+
+
+#: :class:`Ticker`: the least time between two progress lines
+TICK_S = 2.0
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def candidates_per_width(graph, tries, widen_db, ab) -> int:
+    """About how many candidates :func:`search` builds for one state width: each weight rounding of
+    ``tries``, then :func:`widen_activations`' :func:`narrow` (all wide, each candidate alone, a pass) or
+    :func:`widen`'s backward elimination (at most n (n + 1) / 2 for n weight parts)."""
+    if widen_db is None:
+        return len(tries)
+    n = len(weight_parts(graph))
+    if ab == 16:
+        return len(tries) + 1 + n * (n + 1) // 2
+    return len(tries) + 1 + 2 * (len(graph.layers) + n + 1)
+
+
+def search(
+    build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_state, measured_ok=False, progress=None
+):
     """:func:`lmu_edge.quantization.quantize`'s mixed-precision search: ``build_at(use_gptq, wide, wide_acts,
     sb=state bits)`` builds the integer graph and returns ``(calibration SQNR, graph, warnings)``; ``tries``
     are the weight roundings to build (GPTQ or not), the best kept. With ``widen_db``: :func:`widen`
@@ -63,7 +122,10 @@ def search(build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_
     :func:`window_seen`), kept where it reaches ``widen_db`` (the fast choice: a 32-bit state has no DSP,
     Helium or ARMv6-M kernel, 5x the instructions of a 16-bit one on the M4); then the same search with
     32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
-    tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``."""
+    tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``. ``progress``: a
+    callback for lines on how the search goes (:class:`Ticker`)."""
+    if progress is not None:
+        build_at = Ticker(build_at, progress, candidates_per_width(graph, tries, widen_db, ab))
 
     def _at(bits, measured=False):  # measured passed only when set: a build_at may not take it
         build = (

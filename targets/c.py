@@ -208,6 +208,7 @@ def emit(graph, out_dir, options) -> dict:
                 weight_rounding=str(options.get("weight_rounding") or "auto"),
                 widen_db=widen_db,
                 widen_state=not options.get("state_bits"),  # a state width the user chose is kept
+                progress=options.get("progress"),
             )
             return qg, c_codegen.generate_int(qg, prefix)
 

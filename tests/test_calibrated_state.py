@@ -3,6 +3,7 @@
 the memories' whole windows. Its kernels are the fast 16-bit ones; it saturates, bit-exact on every core."""
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -11,7 +12,7 @@ from c_state import state_fields
 from graphs import chain, lmu
 
 import lmu_edge
-from lmu_edge import intsim, qir
+from lmu_edge import intsim, qir, widening
 from lmu_edge._quantization_memory import Calibrated, fit_state
 from lmu_edge.metrics import sqnr_db
 from lmu_edge.widening import window_seen
@@ -57,12 +58,22 @@ def test_fit_state_measured_takes_the_calibrated_bits_only_where_they_are_more()
         assert f_meas == max(proven, calibrated) and meas.proven is (proven >= calibrated)
 
 
-def test_int8_sizes_a_long_window_state_by_its_calibration_and_loses_nothing_to_a_32_bit_one():
+def test_int8_sizes_a_long_window_state_by_its_calibration_and_loses_nothing_to_a_32_bit_one(monkeypatch):
     g, rng = _model()
     cal = rng.standard_normal((2, 600, 1))
     test = np.random.default_rng(5).standard_normal((4, 600, 1))
+    monkeypatch.setattr(widening, "TICK_S", 0.0)  # a progress line for every candidate
+    lines: list = []
     with pytest.warns(UserWarning, match="16-bit state is sized by the calibration data"):
-        qg = lmu_edge.quantize(g, cal, widen_db=33.0)
+        qg = lmu_edge.quantize(g, cal, widen_db=33.0, progress=lines.append)
+    # issue 54: the search said nothing for minutes; now each candidate is counted against an estimate
+    phase = [i for i, ln in enumerate(lines) if "with 16-bit LMU states sized by the calibration" in ln]
+    counts = [re.fullmatch(r"quantizing: (\d+) of about (\d+) candidates built \(.*left\)", ln) for ln in lines]
+    assert len(phase) == 1 and sum(c is None for c in counts) == 1, lines
+    done = [int(c[1]) for c in counts if c]
+    assert done == list(range(1, len(done) + 1)) and all(int(c[2]) >= int(c[1]) for c in counts if c)
+    per_width = widening.candidates_per_width(g, [True, False], 33.0, 8)
+    assert int(counts[phase[0] - 1][2]) == per_width and int(counts[phase[0] + 1][2]) >= 2 * per_width
     meta = qg.metadata["quantization"]
     (lmu,) = [lay for lay in qg.layers if isinstance(lay, qir.QLMU)]
     assert meta["state_bound"] == "calibrated" and "widened_state_bits" not in meta
