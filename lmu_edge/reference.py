@@ -385,6 +385,29 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     return y if batched else y[0]
 
 
+def stable_steps(graph: ir.Graph, x, limit: float) -> tuple:
+    """``(k, part)``: the first ``k`` steps of ``x`` ``(N, T, F)`` keep every layer's output and every LMU's
+    memory and hidden state within ``limit`` in magnitude (float64); ``part`` names what passes it at step
+    ``k`` (``""`` where every step stays within it). An unstable model (a hidden recurrence whose gain
+    exceeds 1) grows without bound on a long random input while a saturating layer after it keeps its
+    outputs finite: float64 carries that state far longer than a float32 runtime can (issue 52, seed 5)."""
+    s = Stream(graph)
+    s.reset(x.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(x.shape[1]):
+            v = np.asarray(x[:, t], s.dtype)
+            for layer, r in zip(graph.layers, s.runners, strict=True):
+                v = r.step(v)
+                for what, a in (
+                    ("output", v),
+                    ("memory", getattr(r, "m", None)),
+                    ("hidden state", getattr(r, "h", None)),
+                ):
+                    if isinstance(a, np.ndarray) and not np.all(np.abs(a) <= limit):
+                        return t, f"the {what} of layer {layer.name!r}"
+    return x.shape[1], ""
+
+
 class Stream:
     """Step a recurrent graph one sample at a time: ``reset(batch)``, ``step(x_t)``.
 

@@ -1,0 +1,58 @@
+"""A float conversion of an unstable model verifies on the steps float32 can carry (issue 52, seeds 5, 32, 1004).
+
+Without calibration data a conversion is verified on a seeded random probe of 10 theta steps. A hidden
+recurrence whose gain exceeds 1 grows without bound on it while a saturating layer after it keeps the
+outputs finite: float64 (the reference) carries that state for hundreds of steps more than float32, so
+TFLite float gave NaN (inf - inf) at step 329 of 471 on seed 5 and the conversion was refused as "its
+runtime diverges", while the model's outputs had matched to 1e-7 until then. The probe now stops before the
+source model's own values pass ``conversion.PROBE_LIMIT``, the report says where and why, and the user is
+warned that the model is unstable.
+"""
+
+import dataclasses
+import json
+import warnings
+
+import numpy as np
+import pytest
+from graphs import chain
+
+import lmu_edge
+from lmu_edge import conversion, ir, reference
+
+
+def _unstable(gain: float):
+    # a SimpleRNN hidden cell (2 units, linear) whose recurrence multiplies h by ``gain`` every step, then
+    # Dense(1, tanh) of h1 - h2: float64 keeps the difference finite and the tanh saturates it, float32
+    # overflows both units to inf past step ~128 (gain 2) and gives inf - inf = NaN
+    rng = np.random.default_rng(52)
+    pre, mid, _ = chain(rng, q=4, theta=20.0, hidden="simple_rnn", units=2).layers
+    hid = dataclasses.replace(mid.hidden, recurrent_kernel=np.eye(2) * gain, activation="linear")
+    post = ir.Dense("post", np.array([[1.0], [-1.0]]), None, "tanh")
+    return ir.Graph(
+        "unstable", input_features=2, seq_len=None, layers=(pre, dataclasses.replace(mid, hidden=hid), post)
+    )
+
+
+@pytest.mark.parametrize("target", ["tflite", "onnx", "c"])
+def test_an_unstable_model_converts_to_float_verified_on_the_steps_float32_carries(target, tmp_path):
+    g = _unstable(2.0)
+    x = conversion._probe_input(g)
+    k, part = reference.stable_steps(g, x, conversion.PROBE_LIMIT)
+    assert part == "the output of layer 'lmu'" and 0 < k < x.shape[1], (k, part)  # 2^k past 1e18: k ~ 60
+    with pytest.warns(UserWarning, match=r"'unstable' is unstable: .* passes 1e\+18 at step \d+ .*verified on"):
+        art = lmu_edge.convert(g, target, tmp_path / "o", accuracy_report=False)
+    ver = json.loads((art.path / "report.json").read_text())["verification"]
+    assert ver["passed"] and ver["input_shape"] == [x.shape[0], k, 2], ver
+    assert f"cut to {k} steps" in ver["probe"] and "an unstable model" in ver["probe"], ver["probe"]
+
+
+def test_the_probe_of_a_stable_model_is_not_cut(tmp_path):
+    g = _unstable(0.5)
+    x = conversion._probe_input(g)
+    assert reference.stable_steps(g, x, conversion.PROBE_LIMIT) == (x.shape[1], "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        art = lmu_edge.convert(g, "onnx", tmp_path / "o", accuracy_report=False)
+    ver = json.loads((art.path / "report.json").read_text())["verification"]
+    assert ver["input_shape"] == list(x.shape) and "cut" not in ver["probe"], ver
