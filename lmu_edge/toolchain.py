@@ -20,7 +20,7 @@ microbit    microbit       ARMv6-M          a genuine Cortex-M0 (nRF51): 16 KB R
 cortex-m4   mps2-an386     DSP (ARMv7E-M)   SMLAD / SMLALD kernels
 cortex-m7   mps2-an500     DSP (ARMv7E-M)   the same kernels on the M7 board
 cortex-m33  mps2-an505     DSP (ARMv8-M)    ARMv8-M Mainline with DSP, code at 0x10000000 (Secure)
-cortex-m55  mps3-an547     Helium (MVE)     ARMv8.1-M with MVE, ITCM/DTCM-sized regions
+cortex-m55  mps3-an547     Helium (MVE)     ARMv8.1-M with MVE: code in ITCM, constants in SRAM
 =========== ============== ================ ======================================================
 """
 
@@ -136,7 +136,7 @@ ARM_RUNTIMES: Dict[str, Runtime] = {
             "mve",
             "cortex-m55",
             512 << 10,
-            512 << 10,
+            (512 << 10) + (2 << 20),  # the ITCM's code and the 2 MB SRAM's constants
         ),
         Runtime(
             "microbit",
