@@ -73,7 +73,10 @@ def test_int8_sizes_a_long_window_state_by_its_calibration_and_loses_nothing_to_
     done = [int(c[1]) for c in counts if c]
     assert done == list(range(1, len(done) + 1)) and all(int(c[2]) >= int(c[1]) for c in counts if c)
     per_width = widening.candidates_per_width(g, [True, False], 33.0, 8)
-    assert int(counts[phase[0] - 1][2]) == per_width and int(counts[phase[0] + 1][2]) >= 2 * per_width
+    assert int(counts[phase[0] - 1][2]) == per_width and int(counts[phase[0] + 1][2]) == phase[0] + per_width
+    # the proven 16-bit state misses 33 dB with every layer at 16 bits: it is not narrowed (GPTQ, nearest, all
+    # wide: 3 candidates, not 19) before the calibrated state is tried, which reaches it
+    assert phase[0] == 3, lines
     meta = qg.metadata["quantization"]
     (lmu,) = [lay for lay in qg.layers if isinstance(lay, qir.QLMU)]
     assert meta["state_bound"] == "calibrated" and "widened_state_bits" not in meta
