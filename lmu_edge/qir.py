@@ -77,8 +77,14 @@ def lut16(table, x):
     ``y = T[i] + ((T[i+1] - T[i]) f + 64) >> 7`` with ``i = (x + 32768) >> 7``, ``f = (x + 32768) & 127``."""
     t = np.asarray(table, np.int64)
     v = np.asarray(x, np.int64) + 32768
-    i, f = v >> 7, v & 127
-    return t[i] + (((t[i + 1] - t[i]) * f + 64) >> 7)
+    i = v >> 7
+    v &= 127  # f
+    y = (t[1:] - t[:-1])[i]  # two gathers, in place after (the integer reference reads whole sequences)
+    y *= v
+    y += 64
+    y >>= 7
+    y += t[i]
+    return y
 
 
 @dataclass(frozen=True, eq=False)
