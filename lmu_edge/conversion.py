@@ -373,7 +373,7 @@ def _write(
 
 
 #: the seeded probe stops where the source model's float64 run passes this magnitude (:func:`_stable_probe`)
-PROBE_LIMIT = 1e18
+PROBE_LIMIT = reference.STABLE_LIMIT
 
 
 def _stable_probe(source: ir.Graph, x: np.ndarray, note: str) -> tuple:

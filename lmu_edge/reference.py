@@ -385,7 +385,11 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
     return y if batched else y[0]
 
 
-def stable_steps(graph: ir.Graph, x, limit: float) -> tuple:
+#: the magnitude a seeded probe's values stay within (:func:`stable_steps`; ``conversion.PROBE_LIMIT``)
+STABLE_LIMIT = 1e18
+
+
+def stable_steps(graph: ir.Graph, x, limit: float = STABLE_LIMIT) -> tuple:
     """``(k, part)``: the first ``k`` steps of ``x`` ``(N, T, F)`` keep every layer's output and every LMU's
     memory and hidden state within ``limit`` in magnitude (float64); ``part`` names what passes it at step
     ``k`` (``""`` where every step stays within it). An unstable model (a hidden recurrence whose gain

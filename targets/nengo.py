@@ -241,7 +241,12 @@ def _calibration_input(graph: ir.Graph, calibration, seed: int = 0) -> np.ndarra
     if calibration is not None:
         return np.asarray(calibration, dtype=np.float64)
     T = graph.seq_len or int(min(max(10 * max([layer.theta for layer in graph.lmu_layers] or [10.0]), 16), 1000))
-    return np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
+    x = np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
+    # an unstable model's state grows past what float64 carries on a long probe (issue 52, seed 1026: the
+    # radii's run failed inside nengo with an invalid dot); its radii come from the steps before that
+    from lmu_edge.reference import stable_steps
+
+    return x[:, : max(stable_steps(graph, x)[0], 1)]
 
 
 def _radii(graph, spec, arrays, x) -> None:
