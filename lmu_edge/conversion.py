@@ -324,12 +324,11 @@ def _write(
         manifest.update(extra)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
         art = Artifact(tmp, manifest)
-        x = cal if cal is not None else _probe_input(source)
         from . import budget
 
-        probe = None if cal is not None else budget.probe_note(source)
-        if cal is None:
-            x, probe = _stable_probe(source, x, probe)
+        x, probe = (
+            (cal, None) if cal is not None else _stable_probe(source, _probe_input(source), budget.probe_note(source))
+        )
         y_art = art.run(x)
         err = relative_error(y_art, reference.simulate(source, x))
 
