@@ -241,10 +241,7 @@ def run_isolated(
     """:func:`run_spec` in a fresh Python process of its own (``--isolate``): a native abort or crash (a
     runtime's failed check kills the whole process) costs that seed, recorded as its ``task_error``, not
     the run; nor does one seed's TensorFlow state reach the next (2026-12-06: a oneDNN check failed in the
-    23rd model of one process, and that seed alone ran clean). The process hashes with a fixed seed
-    (``PYTHONHASHSEED``, 0 unless set): nengo orders its simulator's operators by hash, so its float sums,
-    and the nengo cell's SQNR (290-340 dB), changed from process to process (2026-12-07: 17 of 50 seeds of
-    bench/gen_chunk.py differed there alone; one seed's cell gave 999.0 and 335.15 in two runs)."""
+    23rd model of one process, and that seed alone ran clean)."""
     import signal
     import subprocess
 
@@ -257,8 +254,7 @@ def run_isolated(
         cmd += ["--models", str(models)] if models else []
         cmd += [] if cells else ["--make-only"]
         t0 = time.perf_counter()
-        env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
-        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lines = out.read_text().splitlines() if out.exists() else []
         if lines:
             return json.loads(lines[-1])
