@@ -382,9 +382,9 @@ def _stable_probe(source: ir.Graph, x: np.ndarray, note: str) -> tuple:
     so the steps past it test float's range, not the conversion (issue 52, seeds 5, 32 and 1004: TFLite
     float NaN at step 329 of 471, the hidden state at 4e26 while the outputs stayed within 0.42)."""
     k, part = reference.stable_steps(source, x, PROBE_LIMIT)
-    if not part:
+    if not part or k < reference.STABLE_MIN_STEPS:  # stable, or diverging at once: verified on the whole probe
         return x, note
-    keep = max(k, 1)
+    keep = k
     warnings.warn(
         f"{source.name!r} is unstable: on a random input {part} passes {PROBE_LIMIT:g} at step {k + 1} (a float32 "
         f"runtime may overflow to inf or NaN on inputs that long); verified on the first {keep} steps",

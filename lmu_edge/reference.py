@@ -387,6 +387,9 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
 
 #: the magnitude a seeded probe's values stay within (:func:`stable_steps`; ``conversion.PROBE_LIMIT``)
 STABLE_LIMIT = 1e18
+#: a probe is cut to its stable steps only where at least this many are (the probe's own least length):
+#: a model whose state passes the limit sooner is refused as before, not verified on a step or two
+STABLE_MIN_STEPS = 16
 
 
 def stable_steps(graph: ir.Graph, x, limit: float = STABLE_LIMIT) -> tuple:

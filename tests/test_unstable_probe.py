@@ -26,7 +26,7 @@ def _unstable(gain: float):
     # Dense(1, tanh) of h1 - h2: float64 keeps the difference finite and the tanh saturates it, float32
     # overflows both units to inf within the probe and gives inf - inf = NaN
     rng = np.random.default_rng(52)
-    pre, mid, _ = chain(rng, q=4, theta=20.0, hidden="simple_rnn", units=2).layers
+    pre, mid, _ = chain(rng, q=4, theta=100.0, hidden="simple_rnn", units=2).layers
     hid = dataclasses.replace(mid.hidden, recurrent_kernel=np.eye(2) * gain, activation="linear")
     post = ir.Dense("post", np.array([[1.0], [-1.0]]), None, "tanh")
     return ir.Graph(
@@ -36,12 +36,12 @@ def _unstable(gain: float):
 
 @pytest.mark.parametrize("target", ["tflite", "onnx", "c", "nengo"])
 def test_an_unstable_model_converts_to_float_verified_on_the_steps_float32_carries(target, tmp_path):
-    # gain 40: float64 itself overflows within the 200-step probe (40^200); nengo's radii run failed inside
+    # gain 3: float64 itself overflows within the 1000-step probe (3^646); nengo's radii run failed inside
     # nengo on it (seed 1026: an invalid dot)
-    g = _unstable(40.0)
+    g = _unstable(3.0)
     x = conversion._probe_input(g)
     k, part = reference.stable_steps(g, x, conversion.PROBE_LIMIT)
-    assert part == "the output of layer 'lmu'" and 0 < k < 20, (k, part)  # 40^k past 1e18: k ~ 11
+    assert part == "the output of layer 'lmu'" and reference.STABLE_MIN_STEPS <= k < 60, (k, part)  # 3^k: ~38
     with pytest.warns(UserWarning, match=r"'unstable' is unstable: .* passes 1e\+18 at step \d+ .*verified on"):
         art = lmu_edge.convert(g, target, tmp_path / "o", accuracy_report=False)
     ver = json.loads((art.path / "report.json").read_text())["verification"]
@@ -58,3 +58,13 @@ def test_the_probe_of_a_stable_model_is_not_cut(tmp_path):
         art = lmu_edge.convert(g, "onnx", tmp_path / "o", accuracy_report=False)
     ver = json.loads((art.path / "report.json").read_text())["verification"]
     assert ver["input_shape"] == list(x.shape) and "cut" not in ver["probe"], ver
+
+
+def test_a_model_that_diverges_at_once_is_refused_not_verified_on_a_step(tmp_path):
+    # the cut needs STABLE_MIN_STEPS stable steps: a state past 1e18 within a few steps is refused as before
+    g = _unstable(1e6)
+    k, part = reference.stable_steps(g, conversion._probe_input(g), conversion.PROBE_LIMIT)
+    assert part and k < reference.STABLE_MIN_STEPS
+    with pytest.raises(lmu_edge.LmuEdgeError, match="overflowed|not finite"):
+        lmu_edge.convert(g, "onnx", tmp_path / "o", accuracy_report=False)
+    assert not (tmp_path / "o").exists()
