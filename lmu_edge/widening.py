@@ -207,7 +207,9 @@ def widen(build, use_gptq, graph, start, target_db):
     best = build(use_gptq, wide) if wide else start
     if best[0] < start[0] + WIDEN_MIN_GAIN_DB:
         wide, best = frozenset(), start  # 16-bit weights do not help: int8 weights everywhere
-    floor = min(target_db, best[0] - WIDEN_MIN_GAIN_DB)
+    # held to the target where every part at 16 bits reaches it, else to within the least gain of what that
+    # reaches (min() of the two let a search end below a target it could keep: tests/test_widening_search.py)
+    floor = target_db if best[0] >= target_db else best[0] - WIDEN_MIN_GAIN_DB
     while wide:
         trials = [(build(use_gptq, wide - {k}) if len(wide) > 1 else start, k) for k in sorted(wide)]
         trial, key = max(trials, key=lambda t: t[0][0])
@@ -249,7 +251,7 @@ def narrow(candidates, score, target_db: float, stop_short: bool = False) -> tup
         return frozenset(), start, start  # 16 bits do not help
     if stop_short and best < target_db:
         return wide, best, start
-    goal = min(target_db, best - WIDEN_MIN_GAIN_DB)
+    goal = target_db if best >= target_db else best - WIDEN_MIN_GAIN_DB  # as widen's floor
     alone = {n: score(wide - {n}) for n in candidates}
     order = sorted(candidates, key=lambda n: -alone[n])
     narrowed = True
