@@ -50,7 +50,14 @@ from typing import Optional
 
 import numpy as np
 
-from . import ir, lti, qir, reference, widening
+from . import ir, qir, reference, widening
+from ._quantization_checks import (  # noqa: F401 (re-exported)
+    MAX_GROWTH,
+    MAX_LOOP_CHECK,
+    MIN_CALIBRATION_RANGE,
+    check_calibration,
+    check_growth,
+)
 from ._quantization_memory import Calibrated, dense_memory, fir_memory, pade_memory, rk_memory
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
@@ -77,74 +84,9 @@ from .widening import WIDE_BITS
 # --- the graph -------------------------------------------------------------------------------
 
 
-def check_calibration(x: np.ndarray, what: str = "calibration") -> None:
-    """Refuse calibration inputs (``what``, for the message) that are all 0: every scale would be 0, and
-    later layers would fail with advice that does not apply (any target, any mode)."""
-    if not np.any(x):
-        raise QuantizationError(f"{what}: all {x.size} values are 0, no range to quantize to; give typical inputs")
-    top = float(np.max(np.abs(x)))
-    if top < MIN_CALIBRATION_RANGE:  # scales below float32's normal range: every later check fails, misleadingly
-        raise QuantizationError(
-            f"{what}: the largest value is {top:.3g}, below {MIN_CALIBRATION_RANGE:g}: no range a fixed-point "
-            f"scale can hold; give typical inputs, scaled as the model was trained"
-        )
-
-
-#: the smallest calibration range accepted: an int8 scale of it stays a normal float32
-MIN_CALIBRATION_RANGE = 1e-30
-
-
-#: an integer conversion refuses an LMU whose response to one input grows past this factor within a sequence
-#: (an unstable Euler memory): 8 bits of growth that the state, its 8- or 16-bit view and every layer after it
-#: would have to carry (issue 52: 2730x gave C int8 6.6 dB and int16 28 dB; 22x converts at 37 dB)
-MAX_GROWTH = 256.0
 #: a quantized graph further than this from the float model on the calibration data (dB) is warned about:
 #: issue 52's --state-bits 8 conversion of the digits model came out at -1.6 dB without a word
 GARBAGE_DB = 10.0
-#: check_growth steps a memory_to_memory loop (memory_d * order states) through a sequence where that costs at
-#: most this many multiplications ((d q)^2 d per step); beyond, only the memory's own Euler step is checked
-MAX_LOOP_CHECK = 4e9
-
-
-def check_growth(graph: ir.Graph, steps: int, warn: bool = False) -> None:
-    """Refuse, in one line, an integer conversion of a graph whose LMU memory is unstable (an Euler step
-    past its stable theta, or a ``memory_to_memory`` feedback loop that diverges) and whose response grows
-    more than :data:`MAX_GROWTH` times within ``steps`` (the calibration's length): the source model's
-    memory diverges there too, and no fixed-point scale holds both its first input and its last value.
-    ``warn`` (the float modes): a warning instead, since float32 is then as far from the float64 model as the
-    source's own float32 run (issue 52's infinity_ir: C float 58.1 dB, keras float32 57.2 dB)."""
-    for layer in graph.layers:
-        if not isinstance(layer, ir.LMU):
-            continue
-        n = layer.memory_d * layer.order
-        loop = layer.memory_encoders is not None and n * n * layer.memory_d * steps <= MAX_LOOP_CHECK
-        if not loop and (layer.discretizer != "euler" or layer.theta >= lti.euler_stable_theta(layer.order)):
-            continue  # ZOH, and Euler past its stable theta, decay
-        A, B = lti.legendre_discrete(layer.order, layer.theta, layer.discretizer)
-        if loop and layer.memory_encoders is not None:
-            A, B = lti.feedback_system(A, B, layer.memory_encoders)
-        if not lti.growth(A, B, steps, stop=MAX_GROWTH) > MAX_GROWTH:
-            continue
-        g = lti.growth(A, B, steps)  # the whole of it, for the message
-        rho = lti.spectral_radius(A)
-        what = "memory with its memory_to_memory feedback" if loop else "Euler memory"
-        fix = (
-            "retrain it (discretizer='zoh', a larger theta, or without memory_to_memory)"
-            if loop
-            else f"retrain it with discretizer='zoh' or a theta above {lti.euler_stable_theta(layer.order):.4g}, "
-            f"where Euler is stable"
-        )
-        head = (
-            f"layer {layer.name!r}: its {what} (order {layer.order}, theta {layer.theta:g}, {layer.discretizer}) "
-            f"is unstable (spectral radius {rho:.3f}): within {int(steps)} steps its response to one input "
-            f"grows {g:.3g}x (the source model's memory diverges too)"
-        )
-        if warn:
-            warnings.warn(f"{head}; float32 loses precision as the source's float32 run does; {fix}", stacklevel=3)
-            continue
-        raise QuantizationError(
-            f"{head}, more than integer scales can carry (the float modes convert it exactly); {fix}"
-        )
 
 
 def quantize(
@@ -160,6 +102,7 @@ def quantize(
     wide_layers=None,
     widen_state: bool = True,
     progress=None,
+    search_steps: Optional[int] = widening.SEARCH_STEPS,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -186,7 +129,9 @@ def quantize(
 
     Where that search still misses ``widen_db`` and ``widen_state`` holds (pass False for a ``state_bits``
     the user chose), the same search with 32-bit LMU states is kept if it does better (the metadata's
-    ``widened_state_bits``); ``progress`` gets lines on how the search goes. A result below
+    ``widened_state_bits``); ``progress`` gets lines on how the search goes. The search scores its candidates
+    on every k-th calibration sequence, at least ``search_steps`` steps (None: every sequence), and its choice
+    on every one (:class:`lmu_edge.widening.Scorer`; the metadata's ``search_on``). A result below
     :data:`GARBAGE_DB` on the calibration data is warned about with its measured SQNR.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
@@ -229,6 +174,7 @@ def quantize(
     else:
         tries = [True] if weight_rounding == "gptq" or ab == 16 else [True, False]
     y_f = reference.simulate(float_graph, x)
+    scorer = widening.Scorer(x, y_f, _scored, widen_db, search_steps)
 
     compensated: dict = {}
     memo: dict = {}  # each weight part rounded once, whatever the set of 16-bit parts (rounding.compensate)
@@ -247,8 +193,8 @@ def quantize(
             qg = _integer_graph(
                 g,
                 recs,
-                x,
-                y_f,
+                scorer.x,
+                scorer.y_f,
                 wb,
                 sb,
                 coeff_bits,
@@ -261,19 +207,23 @@ def quantize(
                 wide_acts,
                 measured,
             )
+            qg = scorer.near(qg)
         return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
-    built, sqnr, qg, caught, used, kept = widening.search(
-        build,
-        tries,
-        graph,
-        widen_db,
-        wide_layers,
-        ab,
-        sb,
-        widen_state,
-        ab == 8 and widening.window_seen(graph, x.shape[1]),
-        progress,
+    built, sqnr, qg, caught, used, kept = scorer.run(
+        lambda: widening.search(
+            build,
+            tries,
+            graph,
+            widen_db,
+            wide_layers,
+            ab,
+            sb,
+            widen_state,
+            ab == 8 and widening.window_seen(graph, x.shape[1]),
+            progress,
+            scorer,
+        )
     )
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -330,7 +280,7 @@ def _integer_graph(
     in ``wide`` (:func:`.rounding.weight_parts` keys) get 16 bits; with 8-bit activations, the layers in
     ``wide_acts`` (indices into ``graph.layers``, and ``"x"``: the input, and so the integer API) get
     16-bit activations, with a :class:`qir.QConvert` wherever the width changes (mixed precision)."""
-    in_lo, in_hi = float(x.min()), float(x.max())
+    in_lo, in_hi = (float(v) for v in recs[0]["in"])  # the whole calibration's: x may be the search's part of it
     api = 16 if "x" in wide_acts else ab
     s, zp = qparams_bits(in_lo, in_hi, api)
     layers: list = [qir.QInput("input", s, zp, bits=api)]
@@ -419,11 +369,15 @@ def _integer_graph(
         layers.append(conv)
     meta = dict(graph.metadata)
     meta["quantization"] = info
-    qg = ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta)
+    return _scored(ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta), x, y_f)
+
+
+def _scored(qg, x, y_f):
+    """``qg`` with its error and SQNR against the float model's outputs ``y_f`` on inputs ``x``."""
     y_q = reference.simulate(qg, x)
-    meta["quantization"]["calibration_error"] = relative_error(y_q, y_f)
-    meta["quantization"]["calibration_sqnr_db"] = metadata_db(sqnr_db(y_q, y_f))
-    return qg.replace(metadata=meta)
+    info = dict(qg.metadata["quantization"], calibration_error=relative_error(y_q, y_f))
+    info["calibration_sqnr_db"] = metadata_db(sqnr_db(y_q, y_f))
+    return qg.replace(metadata={**qg.metadata, "quantization": info})
 
 
 #: the SQNR the metadata records for an exact result (JSON has no infinity; the report's stand-in too)

@@ -111,7 +111,17 @@ def candidates_per_width(graph, tries, widen_db, ab) -> int:
 
 
 def search(
-    build_at, tries, graph, widen_db, wide_layers, ab, state_bits, widen_state, measured_ok=False, progress=None
+    build_at,
+    tries,
+    graph,
+    widen_db,
+    wide_layers,
+    ab,
+    state_bits,
+    widen_state,
+    measured_ok=False,
+    progress=None,
+    scorer=None,
 ):
     """:func:`lmu_edge.quantization.quantize`'s mixed-precision search: ``build_at(use_gptq, wide, wide_acts,
     sb=state bits)`` builds the integer graph and returns ``(calibration SQNR, graph, warnings)``; ``tries``
@@ -123,7 +133,9 @@ def search(
     Helium or ARMv6-M kernel, 5x the instructions of a 16-bit one on the M4); then the same search with
     32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
     tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``. ``progress``: a
-    callback for lines on how the search goes (:class:`Ticker`)."""
+    callback for lines on how the search goes (:class:`Ticker`). ``scorer``: the :class:`Scorer` whose
+    subsample ``build_at`` scores on; its near-ties and thresholds are decided on every sequence."""
+    settle, mark = (scorer.settle, scorer.mark) if scorer is not None else (list, lambda db: None)
     if progress is not None:
         build_at = Ticker(build_at, progress, candidates_per_width(graph, tries, widen_db, ab))
 
@@ -133,10 +145,10 @@ def search(
             if measured
             else functools.partial(build_at, sb=bits)
         )
-        built = [build(use_gptq) for use_gptq in tries]
+        built = settle([build(use_gptq) for use_gptq in tries])
         sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
         if widen_db is not None and ab == 16:
-            sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db))
+            sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db), settle, mark)
         elif widen_db is not None or wide_layers is not None:
             use = next(t for t, b in zip(tries, built, strict=True) if b[1] is qg)
             if wide_layers is not None:
@@ -151,7 +163,8 @@ def search(
                 acts = frozenset(names[n] if n != "input" else "x" for n in wide_layers)
                 sqnr, qg, caught = build(use, frozenset(), acts)
             elif widen_db is not None:
-                sqnr, qg, caught = widen_activations(build, use, graph, (sqnr, qg, caught), float(widen_db), stop_short)
+                start = (sqnr, qg, caught)
+                sqnr, qg, caught = widen_activations(build, use, graph, start, float(widen_db), stop_short, mark)
         return built, sqnr, qg, caught
 
     retry = (
@@ -194,14 +207,15 @@ def search(
     return built, sqnr, qg, caught, used, kept
 
 
-def widen(build, use_gptq, graph, start, target_db):
+def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db: None):
     """:func:`lmu_edge.quantization.quantize`'s ``widen_db``: ``build(use_gptq, wide)`` builds the
     integer graph with the parts ``wide`` 16-bit and returns ``(calibration SQNR, graph, warnings)``;
     ``start`` is that of no part widened. Widening parts one at a time stalls where several int8 parts
     share a feedback loop (none alone lifts the SQNR), so this goes the other way: every part 16-bit,
     then, one at a time, the part whose int8 weights keep the SQNR highest goes back to int8, as long
     as the SQNR stays at ``target_db`` (or, where 16-bit weights everywhere miss it, within
-    :data:`WIDEN_MIN_GAIN_DB` of what they reach)."""
+    :data:`WIDEN_MIN_GAIN_DB` of what they reach). ``settle`` and ``mark``: :meth:`Scorer.settle` and
+    :meth:`Scorer.mark`, where the search scores on a subsample."""
     keys = weight_parts(graph)
     wide = frozenset(keys) if start[0] < target_db else frozenset()
     best = build(use_gptq, wide) if wide else start
@@ -210,8 +224,16 @@ def widen(build, use_gptq, graph, start, target_db):
     # held to the target where every part at 16 bits reaches it, else to within the least gain of what that
     # reaches (min() of the two let a search end below a target it could keep: tests/test_widening_search.py)
     floor = target_db if best[0] >= target_db else best[0] - WIDEN_MIN_GAIN_DB
+    mark(floor)
     while wide:
-        trials = [(build(use_gptq, wide - {k}) if len(wide) > 1 else start, k) for k in sorted(wide)]
+        keys_left = sorted(wide)
+        trials = list(
+            zip(
+                settle([build(use_gptq, wide - {k}) if len(wide) > 1 else start for k in keys_left]),
+                keys_left,
+                strict=True,
+            )
+        )
         trial, key = max(trials, key=lambda t: t[0][0])
         if trial[0] < floor:
             break
@@ -227,7 +249,7 @@ def noted(qg, **fields):
     return qg.replace(metadata=meta)
 
 
-def narrow(candidates, score, target_db: float, stop_short: bool = False) -> tuple:
+def narrow(candidates, score, target_db: float, stop_short: bool = False, mark=lambda db: None) -> tuple:
     """Mixed precision for a target whose model is costly to run (ONNX Runtime, LiteRT): the fewest of
     ``candidates`` (tensors or operators) at 16 bits that lift ``score(wide)`` (an SQNR in dB on the
     calibration data, ``wide`` a frozenset of candidates at 16 bits) to ``target_db``, or within
@@ -240,7 +262,7 @@ def narrow(candidates, score, target_db: float, stop_short: bool = False) -> tup
     about 2N + 2W runs of the model for N candidates and W widened, not the N^2 of :func:`widen`'s full
     backward elimination, which a runtime's per-run cost makes too slow. ``stop_short``: where every
     candidate at 16 bits misses ``target_db``, return them all at once (the caller tries something else
-    first, :func:`search`)."""
+    first, :func:`search`). ``mark(goal)`` is told the goal the candidates are held to (:meth:`Scorer.mark`)."""
     candidates = list(candidates)
     start = score(frozenset())
     if start >= target_db or not candidates:
@@ -252,6 +274,7 @@ def narrow(candidates, score, target_db: float, stop_short: bool = False) -> tup
     if stop_short and best < target_db:
         return wide, best, start
     goal = target_db if best >= target_db else best - WIDEN_MIN_GAIN_DB  # as widen's floor
+    mark(goal)
     alone = {n: score(wide - {n}) for n in candidates}
     order = sorted(candidates, key=lambda n: -alone[n])
     narrowed = True
@@ -280,7 +303,7 @@ def widen_db_option(v, target: str, default: float):
     return float(v)
 
 
-def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False):
+def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False, mark=lambda db: None):
     """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
     misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
     or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
@@ -299,10 +322,90 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
         return runs[key][0]
 
     cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
-    wide, _, first = narrow(cands, score, target_db, stop_short)
+    wide, _, first = narrow(cands, score, target_db, stop_short, mark)
     acts, parts = split(wide)
     sqnr, qg, caught = runs[acts, parts]
     widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
     weights = [f"{graph.layers[i].name}.{f}" for i, f in weight_parts(graph) if (i, f) in parts]
     qg = noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
     return sqnr, qg, caught
+
+
+#: the search scores a candidate on about this many calibration steps, whole sequences evenly spaced over
+#: the set, not on every one (issue 54: the psMNIST-sized model's 16 candidates on 200 x 784 steps took
+#: 12.7 s each, 203 of a 293 s conversion); the one chosen is scored on every sequence after it
+SEARCH_STEPS = 16384
+#: a candidate the subsample scores within this of the target is scored on every sequence instead: the
+#: subsample decides only what it decides by a margin
+NEAR_DB = 1.0
+
+
+class Scorer:
+    """Where :func:`search` measures its candidates: ``score(qg, x, y_f)`` annotates an integer graph with
+    its SQNR against the float outputs ``y_f`` on inputs ``x``. With a ``target_db`` and calibration
+    longer than ``search_steps`` steps, :attr:`x` and :attr:`y_f` are every k-th sequence, the fewest
+    with at least ``search_steps`` steps; :meth:`near` scores a candidate within :data:`NEAR_DB` of the
+    target on every sequence, and :meth:`run` scores the search's choice on every sequence and, where
+    that puts it on the other side of the target than the subsample did, runs the search again on every
+    sequence. ``search_steps=None`` scores everything on every sequence."""
+
+    def __init__(self, x, y_f, score, target_db, search_steps=SEARCH_STEPS):
+        self.all, self.score, self.target = (x, y_f), score, target_db
+        n, steps = x.shape[0], max(1, x.shape[1])
+        k = n if search_steps is None or target_db is None else max(1, -(-int(search_steps) // steps))
+        self.rows = None if k >= n else np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+        self.x, self.y_f = (x, y_f) if self.rows is None else (x[self.rows], y_f[self.rows])
+        self.marks = [] if target_db is None else [float(target_db)]
+        self.on_all: dict = {}  # id(graph) -> (graph, it scored on every sequence): both kept, no id reused
+
+    def mark(self, db: float) -> None:
+        """Add a threshold the search compares candidates with (the target is one)."""
+        self.marks.append(float(db))
+
+    def _all(self, qg):
+        """``qg`` scored on every sequence, once."""
+        seen = self.on_all.get(id(qg))
+        if seen is None or seen[0] is not qg:
+            full = self.score(qg, *self.all)
+            self.on_all[id(qg)], self.on_all[id(full)] = (qg, full), (full, full)
+        return self.on_all[id(qg)][1]
+
+    def near(self, qg):
+        """``qg`` scored on every sequence where the subsample puts it within :data:`NEAR_DB` of a threshold
+        (:meth:`mark`), else as it is."""
+        if self.rows is None or all(abs(_db(qg) - m) >= NEAR_DB for m in self.marks):
+            return qg
+        return self._all(qg)
+
+    def settle(self, results: list) -> list:
+        """``results`` (``(SQNR, graph, warnings)`` the search picks the best of) with those within
+        :data:`NEAR_DB` of the best scored on every sequence: a near-tie decided there, not by the subsample
+        (the GPTQ and nearest roundings of the drawn models in tests/test_search_subsample.py)."""
+        if self.rows is None or len(results) < 2:
+            return list(results)
+        top = max(r[0] for r in results)
+        out = []
+        for sq, qg, caught in results:
+            full = self._all(qg) if top - sq < NEAR_DB else qg
+            out.append((_db(full), full, caught))
+        return out
+
+    def run(self, search):
+        """``search()`` (returning :func:`search`'s tuple) on the subsample, its choice scored on every
+        sequence (the search again on every sequence where the subsample misjudged the target)."""
+        res = search()
+        if self.rows is None:
+            return res
+        built, sqnr, qg, caught, used, kept = res
+        full = self._all(qg)
+        part = f"{len(self.rows)} of {self.all[0].shape[0]} calibration sequences"
+        on = f"{part} (the choice on every one)"
+        if (sqnr >= float(self.target)) != (_db(full) >= float(self.target)):
+            on = f"every calibration sequence ({part} put the choice on the wrong side of {self.target:.3g} dB)"
+            self.rows, (self.x, self.y_f) = None, self.all
+            built, sqnr, full, caught, used, kept = search()
+        return built, _db(full), noted(full, search_on=on), caught, used, kept
+
+
+def _db(qg) -> float:
+    return float(qg.metadata["quantization"]["calibration_sqnr_db"])

@@ -51,6 +51,7 @@ from ..precision import ACTIVATION_BITS, DEFAULT_STATE_BITS, STATE_BITS, WEIGHT_
 from ..precision import state_bits as state_bits_of
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
 from ..version import __version__
+from ..widening import SEARCH_STEPS
 from . import c_codegen
 from .c_build import BUILD_DIR, BUILD_OUTPUTS, make  # noqa: F401  (BUILD_*: the target contract)
 from .c_harness import DTYPE_CODES, read_output, run_native, write_input  # noqa: F401  (re-exported)
@@ -69,6 +70,9 @@ OPTIONS = {
     "coeff_bits": None,
     "weight_rounding": None,
     "widen_db": "auto",
+    #: the widening search scores candidates on every k-th calibration sequence, at least this many steps
+    #: (lmu_edge.widening.Scorer); None: on every sequence
+    "search_steps": SEARCH_STEPS,
     "measure": True,
     #: False: no Cortex-M object is compiled for the report's flash figures (a caller that reads none, e.g. a
     #: test of the integer path); a ``device`` measures them all the same, since its fit depends on them
@@ -137,6 +141,9 @@ def check_options(quantize: str, options: dict) -> None:
         raise ArtifactError(f"unknown --device {device!r}; known devices: {', '.join(sorted(DEVICES))}")
     if device is not None and quantize not in ACTIVATION_BITS and DEVICES[device]["cpu"] == "cortex-m0":
         raise ArtifactError(f"--device {device} has no FPU: the float32 C needs one; convert with --quantize int8")
+    steps = options.get("search_steps", OPTIONS["search_steps"])
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ArtifactError(f"c: search_steps={steps!r} is not a number of steps: give a whole number >= 1, or null")
     widen = widen_db_for(quantize, options)
     if widen is not None and quantize == "int16":
         raise QuantizationError("c: widen_db does not apply to --quantize int16, whose weights are 16-bit already")
@@ -209,6 +216,7 @@ def emit(graph, out_dir, options) -> dict:
                 widen_db=widen_db,
                 widen_state=not options.get("state_bits"),  # a state width the user chose is kept
                 progress=options.get("progress"),
+                search_steps=options.get("search_steps", OPTIONS["search_steps"]),
             )
             return qg, c_codegen.generate_int(qg, prefix)
 

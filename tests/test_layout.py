@@ -418,7 +418,7 @@ CORE = {
     f"lmu_edge.{m}"
     for m in (
         "arrays budget errors escape fixedpoint folding impulse intsim ir irfile layers limits lti metrics pade qir "
-        "precision qlinear quantization _quantization_memory reference resources rounding widening"
+        "precision qlinear quantization _quantization_checks _quantization_memory reference resources rounding widening"
     ).split()
 }
 CORE_IMPORTING_A_TARGET: set = set()  # issue 56: the precision policy lives in lmu_edge.precision
@@ -509,7 +509,7 @@ STAGES = [
     ("graph", "layers ir irfile qir lti budget loading converters converters.*"),
     ("fold", "pade impulse folding"),
     ("oracles", "reference intsim"),
-    ("quantize", "qlinear quantization _quantization_memory rounding widening"),
+    ("quantize", "qlinear quantization _quantization_checks _quantization_memory rounding widening"),
     ("targets", "targets targets.* audio audio.* torch firmware_templates"),
     ("artifact, report, sweep", "artifact conversion report report_html sweep sweep_html"),
     ("command line", "cli _cli_* __init__"),
