@@ -377,21 +377,20 @@ PROBE_LIMIT = reference.STABLE_LIMIT
 
 def _stable_probe(source: ir.Graph, x: np.ndarray, note: str) -> tuple:
     """The seeded probe ``x`` cut before the first step where the source model's own values pass
-    :data:`PROBE_LIMIT` (:func:`reference.stable_steps`), with the probe note saying so and a warning: such a
+    :data:`PROBE_LIMIT` (:func:`reference.stable_cut`), with the probe note saying so and a warning: such a
     model is unstable, and a float32 runtime overflows to inf or NaN further on where float64 does not yet,
     so the steps past it test float's range, not the conversion (issue 52, seeds 5, 32 and 1004: TFLite
     float NaN at step 329 of 471, the hidden state at 4e26 while the outputs stayed within 0.42)."""
-    k, part = reference.stable_steps(source, x, PROBE_LIMIT)
-    if not part or k < reference.STABLE_MIN_STEPS:  # stable, or diverging at once: verified on the whole probe
+    k, part = reference.stable_cut(source, x, PROBE_LIMIT)
+    if not part:  # stable, or diverging at once: verified on the whole probe
         return x, note
-    keep = k
     warnings.warn(
         f"{source.name!r} is unstable: on a random input {part} passes {PROBE_LIMIT:g} at step {k + 1} (a float32 "
-        f"runtime may overflow to inf or NaN on inputs that long); verified on the first {keep} steps",
+        f"runtime may overflow to inf or NaN on inputs that long); verified on the first {k} steps",
         stacklevel=5,  # the caller of convert()
     )
-    cut = f"cut to {keep} steps: at step {k + 1} {part} passes {PROBE_LIMIT:g} (an unstable model)"
-    return x[:, :keep], f"{note}; {cut}"
+    cut = f"cut to {k} steps: at step {k + 1} {part} passes {PROBE_LIMIT:g} (an unstable model)"
+    return x[:, :k], f"{note}; {cut}"
 
 
 def _accuracy_report(report: dict, source, graph, art, x, y_art, tmp: Path, out_dir: Path, progress) -> None:

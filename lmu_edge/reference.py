@@ -415,6 +415,14 @@ def stable_steps(graph: ir.Graph, x, limit: float = STABLE_LIMIT) -> tuple:
     return x.shape[1], ""
 
 
+def stable_cut(graph: ir.Graph, x, limit: float = STABLE_LIMIT) -> tuple:
+    """:func:`stable_steps` where a probe may be cut there: ``(k, part)`` where at least
+    :data:`STABLE_MIN_STEPS` steps stay within ``limit`` and a later one passes it, else ``(T, "")``: the
+    whole of ``x`` (stable, or diverging at once, as a model its conversion refuses does)."""
+    k, part = stable_steps(graph, x, limit)
+    return (k, part) if part and k >= STABLE_MIN_STEPS else (x.shape[1], "")
+
+
 class Stream:
     """Step a recurrent graph one sample at a time: ``reset(batch)``, ``step(x_t)``.
 

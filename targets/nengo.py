@@ -244,10 +244,9 @@ def _calibration_input(graph: ir.Graph, calibration, seed: int = 0) -> np.ndarra
     x = np.random.default_rng(seed).standard_normal((4, T, graph.input_features))
     # an unstable model's state grows past what float64 carries on a long probe (issue 52, seed 1026: the
     # radii's run failed inside nengo with an invalid dot); its radii come from the steps before that
-    from lmu_edge.reference import STABLE_MIN_STEPS, stable_steps
+    from lmu_edge.reference import stable_cut
 
-    k = stable_steps(graph, x)[0]
-    return x[:, :k] if k >= STABLE_MIN_STEPS else x
+    return x[:, : stable_cut(graph, x)[0]]
 
 
 def _radii(graph, spec, arrays, x) -> None:
