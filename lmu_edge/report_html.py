@@ -196,10 +196,10 @@ def describe_evaluation(rep: dict) -> None:
         ev["given"] = given
         ev["text"] = (
             f"{'all ' if n == given else f'the first {n} of the '}{given} sequences of the {what} the conversion "
-            f"{'calibrated and ' if what == 'calibration data' else ''}verified on"
+            f"{'calibrated and ' if what.startswith('calibration data') else ''}verified on"
             + (
                 ", so NOT held out: the verdict is on data the model was fitted to"
-                if what == "calibration data"
+                if what.startswith("calibration data")
                 else ""
             )
         )

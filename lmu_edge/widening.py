@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from . import ir
+from .budget import spread_rows
 from .errors import QuantizationError
 from .rounding import weight_parts
 
@@ -351,9 +352,7 @@ class Scorer:
 
     def __init__(self, x, y_f, score, target_db, search_steps=SEARCH_STEPS):
         self.all, self.score, self.target = (x, y_f), score, target_db
-        n, steps = x.shape[0], max(1, x.shape[1])
-        k = n if search_steps is None or target_db is None else max(1, -(-int(search_steps) // steps))
-        self.rows = None if k >= n else np.unique(np.linspace(0, n - 1, k).round().astype(np.int64))
+        self.rows = spread_rows(x.shape[0], x.shape[1], None if target_db is None else search_steps)
         self.x, self.y_f = (x, y_f) if self.rows is None else (x[self.rows], y_f[self.rows])
         self.marks = [] if target_db is None else [float(target_db)]
         self.on_all: dict = {}  # id(graph) -> (graph, it scored on every sequence): both kept, no id reused

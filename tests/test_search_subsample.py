@@ -149,3 +149,22 @@ def test_the_c_target_takes_search_steps_and_refuses_what_is_no_step_count(tmp_p
     art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, search_steps=480, flash=False)
     report = json.loads((art.path / "report.json").read_text())
     assert report["quantization"]["search_on"].startswith("10 of 96 calibration sequences")
+
+
+def test_a_large_calibration_set_is_verified_on_its_evenly_spaced_part(tmp_path):
+    # convert verifies on about budget.VERIFY_STEPS steps of whole sequences, first to last, and says which;
+    # the quantizer's SQNR is still on every sequence
+    from lmu_edge import budget
+
+    g, x, _, _ = _drawn(2, n=400, t=48)
+    rows = budget.verify_rows(400, 48)
+    assert len(rows) == -(-budget.VERIFY_STEPS // 48) and rows[0] == 0 and rows[-1] == 399
+    assert budget.verify_shape(g, x) == (len(rows), 48)
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x, flash=False, measure=False)
+    report = json.loads((art.path / "report.json").read_text())
+    ver = report["verification"]
+    assert ver["input_shape"] == [len(rows), 48, 2] and ver["bit_exact_host"] and ver["passed"]
+    assert ver["input"] == f"calibration data ({len(rows)} of its 400 sequences, evenly spaced)"
+    y = lmu_edge.simulate(g, x[rows])
+    assert ver["error_vs_source"] == pytest.approx(lmu_edge.metrics.relative_error(art.run(x[rows]), y), rel=1e-12)
+    assert budget.verify_rows(300, 48) is None  # 14,400 steps: every one
