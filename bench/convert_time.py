@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
 
-import lmu_edge  # noqa: E402
-from lmu_edge.targets import c as c_target  # noqa: E402
+import lmu_edge  # noqa: E402 (after the sys.path lines: kernels and graphs live in bench/ and tests/)
+from lmu_edge.targets import c as c_target  # noqa: E402 (the same)
 
 
 class _Clock:
