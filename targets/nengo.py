@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import ir, lti, reference, registry
-from ..errors import ArtifactError, MissingDependencyError, UnsupportedLayerError
+from ..errors import ArtifactError, MissingDependencyError, ShapeError, UnsupportedLayerError
 
 QUANTIZE = ("float",)
 RUNTIMES = ("nengo", "loihi-emulator")
@@ -253,7 +253,16 @@ def _radii(graph, spec, arrays, x) -> None:
     """Per state dimension, the largest |s| of each exact memory on ``x`` (times a margin)."""
     net = _network_module_from(Path(__file__).with_name("nengo_network.py"))
     model = net.build_network((spec, arrays), spiking=False, probe_states=True)
-    _, states = model.run(x, states=True)
+    from nengo.exceptions import SimulationError
+
+    try:
+        _, states = model.run(x, states=True)
+    except (FloatingPointError, SimulationError):  # nengo's on inf / NaN (issue 52, seed 1026: 1e300 in 12 steps)
+        raise ShapeError(
+            f"graph {graph.name!r}: its states overflow float64 on the {x.shape[1]}-step input the nengo target "
+            f"sizes its ensembles' radii on: an unstable model (a memory or hidden recurrence whose gain exceeds "
+            f"1); retrain it with a ZOH memory, a larger theta or a stable hidden cell"
+        ) from None
     for i, (layer_spec, layer) in enumerate(zip(spec["layers"], graph.layers, strict=True)):
         if layer_spec["kind"] != "lmu" or f"{i}.Fk" not in arrays:
             continue

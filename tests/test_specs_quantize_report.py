@@ -62,3 +62,29 @@ def test_a_32_bit_state_reads_its_input_u_in_at_most_30_bits_with_8_bit_activati
     u_abs = max(abs(u[0]), abs(u[1])) * (RANGE16_HEADROOM if act_bits == 16 else 1.0)
     f = qg.layers[i].u_type.frac
     assert u_abs * 2.0**f <= 2**top - 1 < u_abs * 2.0 ** (f + 1)
+
+
+def test_the_refusal_of_an_unstable_memory_says_whether_float_converts_it():
+    """Spec: the refusal says the float modes convert the model only where its memory's growth within the
+    calibration stays within _quantization_checks.FLOAT_CARRIES (1e18: what a float verification carries);
+    past it, that they cannot either (issue 52, the chunk's seed 1026: 1e29x in 18 steps, its float cells
+    failed while the refusal said they convert it exactly)."""
+    from lmu_edge._quantization_checks import FLOAT_CARRIES
+
+    q = 8
+    theta = lti.euler_stable_theta(q) * 0.5
+    rng = np.random.default_rng(3)
+    g = lmu_edge.fold(chain(rng, q=q, theta=theta, disc="euler"), "euler")
+    A, B = lti.legendre_discrete(q, theta, "euler")
+    sides = set()
+    for steps in (20, 60, 200, 400):
+        grows = lti.growth(A, B, steps)
+        if grows <= lmu_edge.quantization.MAX_GROWTH:
+            continue
+        floats = grows <= FLOAT_CARRIES
+        sides.add(floats)
+        with pytest.raises(QuantizationError) as e:
+            lmu_edge.quantize(g, rng.standard_normal((1, steps, 2)))
+        said = "the float modes convert it exactly" in str(e.value)
+        assert said == floats and ("too fast for the float modes too" in str(e.value)) != floats, (steps, grows)
+    assert sides == {True, False}  # both sides reached

@@ -68,3 +68,14 @@ def test_a_model_that_diverges_at_once_is_refused_not_verified_on_a_step(tmp_pat
     with pytest.raises(lmu_edge.LmuEdgeError, match="overflowed|not finite"):
         lmu_edge.convert(g, "onnx", tmp_path / "o", accuracy_report=False)
     assert not (tmp_path / "o").exists()
+
+
+def test_nengo_refuses_a_model_that_diverges_at_once_in_one_line(tmp_path):
+    # issue 52, the 50-seed chunk's seed 1026 (a memory_to_memory loop of spectral radius 47): its state passes
+    # 1e18 within the 16 steps a probe cut needs, so the radii's run overflows float64; nengo raised
+    # FloatingPointError inside lmu-edge ("failed inside lmu-edge ... please report it")
+    g = _unstable(1e6)
+    with pytest.raises(lmu_edge.errors.ShapeError, match="overflow float64 .* an unstable model") as e:
+        lmu_edge.convert(g, "nengo", tmp_path / "n", accuracy_report=False)
+    assert "\n" not in str(e.value) and "inside lmu-edge" not in str(e.value)
+    assert not (tmp_path / "n").exists()
