@@ -355,19 +355,20 @@ class Scorer:
         self.rows = spread_rows(x.shape[0], x.shape[1], None if target_db is None else search_steps)
         self.x, self.y_f = (x, y_f) if self.rows is None else (x[self.rows], y_f[self.rows])
         self.marks = [] if target_db is None else [float(target_db)]
-        self.on_all: dict = {}  # id(graph) -> (graph, it scored on every sequence): both kept, no id reused
+        self.on_all: dict = {}  # id(layers) -> (layers, their SCORE_FIELDS on every sequence): kept, no id reused
 
     def mark(self, db: float) -> None:
         """Add a threshold the search compares candidates with (the target is one)."""
         self.marks.append(float(db))
 
     def _all(self, qg):
-        """``qg`` scored on every sequence, once."""
-        seen = self.on_all.get(id(qg))
-        if seen is None or seen[0] is not qg:
-            full = self.score(qg, *self.all)
-            self.on_all[id(qg)], self.on_all[id(full)] = (qg, full), (full, full)
-        return self.on_all[id(qg)][1]
+        """``qg`` scored on every sequence, once per set of integers: a graph :func:`noted` after its scoring
+        (the search's choice) keeps its layers, and takes the figures already measured for them."""
+        seen = self.on_all.get(id(qg.layers))
+        if seen is None or seen[0] is not qg.layers:
+            info = self.score(qg, *self.all).metadata["quantization"]
+            seen = self.on_all[id(qg.layers)] = (qg.layers, {k: info[k] for k in SCORE_FIELDS})
+        return qg.replace(metadata={**qg.metadata, "quantization": {**qg.metadata["quantization"], **seen[1]}})
 
     def near(self, qg):
         """``qg`` scored on every sequence where the subsample puts it within :data:`NEAR_DB` of a threshold
@@ -404,6 +405,10 @@ class Scorer:
             self.rows, (self.x, self.y_f) = None, self.all
             built, sqnr, full, caught, used, kept = search()
         return built, _db(full), noted(full, search_on=on), caught, used, kept
+
+
+#: what a scoring adds to a graph's quantization metadata (quantization._scored)
+SCORE_FIELDS = ("calibration_error", "calibration_sqnr_db")
 
 
 def _db(qg) -> float:
