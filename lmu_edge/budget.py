@@ -137,7 +137,8 @@ def fold_estimate(
 # --- simulating ---------------------------------------------------------------------------------
 
 
-def _lmu_step_ops(layer: ir.LMU, n_in: int, units: int) -> float:
+def lmu_step_ops(layer: ir.LMU, n_in: int, units: int) -> float:
+    """Floating-point operations (two per multiply-add) of one step of one sequence of an LMU layer."""
     q, d = layer.order, layer.memory_d
     mem = layer.memory
     if isinstance(mem, ir.RungeKutta) and not (mem.substeps > 64 and 7 * mem.rk_order * mem.substeps > 2 * q):
@@ -164,10 +165,10 @@ def simulate_estimate(graph: ir.Graph, n: int, t: int, what: str = "simulating")
             q, d = layer.order, layer.memory_d
             if layer.is_parallel:
                 fft = 1 << max(1, math.ceil(math.log2(max(2 * t - 1, 1))))
-                ops += n * (5.0 * fft * math.log2(fft) * (d * q + d + q)) + _lmu_step_ops(layer, n_in, n_out) * n * t
+                ops += n * (5.0 * fft * math.log2(fft) * (d * q + d + q)) + lmu_step_ops(layer, n_in, n_out) * n * t
                 out += 8.0 * n * t * d * q * 2 + 16.0 * (fft // 2 + 1) * d * q * 3
             else:
-                ops += _lmu_step_ops(layer, n_in, n_out) * n * t
+                ops += lmu_step_ops(layer, n_in, n_out) * n * t
                 out += 8.0 * n * d * q * 4
         elif isinstance(layer, ir.Dense):
             ops += 2.0 * n_in * n_out * n * t

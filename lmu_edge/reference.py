@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import budget, ir, lti, pade
+from . import budget, ir, lti, pade, parallel
 from .arrays import check_input  # noqa: F401  (reference.check_input stays importable)
 from .errors import ShapeError
 
@@ -40,6 +40,14 @@ def activation(name: str, x: np.ndarray) -> np.ndarray:
         e = np.exp(x - np.max(x, axis=-1, keepdims=True))
         return e / np.sum(e, axis=-1, keepdims=True)
     raise ShapeError(f"unknown activation {name!r}; known: {', '.join(ir.ACTIVATIONS)}")
+
+
+def _mm(x, w):
+    """``x @ w`` for ``x`` of any rank, as one product of its rows (numpy multiplies a stack of matrices by a
+    matrix one matrix at a time: the memory's ``(N, d, q)`` step took 2.5x as long)."""
+    if x.ndim <= 2:
+        return x @ w
+    return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
 
 
 def _c(a, dtype):
@@ -88,7 +96,7 @@ class _DenseRun(_Recorder):
         pass
 
     def step(self, x):
-        y = x @ self.W
+        y = _mm(x, self.W)
         if self.b is not None:
             y = y + self.b
         self._rec("pre", y)
@@ -134,9 +142,9 @@ class _HiddenRun(_Recorder):
     def __call__(self, z, h_prev):
         if self.cell is None:
             return z
-        y = z @ self.W
+        y = _mm(z, self.W)
         if self.U is not None:
-            y = y + h_prev @ self.U
+            y = y + _mm(h_prev, self.U)
         if self.b is not None:
             y = y + self.b
         self._rec("pre", y)
@@ -185,18 +193,19 @@ class _LMURun(_Recorder):
             self.buf = np.zeros((batch, L.memory_d, self.HT.shape[0]), dtype=dt)
 
     def encode(self, x):
-        u = x @ self.enc
+        u = _mm(x, self.enc)
         return u if self.bias is None else u + self.bias
 
     def memory_step(self, u):
         mem = self.mem
         if self.AT is not None:  # dense ZOH / Euler, Pade, or RK with many substeps
-            self.m = self.m @ self.AT + u[..., None] * self.B
+            m = self.m
+            self.m = _mm(m, self.AT) + u[..., None] * self.B
         elif isinstance(mem, ir.RungeKutta):
             self.m = lti.rk_step(self.m, u, self.L.theta, mem.rk_order, mem.substeps, coeffs=self.coeffs)
         else:
             self.buf = np.concatenate([u[..., None], self.buf[..., :-1]], axis=-1)
-            self.m = self.buf @ self.HT
+            self.m = _mm(self.buf, self.HT)
 
     def step(self, x):
         N = x.shape[0]
@@ -302,7 +311,7 @@ class _BandConvRun(_Recorder):
         y = np.zeros((N, T, nb, L.channels_out), dtype=self.dtype)
         for j in range(L.kernel_t):
             for k in range(L.kernel_f):
-                y += X[:, j : j + T, k : k + nb] @ self.W[j, k]
+                y += _mm(X[:, j : j + T, k : k + nb], self.W[j, k])
         if self.b is not None:
             y = y + self.b
         self._rec("pre", y)
@@ -369,13 +378,19 @@ def simulate(graph: ir.Graph, x, dtype=np.float64) -> np.ndarray:
         return simulate_quantized(graph, x)
     dtype = np.dtype(dtype).type
     x, batched = check_input(graph, x)
-    budget.check(budget.simulate_estimate(graph, x.shape[0], x.shape[1]))
-    X = x.astype(dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for r in _runners(graph, dtype):
-            # past a last-step LMU of a last-step model only per-step layers follow (ir.Graph.shapes)
-            last = not graph.output_is_sequence and isinstance(r, _LMURun) and not r.L.return_sequences
-            X = r.seq_last(X) if last else r.seq(X)
+    est = budget.simulate_estimate(graph, x.shape[0], x.shape[1])
+    budget.check(est)
+
+    def run(X):  # a block of sequences (lmu_edge.parallel: the blocks depend on the work, not on the threads)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for r in _runners(graph, dtype):
+                # past a last-step LMU of a last-step model only per-step layers follow (ir.Graph.shapes)
+                last = not graph.output_is_sequence and isinstance(r, _LMURun) and not r.L.return_sequences
+                X = r.seq_last(X) if last else r.seq(X)
+        return X
+
+    n, t = x.shape[:2]
+    X = parallel.by_rows(run, x.astype(dtype), parallel.blocks_for(n, t, est.ops / 2 / max(1, n * t)))
     if not np.all(np.isfinite(X)):
         raise ShapeError(
             f"graph {graph.name!r}: the simulation overflowed to inf / NaN: the model's weights or "

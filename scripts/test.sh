@@ -99,6 +99,9 @@ ls -1t "$LMU_EDGE_TEST_CACHE" | tail -n +7 | while read -r old; do rm -rf "${LMU
 # One thread per process for OpenMP (torch, OpenBLAS): two pytest workers share the two cores, and a
 # second thread each only spin-waits (the KWS torch tests took 55 s of CPU with two threads, 33 s with one)
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# and one thread for lmu-edge's own split of long simulations (lmu_edge/parallel.py): the blocks still run,
+# one after the other (tests/test_parallel.py runs them on several threads itself)
+export LMU_EDGE_THREADS="${LMU_EDGE_THREADS:-1}"
 if [ "$FAST" -eq 0 ] && [ -f scripts/numpy1_tests.sh ]; then
     # lint (one core: mypy) beside the numpy<2 environment's tests (one process): its output after theirs.
     # The numpy<2 environment runs first: its tflite-runtime worker is used by the main suite too. Its

@@ -418,7 +418,8 @@ CORE = {
     f"lmu_edge.{m}"
     for m in (
         "arrays budget errors escape fixedpoint folding impulse intsim ir irfile layers limits lti metrics pade qir "
-        "precision qlinear quantization _quantization_checks _quantization_memory reference resources rounding widening"
+        "parallel precision qlinear quantization _quantization_checks _quantization_memory reference resources "
+        "rounding widening"
     ).split()
 }
 CORE_IMPORTING_A_TARGET: set = set()  # issue 56: the precision policy lives in lmu_edge.precision
@@ -504,7 +505,7 @@ STAGES = [
     (
         "infrastructure",
         "errors limits escape resources arrays metrics fixedpoint registry toolchain signing outdir svgplot executor "
-        "version precision",
+        "version precision parallel",
     ),
     ("graph", "layers ir irfile qir lti budget loading converters converters.*"),
     ("fold", "pade impulse folding"),
