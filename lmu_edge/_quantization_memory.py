@@ -6,6 +6,7 @@ impulse-response error, spectral radius)`` and appends what it chose to ``notes`
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -170,6 +171,48 @@ def entrywise_forms(Abar, Bbar, q, coeff_bits, rho_f, horizon, notes):
     return best
 
 
+#: (the memory's matrices and the form's settings) -> what :func:`_dense_form` found; the widening search
+#: quantizes the same memory once per candidate (16 times for the psMNIST-sized model of issue 54: 12 s at
+#: order 468), and the form does not depend on what the candidates vary (widths, rounding, state sizing)
+_FORMS: dict = {}
+_FORMS_KEPT = 4
+
+
+def _dense_form(Abar, Bbar, q, theta, coeff_bits, max_bits, horizon, notes):
+    """``(bits, best, G, N, gains)`` for :func:`dense_memory`: the coefficients' form (see there), the
+    quantized memory's L1 gains with the float ``Bbar``, and a dict for the gains with ``Bbar`` rounded
+    (by its fractional bits); remembered for the last few memories, the notes replayed."""
+    digest = [hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest() for a in (Abar, Bbar)]
+    key = (*digest, Abar.shape, Bbar.shape, int(q), float(theta), int(coeff_bits), max_bits, int(horizon))
+    hit = _FORMS.get(key)
+    if hit is not None:
+        notes.extend(hit[1])
+        return hit[0]
+    mine: list = []
+    rho_f = lti.spectral_radius(Abar)
+    bits = coeff_bits
+    best = entrywise_forms(Abar, Bbar, q, bits, rho_f, horizon, mine)
+    if best is None and max_bits is not None and max_bits > coeff_bits:
+        bits = max_bits
+        best = entrywise_forms(Abar, Bbar, q, bits, rho_f, horizon, mine)
+    if best is None:
+        best = euler_window_form(Abar, Bbar, q, theta, bits, rho_f, horizon, mine)
+    notes.extend(mine)
+    if best is None:
+        raise QuantizationError(
+            f"the quantized memory is unstable with {bits}-bit coefficients "
+            f"(spectral radius >= 1); use more coefficient bits (coeff_bits=32), "
+            f"a wider state (--state-bits 32) or the RK realization (--realization rk4)"
+        )
+    for a in best[3:5]:
+        a.setflags(write=False)  # shared by every later quantization of this memory
+    found = (bits, best, *l1_gains(best[4], Bbar, horizon), {})
+    while len(_FORMS) >= _FORMS_KEPT:
+        _FORMS.pop(next(iter(_FORMS)))
+    _FORMS[key] = (found, tuple(mine))
+    return found
+
+
 def dense_memory(
     mem: ir.DenseSS, q, theta, st_bits, coeff_bits, u_type, horizon, notes, cal: Calibrated, max_bits=None
 ):
@@ -179,29 +222,17 @@ def dense_memory(
     Where both roundings are unstable: with ``max_bits`` (the user set no coefficient width) both forms again
     at ``max_bits``; then an Euler memory's window form (:func:`euler_window_form`) at the widest bits."""
     Abar, Bbar = np.asarray(mem.Abar, np.float64), np.asarray(mem.Bbar, np.float64)
-    rho_f = lti.spectral_radius(Abar)
-    bits = coeff_bits
-    best = entrywise_forms(Abar, Bbar, q, bits, rho_f, horizon, notes)
-    if best is None and max_bits is not None and max_bits > coeff_bits:
-        bits = max_bits
-        best = entrywise_forms(Abar, Bbar, q, bits, rho_f, horizon, notes)
-    if best is None:
-        best = euler_window_form(Abar, Bbar, q, theta, bits, rho_f, horizon, notes)
-    if best is None:
-        raise QuantizationError(
-            f"the quantized memory is unstable with {bits}-bit coefficients "
-            f"(spectral radius >= 1); use more coefficient bits (coeff_bits=32), "
-            f"a wider state (--state-bits 32) or the RK realization (--realization rk4)"
-        )
+    bits, best, G, N, gains = _dense_form(Abar, Bbar, q, theta, coeff_bits, max_bits, horizon, notes)
     err, form, fc, Cq, Aq, rho = best
-    G, N = l1_gains(Aq, Bbar, horizon)
     fm = fit_state(G, N, u_type.max, st_bits, cal, noise_lsb=0.5)
     fb = fc + fm - u_type.frac
     while np.max(np.abs(Bbar)) * 2.0**fb >= 2**31 - 1:
         fb -= 1
         fm -= 1
     Bq = np.round(Bbar * 2.0**fb)
-    G, N = l1_gains(Aq, Bq * 2.0**-fb, horizon)
+    if fb not in gains:  # the gains with the rounded Bbar: one per fb, kept with the form
+        gains[fb] = l1_gains(Aq, Bq * 2.0**-fb, horizon)
+    G, N = gains[fb]
     while cal.proven and G * u_type.max * 2.0**fm + 0.5 * N > (1 << (st_bits - 1)) - 1:
         fm -= 1
         fb -= 1
