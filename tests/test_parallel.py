@@ -6,6 +6,8 @@ models (every LMU path: stepped, feedback, SimpleRNN, heads) and any block and t
 reference's do not depend on the thread count; the number of blocks depends on the work, not on the machine.
 """
 
+import json
+
 import numpy as np
 import pytest
 from graphs import chain, heads
@@ -154,3 +156,25 @@ def _arrays(v) -> list:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
         return [a for f in dataclasses.fields(v) for a in _arrays(getattr(v, f.name))]
     return [a for e in v for a in _arrays(e)] if isinstance(v, (tuple, list)) else []
+
+
+def test_a_split_host_run_gives_the_one_run_s_outputs_and_the_report_reuses_it(tmp_path, monkeypatch):
+    # the C host harness on blocks of sequences in processes side by side: the same integers and summed
+    # steps as one process (a block out of order, or stats of one block only, would show); and the
+    # conversion's report evaluates the very input the verification ran (every one of its 40 sequences)
+    from lmu_edge.targets import c_harness
+
+    g = _model(2, 3)
+    x = np.random.default_rng(8).uniform(-1, 1, (40, 10, 2))
+    art = lmu_edge.convert(g, "c", tmp_path / "c", quantize="int8", calibration=x)
+    rep = json.loads((tmp_path / "c" / "report.json").read_text())
+    assert rep["evaluation"]["sequences"] == rep["verification"]["input_shape"][0] == 40
+    xq = intsim.quantize_input(art.quantized, x).astype(intsim.act_dtype(art.quantized))
+    monkeypatch.setattr(c_harness, "HOST_SPLIT_STEPS", 10**9)
+    one, one_stats = c_harness.run_native(art, xq, "host")
+    monkeypatch.setattr(c_harness, "HOST_SPLIT_STEPS", 1)
+    for threads in ("2", "3"):
+        monkeypatch.setenv("LMU_EDGE_THREADS", threads)
+        split, stats = c_harness.run_native(art, xq, "host")
+        np.testing.assert_array_equal(split, one)
+        assert stats["steps"] == one_stats["steps"] == 400 and stats["state_bytes"] == one_stats["state_bytes"]
