@@ -54,6 +54,27 @@ TIGHT16_HEADROOM = 1.25
 #: range (3 of the 16 bits; 64x cost issue 52's slow Euler memories 12-17 dB, where the proven bound of a long
 #: window is 37x what a short sequence reaches; the matrix's models measure the same at 8x as at 64x)
 Z16_SPAN = 8.0
+#: 16-bit activations: the hidden cell of a feedback loop (a SimpleRNN cell, or hidden_to_memory) with an
+#: unbounded activation (linear, ReLU, SiLU; ReLU6 up to 6) is sized to this many times its calibrated range
+#: (Z16_SPAN, as the memory's z), not RANGE16_HEADROOM's 2x: a loop whose gain passes 1 can run far past what
+#: the calibration drove it to on inputs inside the calibrated range (issue 52, seed 1041: a ReLU SimpleRNN
+#: cell of recurrent spectral radius 1.05 reached 1.86 on 64 calibration sequences and 9.85 on 3 of 32
+#: held-out step sequences: C int16 4.4 dB); 3 more of the 16 bits, where the floors ask 45 dB
+LOOP16_SPAN = Z16_SPAN
+#: the unbounded activations LOOP16_SPAN applies to (ReLU6's output stays capped at 6)
+LOOP16_ACTS = ("linear", "relu", "relu6", "silu")
+
+
+def loop_range(act: str, rng) -> tuple:
+    """``rng`` (a calibrated ``(lo, hi)``) widened for a feedback loop's hidden cell at 16 bits: the span
+    LOOP16_SPAN asks, as RANGE16_HEADROOM will be applied on top by :func:`qparams_bits`."""
+    k = LOOP16_SPAN / RANGE16_HEADROOM
+    lo, hi = float(rng[0]), float(rng[1])
+    if act == "relu6":  # no wider than what covers 6 with the headroom, never narrower than calibrated
+        return lo, min(hi * k, max(hi, 6.0 / RANGE16_HEADROOM))
+    return lo * k, hi * k
+
+
 #: int16x8: the input range of the tanh / sigmoid tables (beyond it the output is within half an LSB of its limit)
 _LUT16_CAP = {"tanh": 8.0, "sigmoid": 12.0}
 

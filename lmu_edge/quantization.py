@@ -64,11 +64,13 @@ from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
 from .precision import DEFAULT_STATE_BITS
 from .qlinear import (
+    LOOP16_ACTS,
     RANGE16_HEADROOM,
     Z16_SPAN,
     act_out,
     bias_bits,
     linear,
+    loop_range,
     lut,
     part,
     qparams_bits,
@@ -306,8 +308,11 @@ def _integer_graph(
         taken.add(name)
         return name
 
+    grown = False  # past a feedback loop whose values may run beyond their calibrated range (qlinear.LOOP16_SPAN)
     for i, ((layer, _n_in, _n_out, _), rec) in enumerate(zip(graph.shapes(), recs, strict=True)):
         ab = 16 if i in wide_acts else base
+        if grown and ab == 16 and not isinstance(layer, ir.LMU):
+            rec = _loop_grown(rec, getattr(layer, "activation", "linear"))
         if ab != cur:  # mixed precision: the activation changes width here
             conv, s, zp = _convert(fresh(f"{layer.name}_to{ab}"), s, zp, rec["in"], ab)
             layers.append(conv)
@@ -364,12 +369,46 @@ def _integer_graph(
             raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
         lay_info.update(out_scale=s, out_zero_point=zp)
         info["layers"].append(lay_info)
+        grown = _grows(layer, grown)
     if cur != api:  # the output at the API's width
         conv, s, zp = _convert(fresh("output_to" + str(api)), s, zp, recs[-1]["out"], api)
         layers.append(conv)
     meta = dict(graph.metadata)
     meta["quantization"] = info
     return _scored(ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta), x, y_f)
+
+
+def _loops(layer) -> bool:
+    """Whether ``layer`` is an LMU whose hidden cell sits in a feedback loop (a SimpleRNN cell, or
+    hidden_to_memory) with an unbounded activation: its 16-bit h is sized by qlinear.LOOP16_SPAN."""
+    return (
+        isinstance(layer, ir.LMU)
+        and layer.hidden is not None
+        and layer.hidden.activation in LOOP16_ACTS
+        and (isinstance(layer.hidden, ir.HiddenSimpleRNN) or layer.hidden_encoders is not None)
+    )
+
+
+def _grows(layer, grown: bool) -> bool:
+    """Whether the values after ``layer`` may run past their calibrated range as a loop's do: from a looping
+    LMU on, through the layers with unbounded activations, until one bounds them (tanh, sigmoid, softmax) or
+    another LMU takes them in (its own ranges, as before)."""
+    if isinstance(layer, ir.LMU):
+        return _loops(layer)
+    act = getattr(layer, "activation", "linear")
+    return grown and act in LOOP16_ACTS
+
+
+def _loop_grown(rec: dict, act: str) -> dict:
+    """A layer's calibrated ranges, where it follows a feedback loop at 16 bits: its pre-activation and its
+    unbounded output widened as the loop's h is (:func:`lmu_edge.qlinear.loop_range`), so that values the
+    loop reaches beyond the calibration pass through (issue 52, seed 1041: the silu head after the loop)."""
+    out = dict(rec)
+    if "pre" in rec:
+        out["pre"] = loop_range("linear", rec["pre"])
+    if act in LOOP16_ACTS:
+        out["out"] = loop_range(act, rec["out"])
+    return out
 
 
 def _scored(qg, x, y_f):
@@ -458,20 +497,22 @@ def _quantize_lmu(
     hidden, s_h, z_h, rec_h, h_softmax = None, s_z, z_z, False, None
     if layer.hidden is not None:
         act = layer.hidden.activation
-        pre = rec.get("pre", rec["out"])
+        pre, out_rng = rec.get("pre", rec["out"]), rec["out"]
+        if ab == 16 and _loops(layer):  # a feedback loop: qlinear.LOOP16_SPAN
+            pre, out_rng = loop_range("linear", pre), loop_range(act, out_rng)
         parts = [(layer.hidden.kernel, s_z, z_z, wb["hidden"], w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True
             # h_prev's type: as linear() gives it (a softmax: its fixed output type)
             s_h, z_h = (
-                softmax_type(ab) if act == "softmax" else act_out(act, qparams_bits(pre[0], pre[1], ab), rec["out"], ab)
+                softmax_type(ab) if act == "softmax" else act_out(act, qparams_bits(pre[0], pre[1], ab), out_rng, ab)
             )
             parts.append((layer.hidden.recurrent_kernel, s_h, z_h, wb["recurrent_kernel"], None))
         if act == "softmax":  # the linear part at its pre-activation type, then the exp table and the division
             hidden, s_h, z_h = linear(parts, layer.hidden.bias, "linear", pre, pre, layer.name, ab)
             h_softmax, s_h, z_h = softmax(layer.name + "_hidden_softmax", s_h, ab)
         else:
-            hidden, s_h, z_h = linear(parts, layer.hidden.bias, act, pre, rec["out"], layer.name, ab)
+            hidden, s_h, z_h = linear(parts, layer.hidden.bias, act, pre, out_rng, layer.name, ab)
     enc_scale = 2.0**-fu
     enc_parts = [(layer.input_encoders, s_x, zp_x, wb["input_encoders"], w_scales[0])]
     if layer.hidden_encoders is not None:

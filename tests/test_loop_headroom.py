@@ -1,0 +1,97 @@
+"""A feedback loop's 16-bit values beyond the calibrated range (issue 52, seed 1041; lmu_edge.qlinear.LOOP16_SPAN).
+
+A ReLU SimpleRNN cell whose recurrent matrix has a gain past 1 runs far beyond what the calibration drove it
+to, on inputs inside the calibrated range: seed 1041 (recurrent spectral radius 1.048) reached 1.86 on its
+64 calibration sequences and 9.85 on 3 of its 32 held-out step sequences, and C int16 gave 4.4 dB. At 16
+bits such a loop's h, and what follows it with unbounded activations, is sized to LOOP16_SPAN times its
+calibrated range (3 of the 16 bits) instead of RANGE16_HEADROOM's 2x.
+
+The regression graph: the same kind of cell (spectral radius 1.06 along a positive direction), calibrated
+on sines and tested on steps of the same amplitude, which drive the loop 4.2x past the calibrated h.
+"""
+
+import numpy as np
+import pytest
+
+import lmu_edge
+from lmu_edge import ir, lti, reference
+from lmu_edge.metrics import sqnr_db
+from lmu_edge.qlinear import LOOP16_SPAN, RANGE16_HEADROOM
+
+T = 40
+_t = np.arange(T)[None, :, None]
+
+
+def _graph(act="relu", after="linear", hidden="simple_rnn"):
+    r = np.random.default_rng(2)
+    units, q = 6, 6
+    v = np.abs(r.standard_normal(units))
+    v /= np.linalg.norm(v)
+    U = 0.06 * r.standard_normal((units, units)) + 1.06 * np.outer(v, v)
+    W = np.outer(r.standard_normal(q) * 0.3, v) + 0.05 * r.standard_normal((q, units))
+    if hidden == "simple_rnn":
+        cell = ir.HiddenSimpleRNN(W, U, np.zeros(units), act)
+    else:
+        cell = ir.HiddenDense(W, np.zeros(units), act)
+    lmu = ir.LMU(
+        "lmu",
+        memory_d=1,
+        order=q,
+        theta=4.0,
+        discretizer="zoh",
+        input_encoders=np.array([[1.0], [0.5]]),
+        encoder_bias=None,
+        hidden=cell,
+        memory=ir.DenseSS("zoh", *lti.legendre_discrete(q, 4.0, "zoh")),
+    )
+    mid = ir.Dense("mid", r.standard_normal((units, 4)) * 0.5, np.zeros(4), after)
+    head = ir.Dense("head", r.standard_normal((4, 2)) * 0.5, np.zeros(2), "linear")
+    return ir.Graph("loop", input_features=2, seq_len=T, layers=(lmu, mid, head))
+
+
+def _sines(n, seed):
+    r = np.random.default_rng(seed)
+    a, f, ph = r.uniform(0.3, 1, (n, 1, 2)), r.uniform(0.05, 0.25, (n, 1, 2)), r.uniform(0, 6.3, (n, 1, 2))
+    return a * np.sin(2 * np.pi * f * _t + ph)
+
+
+def _steps(n, seed):
+    r = np.random.default_rng(seed)
+    level, cut = r.uniform(-0.95, 0.95, (n, 1, 2)), r.integers(0, T // 2, (n, 1, 1))
+    return np.where(_t >= cut, level, 0.0) + 0.02 * r.standard_normal((n, T, 2))
+
+
+@pytest.mark.parametrize("mode,floor", [("int16", 45.0), ("int16x8", 45.0)])
+def test_a_loop_driven_past_its_calibration_meets_the_floor(tmp_path, mode, floor):
+    g, x_cal, x_test = _graph(), _sines(64, 1), _steps(32, 2)
+    h_cal = reference.record_ranges(g, x_cal)[0]["out"][1]
+    h_test = reference.record_ranges(g, x_test)[0]["out"][1]
+    assert np.abs(x_test).max() <= np.abs(x_cal).max() and h_test > 4 * h_cal  # the fault: the loop, not the input
+    art = lmu_edge.convert(g, "c", tmp_path / mode, quantize=mode, calibration=x_cal)
+    assert sqnr_db(art.run(x_test), reference.simulate(g, x_test)) >= floor  # 10.5 dB each before (2026-12-07)
+
+
+def _covered(qg, name, rec_out):
+    """How many times the calibrated largest magnitude a 16-bit tensor's type covers."""
+    layer = next(la for la in qg.layers if la.name == name)
+    return layer.out_scale * 32767 / max(abs(rec_out[0]), abs(rec_out[1]))
+
+
+@pytest.mark.parametrize(
+    "act,hidden,after,spans",
+    [
+        ("relu", "simple_rnn", "linear", (LOOP16_SPAN, LOOP16_SPAN)),  # the loop and what follows it
+        ("relu", "simple_rnn", "tanh", (LOOP16_SPAN, None)),  # a tanh bounds what follows (its fixed type)
+        ("relu", "dense", "linear", (RANGE16_HEADROOM, RANGE16_HEADROOM)),  # no feedback: as before
+        ("tanh", "simple_rnn", "linear", (None, RANGE16_HEADROOM)),  # a bounded loop: its fixed type
+    ],
+)
+def test_only_an_unbounded_loop_and_what_follows_it_get_the_loop_span(act, hidden, after, spans):
+    g = lmu_edge.fold(_graph(act, after, hidden))
+    x_cal = _sines(16, 1)
+    recs = reference.record_ranges(g, x_cal)
+    qg = lmu_edge.quantize(g, x_cal, weight_bits=16, state_bits=32, activation_bits=16)
+    for name, rec, span in zip(("lmu", "mid"), recs[:2], spans, strict=True):
+        if span is None:
+            continue
+        assert _covered(qg, name, rec["out"]) == pytest.approx(span, rel=1e-3), name
