@@ -282,11 +282,19 @@ MODES = {
 }
 
 
+#: --psmnist-model: a trained psMNIST-sized model to measure instead of the random-weight graph
+PSMNIST_MODEL = None
+
+
 def _model(name: str, rng, realization: str):
     """(graph, calibration, inputs) of a bench model: ``64`` / ``256`` (the chain of the kernel issue: Dense(3)
     -> LMU of that order with a Dense(8) hidden layer -> Dense(4)) or ``psmnist`` (an LMU of order 468, theta
     784, 346 tanh hidden units and a Dense(10) head, the parallel-LMU paper's psMNIST sizes; random weights,
     not trained)."""
+    if name == "psmnist" and PSMNIST_MODEL:  # trained (bench/psmnist_sized.py): the shipped digits calibrate
+        g = lmu_edge.load(PSMNIST_MODEL)
+        digits = np.load(ROOT / "examples" / "models" / "psmnist_calibration_x.npy").astype(np.float64) / 255.0
+        return lmu_edge.fold(g, realization), digits[:16, :, None], digits[16:17, :40, None]
     if name == "psmnist":
         from graphs import lmu
 
@@ -319,7 +327,15 @@ def main(argv=None):
         help="the memory's realization (zoh: the kernel issue's bench models; fir: the ring-buffer memory, its "
         "memory column then per tap MAC, the whole-step column still per dense-ZOH MAC)",
     )
+    ap.add_argument(
+        "--psmnist-model",
+        type=Path,
+        help="psmnist: this trained model (bench/psmnist_sized.py) instead of random weights, calibrated on 16 "
+        "shipped digits",
+    )
     a = ap.parse_args(argv)
+    global PSMNIST_MODEL
+    PSMNIST_MODEL = a.psmnist_model
     print(
         f"lmu-edge bench/kernels.py, {datetime.date.today().isoformat()}, QEMU -icount (exact instruction "
         f"counts), arm-none-eabi-gcc -O2"
