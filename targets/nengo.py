@@ -415,17 +415,8 @@ def _model(artifact, runtime, **overrides):
 
 def run(artifact, x, runtime, **overrides):
     """Run ``x (N, T, F)`` in ``runtime``; ``overrides`` as ``network.build_network``'s options."""
-    from nengo.exceptions import SimulationError
-
     model, sim = _model(artifact, runtime, **overrides)
-    try:
-        return model.run(x, sim)
-    except (FloatingPointError, SimulationError):  # nengo's on inf / NaN (issue 52, seed 1065: an invalid dot)
-        raise ShapeError(
-            f"graph {artifact.graph.name!r}: its states overflow float64 in nengo on this input ({x.shape[0]} "
-            f"sequence(s) of {x.shape[1]} steps): an unstable model (a memory or hidden recurrence whose gain "
-            f"exceeds 1); retrain it with a ZOH memory, a larger theta or a stable hidden cell"
-        ) from None
+    return model.run(x, sim)
 
 
 class _Stream:
