@@ -35,13 +35,15 @@ def _unstable(gain: float):
 
 
 @pytest.mark.parametrize("target", ["tflite", "onnx", "c", "nengo"])
-def test_an_unstable_model_converts_to_float_verified_on_the_steps_float32_carries(target, tmp_path):
+@pytest.mark.parametrize("gain, steps", [(3.0, (16, 60)), (100.0, (reference.STABLE_MIN_STEPS, 16))])
+def test_an_unstable_model_converts_to_float_verified_on_the_steps_float32_carries(target, gain, steps, tmp_path):
     # gain 3: float64 itself overflows within the 1000-step probe (3^646); nengo's radii run failed inside
-    # nengo on it (seed 1026: an invalid dot)
-    g = _unstable(3.0)
+    # nengo on it (seed 1026: an invalid dot). Gain 100 passes 1e18 within 16 steps, as issue 52's seed 1065
+    # (an Euler memory of spectral radius 33) did: every float target refused it, nengo inside lmu-edge
+    g = _unstable(gain)
     x = conversion._probe_input(g)
     k, part = reference.stable_steps(g, x, conversion.PROBE_LIMIT)
-    assert part == "the output of layer 'lmu'" and reference.STABLE_MIN_STEPS <= k < 60, (k, part)  # 3^k: ~38
+    assert part == "the output of layer 'lmu'" and steps[0] <= k < steps[1], (k, part)  # 3^k: ~38, 100^k: ~9
     with pytest.warns(UserWarning, match=r"'unstable' is unstable: .* passes 1e\+18 at step \d+ .*verified on"):
         art = lmu_edge.convert(g, target, tmp_path / "o", accuracy_report=False)
     ver = json.loads((art.path / "report.json").read_text())["verification"]
@@ -62,7 +64,7 @@ def test_the_probe_of_a_stable_model_is_not_cut(tmp_path):
 
 def test_a_model_that_diverges_at_once_is_refused_not_verified_on_a_step(tmp_path):
     # the cut needs STABLE_MIN_STEPS stable steps: a state past 1e18 within a few steps is refused as before
-    g = _unstable(1e6)
+    g = _unstable(1e9)
     k, part = reference.stable_steps(g, conversion._probe_input(g), conversion.PROBE_LIMIT)
     assert part and k < reference.STABLE_MIN_STEPS
     with pytest.raises(lmu_edge.LmuEdgeError, match="overflowed|not finite"):
@@ -74,7 +76,7 @@ def test_nengo_refuses_a_model_that_diverges_at_once_in_one_line(tmp_path):
     # issue 52, the 50-seed chunk's seed 1026 (a memory_to_memory loop of spectral radius 47): its state passes
     # 1e18 within the 16 steps a probe cut needs, so the radii's run overflows float64; nengo raised
     # FloatingPointError inside lmu-edge ("failed inside lmu-edge ... please report it")
-    g = _unstable(1e6)
+    g = _unstable(1e9)
     with pytest.raises(lmu_edge.errors.ShapeError, match="overflow float64 .* an unstable model") as e:
         lmu_edge.convert(g, "nengo", tmp_path / "n", accuracy_report=False)
     assert "\n" not in str(e.value) and "inside lmu-edge" not in str(e.value)
