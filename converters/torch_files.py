@@ -44,6 +44,7 @@ _ACTIVATIONS = {
     "softmax": "softmax",
     "silu": "silu",
     "linear": "linear",
+    "identity": "linear",  # torch.nn.Identity (lmu_edge.torch.config_of); "linear" is read as a Linear layer
 }
 
 REQUIRED = object()

@@ -280,8 +280,8 @@ def config_of(module: nn.Module) -> tuple:
         elif isinstance(m, nn.Softmax) and m.dim in (-1, 2):
             layers.append({"type": "softmax"})
             names = []
-        elif isinstance(m, nn.Identity):
-            layers.append({"type": "linear"})
+        elif isinstance(m, nn.Identity):  # "linear" is the Linear layer's type (issue 52's torch draws)
+            layers.append({"type": "identity"})
             names = []
         else:
             what = f"Softmax(dim={m.dim})" if isinstance(m, nn.Softmax) else type(m).__name__

@@ -96,6 +96,20 @@ def test_safetensors_checkpoint_round_trips_and_is_read_by_the_real_library(tmp_
     assert np.abs(lmu_edge.simulate(g, x.numpy().astype(np.float64)) - seq(x).detach().numpy()).max() < 1e-5
 
 
+def test_an_identity_module_round_trips_through_export_and_checkpoint(tmp_path):
+    # issue 52's torch draws: nn.Identity was written as {"type": "linear"}, which the reader takes for a
+    # Linear layer ("missing config key(s) 'in_features', 'out_features'"): no model with one read back
+    seq = torch.nn.Sequential(
+        torch.nn.Linear(2, 3), torch.nn.Identity(), LMU(3, 1, 4, 8.0, hidden_units=2), torch.nn.Identity()
+    )
+    x = torch.randn(2, 9, 2)
+    for g in (export(seq, tmp_path / "m.lmu.npz"), lmu_edge.load(save_checkpoint(seq, tmp_path / "m.safetensors"))):
+        assert [type(layer).__name__ for layer in g.layers] == ["Dense", "Activation", "LMU", "Activation"]
+        assert np.abs(lmu_edge.simulate(g, x.numpy().astype(np.float64)) - seq(x).detach().numpy()).max() < 1e-5
+    back = load_checkpoint(tmp_path / "m.safetensors")
+    assert isinstance(back[1], torch.nn.Identity) and torch.equal(back(x), seq(x))
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_a_checkpoint_gets_the_mode_open_would_give_it(tmp_path, umask):
     """mkstemp makes its files 0600; a saved checkpoint is an ordinary file and follows the umask."""
