@@ -1,4 +1,4 @@
-"""Generated keras-lmu models through every target and mode (issue 52).
+"""Generated keras-lmu and lmu_edge.torch models through every target and mode (issue 52).
 
     python scripts/gen_models.py --seed 1234                          # one model, every cell, printed
     python scripts/gen_models.py --seeds 0-499 --out results.jsonl    # a long run: resumable, one line per seed
@@ -12,7 +12,9 @@ with ``--workers N`` or ``--address``; each finished seed is appended to ``--out
 ``--isolate`` each seed runs in a fresh process of its own, so that a native abort inside TensorFlow, LiteRT
 or another runtime is recorded as that seed's failure instead of ending the run (use it for long runs).
 
-Each model (tests/model_gen.py) is trained briefly, calibrated on 64 sequences and measured on 32 others.
+Each model (tests/model_gen.py; a quarter of the seeds tests/model_gen_torch.py) is trained briefly,
+calibrated on 64 sequences and measured on 32 others; each record keeps the source framework's own float32
+run against the float64 reference (``source_f32_db``) beside the float cells.
 A cell ``(target, mode)`` is *converted* (with its SQNR in dB against the float64 reference model),
 *refused* (a one-line LmuEdgeError; only nengo and nir may refuse, and every integer mode a model whose
 unstable Euler memory diverges within its sequence) or *failed*: an internal error, a
@@ -71,6 +73,19 @@ CELLS = {
         ("ir", "float"),
     )
 }
+
+
+def source_f32(path: Path, data) -> np.ndarray:
+    """The source model's own float32 outputs on ``x_test``: saved with the made model (``y_test_f32``), or
+    (a model made before it was saved) keras' run of it."""
+    if "y_test_f32" in data:
+        return np.asarray(data["y_test_f32"], np.float64)
+    import keras
+    import keras_lmu  # noqa: F401  (registers its layers: imported before load_model runs)
+
+    return np.asarray(keras.models.load_model(path).predict(data["x_test"], verbose=0), np.float64)
+
+
 MAY_REFUSE = {"nengo", "nir"}  # the runtimes that may not express a model; c, tflite and onnx convert all
 #: every integer mode refuses a source model whose own memory diverges (an unstable Euler step growing more
 #: than quantization.MAX_GROWTH times within the sequence): keras' float run grows with it
@@ -176,8 +191,8 @@ def made(mg, spec: dict, models: Path | None, work: Path) -> Path:
     if (folder / "spec.json").exists() and json.loads((folder / "spec.json").read_text()) == same:
         if (folder / "discarded.txt").exists():
             raise mg.Discarded((folder / "discarded.txt").read_text())
-        if (folder / "model.keras").exists():
-            return folder / "model.keras"
+        if (folder / mg.model_file(spec)).exists():
+            return folder / mg.model_file(spec)
     models.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=models))  # whole or not there: renamed when made
     tmp.chmod(0o755)
@@ -195,7 +210,7 @@ def made(mg, spec: dict, models: Path | None, work: Path) -> Path:
                 os.rename(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder / "model.keras"
+    return folder / mg.model_file(spec)
 
 
 def run_spec(
@@ -227,6 +242,12 @@ def run_spec(
         except lmu_edge.LmuEdgeError as e:  # the model is not readable: every cell fails the same way
             rec.update(load_error=_one_line(e), seconds=round(time.perf_counter() - t0, 1))
             return rec
+        from lmu_edge.metrics import sqnr_db
+
+        # the source framework's own float32 run, for comparison with the float cells (seed 1067: keras
+        # 85.9 dB against the float64 reference where C float gave 73.3)
+        src_db = float(sqnr_db(source_f32(path, data), y_ref))
+        rec["source_f32_db"] = round(src_db, 2) if math.isfinite(src_db) else 999.0
         for target, mode in cells:
             share = None if all_compilers else (spec["seed"] % COMPILE_SHARES, COMPILE_SHARES)
             rec["cells"].append(run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share))

@@ -1,4 +1,5 @@
-"""Random valid keras-lmu models over the supported option space (issue 52), for the generated-model tests.
+"""Random valid keras-lmu models over the supported option space (issue 52), for the generated-model tests;
+a quarter of the seeds draw ``lmu_edge.torch`` models instead (tests/model_gen_torch.py).
 
 A model is a plain JSON-able *spec* (:func:`draw` makes one from an integer seed; the same seed gives the
 same spec on every machine), built into a Keras model by :func:`build`, trained briefly on synthetic signals
@@ -121,8 +122,25 @@ def _plain(r: np.random.Generator, per_step: bool) -> dict:
     return {"kind": k, "units": int(r.integers(1, 17)), "act": _act(r)}
 
 
+def _torch_half():
+    """tests/model_gen_torch.py, loaded by path beside this module (which it uses)."""
+    import importlib.util
+    import sys
+
+    if "model_gen_torch" not in sys.modules:
+        sys.modules.setdefault("model_gen", sys.modules[__name__])  # what model_gen_torch reads draws from
+        spec = importlib.util.spec_from_file_location("model_gen_torch", Path(__file__).with_name("model_gen_torch.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules["model_gen_torch"] = mod
+    return sys.modules["model_gen_torch"]
+
+
 def draw(seed: int) -> dict:
-    """The spec of generated model ``seed``: a valid keras-lmu model over the supported option space."""
+    """The spec of generated model ``seed``: a valid keras-lmu model over the supported option space, or (a
+    quarter of the seeds, tests/model_gen_torch.py) an ``lmu_edge.torch`` one over the torch layer's."""
+    if _torch_half().is_torch(seed):
+        return _torch_half().draw(seed)
     r = np.random.default_rng([52, int(seed)])
     n_lmu = int(r.choice([1, 1, 1, 2, 2, 3]))
     known_len = bool(r.random() < 0.6)
@@ -190,10 +208,10 @@ ALL_OPTIONS = (
     | {("n_lmu", n) for n in (1, 2, 3)}
     | {("head_act", a) for a in ACTIVATIONS}
     | {("hidden_act", a) for a in ACTIVATIONS}
-    | {("source", "keras")}
+    | {("source", k) for k in ("keras", "torch")}
     | {("before", k) for k in ("dense", "td_dense", "activation")}
     | {("after", k) for k in ("dense", "td_dense", "activation", "pool")}
-    | {("layer", k) for k in LAYERS}
+    | {("layer", k) for k in (*LAYERS, "torch")}
     | {("discretizer", k) for k in ("zoh", "euler")}
     | {("memory_d", d) for d in range(1, 9)}
     | {("order", b) for b in ("<=4", "<=16", "<=64", "<=256", ">256")}
@@ -339,9 +357,18 @@ class Discarded(Exception):
     """The draw does not give a usable model (its training diverged): counted, not a converter failure."""
 
 
+def model_file(spec: dict) -> str:
+    """The name a made model of ``spec`` is saved under (:func:`make`)."""
+    return _torch_half().model_file(spec) if spec["source"] == "torch" else "model.keras"
+
+
 def make(spec: dict, out: Path) -> Path:
-    """Build, train (one epoch) and save ``spec`` under ``out``: ``model.keras``, ``data.npz``
-    (``x_cal``, ``x_test``) and ``spec.json``. Raises :class:`Discarded` if training diverged."""
+    """Build, train (one epoch) and save ``spec`` under ``out``: ``model.keras`` (or the torch model's
+    files: tests/model_gen_torch.py), ``data.npz`` (``x_cal``, ``x_test`` and ``y_test_f32``, the trained
+    model's own float32 outputs on ``x_test``) and ``spec.json``. Raises :class:`Discarded` if training
+    diverged."""
+    if spec["source"] == "torch":
+        return _torch_half().make(spec, out)
     import keras
 
     out.mkdir(parents=True, exist_ok=True)
@@ -362,7 +389,7 @@ def make(spec: dict, out: Path) -> Path:
     if not np.all(np.isfinite(y)) or not all(np.all(np.isfinite(w)) for w in model.get_weights()):
         raise Discarded("training diverged (non-finite weights or outputs)")
     model.save(out / "model.keras")
-    np.savez(out / "data.npz", x_cal=x_cal, x_test=x_test)
+    np.savez(out / "data.npz", x_cal=x_cal, x_test=x_test, y_test_f32=y)
     (out / "spec.json").write_text(json.dumps(spec, indent=1))
     return out / "model.keras"
 

@@ -7,6 +7,7 @@ of :data:`CI_SEEDS`: the first seeds that together cover every option value, cho
 """
 
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import math
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import graphs  # noqa: E402  (tests/ joins sys.path first)
 
 #: ``python scripts/gen_models.py --ci-seeds 40``: the first seeds covering every option value
-CI_SEEDS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 17, 18, 23]
+CI_SEEDS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 17, 18, 19, 24]
 
 
 def _gen_models():
@@ -74,6 +75,8 @@ def test_every_draw_is_a_model_keras_lmu_accepts():
     for seed in range(60):
         spec = mg.draw(seed)
         assert spec == mg.draw(seed)  # a seed regenerates its model
+        if spec["source"] == "torch":
+            continue  # the next test
         lmus = spec["lmus"]
         assert 1 <= len(lmus) <= 3 and all(m["return_sequences"] for m in lmus[:-1])
         if any(p["kind"] == "pool" for p in spec["after"]):
@@ -93,6 +96,30 @@ def test_every_draw_is_a_model_keras_lmu_accepts():
                 assert not any(m[f] for f in mg.FLAGS)
             if m["layer"] == "lmu" and not parallel and m["hidden"] is None:
                 assert not m["input_to_hidden"], seed  # keras_lmu.LMU's RNN path passes its cell no input_d
+
+
+def test_a_quarter_of_the_draws_are_torch_models_that_build_and_export_as_drawn():
+    # issue 52: "the same space through lmu_edge.torch"; the torch seeds come from a stream of their own, so
+    # that the keras seeds draw the models they drew before it (seed 0's keras model is unchanged)
+    from lmu_edge import ir
+    from lmu_edge import torch as lt
+
+    mg = _gen_models().model_gen()
+    torch_seeds = [s for s in range(200) if mg.draw(s)["source"] == "torch"]
+    assert 30 <= len(torch_seeds) <= 70, len(torch_seeds)
+    # the keras seeds 0-18 draw what they drew before the torch half came (their specs' hash then)
+    draws = json.dumps([mg.draw(s) for s in range(19)], sort_keys=True).encode()
+    assert hashlib.sha256(draws).hexdigest()[:16] == "4a0dcb284df49808"
+    for seed in torch_seeds[:12]:
+        spec = mg.draw(seed)
+        assert spec == mg.draw(seed) and all(m["layer"] == "torch" for m in spec["lmus"])
+        model = mg._torch_half().build(spec)
+        g = lt.graph_of(model, seq_len=spec["T"] if spec["known_len"] else None)
+        lmus = [layer for layer in g.layers if isinstance(layer, ir.LMU)]
+        assert [(m.order, m.memory_d, m.discretizer) for m in lmus] == [
+            (m["order"], m["memory_d"], m["discretizer"]) for m in spec["lmus"]
+        ], seed
+        assert g.input_features == spec["features"] and list(g.shapes())[-1][2] == spec["head"]["units"], seed
 
 
 def test_an_rnn_path_lmu_without_a_hidden_cell_is_drawn_without_input_to_hidden():
