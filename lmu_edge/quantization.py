@@ -369,7 +369,7 @@ def _integer_graph(
             raise QuantizationError(f"layer {layer.name!r}: {type(layer).__name__} cannot be quantized")
         lay_info.update(out_scale=s, out_zero_point=zp)
         info["layers"].append(lay_info)
-        grown = _grows(layer, grown)
+        grown = grows(layer, grown)
     if cur != api:  # the output at the API's width
         conv, s, zp = _convert(fresh("output_to" + str(api)), s, zp, recs[-1]["out"], api)
         layers.append(conv)
@@ -389,7 +389,7 @@ def _loops(layer) -> bool:
     )
 
 
-def _grows(layer, grown: bool) -> bool:
+def grows(layer, grown: bool) -> bool:
     """Whether the values after ``layer`` may run past their calibrated range as a loop's do: from a looping
     LMU on, through the layers with unbounded activations, until one bounds them (tanh, sigmoid, softmax) or
     another LMU takes them in (its own ranges, as before)."""

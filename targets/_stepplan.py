@@ -31,6 +31,8 @@ recorded states are given in the model's coordinates.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from lmu_edge import ir, reference
@@ -172,3 +174,23 @@ class StatePlan:
     def model_states(self, rec: dict) -> dict:
         """Every recorded state of ``rec`` (oracle coordinates) in the model's coordinates, by name."""
         return {name: self.to_model(name, rec[name]) for name, *_ in self.spec}
+
+
+def loop_tensors(graph) -> re.Pattern | None:
+    """The step model's tensors of a feedback loop that may run past its calibrated range, as the C target
+    sizes them (:func:`lmu_edge.quantization.grows`): a looping LMU's hidden state ``L<i>_h`` and its hidden
+    cell's tensors, and the layers after it until one bounds their values. None where there is none."""
+    from lmu_edge.quantization import grows
+
+    pats, grown, last = [], False, len(graph.layers) - 1
+    for i, layer in enumerate(graph.layers):
+        grown = grows(layer, grown)
+        if not grown:
+            continue
+        if isinstance(layer, ir.LMU):
+            pats += [rf"(^|_)L{i}_h(_out)?(:\d+)?$", "^" + re.escape(layer.name) + r"\.hidden/"]
+        else:
+            pats.append("^" + re.escape(layer.name) + "/")
+        if i == last:
+            pats.append(r"(^|_)y(:\d+)?$")
+    return re.compile("|".join(pats)) if pats else None

@@ -307,7 +307,9 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
                 else:
                     room = TIGHT16_HEADROOM
                     tight = functools.cache(
-                        lambda: _tflite_build.convert(graph, plan, form, False, "int16x8", rep, memory_room=room)
+                        lambda: _tflite_build.convert(
+                            graph, plan, form, False, "int16x8", rep, memory_room=room, loops=False
+                        )
                     )
                     model, info = _widen_ops(m8, m16, plan, widen, tight)
                 state_path = "int16"
