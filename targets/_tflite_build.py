@@ -451,8 +451,9 @@ def widen_int16_ranges(
     looping = (
         set() if loops is None else {find(t) for t in range(len(sg.tensors)) if loops.search(_name(sg.tensors[t]))}
     )
-    for sig in m.signatureDefs if loops is not None else ():  # by the signature's names too (the output y)
-        looping |= {find(t.tensorIndex) for t in list(sig.inputs) + list(sig.outputs) if loops.search(_name(t))}
+    if loops is not None:  # by the signature's names too (the output y)
+        for sig in m.signatureDefs:
+            looping |= {find(t.tensorIndex) for t in list(sig.inputs) + list(sig.outputs) if loops.search(_name(t))}
     tight = set()
     if memory_room is not None:
         tight = {find(t) for t in range(len(sg.tensors)) if _MEMORY_TENSOR.search(_name(sg.tensors[t]))}
