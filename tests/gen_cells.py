@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "tests" / "data" / "gen_models"
 
@@ -62,3 +64,21 @@ def check_cells(seed: int) -> None:
             assert "\n" not in c["reason"] and "inside lmu-edge" not in c["reason"], c["reason"]
         else:
             assert c["sqnr"] >= gm.CELLS[(t, m)], (t, m, c)
+
+
+def tests(seeds) -> tuple:
+    """The two tests of a CI module over ``seeds``: its seeds are CI seeds with their models shipped, and each
+    converts in every cell at its floor (one module per pytest worker: ``--dist loadfile``)."""
+
+    def test_the_seeds_are_ci_seeds_and_their_models_are_shipped():
+        check_shipped(seeds)
+
+    @pytest.mark.slow  # 29-86 s of CPU a model (2026-12-07): every target and mode, C compiles included
+    @pytest.mark.parametrize("seed", seeds)
+    def test_a_generated_model_converts_in_every_cell_at_its_floor(seed):
+        check_cells(seed)
+
+    return (
+        test_the_seeds_are_ci_seeds_and_their_models_are_shipped,
+        test_a_generated_model_converts_in_every_cell_at_its_floor,
+    )

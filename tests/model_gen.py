@@ -157,9 +157,14 @@ def draw(seed: int) -> dict:
     elif r.random() < 0.4:
         after = [_plain(r, False)]
     head = {"units": int(r.integers(1, 11)), "act": _act(r)}
+    return spec_of(seed, "keras", known_len, T, F, before, lmus, after, head)
+
+
+def spec_of(seed, source, known_len, T, F, before, lmus, after, head) -> dict:
+    """A model's spec from its parts, in the one key order every spec has."""
     return {
         "seed": int(seed),
-        "source": "keras",
+        "source": source,
         "known_len": known_len,
         "T": T,
         "features": F,

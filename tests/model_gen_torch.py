@@ -85,17 +85,7 @@ def draw(seed: int) -> dict:
     lmus = [_lmu(r, i < n_lmu - 1 or last_seq, T) for i in range(n_lmu)]
     after = [_plain(r) for _ in range(int(r.choice([0, 1, 1, 2])))]
     head = {"units": int(r.integers(1, 11)), "act": _mg()._act(r)}
-    return {
-        "seed": int(seed),
-        "source": "torch",
-        "known_len": known_len,
-        "T": T,
-        "features": F,
-        "before": before,
-        "lmus": lmus,
-        "after": after,
-        "head": head,
-    }
+    return _mg().spec_of(seed, "torch", known_len, T, F, before, lmus, after, head)
 
 
 def _act_module(name: str):

@@ -16,20 +16,12 @@ not yet looked into). The long run (``--seeds 0-499``) runs every seed.
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_cells  # noqa: E402  (tests/ joins sys.path first)
 
 SEEDS = (0, 1, 2, 3, 4, 5)
 
-
-def test_the_seeds_are_ci_seeds_and_their_models_are_shipped():
-    gen_cells.check_shipped(SEEDS)
-
-
-@pytest.mark.slow  # 29-41 s of CPU a model (2026-12-07): every target and mode, C compiles included
-@pytest.mark.parametrize("seed", SEEDS)
-def test_a_generated_model_converts_in_every_cell_at_its_floor(seed):
-    gen_cells.check_cells(seed)
+test_the_seeds_are_ci_seeds_and_their_models_are_shipped, test_a_generated_model_converts_in_every_cell_at_its_floor = (
+    gen_cells.tests(SEEDS)
+)
