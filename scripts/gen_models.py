@@ -376,6 +376,15 @@ def table(path: Path) -> str:
     if built:
         lines += ["", "C builds with -Werror per (compiler or core, level) pair, fewest / most per mode: "]
         lines[-1] += ", ".join(f"{m} {len(b)} pairs {min(b.values())}-{max(b.values())}" for m, b in built.items())
+    mg = model_gen()  # how many kept seeds exercise each option value (the long run asks >= 10 of each)
+    counts = collections.Counter(o for r in kept if "spec" in r for o in mg.options(r["spec"]))
+    few = sorted((o for o in mg.ALL_OPTIONS if counts[o] < 10), key=str)
+    lines += [
+        "",
+        f"Option values ({len(mg.ALL_OPTIONS)}, model_gen.ALL_OPTIONS): each in at least "
+        f"{min(counts[o] for o in mg.ALL_OPTIONS)} kept seeds; {len(few)} in fewer than 10"
+        + (": " + ", ".join(f"{k}={v} ({counts[(k, v)]})" for k, v in few) if few else ""),
+    ]
     if reasons:
         lines += ["", "Refusals (per reason):", ""]
         for (cell, key), n in sorted(reasons.items(), key=lambda kv: -kv[1]):

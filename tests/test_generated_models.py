@@ -332,6 +332,16 @@ def test_the_long_run_table_counts_every_outcome(tmp_path):
     assert "- c int8: 1 x its Euler memory is unstable" in text
     assert "lmu-edge sources (hash: seeds): a1: 2, b2: 1" in text  # a long run spans commits: which code made what
     assert gm.report(recs[4]) == [f"seed 4: the task failed: RuntimeError: lost  [{gm._command(recs[4])}]"]
+    # the count per option value (issue 52: >= 10 each in the long run), over the kept seeds' specs
+    mg = gm.model_gen()
+    for r in recs[:3]:
+        r["spec"] = mg.draw(r["seed"])
+    path.write_text("".join(gm.json.dumps(r) + "\n" for r in recs))
+    line = next(ln for ln in gm.table(path).splitlines() if ln.startswith("Option values"))
+    n = len(mg.ALL_OPTIONS)
+    assert line.startswith(f"Option values ({n}, model_gen.ALL_OPTIONS): each in at least 0 kept seeds; {n} in"), line
+    hit = sum(("source", "keras") in mg.options(r["spec"]) for r in recs[:3])  # seed 4's task error has no spec
+    assert f"source=keras ({hit})" in line and hit == 3, line
 
 
 def _dead_head(rng):
