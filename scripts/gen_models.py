@@ -75,6 +75,24 @@ CELLS = {
 }
 
 
+#: the float cells that run in float32 (c, tflite, onnx): each is held to its floor, or to FLOAT32_MARGIN_DB under
+#: the source framework's own float32 run where that run is itself within the margin of the floor. No float32
+#: implementation is held to more than float32 rounding gives the source itself: seed 23 (an lmu_edge.torch
+#: model, an Euler memory growing within its sequence) gave torch's own float32 run 74.2 dB against the float64
+#: reference, C float 84.6, TFLite 78.2, ONNX 74.6. Seed 1067 stays a failure: keras' float32 run 85.9 dB, C 73.3
+FLOAT32_CELLS = {("c", "float"), ("tflite", "float"), ("onnx", "float")}
+FLOAT32_MARGIN_DB = 6.0
+
+
+def floor_of(target: str, mode: str, source_f32_db: float | None = None) -> float:
+    """The SQNR floor of cell ``(target, mode)``: :data:`CELLS`', lowered for a float32 cell to
+    :data:`FLOAT32_MARGIN_DB` under ``source_f32_db`` (the source's own float32 run) where that is lower."""
+    floor = CELLS[(target, mode)]
+    if (target, mode) in FLOAT32_CELLS and source_f32_db is not None and math.isfinite(source_f32_db):
+        floor = min(floor, source_f32_db - FLOAT32_MARGIN_DB)
+    return floor
+
+
 def source_f32(path: Path, data) -> np.ndarray:
     """The source model's own float32 outputs on ``x_test``: saved with the made model (``y_test_f32``), or
     (a model made before it was saved) keras' run of it."""
@@ -111,9 +129,11 @@ def _one_line(e: BaseException) -> str:
 COMPILE_SHARES = 4
 
 
-def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Path, share=None) -> dict:
-    """Convert the model at ``path`` for one cell and classify the outcome; a C cell compiles the pairs of
-    ``share`` (``(k, n)``: see ``model_gen.c_pairs``; None: all of them)."""
+def run_cell(
+    path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Path, share=None, source_f32_db=None
+) -> dict:
+    """Convert the model at ``path`` for one cell and classify the outcome against :func:`floor_of`; a C cell
+    compiles the pairs of ``share`` (``(k, n)``: see ``model_gen.c_pairs``; None: all of them)."""
     import lmu_edge
 
     t0 = time.perf_counter()
@@ -162,7 +182,7 @@ def run_cell(path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Pat
         out.update(status="failed", kind="NaN", reason="non-finite output")
         return out
     s = float(sqnr_db(y, y_ref))
-    floor = CELLS[(target, mode)]
+    floor = floor_of(target, mode, source_f32_db)
     out["sqnr"] = round(s, 2) if math.isfinite(s) else 999.0
     if warned:
         out["warnings"] = warned
@@ -250,7 +270,7 @@ def run_spec(
         rec["source_f32_db"] = round(src_db, 2) if math.isfinite(src_db) else 999.0
         for target, mode in cells:
             share = None if all_compilers else (spec["seed"] % COMPILE_SHARES, COMPILE_SHARES)
-            rec["cells"].append(run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share))
+            rec["cells"].append(run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share, src_db))
     rec["seconds"] = round(time.perf_counter() - t0, 1)
     rec["cpu_seconds"] = round(_cpu() - cpu0, 1)
     return rec

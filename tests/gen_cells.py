@@ -63,7 +63,7 @@ def check_cells(seed: int) -> None:
             assert t in gm.MAY_REFUSE or gm.DIVERGES in c["reason"], (t, m, c["reason"])
             assert "\n" not in c["reason"] and "inside lmu-edge" not in c["reason"], c["reason"]
         else:
-            assert c["sqnr"] >= gm.CELLS[(t, m)], (t, m, c)
+            assert c["sqnr"] >= gm.floor_of(t, m, rec.get("source_f32_db")), (t, m, c)
 
 
 def tests(seeds) -> tuple:
