@@ -222,6 +222,22 @@ def _blockdiag(blocks):
     return out
 
 
+#: a transform at least this large and at most this dense is given to nengo as a Sparse one (:func:`_transform`)
+SPARSE_MIN, SPARSE_DENSITY = 4096, 0.05
+
+
+def _transform(M):
+    """A connection's transform: ``M``, or nengo's Sparse transform of it where ``M`` is large and mostly zero.
+    An FIR memory's state is its delay line: issue 52's seed 10 (an LMUFeedforward of 7 channels whose
+    715-step kernel makes a 5005 x 5005 shift, one nonzero a row, block-diagonal) took 186 s to simulate
+    with the dense matrix. The same values either way (tests/test_targets_nengo.py)."""
+    M = np.asarray(M, np.float64)
+    if M.size < SPARSE_MIN or np.count_nonzero(M) > SPARSE_DENSITY * M.size:
+        return M
+    rows, cols = np.nonzero(M)
+    return nengo.transforms.Sparse(M.shape, indices=np.stack([rows, cols], axis=1), init=M[rows, cols])
+
+
 def _is_loihi(sim):
     return type(sim).__module__.startswith("nengo_loihi")
 
@@ -410,9 +426,9 @@ def _lmu(layer, arr, x, held, phase, k, one, opts, spiking):
     if not spiking:
         F, G, C = arr["F"], arr["G"], arr["C"]
         s = nengo.Node(size_in=d * F.shape[0], label=f"{name}.state")
-        nengo.Connection(u, s, transform=_blockdiag([G[:, None]] * d), synapse=None)
-        nengo.Connection(s, s, transform=_blockdiag([F] * d), synapse=DELAY)
-        nengo.Connection(s, m, transform=_blockdiag([C] * d), synapse=None)
+        nengo.Connection(u, s, transform=_transform(_blockdiag([G[:, None]] * d)), synapse=None)
+        nengo.Connection(s, s, transform=_transform(_blockdiag([F] * d)), synapse=DELAY)
+        nengo.Connection(s, m, transform=_transform(_blockdiag([C] * d)), synapse=None)
         probe = nengo.Probe(s, synapse=None)
         out_phase = phase
     else:

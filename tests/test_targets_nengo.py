@@ -63,6 +63,44 @@ def test_exact_network_equals_the_float_reference(name, tmp_path):
     assert relative_error(y, ref) <= 1e-13
 
 
+def test_large_sparse_transforms_go_to_nengo_as_sparse_ones():
+    """Spec (``nengo_network._transform``): a matrix of at least SPARSE_MIN entries with at most SPARSE_DENSITY
+    of them nonzero becomes nengo's Sparse transform of exactly its nonzeros; any other stays the matrix."""
+    import nengo
+
+    from lmu_edge.targets import nengo_network as nn
+
+    rng = np.random.default_rng(3)
+    shift = np.eye(100, k=-1)  # an FIR memory's delay line
+    for M, sparse in [
+        (shift, True),
+        (nn._blockdiag([shift] * 3), True),
+        (np.eye(20), False),  # small
+        (rng.standard_normal((100, 100)), False),  # dense
+        (np.where(rng.random((100, 100)) < 0.2, 1.0, 0.0), False),  # 20% nonzero
+    ]:
+        t = nn._transform(M)
+        assert isinstance(t, nengo.transforms.Sparse) == sparse
+        if sparse:
+            m = t.init  # nengo's SparseMatrix: indices (nonzeros x 2) and data
+            dense = np.zeros(M.shape)
+            dense[m.indices[:, 0], m.indices[:, 1]] = m.data
+            assert np.array_equal(dense, M)
+        else:
+            assert np.array_equal(t, M)
+
+
+def test_a_long_fir_memory_is_exact_through_sparse_transforms(tmp_path):
+    """A 300-step FIR memory of 3 channels (a 900 x 900 shift: Sparse) gives the float reference's outputs
+    within float64 rounding, as the dense transforms did (issue 52's seed 10: 186 s dense, 22 s sparse)."""
+    rng = np.random.default_rng(11)
+    H = lti.legendre_impulse_response(6, 120.0, 300)
+    g = chain(rng, d=3, q=6, theta=120.0, memory=ir.ImpulseResponse(H, "truncated"))
+    art = lmu_edge.convert(g, "nengo", tmp_path / "out", realization="fir")
+    x = rng.standard_normal((2, 40, 2))
+    assert relative_error(art.run(x), lmu_edge.simulate(lmu_edge.fold(g, "fir"), x)) <= 1e-13
+
+
 @pytest.mark.parametrize("name", ["rnn_path_simple_rnn", "stacked_lmus", "time_pooling", "fir_truncated"])
 def test_spiking_structure_with_ideal_neurons_is_exact(name, tmp_path):
     """Direct-mode ensembles in place of neurons: the Lowpass mapping, the k-step split of the
