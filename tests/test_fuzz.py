@@ -72,15 +72,39 @@ def test_damaged_received_artifacts_run_or_are_refused_in_one_line(artifact_seed
     assert fuzz.check_artifact(spec, rng, work, artifact_seeds) in ("accepted", "refused")
 
 
-@pytest.mark.parametrize(("seed", "index", "category"), [(6, 2562, "artifact:onnx"), (4, 1775, "artifact:manifest")])
+@pytest.mark.parametrize(("seed", "index", "category"), [(6, 2562, "artifact:onnx")])
 def test_the_long_runs_findings_are_refused_in_one_line(artifact_seeds, tmp_path_factory, seed, index, category):
     """Findings of the clean long runs (docs/security.md), redrawn exactly as the run drew them: seed 6, input
     2562, an ONNX initializer's dims edited and resealed, which loads but fails in ONNX Runtime's Concat at
-    run time (it escaped `run` as an internal error, exit 70); seed 4, input 1775, a manifest tolerance of
-    hundreds of digits (OverflowError)."""
+    run time (it escaped `run` as an internal error, exit 70). Seed 4's input 1775 is built by hand below: a
+    redraw of a manifest edit lands on another key whenever the manifest's keys change (the ONNX target's
+    options gained `held_out`)."""
     import random
 
     rng = random.Random(seed * 1_000_003 + index)  # scripts/fuzz.py's one_input
     work = tmp_path_factory.mktemp("finding")
     spec = fuzz.make_artifact_case(rng, category, work, artifact_seeds)
     assert fuzz.check_artifact(spec, rng, work, artifact_seeds) == "refused"
+
+
+@pytest.mark.parametrize("name", ["ir", "onnx"])
+@pytest.mark.parametrize("digits", [310, 400, 5000])
+def test_a_manifest_tolerance_of_hundreds_of_digits_is_refused_in_one_line(artifact_seeds, tmp_path, name, digits):
+    """Seed 4, input 1775 of the long run: a manifest whose tolerance is an integer of hundreds of digits (past
+    float's range: OverflowError), resealed, run by run / verify / the API: refused in one line."""
+    import json
+    import random
+    import shutil
+
+    from lmu_edge import outdir
+
+    d = tmp_path / "art"
+    shutil.copytree(artifact_seeds / name, d, symlinks=True)
+    manifest = json.loads((d / "artifact.json").read_text())
+    manifest["tolerance"] = "TOLERANCE"  # written as a bare JSON number (past Python's int-from-text limit too)
+    (d / "artifact.json").write_text(json.dumps(manifest).replace('"TOLERANCE"', "9" * digits))
+    (d / outdir.RECORD).unlink(missing_ok=True)
+    outdir.seal(d)
+    spec = {"dir": d, "trusted_key": None, "payload": tmp_path / "payload", "name": name}
+    assert fuzz.check_artifact(spec, random.Random(digits), tmp_path, artifact_seeds) == "refused"
+
