@@ -107,4 +107,3 @@ def test_a_manifest_tolerance_of_hundreds_of_digits_is_refused_in_one_line(artif
     outdir.seal(d)
     spec = {"dir": d, "trusted_key": None, "payload": tmp_path / "payload", "name": name}
     assert fuzz.check_artifact(spec, random.Random(digits), tmp_path, artifact_seeds) == "refused"
-
