@@ -262,6 +262,19 @@ def convert(
             f"{qinfo['int8_weights_sqnr_db']:.1f} dB against the source on the calibration data, below "
             f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
         )
+    held = qinfo.get("held_out") or {}
+    if held.get("widened_further"):  # the choice missed on sequences its ranges did not see: widened further
+        click.echo(
+            f"  held out: the first choice gave {held['sqnr_db']:.1f} dB on half the calibration sequences with "
+            f"ranges from the other half, so the search ran again there ({held['searched_again']:.1f} dB) and "
+            f"widened what it asked for too; --option held_out=false skips the check"
+        )
+    elif "searched_again" in held:  # missed there too, and no widening lifts it: the data, not the widths
+        click.echo(
+            f"  held out: {held['sqnr_db']:.1f} dB on half the calibration sequences with ranges from the other "
+            f"half, and no widening lifts that half past {held['searched_again']:.1f} dB: your inputs may go past "
+            f"what the calibration data cover; calibrate on more varied sequences"
+        )
     if target == "c" and qinfo.get("widening_dropped"):  # c int8 on a device the 16-bit parts overfill
         click.echo(f"  {escape.printable(qinfo['widening_dropped'])}")
     if target == "c":

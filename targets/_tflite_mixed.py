@@ -467,3 +467,24 @@ def _topological(ops, inputs):
         else:
             raise SpliceError("the spliced graph has a cycle")
     return out
+
+
+def builder(m8: bytes, m16: bytes, states, tight16, y_range):
+    """``build(wide)``: the int8 model with its int16 state path and the candidates ``wide`` spliced from
+    the int16x8 conversion ``m16`` (``"x"``: an int16 input; ``"tight"``: ``tight16()`` instead of ``m16``)."""
+    from . import _tflite_tflm
+
+    def build(wide):
+        ops = sorted(k for k in wide if k not in ("x", "tight", "y"))
+        return _tflite_tflm.conform(
+            widen_state_path(
+                m8,
+                tight16() if "tight" in wide else m16,
+                states,
+                extra=ops,
+                output_range=(2 * min(y_range[0], 0.0), 2 * max(y_range[1], 0.0)) if "y" in wide else y_range,
+                wide_input="x" in wide,
+            )
+        )
+
+    return build

@@ -73,6 +73,8 @@ OPTIONS = {
     #: the widening search scores candidates on every k-th calibration sequence, at least this many steps
     #: (lmu_edge.widening.Scorer); None: on every sequence
     "search_steps": SEARCH_STEPS,
+    #: the widening's choice checked on calibration sequences its ranges did not see (widening.HeldOut)
+    "held_out": True,
     "measure": True,
     #: False: no Cortex-M object is compiled for the report's flash figures (a caller that reads none, e.g. a
     #: test of the integer path); a ``device`` measures them all the same, since its fit depends on them
@@ -144,6 +146,8 @@ def check_options(quantize: str, options: dict) -> None:
     steps = options.get("search_steps", OPTIONS["search_steps"])
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ArtifactError(f"c: search_steps={steps!r} is not a number of steps: give a whole number >= 1, or null")
+    if not isinstance(options.get("held_out", True), bool):
+        raise ArtifactError(f"c: held_out={options.get('held_out')!r} is not true or false")
     widen = widen_db_for(quantize, options)
     if widen is not None and quantize == "int16":
         raise QuantizationError("c: widen_db does not apply to --quantize int16, whose weights are 16-bit already")
@@ -217,6 +221,7 @@ def emit(graph, out_dir, options) -> dict:
                 widen_state=not options.get("state_bits"),  # a state width the user chose is kept
                 progress=options.get("progress"),
                 search_steps=options.get("search_steps", OPTIONS["search_steps"]),
+                held_out=options.get("held_out", True) is not False,
             )
             return qg, c_codegen.generate_int(qg, prefix)
 

@@ -29,7 +29,7 @@ representative data are the inputs and the states the float oracle
 (:func:`lmu_edge.simulate`) went through on the calibration data. The LMU
 memory is written in the "split" form (option ``form``, see
 :mod:`._tflite_build`); ``form="plain"`` is the plain conversion, kept for
-comparison: the report of a quantized artifact gives both SQNRs.
+comparison (``compare_plain=True``: the report of a quantized artifact gives both SQNRs).
 
 Runtimes: ``litert`` (ai-edge-litert, default), ``tflm`` (TFLite Micro's host
 interpreter from the ``tflite-micro`` package; the report gives the arena size
@@ -88,7 +88,9 @@ TIGHT_MEMORY = f"calibrated, {TIGHT16_HEADROOM}x headroom"
 OPTIONS = {
     "variant": "external",  # external | internal
     "form": "auto",  # auto (split when quantized) | split | plain
-    "compare_plain": True,  # quantized: also convert the plain form and report its SQNR
+    # quantized: also convert the plain form and report its SQNR (a second conversion: off by default since
+    # 2026-12-07, when the plain int8 model of issue 52's seed 1056 stopped the whole conversion in XNNPack)
+    "compare_plain": False,
     "int8_state_path": "int16",  # quantize=int8, split form: int16 (spliced from int16x8) | int8
     "representative_samples": 1000,  # steps of calibration data given to the converter
     # auto (GPTQ with int16x8, as the C target) | gptq | nearest (the converter's own rounding)
@@ -98,6 +100,7 @@ OPTIONS = {
     # (None: no more than the state path); int16x8 aims INT16X8_ABOVE_INT8_DB higher; see WIDEN_DB
     "widen_db": WIDEN_DB,
     "widen_steps": 20000,  # the widening search runs the model 2N+ times: on at most this many steps
+    "held_out": True,  # int8: the widening's choice checked on calibration sequences the converter did not see
 }
 
 
@@ -172,40 +175,67 @@ def _stream_error(model_bytes: bytes, io, graph, x: np.ndarray, spec=None) -> tu
     return relative_error(y, ref), sqnr_db(y, ref)
 
 
-def _widen_ops(m8: bytes, m16: bytes, plan, widen, tight16=None) -> tuple:
+def _widen_ops(m8: bytes, m16: bytes, plan, widen, tight16=None, refit=None) -> tuple:
     """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest
     more operators taken into the int16 path (:func:`lmu_edge.widening.narrow`) that lift it there, and
     (``tight16()``: the int16x8 conversion with less headroom on the memory path) the state path's ranges
-    at ``TIGHT16_HEADROOM`` (:func:`_tight_memory`). Returns ``(model, {"widened": [...], "int8_sqnr_db": ...})``."""
-    from . import _tflite_mixed, _tflite_tflm
+    at ``TIGHT16_HEADROOM`` (:func:`_tight_memory`). ``refit(x)``: ``(m8, m16, tight16, y_range)`` converted
+    from calibration sequences ``x`` alone, for the held-out check (:func:`_held_out_ops`). Returns ``(model,
+    {"widened": [...], "int8_sqnr_db": ...})``."""
+    from . import _tflite_mixed
 
     states = [n for n, *_ in plan.spec]
     cands: dict = _tflite_mixed.candidate_ops(m8, m16, states)
     cands["x"] = "input x"  # an int16 input where 8 bits of it hold the model under the target
     if tight16 is not None:
         cands["tight"] = "memory ranges"  # reported as memory_ranges, not among the widened operators
-
-    def build(wide):
-        ops = sorted(k for k in wide if k not in ("x", "tight"))
-        return _tflite_tflm.conform(
-            _tflite_mixed.widen_state_path(
-                m8,
-                tight16() if "tight" in wide else m16,
-                states,
-                extra=ops,
-                output_range=widen["y_range"],
-                wide_input="x" in wide,
-            )
-        )
+    build = _tflite_mixed.builder(m8, m16, states, tight16, widen["y_range"])
 
     def score(wide):
-        m = build(wide)
-        return _stream_error(m, None, widen["graph"], widen["x"], plan.spec)[1]
+        return _stream_error(build(wide), None, widen["graph"], widen["x"], plan.spec)[1]
 
-    wide, _, start = widening.narrow(cands, score, widen["db"])
+    wide, got, start = widening.narrow(cands, score, widen["db"])
     info = {"widen_db": widen["db"], "int8_sqnr_db": start}
-    info["widened"] = [v for k, v in cands.items() if k in wide and k != "tight"]
+    if refit is not None:
+        wide, info["held_out"] = _held_out_ops(cands, states, plan, widen, wide, got, refit)
+    info["widened"] = [v for k, v in cands.items() if k in wide and k not in ("tight", "y")]
+    info |= {"output_range": "calibrated, 2x"} if "y" in wide else {}
     return build(wide), info | ({"memory_ranges": TIGHT_MEMORY} if "tight" in wide else {})
+
+
+def _held_out_ops(cands, states, plan, widen, wide, got, refit) -> tuple:
+    """The widening's choice checked on calibration sequences the converter did not calibrate on, as
+    :func:`lmu_edge.quantization.quantize` checks C's: the int8 and int16x8 conversions from one half of the
+    calibration (:func:`lmu_edge.widening.held_out_split`), the mixed model scored on the other; where that
+    falls more than :data:`lmu_edge.widening.HELD_OUT_SLACK_DB` below the search's figure (and the target),
+    the search runs again on that split and its choice joins the first. Issue 52's seed 46: 43.1 dB on the
+    calibration data, 26.3 on held-out sequences; 27.0 on the held-out half, then 31.6 held out. Returns
+    ``(wide, what was measured)``."""
+    from . import _tflite_mixed
+
+    x = widen["x"]
+    if x.shape[0] < widening.HELD_OUT_MIN:
+        return wide, None
+    fit, out = widening.held_out_split(x.shape[0])
+    m8, m16, tight16, y_range = refit(x[fit])
+    build = _tflite_mixed.builder(m8, m16, states, tight16, y_range)
+
+    def score(w):
+        return _stream_error(build(w), None, widen["graph"], x[out], plan.spec)[1]
+
+    db = score(wide)
+    note = {"sequences": [len(fit), len(out)], "sqnr_db": db}
+    if db >= min(got, widen["db"]) - widening.HELD_OUT_SLACK_DB:
+        return wide, note
+    # the int8 output's calibrated range doubled: the output stays int8 (the interface), so where held-out
+    # outputs pass its calibrated range only room clips less (issue 52, seed 46). Never a candidate of the
+    # first search: on the data its range came from, room only costs bits (and, in the set every candidate
+    # starts from, lowered the goal the lmu_q64 test model's search settled for: 37.9 -> 34.3 dB)
+    again, got2, _ = widening.narrow({**cands, "y": "output range x2"}, score, widen["db"])
+    if got2 < min(got, widen["db"]) - widening.HELD_OUT_SLACK_DB:  # no widening lifts the half (as C's)
+        return wide, {**note, "searched_again": got2, "widened_further": False}
+    both = frozenset(again) | (frozenset(wide) - {"tight"} if "tight" not in again else frozenset(wide))
+    return both, {**note, "searched_again": got2, "widened_further": both != frozenset(wide)}
 
 
 def _better_all_int8(graph, plan, form, rep, model: bytes, widen) -> tuple:
@@ -281,6 +311,38 @@ def _int16x8_weights(graph, out_dir, plan, form, rep, widen, cal, first) -> tupl
     return (*other, True)
 
 
+def _plain(graph, rec, variant, quantize, cal) -> dict:
+    """The plain form's conversion measured on the calibration data, for the report (option
+    ``compare_plain``); a plain model LiteRT cannot prepare is reported, not raised: it is a comparison, and
+    the split form written is another model (issue 52's seed 1056: XNNPack failed on the plain int8 model)."""
+    plan = _stepplan.StatePlan(graph, rec, balance=False)
+    rep = _stepplan.with_long_counts(graph, {"x": rec["x"], **plan.model_states(rec)}, COUNT_RANGE)
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            pm, pio, _, _ = _emit_one(graph, Path(d), plan, "plain", variant, quantize, rep)
+        err, sq = _stream_error(pm, pio, graph, cal)
+    except (QuantizationError, RuntimeError, ValueError) as e:
+        return {"error": _one_line(e)}
+    return {"error_vs_float": err, "sqnr_db_vs_float": sq}
+
+
+def _refit(source, n_rep: int, graph, plan, form, x) -> tuple:
+    """The int8 path's conversions calibrated on the sequences ``x`` alone (:func:`_held_out_ops`): ``(m8,
+    m16, tight16, the output's range)``; ``source`` is the float graph the representative data come from,
+    ``graph`` the one converted (its weights may be GPTQ's)."""
+    from . import _tflite_build
+
+    rec = _stepplan.record(source, x, max_samples=n_rep)
+    rep = _stepplan.with_long_counts(source, {"x": rec["x"], **plan.model_states(rec)}, COUNT_RANGE)
+    m8, m16 = _tflite_build.convert_int8_pair(graph, plan, form, rep)
+    tight = functools.cache(
+        lambda: _tflite_build.convert(
+            graph, plan, form, False, "int16x8", rep, memory_room=TIGHT16_HEADROOM, loops=False
+        )
+    )
+    return m8, m16, tight, (float(rec["y"].min()), float(rec["y"].max()))
+
+
 def _widen_x(options, cal):
     """The calibration sequences the widening search runs on (at most ``widen_steps`` steps)."""
     return cal[: max(1, int(options.get("widen_steps", 20000)) // cal.shape[1])]
@@ -311,7 +373,9 @@ def _emit_one(graph, out_dir: Path, plan, form, variant, quantize, rep, wide: bo
                             graph, plan, form, False, "int16x8", rep, memory_room=room, loops=False
                         )
                     )
-                    model, info = _widen_ops(m8, m16, plan, widen, tight)
+                    refit = widen.get("refit")
+                    refit = functools.partial(refit, graph, plan, form) if refit is not None else None
+                    model, info = _widen_ops(m8, m16, plan, widen, tight, refit)
                 state_path = "int16"
                 if widen is not None:  # below the target after widening: keep the all-int8 model if it is better
                     model, state_path = _better_all_int8(graph, plan, form, rep, model, widen)
@@ -476,6 +540,8 @@ def emit(graph, out_dir, options) -> dict:
         y_range = (float(rec["y"].min()), float(rec["y"].max()))
         db = widen_db + (INT16X8_ABOVE_INT8_DB if quantize == "int16x8" else 0.0)
         widen = {"db": db, "graph": graph, "x": _widen_x(options, cal), "y_range": y_range}
+        if wide and _bool(options.get("held_out", True)):  # checked on sequences the converter did not see
+            widen["refit"] = functools.partial(_refit, graph, n_rep)
     model, io, state_path, widening = _emit_one(built, out_dir, plan, form, variant, quantize, rep, wide, widen)
     if widen is not None and wide and rounding == "auto":
         model, io, state_path, widening, use_gptq = _int16x8_weights(
@@ -518,12 +584,7 @@ def emit(graph, out_dir, options) -> dict:
             q["construction"] += f"; 16-bit too, where 8 bits missed {widening['widen_db']:g} dB: " + ", ".join(
                 widening["widened"]
             )
-        if _bool(options.get("compare_plain", True)) and form != "plain" and rec is not None:
-            plain_plan = _stepplan.StatePlan(graph, rec, balance=False)
-            prep = _stepplan.with_long_counts(graph, {"x": rec["x"], **plain_plan.model_states(rec)}, COUNT_RANGE)
-            with tempfile.TemporaryDirectory() as d:
-                pm, pio, _, _ = _emit_one(graph, Path(d), plain_plan, "plain", variant, quantize, prep)
-            perr, psq = _stream_error(pm, pio, graph, cal)
-            q["plain"] = {"error_vs_float": perr, "sqnr_db_vs_float": psq}
+        if _bool(options.get("compare_plain", False)) and form != "plain" and rec is not None:
+            q["plain"] = _plain(graph, rec, variant, quantize, cal)
         report["quantization"] = q
     return {"files": [MODEL, IO], "tolerance": None if quantize != "float" else 1e-4, "report": report}

@@ -7,6 +7,7 @@ import pytest
 from graphs import chain
 
 import lmu_edge
+from lmu_edge.qlinear import RANGE16_HEADROOM
 
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -38,6 +39,6 @@ def test_each_activation_takes_the_scale_and_zero_point_of_its_calibrated_range(
                 assert scale == pytest.approx(want, rel=1e-6), n
                 assert zp == int(np.clip(round(-128 - a / want), -128, 127)), n
             else:
-                r = max(-lo, hi, 0.0) * onnx.RANGE16_HEADROOM
+                r = max(-lo, hi, 0.0) * RANGE16_HEADROOM
                 assert scale == pytest.approx(r / 32767 if r > 0 else 1.0, rel=1e-6) and zp == 0, n
         assert qdq["flat"][0] == 1.0 and qdq["flat"][2] == (16 if widened else 8)

@@ -137,7 +137,10 @@ def quantized(tmp_path_factory):
     """The split form (the default) of both modes, and the plain conversion of each for comparison."""
     g = lmu_q64()
     d = tmp_path_factory.mktemp("tfl_q")
-    arts = {q: lmu_edge.convert(g, "tflite", d / q, quantize=q, calibration=CAL) for q in ("int8", "int16x8")}
+    arts = {
+        q: lmu_edge.convert(g, "tflite", d / q, quantize=q, calibration=CAL, compare_plain=True)
+        for q in ("int8", "int16x8")
+    }
     arts.update(
         {
             f"{q}_plain": lmu_edge.convert(
