@@ -130,10 +130,20 @@ COMPILE_SHARES = 4
 
 
 def run_cell(
-    path: Path, x_cal, x_test, y_ref, target: str, mode: str, work: Path, share=None, source_f32_db=None
+    path: Path,
+    x_cal,
+    x_test,
+    y_ref,
+    target: str,
+    mode: str,
+    work: Path,
+    share=None,
+    source_f32_db=None,
+    measure: bool = True,
 ) -> dict:
     """Convert the model at ``path`` for one cell and classify the outcome against :func:`floor_of`; a C cell
-    compiles the pairs of ``share`` (``(k, n)``: see ``model_gen.c_pairs``; None: all of them)."""
+    compiles the pairs of ``share`` (``(k, n)``: see ``model_gen.c_pairs``; None: all of them) and, with
+    ``measure`` (the default conversion's), counts its Cortex-M4 and M0 instructions under QEMU."""
     import lmu_edge
 
     t0 = time.perf_counter()
@@ -146,6 +156,7 @@ def run_cell(
             quantize=mode,
             calibration=x_cal if mode != "float" else None,
             tolerance=float("inf"),
+            **({} if measure or target != "c" else {"measure": False}),
         )
         y = art.run(x_test)
     except (lmu_edge.errors.UnsupportedLayerError, lmu_edge.errors.QuantizationError) as e:
@@ -234,10 +245,16 @@ def made(mg, spec: dict, models: Path | None, work: Path) -> Path:
 
 
 def run_spec(
-    spec: dict, cells, keep: Path | None = None, all_compilers: bool = False, models: Path | None = None
+    spec: dict,
+    cells,
+    keep: Path | None = None,
+    all_compilers: bool = False,
+    models: Path | None = None,
+    measured=None,
 ) -> dict:
     """Make the model of ``spec`` (or read it from ``models``: :func:`made`) and put it through ``cells``;
-    the record of one seed."""
+    the record of one seed. ``measured``: the C modes whose conversion counts Cortex-M instructions under
+    QEMU (None: every one, as a user's default conversion does)."""
     import lmu_edge
 
     mg = model_gen()
@@ -270,7 +287,9 @@ def run_spec(
         rec["source_f32_db"] = round(src_db, 2) if math.isfinite(src_db) else 999.0
         for target, mode in cells:
             share = None if all_compilers else (spec["seed"] % COMPILE_SHARES, COMPILE_SHARES)
-            rec["cells"].append(run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share, src_db))
+            measure = measured is None or mode in measured
+            cell = run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share, src_db, measure)
+            rec["cells"].append(cell)
     rec["seconds"] = round(time.perf_counter() - t0, 1)
     rec["cpu_seconds"] = round(_cpu() - cpu0, 1)
     return rec

@@ -15,6 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "tests" / "data" / "gen_models"
+C_MODES = ("float", "int8", "int16x8", "int16")
 
 
 def gen_models():
@@ -49,7 +50,11 @@ def check_cells(seed: int) -> None:
     gm = gen_models()
     spec = gm.model_gen().draw(seed)
     assert json.loads((MODELS / f"seed{seed}" / "spec.json").read_text()) == spec  # else: check_shipped
-    rec = gm.run_spec(spec, list(gm.CELLS), models=MODELS)
+    # one C mode a seed counts its Cortex-M instructions under QEMU, in turn (the other three convert with
+    # measure=False): the counts took 4-6 s of a C cell's 5-12 (seed 4, 2026-12-07); every C mode is still
+    # built, verified on the host and compiled under its seed's quarter of the compiler x level pairs
+    measured = {C_MODES[seed % len(C_MODES)]}
+    rec = gm.run_spec(spec, list(gm.CELLS), models=MODELS, measured=measured)
     if "discarded" in rec:
         assert rec["discarded"].startswith("training diverged"), rec
         return
@@ -73,7 +78,7 @@ def tests(seeds) -> tuple:
     def test_the_seeds_are_ci_seeds_and_their_models_are_shipped():
         check_shipped(seeds)
 
-    @pytest.mark.slow  # 29-86 s of CPU a model (2026-12-07): every target and mode, C compiles included
+    @pytest.mark.slow  # 20-60 s of CPU a model (2026-12-07): every target and mode, C compiles included
     @pytest.mark.parametrize("seed", seeds)
     def test_a_generated_model_converts_in_every_cell_at_its_floor(seed):
         check_cells(seed)
