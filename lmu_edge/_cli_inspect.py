@@ -113,6 +113,7 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
                         auto_choice=c is best,
                         in_auto=c.name in names,
                         note=c.note,
+                        reference=c.measurement.reference,
                     )
                     for c in cs
                 ]
@@ -172,6 +173,9 @@ def inspect(model, error_budget, target, quantize, candidates, as_json, prefer):
                     f"      candidates within error budget {error_budget:.3g} ({budget_why}); <- auto: the choice of "
                     f"convert -t {target} --quantize {quantize}" + (f" --prefer {prefer}" if prefer != "ops" else "")
                 )
+                sampled = next((c["reference"] for c in r["candidates"] if "sampled every" in c["reference"]), None)
+                if sampled:  # the every-step measurement is over the work budget (lmu_edge.folding.candidates)
+                    click.echo(f"      measured against the {sampled} (every step is over the work budget)")
             for c in r.get("candidates", []):
                 sub = f" x{c['substeps']}" if c["substeps"] else ""
                 mark = "  <- auto" if c["auto_choice"] else ("" if c["within_budget"] else "  (over budget)")

@@ -112,6 +112,8 @@ class Reference:
             self._rho = None  # computed when a candidate needs it (an eigenvalue problem)
         if horizon is not None:
             self.length = max(self.length, int(horizon))
+        if self.stride > 1 and self.length > SAMPLE_HEAD:  # a sampled measurement says so wherever it is shown
+            self.what += f", sampled every {self.stride} steps past the first {SAMPLE_HEAD} of {self.length}"
 
     @property
     def rho(self) -> float:
