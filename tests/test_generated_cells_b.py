@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gen_cells  # noqa: E402  (tests/ joins sys.path first)
 
-SEEDS = (6, 7, 8, 13, 14, 19)
+SEEDS = (6, 8, 13, 14, 19)
 
 test_the_seeds_are_ci_seeds_and_their_models_are_shipped, test_a_generated_model_converts_in_every_cell_at_its_floor = (
     gen_cells.tests(SEEDS)
