@@ -368,13 +368,41 @@ def held_out_split(n: int) -> tuple:
     return np.sort(order[n // 2 :]), np.sort(order[: n // 2])
 
 
+def held_out_rule(n: int, got: float, target_db: float, half, join) -> tuple:
+    """The held-out check every target's widening search runs (C: :class:`HeldOut`; ONNX and TFLite int8 in
+    their runtimes), its decisions in one place. With ``n`` calibration sequences (none checked under
+    :data:`HELD_OUT_MIN`) split by :func:`held_out_split`, the mark is :data:`HELD_OUT_SLACK_DB` below the
+    search's figure ``got`` or the target, whichever is lower. ``half(fit, out, mark)`` returns ``(sizes,
+    score, search)`` for ranges from ``fit`` scored on ``out``: ``score()`` the choice's SQNR there, ``search()``
+    the search run again there, ``(its choice, its SQNR)``, its choice None where it chose the same. Where the
+    choice scores at the mark, it stays; else where the search there lifts the half to the mark, ``join(its
+    choice)`` (the two choices joined: the split's ranges ask for less where its half saw less) is returned.
+    Where no widening lifts the half, the shortfall is the half's ranges, not the widths, and the choice stays.
+
+    Returns ``(joined or None, what was measured: None where nothing was)``."""
+    if n < HELD_OUT_MIN:
+        return None, None
+    fit, out = held_out_split(n)
+    mark = min(float(got), float(target_db)) - HELD_OUT_SLACK_DB
+    sizes, score, search = half(fit, out, mark)
+    db = float(score())
+    note = {"sequences": sizes, "sqnr_db": db}
+    if db >= mark:
+        return None, note
+    again, got2 = search()
+    note.update(searched_again=float(got2), widened_further=False)
+    if again is None or got2 < mark:
+        return None, note
+    joined = join(again)
+    note["widened_further"] = joined is not None
+    return joined, note
+
+
 class HeldOut:
     """The widening search's choice checked on calibration sequences its ranges did not see
-    (:func:`lmu_edge.quantization.quantize`'s, with ``widen_db``): rebuilt with the ranges of one half of the
-    calibration (:func:`held_out_split`, ``record(graph, x)`` gives them) and scored on the other. Where that
-    falls more than :data:`HELD_OUT_SLACK_DB` below what the search measured (and the target), the search runs
-    again on that split, and where it lifts the held-out half back to that mark its choice joined with the
-    first is built with every sequence's ranges.
+    (:func:`lmu_edge.quantization.quantize`'s, with ``widen_db``; :func:`held_out_rule` decides): rebuilt with
+    the ranges of one half of the calibration (``record(graph, x)`` gives them) and scored on the other, and
+    where the search runs again there, its choice joined with the first built with every sequence's ranges.
 
     Calibrated ranges clip data that goes past them, and a widening chosen on the data its ranges came from
     cannot see that: issue 52's seed 1060 (64 calibration sequences of four kinds) reached 33.0 dB on its
@@ -392,36 +420,43 @@ class HeldOut:
         gives a ``build``; ``searched(build, scorer)`` runs the search (:func:`search` under
         :meth:`Scorer.run`); ``build`` builds with every sequence's ranges."""
         qg, caught, used, kept = result
-        n, x, y_f = self.x.shape[0], self.x, self.y_f
-        cal = float(qg.metadata["quantization"]["calibration_sqnr_db"])
+        x, y_f = self.x, self.y_f
         seen = chosen.get(id(qg.layers))
-        if n < HELD_OUT_MIN or seen is None or seen[0] is not qg.layers:
+        if seen is None or seen[0] is not qg.layers:
             return result
         args = seen[1]
-        fit, out = held_out_split(n)
-        ranges = self.record(self.graph, x[fit])
-        # scored as the search scores: on a subsample of the half where it is long, on all of it near the target
-        check = Scorer(x[out], y_f[out], self.score, self.target, SEARCH_STEPS)
-        check.mark(min(cal, self.target) - HELD_OUT_SLACK_DB)
-        db = float(builder(ranges, check)(*args)[1].metadata["quantization"]["calibration_sqnr_db"])
-        note = {"sequences": [len(fit), len(out)], "sqnr_db": db}
-        if db >= check.marks[-1]:
+        res: list = []
+
+        def half(fit, out, mark):
+            ranges = self.record(self.graph, x[fit])
+
+            def score():  # as the search scores: on a subsample of the half where it is long, all of it near the mark
+                check = Scorer(x[out], y_f[out], self.score, self.target, SEARCH_STEPS)
+                check.mark(mark)
+                return builder(ranges, check)(*args)[1].metadata["quantization"]["calibration_sqnr_db"]
+
+            def search():
+                scorer = Scorer(x[out], y_f[out], self.score, self.target, SEARCH_STEPS)
+                res[:] = searched(builder(ranges, scorer), scorer)
+                again = chosen.get(id(res[2].layers))
+                return (None if again is None or again[1] == args else again[1]), res[1]
+
+            return [len(fit), len(out)], score, search
+
+        def join(again):
+            use_gptq, wide, acts, bits, measured = again
+            wide, acts = wide | args[1], acts | args[2]
+            return wide, acts, build(use_gptq, wide, acts, bits, measured)
+
+        cal = float(qg.metadata["quantization"]["calibration_sqnr_db"])
+        joined, note = held_out_rule(x.shape[0], cal, self.target, half, join)
+        if note is None:
+            return result
+        if joined is None:
             return noted(qg, held_out=note), caught, used, kept
-        scorer = Scorer(x[out], y_f[out], self.score, self.target, SEARCH_STEPS)
-        res = searched(builder(ranges, scorer), scorer)
-        note.update(searched_again=res[1], widened_further=False)
-        again = chosen.get(id(res[2].layers))
-        # kept where no widening lifts the held-out half to the mark (the shortfall is then the half's ranges,
-        # not the widths: the fixed matrix's sigmoid model in TFLite, 25.8 -> 29.7 dB there, none on its test
-        # data) or the search there chose the same
-        if again is None or again[1] == args or res[1] < check.marks[-1]:
-            return noted(qg, held_out=note), caught, used, kept
-        # joined with what the first search widened: the split's ranges ask for less where its half saw less
-        use_gptq, wide, acts, bits, measured = again[1]
-        wide, acts = wide | args[1], acts | args[2]
-        _, qg2, caught2 = build(use_gptq, wide, acts, bits, measured)
+        wide, acts, (_, qg2, caught2) = joined
         notes = self._notes(qg, res[2], wide, acts)
-        return noted(self.score(qg2, x, y_f), **notes, held_out={**note, "widened_further": True}), caught2, *res[4:]
+        return noted(self.score(qg2, x, y_f), **notes, held_out=note), caught2, *res[4:]
 
     def _notes(self, first, again, wide, acts) -> dict:
         """The search's notes for the joined choice: the first search's figures and target, the state the

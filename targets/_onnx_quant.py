@@ -119,25 +119,26 @@ def widen(graph, plan, cal: Calibration, x, target_db: float) -> tuple:
 
 
 def held_out(graph, plan, x, options, widened, got, target_db) -> tuple:
-    """The widening's choice checked on calibration sequences its ranges did not see, as
-    :func:`lmu_edge.quantization.quantize` checks C's: ranges from one half of ``x``
-    (:func:`lmu_edge.widening.held_out_split`), the QDQ model scored on the other; where that falls more
-    than :data:`lmu_edge.widening.HELD_OUT_SLACK_DB` below the search's figure (and the target), the search
-    runs again on that split. Returns ``(widened, what was measured)`` (``{}`` where too few sequences)."""
-    n = x.shape[0]
-    if n < widening.HELD_OUT_MIN:
-        return widened, {}
-    fit, out = widening.held_out_split(n)
-    fit_x = x[fit][: max(1, int(options.get("calibration_steps", 2000)) // x.shape[1])]
-    out_x = x[out][: max(1, int(options.get("widen_steps", 20000)) // x.shape[1])]
-    cal = Calibration(graph, plan, fit_x, inputs=x[fit])
-    db = qdq_sqnr(graph, plan, cal.qdq(widened), out_x, reference.simulate(graph, out_x))
-    note = {"sequences": [len(fit_x), len(out_x)], "sqnr_db": db}
-    if db >= min(got, target_db) - widening.HELD_OUT_SLACK_DB:
-        return widened, note
-    again, got2, _ = widen(graph, plan, cal, out_x, target_db)
-    if got2 < min(got, target_db) - widening.HELD_OUT_SLACK_DB:  # no widening lifts the half: its ranges do not
-        return widened, {**note, "searched_again": got2, "widened_further": False}
-    # with what the first search widened: the split's ranges ask for less where its half saw less
-    both = frozenset(again) | (frozenset(widened) - {TIGHT} if TIGHT not in again else frozenset(widened))
-    return both, {**note, "searched_again": got2, "widened_further": both != frozenset(widened)}
+    """The widening's choice checked on calibration sequences its ranges did not see
+    (:func:`lmu_edge.widening.held_out_rule` decides, as for C): ranges from one half of ``x``, the QDQ model
+    scored on the other, the search run again on that split where it falls short. Returns ``(widened, what
+    was measured)`` (``{}`` where too few sequences)."""
+
+    def half(fit, out, _mark):
+        fit_x = x[fit][: max(1, int(options.get("calibration_steps", 2000)) // x.shape[1])]
+        out_x = x[out][: max(1, int(options.get("widen_steps", 20000)) // x.shape[1])]
+        cal = Calibration(graph, plan, fit_x, inputs=x[fit])
+        y_out = reference.simulate(graph, out_x)
+
+        def search():
+            again, got2, _ = widen(graph, plan, cal, out_x, target_db)
+            return again, got2
+
+        return [len(fit_x), len(out_x)], lambda: qdq_sqnr(graph, plan, cal.qdq(widened), out_x, y_out), search
+
+    def join(again):  # with what the first search widened: the split's ranges ask for less where its half saw less
+        both = frozenset(again) | (frozenset(widened) - {TIGHT} if TIGHT not in again else frozenset(widened))
+        return both if both != frozenset(widened) else None
+
+    joined, note = widening.held_out_rule(x.shape[0], got, target_db, half, join)
+    return (widened if joined is None else joined), (note or {})

@@ -204,38 +204,39 @@ def _widen_ops(m8: bytes, m16: bytes, plan, widen, tight16=None, refit=None) -> 
 
 
 def _held_out_ops(cands, states, plan, widen, wide, got, refit) -> tuple:
-    """The widening's choice checked on calibration sequences the converter did not calibrate on, as
-    :func:`lmu_edge.quantization.quantize` checks C's: the int8 and int16x8 conversions from one half of the
-    calibration (:func:`lmu_edge.widening.held_out_split`), the mixed model scored on the other; where that
-    falls more than :data:`lmu_edge.widening.HELD_OUT_SLACK_DB` below the search's figure (and the target),
-    the search runs again on that split and its choice joins the first. Issue 52's seed 46: 43.1 dB on the
-    calibration data, 26.3 on held-out sequences; 27.0 on the held-out half, then 31.6 held out. Returns
-    ``(wide, what was measured)``."""
+    """The widening's choice checked on calibration sequences the converter did not calibrate on
+    (:func:`lmu_edge.widening.held_out_rule` decides, as for C): the int8 and int16x8 conversions from one half
+    of the calibration, the mixed model scored on the other, the search run again on that split where it
+    falls short, its choice joined with the first. Issue 52's seed 46: 43.1 dB on the calibration data, 26.3
+    on held-out sequences; 27.0 on the held-out half, then 31.6 held out. Returns ``(wide, what was measured)``."""
     from . import _tflite_mixed
 
     x = widen["x"]
-    if x.shape[0] < widening.HELD_OUT_MIN:
-        return wide, None
-    fit, out = widening.held_out_split(x.shape[0])
-    m8, m16, tight16, y_range = refit(x[fit])
-    build = _tflite_mixed.builder(m8, m16, states, tight16, y_range)
 
-    def score(w):
-        return _stream_error(build(w), None, widen["graph"], x[out], plan.spec)[1]
+    def half(fit, out, _mark):
+        m8, m16, tight16, y_range = refit(x[fit])
+        build = _tflite_mixed.builder(m8, m16, states, tight16, y_range)
 
-    db = score(wide)
-    note = {"sequences": [len(fit), len(out)], "sqnr_db": db}
-    if db >= min(got, widen["db"]) - widening.HELD_OUT_SLACK_DB:
-        return wide, note
-    # the int8 output's calibrated range doubled: the output stays int8 (the interface), so where held-out
-    # outputs pass its calibrated range only room clips less (issue 52, seed 46). Never a candidate of the
-    # first search: on the data its range came from, room only costs bits (and, in the set every candidate
-    # starts from, lowered the goal the lmu_q64 test model's search settled for: 37.9 -> 34.3 dB)
-    again, got2, _ = widening.narrow({**cands, "y": "output range x2"}, score, widen["db"])
-    if got2 < min(got, widen["db"]) - widening.HELD_OUT_SLACK_DB:  # no widening lifts the half (as C's)
-        return wide, {**note, "searched_again": got2, "widened_further": False}
-    both = frozenset(again) | (frozenset(wide) - {"tight"} if "tight" not in again else frozenset(wide))
-    return both, {**note, "searched_again": got2, "widened_further": both != frozenset(wide)}
+        def score(w):
+            return _stream_error(build(w), None, widen["graph"], x[out], plan.spec)[1]
+
+        def search():
+            # the int8 output's calibrated range doubled: the output stays int8 (the interface), so where
+            # held-out outputs pass its calibrated range only room clips less (issue 52, seed 46). Never a
+            # candidate of the first search: on the data its range came from, room only costs bits (and, in the
+            # set every candidate starts from, lowered the goal the lmu_q64 test model's search settled for:
+            # 37.9 -> 34.3 dB)
+            again, got2, _ = widening.narrow({**cands, "y": "output range x2"}, score, widen["db"])
+            return again, got2
+
+        return [len(fit), len(out)], lambda: score(wide), search
+
+    def join(again):
+        both = frozenset(again) | (frozenset(wide) - {"tight"} if "tight" not in again else frozenset(wide))
+        return both if both != frozenset(wide) else None
+
+    joined, note = widening.held_out_rule(x.shape[0], got, widen["db"], half, join)
+    return (wide if joined is None else joined), note
 
 
 def _better_all_int8(graph, plan, form, rep, model: bytes, widen) -> tuple:
