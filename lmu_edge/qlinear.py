@@ -14,7 +14,7 @@ import numpy as np
 from . import qir, reference
 from .errors import QuantizationError
 from .fixedpoint import quantize_multiplier
-from .rounding import per_channel
+from .rounding import grid_scale, per_channel
 
 LUT_ACTIVATIONS = ("tanh", "sigmoid", "silu")
 
@@ -93,6 +93,24 @@ def bias_bits(W, bits, in_scale, bias):
     while bits > 8 and (1 << (bits - 1)) - 1 > qmax:
         bits -= 1
     return bits
+
+
+def bias_scale(W, bits, in_scale, bias, scale=None):
+    """The per-channel weight scales of a layer's first part (the one its bias is added in): ``scale`` (or
+    :func:`lmu_edge.rounding.grid_scale`'s), each raised where the int32 bias at ``in_scale`` times it would
+    not fit, else ``scale`` itself. A channel whose weights are tiny (or zero: its grid scale is 1e-12) next
+    to its bias gave a bias of 2e10 and more (issue 52, seed 58: a ``Dense(16, softmax)`` on one feature;
+    every C integer mode refused it). The coarser grid costs that channel's weights at most
+    ``|bias| 2^-32 / in_scale`` times an input, far under the bias's own rounding at a 16-bit input."""
+    if bias is None:
+        return scale
+    s = grid_scale(W, bits) if scale is None else np.asarray(scale, np.float64)
+    b = np.abs(np.asarray(bias, np.float64))
+    top = (1 << 31) - 1
+    fits = np.round(b / (float(in_scale) * s)) <= top
+    if np.all(fits):
+        return scale
+    return np.where(fits, s, b / (top * float(in_scale)) * (1.0 + 1e-9))
 
 
 def _requant(real):
@@ -186,6 +204,7 @@ def linear(parts, bias, act, pre_range, out_range, name, act_bits=8):
     for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(parts):
         if k == 0:
             bits = bias_bits(W, bits, s_in, bias)
+            w_scale = [bias_scale(W, bits, s_in, bias, *w_scale)]
         p, sw = part(W, bits, s_in, zp_in, acc_scale, ab, *w_scale)
         qparts.append(p)
         if k == 0:

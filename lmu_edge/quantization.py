@@ -69,6 +69,7 @@ from .qlinear import (
     Z16_SPAN,
     act_out,
     bias_bits,
+    bias_scale,
     linear,
     loop_range,
     lut,
@@ -528,6 +529,7 @@ def _quantize_lmu(
     for k, (W, s_in, zp_in, bits, *w_scale) in enumerate(enc_parts):
         if k == 0:
             bits = bias_bits(W, bits, s_in, layer.encoder_bias)
+            w_scale = [bias_scale(W, bits, s_in, layer.encoder_bias, *w_scale)]
         p, sw = part(W, bits, s_in, zp_in, enc_scale, ab, *w_scale)
         qparts.append(p)
         s0 = s_in * sw if k == 0 else s0
