@@ -251,10 +251,12 @@ def run_spec(
     all_compilers: bool = False,
     models: Path | None = None,
     measured=None,
+    shares: int = COMPILE_SHARES,
 ) -> dict:
     """Make the model of ``spec`` (or read it from ``models``: :func:`made`) and put it through ``cells``;
     the record of one seed. ``measured``: the C modes whose conversion counts Cortex-M instructions under
-    QEMU (None: every one, as a user's default conversion does)."""
+    QEMU (None: every one, as a user's default conversion does). ``shares``: each C cell compiles every
+    ``shares``-th (compiler or core, level) pair from the seed's residue on (``model_gen.c_pairs``)."""
     import lmu_edge
 
     mg = model_gen()
@@ -286,7 +288,7 @@ def run_spec(
         src_db = float(sqnr_db(source_f32(path, data), y_ref))
         rec["source_f32_db"] = round(src_db, 2) if math.isfinite(src_db) else 999.0
         for target, mode in cells:
-            share = None if all_compilers else (spec["seed"] % COMPILE_SHARES, COMPILE_SHARES)
+            share = None if all_compilers else (spec["seed"] % shares, shares)
             measure = measured is None or mode in measured
             cell = run_cell(path, x_cal, x_test, y_ref, target, mode, work / "out", share, src_db, measure)
             rec["cells"].append(cell)

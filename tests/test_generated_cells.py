@@ -4,7 +4,7 @@ CI seeds of ``tests/test_generated_models.py`` (the first seeds that together co
 chosen by ``python scripts/gen_models.py --ci-seeds 40`` without converting anything) go through every cell
 of ``scripts/gen_models.py``: c float / int8 / int16x8 / int16, tflite float / int8 / int16x8, onnx float /
 int8, nengo, nir and ir, each at its floor of docs/matrix.md on the 32 held-out sequences, each C cell
-compiled without a warning under its seed's quarter of the (compiler or core, level) pairs, and one C mode
+compiled without a warning under its seed's (compiler or core, level) pair (the seed mod 28), and one C mode
 a seed (in turn) counting its Cortex-M instructions under QEMU as the default conversion does
 (``tests/gen_cells.py``; the models are shipped in ``tests/data/gen_models``).
 
