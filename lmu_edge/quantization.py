@@ -226,6 +226,8 @@ def quantize(
 
     build = builder(recs, scorer)
     built, sqnr, qg, caught, used, kept = searched(build, scorer)
+    if widen_db is None and widen_state and ab == 16 and wb > 8 and sb == 32:  # the int16 mode's state width
+        sqnr, qg, caught, used, kept = widening.narrower_state((sqnr, qg, caught), build, tries[0], (used, kept))
     if held_out and widen_db is not None and wide_layers is None:  # checked on sequences its ranges did not see
         fit = widening.HeldOut(graph, x, y_f, widen_db, _scored, reference.record_ranges)
         qg, caught, used, kept = fit.check((qg, caught, used, kept), chosen, builder, searched, build)

@@ -189,3 +189,31 @@ def test_a_quantized_pade_memory_reads_its_input_at_the_work_fraction(bits, floo
         mem = ql.memory
         assert mem.u_shift == ql.u_type.frac - ql.state_type.frac - mem.guard
         assert sqnr_db(lmu_edge.simulate(qg, x), want) > floor
+
+
+@pytest.mark.parametrize(("db32", "db16"), [(50.0, 60.0), (40.0, 44.0), (40.0, 39.0), (40.0, 40.0)])
+def test_the_int16_mode_keeps_the_better_state_width_where_32_bits_miss_the_target(db32, db16):
+    """Spec of ``widening.narrower_state`` (the int16 mode's state width): a 32-bit state's build at the 16-bit
+    activations' target (48 dB) is kept without another build; below it, the 16-bit state is built and kept
+    only where it scores higher, its metadata naming both figures (issue 52, seed 72: 35.5 -> 44.3 dB)."""
+    from lmu_edge import widening
+
+    rng = np.random.default_rng(4)
+    g = lmu_edge.fold(chain(rng, q=6, theta=8.0))
+    x = rng.standard_normal((2, 20, 2))
+    q32 = lmu_edge.quantize(g, x, activation_bits=16, weight_bits=16, state_bits=32)
+    q16 = lmu_edge.quantize(g, x, activation_bits=16, weight_bits=16, state_bits=16)
+    asked = []
+
+    def build(use_gptq, sb):
+        asked.append((use_gptq, sb))
+        return db16, q16, ["w16"]
+
+    sqnr, qg, caught, used, kept = widening.narrower_state((db32, q32, ["w32"]), build, False, (32, 32))
+    assert asked == ([] if db32 >= 48.0 else [(False, 16)])
+    if db32 < 48.0 and db16 > db32:
+        assert (sqnr, caught, used, kept) == (db16, ["w16"], 32, 16) and qg.layers is q16.layers
+        q = qg.metadata["quantization"]
+        assert q["narrowed_state_bits"] == 16 and q["state_bits_sqnr_db"] == {"32": db32, "16": db16}
+    else:
+        assert (sqnr, qg, caught, used, kept) == (db32, q32, ["w32"], 32, 32)
