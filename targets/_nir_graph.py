@@ -74,9 +74,18 @@ def check_lmu(layer) -> None:
     if not isinstance(layer, ir.LMU):
         refuse(layer, "this layer kind has no NIR form")
     if layer.hidden_encoders is not None or layer.memory_encoders is not None:
-        refuse(layer, "the RNN path (hidden_to_memory, memory_to_memory) has no NIR form here")
+        refuse(
+            layer,
+            "the RNN path (hidden_to_memory, memory_to_memory) feeds the previous sample's h and m back into "
+            "u, a one-sample delay: NIR 1.0.8's Delay node has no Rockpool or Sinabs import (nirtorch maps none)",
+        )
     if layer.input_to_hidden:
-        refuse(layer, "input_to_hidden has no NIR form here")
+        refuse(
+            layer,
+            "input_to_hidden joins the layer input to the memory's readout, and Rockpool's and Sinabs' importer "
+            "(nirtorch's GraphExecutor) runs nodes depth-first from the input and returns the last one run, so "
+            "a graph whose branches meet again gives a wrong output",
+        )
     hid = layer.hidden
     if hid is not None and not (isinstance(hid, ir.HiddenDense) and hid.activation == "linear"):
         refuse(layer, f"hidden cell {type(hid).__name__} with activation {hid.activation!r} has no NIR node")

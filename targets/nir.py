@@ -16,9 +16,11 @@ the ZOH-discretized memory that :func:`lmu_edge.simulate` steps. ``r`` only resc
 system is the same for every ``r``); the file is written with ``r = 1`` and the ``rockpool``
 runtime rewrites it to the ``r`` from which Rockpool's importer derives the time step it wants.
 
-Only what NIR 1.0.8 can express is accepted: ZOH memories, linear Dense layers, no hidden cell or
-a linear hidden Dense, no RNN path, no TimePooling. NIR has no tanh, ReLU, sigmoid or softmax node;
-any other layer is refused in one line naming it. Names from the model reach the file only as data,
+Only what NIR 1.0.8 and its runtimes can express is accepted: ZOH memories, linear Dense layers, no
+hidden cell or a linear hidden Dense, no RNN path (its one-sample delay: NIR's Delay node has no Rockpool
+or Sinabs import), no input_to_hidden (a join of two branches, which nirtorch's GraphExecutor, the importer
+of both, runs wrongly), no TimePooling. NIR has no tanh, ReLU, sigmoid or softmax node; any other
+layer is refused in one line naming it. Names from the model reach the file only as data,
 in the ``metadata`` JSON string; node names are generated (``0.enc``, ``1.mem``, ...).
 
 Runtime ``rockpool``: ``rockpool.nn.modules.torch.nir.from_nir``. Rockpool imports ``LI`` as

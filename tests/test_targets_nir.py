@@ -180,6 +180,39 @@ def test_layers_nir_cannot_express_are_refused_naming_them(tmp_path, mutate, wha
     assert not (tmp_path / "out").exists()
 
 
+def test_input_to_hidden_is_refused_for_the_join_rockpool_runs_wrongly(tmp_path):
+    """input_to_hidden is refused in one line citing the runtimes' limit, not lmu-edge's choice (issue 52): the
+    readout of concat(m, x) joins two branches, and Rockpool's importer (nirtorch's GraphExecutor) runs
+    nodes depth-first from the input and returns the last one run. Shown on the smallest such graph: input
+    -> A (x1) and input -> B (x10), both into an identity J: Rockpool gives B's 10 and 20 for inputs 1 and 2,
+    not J's 11 and 22 (where this fails, the runtime has learned joins: lift the refusal)."""
+    from rockpool.nn.modules.torch.nir import from_nir
+
+    g = nir.NIRGraph(
+        nodes={
+            "input": nir.Input(input_type=np.array([1])),
+            "a": nir.Affine(weight=np.array([[1.0]]), bias=np.zeros(1)),
+            "b": nir.Affine(weight=np.array([[10.0]]), bias=np.zeros(1)),
+            "j": nir.Affine(weight=np.array([[1.0]]), bias=np.zeros(1)),
+            "output": nir.Output(output_type=np.array([1])),
+        },
+        edges=[("input", "a"), ("input", "b"), ("a", "j"), ("b", "j"), ("j", "output")],
+    )
+    import torch
+
+    net = from_nir(g)
+    outs, state = [], None
+    for v in (1.0, 2.0):
+        out = net(torch.tensor([[v]])) if state is None else net(torch.tensor([[v]]), state)
+        y, state = out if isinstance(out, tuple) else (out, None)
+        outs.append(float(np.asarray(y.detach()).ravel()[0]))
+    assert outs == [10.0, 20.0], outs
+    layer = lmu(np.random.default_rng(8), n_in=2, d=2, q=4, theta=6.0, hidden=None, input_to_hidden=True)
+    with pytest.raises(UnsupportedLayerError, match="input_to_hidden.*GraphExecutor.*wrong output") as e:
+        lmu_edge.convert(ir.Graph("i2h", 2, (layer,)), "nir", tmp_path / "a")
+    assert "\n" not in str(e.value) and not (tmp_path / "a").exists()
+
+
 def test_tanh_hidden_cell_is_refused(tmp_path):
     layer = lmu(np.random.default_rng(0), n_in=2, d=2, q=4, theta=6.0, hidden="dense")
     with pytest.raises(UnsupportedLayerError, match="'lmu'.*'tanh'"):
