@@ -371,15 +371,19 @@ def _parse_seeds(text: str) -> list:
 
 
 def table(path: Path) -> str:
-    """Markdown summary of a results file: per cell converted / refused / failed and the SQNR spread."""
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Markdown summary of a results file: per cell converted / refused / failed and the SQNR spread; a seed
+    with several records (run again at newer code) counts by its last."""
+    every = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    latest = {r["seed"] if "name" not in r else r["name"]: r for r in every}  # a seed run again: its last record
+    recs = list(latest.values())
     kept = [r for r in recs if "discarded" not in r]
     errors = sum("task_error" in r or "load_error" in r for r in recs)
     lines = [
         f"{len(recs)} seeds, {len(recs) - len(kept)} discarded draws, {errors} failed whole (task or load), "
         f"{sum(r.get('cpu_seconds', 0) for r in recs) / 3600:.2f} CPU hours "
         f"({sum('cpu_seconds' in r for r in recs)} seeds measured), "
-        f"{sum(r.get('seconds', 0) for r in recs) / 3600:.2f} hours of wall time",
+        f"{sum(r.get('seconds', 0) for r in recs) / 3600:.2f} hours of wall time"
+        + (f"; {len(every) - len(recs)} earlier records of seeds run again left out" if len(every) > len(recs) else ""),
         "",
     ]
     sources = collections.Counter(r["source"] for r in recs if "source" in r)
