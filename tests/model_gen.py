@@ -433,14 +433,17 @@ def compile_c(kit: Path, command: list, level: str) -> str | None:
     return f"{' '.join(cmd)}: {said[0][:300]}"
 
 
-def c_pairs(mode: str, share: tuple[int, int] | None = None) -> list:
+def c_pairs(mode: str, share: tuple[int, int] | list | None = None) -> list:
     """The (compiler or core, level) pairs of ``mode`` in a fixed order, as ``(name, level)``; with ``share
-    = (k, n)`` every n-th of them from the k-th on, so that n consecutive shares build every pair once."""
+    = (k, n)`` every n-th of them from the k-th on, so that n consecutive shares build every pair once; with
+    a list, the pairs at those indices."""
     pairs = [(name, level) for name in c_compilers(mode) for level in C_LEVELS]
+    if isinstance(share, list):
+        return [pairs[i] for i in share]
     return pairs if share is None else pairs[share[0] % share[1] :: share[1]]
 
 
-def c_warnings(kit: Path, mode: str, share: tuple[int, int] | None = None) -> list:
+def c_warnings(kit: Path, mode: str, share: tuple[int, int] | list | None = None) -> list:
     """What each (compiler or core, level) pair of :func:`c_pairs` (all of them, or ``share``) says compiling
     the C kit ``kit`` of ``mode``: one line per pair that warns or fails (:func:`compile_c`), none when all
     build cleanly."""
