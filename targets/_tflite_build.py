@@ -403,7 +403,7 @@ def widen_int16_ranges(
 
     Tensors that must share a quantization (joined by an op of :data:`_SAME_SCALE`, or a state and its
     ``*_out``) are widened together or not at all; a group that holds a constant or the output of an op
-    with a fixed int16 scale (:data:`_FIXED_SCALE`) keeps its range. The int64 / int32 bias of a
+    with a fixed int16 scale (:data:`_FIXED_SCALE`) keeps its range, and so does one that only such ops read. The int64 / int32 bias of a
     FULLY_CONNECTED reading a widened tensor is rescaled (its scale is input scale * weight scale).
     When TFLite cannot prepare the widened model, the model is returned unchanged."""
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
@@ -423,13 +423,18 @@ def widen_int16_ranges(
         for t in ts[1:]:
             parent[find(t)] = find(ts[0])
 
-    fixed: set[int] = set()  # a fixed-scale op's output; what it reads widens (its kernel rescales any input scale)
+    fixed: set[int] = set()
+    fixed_in: set[int] = set()  # read by a fixed-scale op (whose kernel rescales any input scale)
+    read_else: set[int] = set()  # read by any other op
     for op in sg.operators:
         c = code[op.opcodeIndex]
         if c in _SAME_SCALE:
             join(list(op.inputs if c in (2, 55, 57, 83) else op.inputs[:1]) + list(op.outputs))
         if c in _FIXED_SCALE:
             fixed.update(t for t in op.outputs if t >= 0)
+            fixed_in.update(t for t in op.inputs if t >= 0)
+        elif c not in _SAME_SCALE:  # an op that only moves bytes joins its tensors instead
+            read_else.update(t for t in op.inputs if t >= 0)
     for sig in m.signatureDefs:
         if sig.subgraphIndex != 0:
             continue
@@ -443,9 +448,12 @@ def widen_int16_ranges(
         return b.data is not None and len(b.data) > 0
 
     keep = {find(t) for t in fixed} | {find(t) for t in range(len(sg.tensors)) if constant(t)}
-    # what a fixed-scale op reads widens as any other tensor: held out, a SiLU hidden cell's pre-activation
-    # (read by LOGISTIC and MUL) went 1.25x past its calibrated range and clipped there without headroom
-    # (issue 52, seed 46: TFLite int16x8 31.4 dB where C gave 48.7; 61.4 with it)
+    # what only a fixed-scale op reads keeps its range (beyond it the op's output barely moves; widened, the
+    # int16 TANH of the matrix's RNN-path model gave TFLite Micro and LiteRT outputs a step apart), but where a
+    # loop's values must pass (seed 1060: a TANH read the SiLU SimpleRNN cell's state). What another op reads
+    # too widens: a SiLU's pre-activation (LOGISTIC and MUL) went 1.25x past its calibrated range held out and
+    # clipped there (issue 52, seed 46: TFLite int16x8 31.4 dB where C gave 48.7; 61.4 with the headroom)
+    keep_in = {find(t) for t in fixed_in} - {find(t) for t in read_else}
     looping = (
         set() if loops is None else {find(t) for t in range(len(sg.tensors)) if loops.search(_name(sg.tensors[t]))}
     )
@@ -460,6 +468,8 @@ def widen_int16_ranges(
         q = t.quantization
         if t.type != 7 or q is None or q.scale is None or len(q.scale) != 1 or find(i) in keep:
             continue  # 7: int16
+        if find(i) in keep_in and find(i) not in looping:
+            continue
         f = memory_room if memory_room is not None and find(i) in tight else factor
         f = max(f, LOOP16_SPAN) if find(i) in looping else f
         q.scale = [float(q.scale[0]) * f]
