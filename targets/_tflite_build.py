@@ -403,8 +403,9 @@ def widen_int16_ranges(
 
     Tensors that must share a quantization (joined by an op of :data:`_SAME_SCALE`, or a state and its
     ``*_out``) are widened together or not at all; a group that holds a constant or the output of an op
-    with a fixed int16 scale (:data:`_FIXED_SCALE`) keeps its range, and so does one that only such ops read. The int64 / int32 bias of a
-    FULLY_CONNECTED reading a widened tensor is rescaled (its scale is input scale * weight scale).
+    with a fixed int16 scale (:data:`_FIXED_SCALE`) keeps its range, and so does one that only such ops
+    read. The int64 / int32 bias of a FULLY_CONNECTED reading a widened tensor is rescaled (its scale is
+    input scale * weight scale).
     When TFLite cannot prepare the widened model, the model is returned unchanged."""
     fb = require("tensorflow.lite.tools.flatbuffer_utils", "tflite", "editing TFLite models")
     m = fb.convert_bytearray_to_object(bytearray(model))
