@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import qir, reference
+from . import ir, qir, reference
 from .errors import QuantizationError
 from .fixedpoint import quantize_multiplier
 from .rounding import grid_scale, per_channel
@@ -65,10 +65,10 @@ LOOP16_SPAN = Z16_SPAN
 LOOP16_ACTS = ("linear", "relu", "relu6", "silu")
 
 
-def loop_range(act: str, rng) -> tuple:
-    """``rng`` (a calibrated ``(lo, hi)``) widened for a feedback loop's hidden cell at 16 bits: the span
-    LOOP16_SPAN asks, as RANGE16_HEADROOM will be applied on top by :func:`qparams_bits`."""
-    k = LOOP16_SPAN / RANGE16_HEADROOM
+def loop_range(act: str, rng, span: float = LOOP16_SPAN) -> tuple:
+    """``rng`` (a calibrated ``(lo, hi)``) widened for a feedback loop's hidden cell at 16 bits: the ``span``
+    (LOOP16_SPAN by default) asks, as RANGE16_HEADROOM will be applied on top by :func:`qparams_bits`."""
+    k = max(float(span), RANGE16_HEADROOM) / RANGE16_HEADROOM
     lo, hi = float(rng[0]), float(rng[1])
     if act == "relu6":  # no wider than what covers 6 with the headroom, never narrower than calibrated
         return lo, min(hi * k, max(hi, 6.0 / RANGE16_HEADROOM))
@@ -242,3 +242,36 @@ def softmax(name, scale, act_bits):
     """``(QSoftmax, out_scale, out_zp)`` for an input of ``scale``: its exp table and fixed output type."""
     s, zp = softmax_type(act_bits)
     return qir.QSoftmax(name, _softmax_lut(scale, act_bits), s, zp, bits=act_bits), s, zp
+
+
+def loops_back(layer) -> bool:
+    """Whether ``layer`` is an LMU whose hidden cell sits in a feedback loop (a SimpleRNN cell, or
+    hidden_to_memory) with an unbounded activation: its 16-bit h is sized by LOOP16_SPAN."""
+    return (
+        isinstance(layer, ir.LMU)
+        and layer.hidden is not None
+        and layer.hidden.activation in LOOP16_ACTS
+        and (isinstance(layer.hidden, ir.HiddenSimpleRNN) or layer.hidden_encoders is not None)
+    )
+
+
+def grows(layer, grown: bool) -> bool:
+    """Whether the values after ``layer`` may run past their calibrated range as a loop's do: from a looping
+    LMU on, through the layers with unbounded activations, until one bounds them (tanh, sigmoid, softmax) or
+    another LMU takes them in (its own ranges, as before)."""
+    if isinstance(layer, ir.LMU):
+        return loops_back(layer)
+    act = getattr(layer, "activation", "linear")
+    return grown and act in LOOP16_ACTS
+
+
+def loop_grown(rec: dict, act: str, span: float = LOOP16_SPAN) -> dict:
+    """A layer's calibrated ranges, where it follows a feedback loop at 16 bits: its pre-activation and its
+    unbounded output widened as the loop's h is (:func:`loop_range`), so that values the loop reaches beyond
+    the calibration pass through (issue 52, seed 1041: the silu head after the loop)."""
+    out = dict(rec)
+    if "pre" in rec:
+        out["pre"] = loop_range("linear", rec["pre"], span)
+    if act in LOOP16_ACTS:
+        out["out"] = loop_range(act, rec["out"], span)
+    return out

@@ -44,6 +44,7 @@ that is still not stable is refused with a suggestion.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Optional
@@ -62,16 +63,19 @@ from ._quantization_memory import Calibrated, dense_memory, fir_memory, pade_mem
 from .errors import QuantizationError
 from .fixedpoint import FixedType, quantize_multiplier
 from .metrics import relative_error, sqnr_db
-from .precision import DEFAULT_STATE_BITS
+from .precision import DEFAULT_STATE_BITS, WIDEN_DB
 from .qlinear import (
-    LOOP16_ACTS,
+    LOOP16_SPAN,
     RANGE16_HEADROOM,
     Z16_SPAN,
     act_out,
     bias_bits,
     bias_scale,
+    grows,
     linear,
+    loop_grown,
     loop_range,
+    loops_back,
     lut,
     part,
     qparams_bits,
@@ -189,7 +193,7 @@ def quantize(
         memo: dict = {}  # each weight part rounded once, whatever the set of 16-bit parts (rounding.compensate)
 
         # sb: the LMU states' width; measured: sized by the calibration (widening.search's fast 16-bit state)
-        def build(use_gptq, wide=frozenset(), wide_acts=frozenset(), sb=sb, measured=False):
+        def build(use_gptq, wide=frozenset(), wide_acts=frozenset(), sb=sb, measured=False, span=LOOP16_SPAN):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 if use_gptq or correct:
@@ -200,9 +204,9 @@ def quantize(
                 else:
                     g, w_scales = graph, {}
                 args = (g, recs, scorer.x, scorer.y_f, wb, sb, coeff_bits, rounding, ab, w_scales, use_gptq)
-                qg = _integer_graph(*args, correct, wide, wide_acts, measured)
+                qg = _integer_graph(*args, correct, wide, wide_acts, measured, span)
                 qg = scorer.near(qg)
-            chosen[id(qg.layers)] = (qg.layers, (use_gptq, wide, wide_acts, sb, measured))
+            chosen[id(qg.layers)] = (qg.layers, (use_gptq, wide, wide_acts, sb, measured, span))
             return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
         return build
@@ -226,10 +230,16 @@ def quantize(
 
     build = builder(recs, scorer)
     built, sqnr, qg, caught, used, kept = searched(build, scorer)
-    if widen_db is None and widen_state and ab == 16 and wb > 8 and sb == 32:  # the int16 mode's state width
-        sqnr, qg, caught, used, kept = widening.narrower_state((sqnr, qg, caught), build, tries[0], (used, kept))
-    if held_out and widen_db is not None and wide_layers is None:  # checked on sequences its ranges did not see
-        fit = widening.HeldOut(graph, x, y_f, widen_db, _scored, reference.record_ranges)
+    loops, first = ab == 16 and wide_layers is None and any(map(loops_back, graph.layers)), qg
+    if widen_db is None and widen_state and ab == 16 and wb > 8 and sb == 32:  # the int16 mode's state, loops
+        sqnr, qg, caught, used, kept = widening.narrower_state((sqnr, qg, caught), build, tries[0], (used, kept), loops)
+    elif loops and widen_db is not None and sqnr < widen_db:  # the loops' span (widening.narrower_loops)
+        again = functools.partial(searched, functools.partial(build, span=RANGE16_HEADROOM), scorer)
+        built, sqnr, qg, caught, used, kept = widening.narrower_loops((built, sqnr, qg, caught, used, kept), again)
+    target = widen_db if widen_db is not None else WIDEN_DB["int16x8"]
+    narrowed = "loop_span" in qg.metadata["quantization"] and qg is not first
+    if held_out and (widen_db is not None or narrowed) and wide_layers is None:  # on sequences its ranges did not see
+        fit = widening.HeldOut(graph, x, y_f, target, _scored, reference.record_ranges)
         qg, caught, used, kept = fit.check((qg, caught, used, kept), chosen, builder, searched, build)
         sqnr = qg.metadata["quantization"]["calibration_sqnr_db"]
     for w in caught:
@@ -281,12 +291,14 @@ def _integer_graph(
     wide=frozenset(),
     wide_acts=frozenset(),
     measured=False,
+    loop_span=LOOP16_SPAN,
 ):
     """The integer graph of ``graph`` (its weights as :func:`compensate` left them, ``w_scales``), with
     its error against the float model's output ``y_f`` on the calibration inputs ``x``. The weight parts
     in ``wide`` (:func:`.rounding.weight_parts` keys) get 16 bits; with 8-bit activations, the layers in
     ``wide_acts`` (indices into ``graph.layers``, and ``"x"``: the input, and so the integer API) get
-    16-bit activations, with a :class:`qir.QConvert` wherever the width changes (mixed precision)."""
+    16-bit activations, with a :class:`qir.QConvert` wherever the width changes (mixed precision); a
+    feedback loop's 16-bit values span ``loop_span`` times their calibrated range (:func:`.qlinear.loop_range`)."""
     in_lo, in_hi = (float(v) for v in recs[0]["in"])  # the whole calibration's: x may be the search's part of it
     api = 16 if "x" in wide_acts else ab
     s, zp = qparams_bits(in_lo, in_hi, api)
@@ -317,7 +329,7 @@ def _integer_graph(
     for i, ((layer, _n_in, _n_out, _), rec) in enumerate(zip(graph.shapes(), recs, strict=True)):
         ab = 16 if i in wide_acts else base
         if grown and ab == 16 and not isinstance(layer, ir.LMU):
-            rec = _loop_grown(rec, getattr(layer, "activation", "linear"))
+            rec = loop_grown(rec, getattr(layer, "activation", "linear"), loop_span)
         if ab != cur:  # mixed precision: the activation changes width here
             conv, s, zp = _convert(fresh(f"{layer.name}_to{ab}"), s, zp, rec["in"], ab)
             layers.append(conv)
@@ -367,7 +379,7 @@ def _integer_graph(
         elif isinstance(layer, ir.LMU):
             scales = w_scales.get((i, "input_encoders")), w_scales.get((i, "hidden"))
             bits = {f: WIDE_BITS if (i, f) in wide else wb for f in LMU_PARTS}
-            args = (rec, s, zp, bits, sb, coeff_bits, rounding, ab, scales, measured)
+            args = (rec, s, zp, bits, sb, coeff_bits, rounding, ab, scales, measured, loop_span)
             q_layer, s, zp, lay_info = _quantize_lmu(layer, *args)
             layers.append(q_layer)
         else:
@@ -381,39 +393,6 @@ def _integer_graph(
     meta = dict(graph.metadata)
     meta["quantization"] = info
     return _scored(ir.Graph(graph.name, graph.input_features, tuple(layers), graph.seq_len, meta), x, y_f)
-
-
-def _loops(layer) -> bool:
-    """Whether ``layer`` is an LMU whose hidden cell sits in a feedback loop (a SimpleRNN cell, or
-    hidden_to_memory) with an unbounded activation: its 16-bit h is sized by qlinear.LOOP16_SPAN."""
-    return (
-        isinstance(layer, ir.LMU)
-        and layer.hidden is not None
-        and layer.hidden.activation in LOOP16_ACTS
-        and (isinstance(layer.hidden, ir.HiddenSimpleRNN) or layer.hidden_encoders is not None)
-    )
-
-
-def grows(layer, grown: bool) -> bool:
-    """Whether the values after ``layer`` may run past their calibrated range as a loop's do: from a looping
-    LMU on, through the layers with unbounded activations, until one bounds them (tanh, sigmoid, softmax) or
-    another LMU takes them in (its own ranges, as before)."""
-    if isinstance(layer, ir.LMU):
-        return _loops(layer)
-    act = getattr(layer, "activation", "linear")
-    return grown and act in LOOP16_ACTS
-
-
-def _loop_grown(rec: dict, act: str) -> dict:
-    """A layer's calibrated ranges, where it follows a feedback loop at 16 bits: its pre-activation and its
-    unbounded output widened as the loop's h is (:func:`lmu_edge.qlinear.loop_range`), so that values the
-    loop reaches beyond the calibration pass through (issue 52, seed 1041: the silu head after the loop)."""
-    out = dict(rec)
-    if "pre" in rec:
-        out["pre"] = loop_range("linear", rec["pre"])
-    if act in LOOP16_ACTS:
-        out["out"] = loop_range(act, rec["out"])
-    return out
 
 
 def _scored(qg, x, y_f):
@@ -437,7 +416,18 @@ def metadata_db(db: float) -> float:
 
 
 def _quantize_lmu(
-    layer: ir.LMU, rec, s_x, zp_x, wb, sb, coeff_bits, rounding, ab=8, w_scales=(None, None), measured=False
+    layer: ir.LMU,
+    rec,
+    s_x,
+    zp_x,
+    wb,
+    sb,
+    coeff_bits,
+    rounding,
+    ab=8,
+    w_scales=(None, None),
+    measured=False,
+    loop_span=LOOP16_SPAN,
 ):
     """``w_scales``: the grid scales of the input encoders and the hidden kernel
     (:func:`lmu_edge.rounding.per_channel`); ``wb``: the weight bits, or a dict of them by part
@@ -506,8 +496,8 @@ def _quantize_lmu(
     if layer.hidden is not None:
         act = layer.hidden.activation
         pre, out_rng = rec.get("pre", rec["out"]), rec["out"]
-        if ab == 16 and _loops(layer):  # a feedback loop: qlinear.LOOP16_SPAN
-            pre, out_rng = loop_range("linear", pre), loop_range(act, out_rng)
+        if ab == 16 and loops_back(layer):  # a feedback loop: qlinear.LOOP16_SPAN
+            pre, out_rng = loop_range("linear", pre, loop_span), loop_range(act, out_rng, loop_span)
         parts = [(layer.hidden.kernel, s_z, z_z, wb["hidden"], w_scales[1])]
         if isinstance(layer.hidden, ir.HiddenSimpleRNN):
             rec_h = True

@@ -178,9 +178,9 @@ class StatePlan:
 
 def loop_tensors(graph) -> re.Pattern | None:
     """The step model's tensors of a feedback loop that may run past its calibrated range, as the C target
-    sizes them (:func:`lmu_edge.quantization.grows`): a looping LMU's hidden state ``L<i>_h`` and its hidden
+    sizes them (:func:`lmu_edge.qlinear.grows`): a looping LMU's hidden state ``L<i>_h`` and its hidden
     cell's tensors, and the layers after it until one bounds their values. None where there is none."""
-    from lmu_edge.quantization import grows
+    from lmu_edge.qlinear import grows
 
     pats, grown, last = [], False, len(graph.layers) - 1
     for i, layer in enumerate(graph.layers):

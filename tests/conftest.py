@@ -108,6 +108,10 @@ def pytest_collectreport(report):
 # short ones. xdist's default order, most tests first, put test_torch_examples (3 tests, about 2 minutes)
 # and test_readme (2 tests) among the last. The rest keep that default order.
 HEAVY_FIRST = (
+    # the 30 generated models, about 5 minutes a worker (2026-12-07): first, one per worker, so that
+    # neither is left with one of them at the end
+    "test_generated_cells.py",
+    "test_generated_cells_b.py",
     "test_int_matrix.py",
     "test_examples_kws_verify.py",
     "test_targets_c.py",
@@ -121,7 +125,6 @@ HEAVY_FIRST = (
     # few tests, each long (Ray, CMake and QEMU, conversions with widening searches; CI's --durations,
     # 2026-12-06): sorted by their count they would come late, where one worker could be left with them alone
     "test_sweep.py",
-    "test_generated_c_warnings.py",
     "test_examples_kws.py",
     "test_c_kit.py",
     "test_prefer.py",

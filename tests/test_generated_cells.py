@@ -13,8 +13,8 @@ Cortex-M instructions of one C mode under QEMU as the default conversion does, t
 Left to the long run (``--seeds 0-499`` runs every seed), ``gen_models.CI_SKIP``: the seeds over a minute of
 CPU in CI, every early draw of an order above 256 among them (17: 334 s, 24: 288 s, 41: over 12 minutes,
 97 and 118 over 3 minutes), seed 7 (its held-out re-search: 144-156 s) and 32 (136 s); and seed 18, an open
-failure (C int16x8 and int16 at 36.5 and 42.8 dB: a linear SimpleRNN loop of spectral radius 1.007, whose
-16-bit hidden state spans 8x its calibrated range; docs/matrix.md). With a QEMU count on every seed the 30
+failure (C int16x8 44.4 dB held out, under its 45: a linear SimpleRNN loop of spectral radius 1.007;
+docs/quantization.md). With a QEMU count on every seed the 30
 took 690 s of CPU, 5.8 minutes on two pytest workers (2026-12-07).
 """
 

@@ -217,3 +217,25 @@ def test_the_int16_mode_keeps_the_better_state_width_where_32_bits_miss_the_targ
         assert q["narrowed_state_bits"] == 16 and q["state_bits_sqnr_db"] == {"32": db32, "16": db16}
     else:
         assert (sqnr, qg, caught, used, kept) == (db32, q32, ["w32"], 32, 32)
+
+
+@pytest.mark.parametrize(("db8", "db2"), [(40.0, 45.0), (40.0, 40.4), (40.0, 38.0)])
+def test_feedback_loops_take_the_narrower_span_only_where_it_does_better(db8, db2):
+    """Spec of ``widening.narrower_loops``: the search again with the loops at the activations' 2x headroom is
+    kept only where it gains WIDEN_MIN_GAIN_DB on the first (LOOP16_SPAN's 8x), its metadata naming the span
+    and both figures; else the first result, untouched."""
+    from lmu_edge import widening
+
+    rng = np.random.default_rng(4)
+    g = lmu_edge.fold(chain(rng, q=6, theta=8.0))
+    x = rng.standard_normal((2, 20, 2))
+    q8 = lmu_edge.quantize(g, x, activation_bits=16)
+    q2 = lmu_edge.quantize(g, x, activation_bits=16, state_bits=32)
+    first = ([1], db8, q8, ["w8"], 16, 16)
+    got = widening.narrower_loops(first, lambda: ([2], db2, q2, ["w2"], 32, 32))
+    if db2 >= db8 + widening.WIDEN_MIN_GAIN_DB:
+        assert got[:2] == ([2], db2) and got[3:] == (["w2"], 32, 32) and got[2].layers is q2.layers
+        q = got[2].metadata["quantization"]
+        assert q["loop_span"] == 2.0 and q["loop_span_sqnr_db"] == {"8": db8, "2": db2}
+    else:
+        assert got is first
