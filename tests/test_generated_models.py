@@ -594,21 +594,3 @@ def test_a_made_model_is_read_back_not_trained_again(tmp_path):
     assert gm.made(mg, other, models, tmp_path) == path and path.stat().st_mtime_ns != stamp
     assert json.loads((path.parent / "spec.json").read_text()) == json.loads(json.dumps(other))
     assert np.load(path.parent / "data.npz")["x_cal"].shape[1] == spec["T"] + 1
-
-
-def test_the_long_run_table_counts_a_seed_run_again_by_its_last_record(tmp_path):
-    """A long run spans commits, and a seed run again at newer code (after a fix) appends a second record:
-    the table counts each seed once, by its last record, and says how many earlier ones it left out."""
-    gm = _gen_models()
-    mg = gm.model_gen()
-
-    def rec(seed, status):
-        cell = {"target": "c", "mode": "float", "status": status, "seconds": 1.0}
-        cell |= {"sqnr": 120.0} if status == "converted" else {"kind": "internal error", "reason": "x"}
-        return {"seed": seed, "spec": mg.draw(seed), "cells": [cell], "source": "h", "seconds": 1.0}
-
-    path = tmp_path / "runs.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in (rec(5, "failed"), rec(6, "converted"), rec(5, "converted"))))
-    text = gm.table(path)
-    assert text.splitlines()[0].startswith("2 seeds,") and "1 earlier records of seeds run again left out" in text
-    assert "| c float | 2 | 0 | 0 |" in text
