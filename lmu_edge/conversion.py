@@ -371,7 +371,7 @@ def _write(
         report.update(extra_report)
         (tmp / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=json_default))
         if accuracy_report:  # report.json + report.html on a bounded slice of the same data
-            _accuracy_report(report, source, graph, art, x, y_art, tmp, out_dir, progress)
+            _accuracy_report(report, source, graph, art, x, (y_src, y_art), tmp, out_dir, progress)
         if not verification["passed"]:
             on = verification["input"]
             if not math.isfinite(err):  # NaN: the runtime's outputs overflowed (inf - inf), whatever the tolerance
@@ -406,9 +406,11 @@ def _stable_probe(source: ir.Graph, x: np.ndarray, note: str) -> tuple:
     return x[:, :k], f"{note}; {cut}"
 
 
-def _accuracy_report(report: dict, source, graph, art, x, y_art, tmp: Path, out_dir: Path, progress) -> None:
+def _accuracy_report(report: dict, source, graph, art, x, ys: tuple, tmp: Path, out_dir: Path, progress) -> None:
     """Add the accuracy analysis of ``art`` (written in ``tmp``, moving to ``out_dir``) to ``report`` and
-    write ``report.json`` and ``report.html`` into ``tmp``."""
+    write ``report.json`` and ``report.html`` into ``tmp``; ``ys``: the source model's and the artifact's
+    outputs on ``x`` (the verification's), reused where the analysis runs on the same data."""
+    y_src, y_art = ys
     from . import report as _report
     from . import report_html
 
@@ -429,6 +431,7 @@ def _accuracy_report(report: dict, source, graph, art, x, y_art, tmp: Path, out_
         x if same else x[:16, :2000],
         artifacts=(art,),
         outputs={str(art.path): y_art} if same else None,
+        y_source=y_src if same else None,
     )
     for t in analysis.get("targets", []):  # the artifact moves to out_dir when the writing succeeds
         if t.get("path") == str(art.path):

@@ -383,11 +383,13 @@ def analyze(
     budget_why: Optional[str] = None,
     outputs: Optional[dict] = None,
     evaluation: Optional[dict] = None,
+    y_source: Optional[np.ndarray] = None,
 ) -> dict:
     """Compare every variant of a model on ``x``; see the module docstring.
 
     ``outputs`` maps an artifact's path to its output on exactly this ``x``, already computed (convert
-    passes the verification run's, so a slow runtime is not run twice on the same data).
+    passes the verification run's, so a slow runtime is not run twice on the same data); ``y_source``, the
+    source model's (float64) on it, likewise.
 
     The report keeps the error budget the realizations were chosen under (``folded``'s fold metadata)
     with ``budget_why``, the reason it was used (``"given"`` when none is said), and each LMU layer's
@@ -401,7 +403,7 @@ def analyze(
     say = progress or (lambda m: None)
     x, _ = reference.check_input(source, x, "data")
     say("running the source model (parallel form)")
-    y_src = reference.simulate(source, x)
+    y_src = reference.simulate(source, x) if y_source is None else np.asarray(y_source, np.float64)
     variants = {"source (parallel, float64)": y_src}
     say("running the folded recurrence")
     variants["recurrent float64"] = reference.simulate(folded, x)

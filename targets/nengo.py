@@ -414,9 +414,20 @@ def _model(artifact, runtime, **overrides):
 
 
 def run(artifact, x, runtime, **overrides):
-    """Run ``x (N, T, F)`` in ``runtime``; ``overrides`` as ``network.build_network``'s options."""
+    """Run ``x (N, T, F)`` in ``runtime``; ``overrides`` as ``network.build_network``'s options. The exact
+    network's last run is kept: its verification and :func:`check`'s exact-network figure run the same
+    network on the same input (a third of a nengo conversion: issue 52's generated models in CI)."""
     model, sim = _model(artifact, runtime, **overrides)
-    return model.run(x, sim)
+    if runtime != "nengo" or model.options.get("spiking"):
+        return model.run(x, sim)
+    x = np.asarray(x, dtype=np.float64)
+    key = (id(model), x.shape, hashlib.blake2b(np.ascontiguousarray(x).tobytes(), digest_size=16).digest())
+    if _LAST_RUN.get("key") != key:
+        _LAST_RUN.update(key=key, y=model.run(x, sim), model=model)  # (the model kept: its id stays its own)
+    return np.array(_LAST_RUN["y"])
+
+
+_LAST_RUN: dict = {}  # the exact network's last run: {"key", "y", "model"} (run)
 
 
 class _Stream:
@@ -496,7 +507,8 @@ def check(artifact, x) -> dict:
     emulator where nengo-loihi works); the exact network's error in every case."""
     opts = artifact.manifest["options"]
     ref = reference.simulate(artifact.source, x)
-    out = {"exact_network": metrics(run(artifact, x, "nengo", spiking=False), ref)}
+    exact = {"spiking": False} if opts.get("spiking") else {}  # (non-spiking: the verification's own run)
+    out = {"exact_network": metrics(run(artifact, x, "nengo", **exact), ref)}
     if not opts.get("spiking"):
         return out
     rows, own = [], int(opts["neurons_per_dim"])

@@ -285,3 +285,19 @@ def test_digits_example_reaches_its_stated_accuracy():
     assert round(res["rows"][0]["accuracy"] * 48) == 46, res["rows"][0]
     assert res["rows"][0]["argmax_agreement"] >= 0.97
     assert (EXAMPLES / "digits_lmu.lmu.npz").exists()
+
+
+def test_the_exact_networks_kept_run_answers_only_its_own_input(tmp_path):
+    # the exact network's last run is kept (the verification and check's exact-network figure share it): a
+    # key that missed the values (a shape only), or a kept array handed out to be written, would answer
+    # another input with it
+    rng = np.random.default_rng(3)
+    g = chain(rng)
+    art = lmu_edge.convert(g, "nengo", tmp_path / "n", accuracy_report=False)
+    x1, x2 = rng.standard_normal((2, 3, 30, 2))
+    y1, y2 = art.run(x1), art.run(x2)
+    assert relative_error(y2, lmu_edge.simulate(g, x2)) < 1e-6 and relative_error(y1, y2) > 0.1
+    y2[...] = 0.0
+    assert relative_error(art.run(x2), lmu_edge.simulate(g, x2)) < 1e-6
+    x2[1, 5] += 1.0  # the same array, one value changed
+    assert relative_error(art.run(x2), lmu_edge.simulate(g, x2)) < 1e-6
