@@ -154,7 +154,8 @@ def model_file(spec: dict) -> str:
 def make(spec: dict, out: Path) -> Path:
     """Build, train (one epoch, Adam 0.01, batches of 16, float32) and save ``spec`` under ``out``, with
     ``data.npz`` (``x_cal``, ``x_test`` and ``y_test_f32``: the trained model's own float32 outputs) and
-    ``spec.json``. Raises ``model_gen.Discarded`` if training diverged."""
+    ``spec.json``. Trained again where ``model_gen.unusable`` says why (``model_gen.make``), then raises
+    ``model_gen.Discarded``."""
     import json
 
     import torch
@@ -163,27 +164,33 @@ def make(spec: dict, out: Path) -> Path:
 
     mg = _mg()
     out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(spec["seed"])
     T, F = spec["T"], spec["features"]
-    model = build(spec)
     x = mg.signals(mg.N_TRAIN, T, F, spec["seed"] * 3 + 0)
-    with torch.no_grad():
-        shape = tuple(model(torch.as_tensor(x[:1])).shape)
-    y = mg._targets(spec, x, types.SimpleNamespace(output_shape=(None, *shape[1:])))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    xt, yt = torch.as_tensor(x), torch.as_tensor(np.asarray(y, np.float32))
-    for i in range(0, len(x), 16):
-        opt.zero_grad()
-        loss = torch.mean((model(xt[i : i + 16]) - yt[i : i + 16]) ** 2)
-        loss.backward()
-        opt.step()
     x_cal = mg.signals(mg.N_CAL, T, F, spec["seed"] * 3 + 1)
     x_test = mg.signals(mg.N_TEST, T, F, spec["seed"] * 3 + 2)
-    with torch.no_grad():
-        y_test = model(torch.as_tensor(x_test)).numpy()
-        finite = all(bool(torch.all(torch.isfinite(p))) for p in model.parameters())
-    if not (finite and np.all(np.isfinite(y_test))):
-        raise mg.Discarded("training diverged (non-finite weights or outputs)")
+    why = ""
+    for k in range(mg.TRAIN_TRIES):  # as model_gen.make: another initialization where unusable says why
+        torch.manual_seed(mg.train_seed(spec["seed"], k))
+        model = build(spec)
+        with torch.no_grad():
+            shape = tuple(model(torch.as_tensor(x[:1])).shape)
+        y = mg._targets(spec, x, types.SimpleNamespace(output_shape=(None, *shape[1:])))
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        xt, yt = torch.as_tensor(x), torch.as_tensor(np.asarray(y, np.float32))
+        for i in range(0, len(x), 16):
+            opt.zero_grad()
+            loss = torch.mean((model(xt[i : i + 16]) - yt[i : i + 16]) ** 2)
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            y_test = model(torch.as_tensor(x_test)).numpy()
+            y_cal = model(torch.as_tensor(x_cal)).numpy()
+            finite = all(bool(torch.all(torch.isfinite(p))) for p in model.parameters())
+        why = mg.unusable(y_cal, finite and bool(np.all(np.isfinite(y_test))))
+        if not why:
+            break
+    if why:
+        raise mg.Discarded(f"{why}, in each of {mg.TRAIN_TRIES} trainings")
     path = out / model_file(spec)
     name = f"gen_{spec['seed']}"
     if spec["known_len"]:
