@@ -68,11 +68,20 @@ def check_lmu(layer) -> None:
     input_to_hidden, or a hidden cell other than a linear Dense."""
     if isinstance(layer, ir.BandConv):
         raise UnsupportedLayerError(
-            f"layer {layer.name!r} (BandConv): a band convolution has no NIR form here; "
-            f"convert this model for c, tflite or onnx"
+            f"layer {layer.name!r} (BandConv): a band convolution reads the last {layer.kernel_t} input frames, a "
+            f"history NIR holds only in Delay nodes, which neither Rockpool nor Sinabs imports (nirtorch maps "
+            f"none); convert this model for c, tflite or onnx"
+        )
+    if isinstance(layer, ir.Activation) and layer.activation != "linear":
+        refuse(layer, f"activation {layer.activation!r} has no NIR node")
+    if isinstance(layer, ir.TimePooling):
+        refuse(
+            layer,
+            "a running mean over time divides the running sum by the step count, a gain that changes every step, "
+            "and NIR's nodes are time-invariant",
         )
     if not isinstance(layer, ir.LMU):
-        refuse(layer, "this layer kind has no NIR form")
+        refuse(layer, f"NIR 1.0.8 has no node for a {type(layer).__name__} layer")
     if layer.hidden_encoders is not None or layer.memory_encoders is not None:
         refuse(
             layer,

@@ -170,11 +170,14 @@ def test_sinabs_runtime_without_its_python_says_how_to_make_one(tmp_path, monkey
             "'soft_max'",
         ),
         (lambda g: chain(np.random.default_rng(0)), "'pre'"),  # ReLU Dense first
+        # issue 52: the generated models' 34 refusals said "this layer kind has no NIR form", no limit cited
+        (lambda g: g.replace(layers=(*g.layers, ir.Activation("tanh_1", "tanh"))), "'tanh_1' (Activation): activation"),
+        (lambda g: g.replace(layers=(*g.layers, ir.TimePooling("pool"))), "'pool' (TimePooling): a running mean"),
     ],
 )
 def test_layers_nir_cannot_express_are_refused_naming_them(tmp_path, mutate, what):
     g = mutate(_linear(np.random.default_rng(2)))
-    with pytest.raises(UnsupportedLayerError, match="has no NIR") as e:
+    with pytest.raises(UnsupportedLayerError, match="has no NIR|time-invariant") as e:
         lmu_edge.convert(g, "nir", tmp_path / "out")
     assert what in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "out").exists()
