@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 import pytest
 from graphs import chain
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import lmu_edge
@@ -95,6 +95,11 @@ def test_nengo_refuses_a_model_that_diverges_at_once_in_one_line(tmp_path):
     act=st.sampled_from(["linear", "tanh"]),
     loop=st.floats(0.0, 200.0),
 )
+# each kind of answer whatever the draws (they change with this function's source under CI's derandomized
+# profile): a stable draw, an output that passes, and a memory that passes while the tanh cell saturates
+@example(seed=0, gain=0.5, rnn_path=False, disc="zoh", limit=1e8, act="tanh", loop=0.0)
+@example(seed=0, gain=300.0, rnn_path=False, disc="zoh", limit=1e8, act="linear", loop=0.0)
+@example(seed=0, gain=0.5, rnn_path=True, disc="zoh", limit=1e8, act="tanh", loop=150.0)
 def test_the_whole_sequence_check_answers_as_the_step_by_step_run(seed, gain, rnn_path, disc, limit, act, loop):
     # stable_steps answers "stable" from whole-sequence runs (parallel memories by FFT) only where every value
     # stays STABLE_FAST_MARGIN inside the limit: its answer is the step-by-step run's, on stable and unstable
