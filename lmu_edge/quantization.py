@@ -234,8 +234,13 @@ def quantize(
     if widen_db is None and widen_state and ab == 16 and wb > 8 and sb == 32:  # the int16 mode's state, loops
         sqnr, qg, caught, used, kept = widening.narrower_state((sqnr, qg, caught), build, tries[0], (used, kept), loops)
     elif loops and widen_db is not None and sqnr < widen_db:  # the loops' span (widening.narrower_loops)
-        again = functools.partial(searched, functools.partial(build, span=RANGE16_HEADROOM), scorer)
-        built, sqnr, qg, caught, used, kept = widening.narrower_loops((built, sqnr, qg, caught, used, kept), again)
+
+        def again(span):
+            return searched(functools.partial(build, span=span), scorer)
+
+        built, sqnr, qg, caught, used, kept = widening.narrower_loops(
+            (built, sqnr, qg, caught, used, kept), again, widen_db
+        )
     target = widen_db if widen_db is not None else WIDEN_DB["int16x8"]
     narrowed = "loop_span" in qg.metadata["quantization"] and qg is not first
     if held_out and (widen_db is not None or narrowed) and wide_layers is None:  # on sequences its ranges did not see

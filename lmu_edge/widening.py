@@ -4,9 +4,8 @@ Every widening search lives here. :func:`search` is :func:`lmu_edge.quantization
 16-bit activations (the C target's int16x8) :func:`widen` gives the fewest weight matrices 16-bit
 weights that lift the calibration SQNR to ``widen_db``; with 8-bit activations (C int8)
 :func:`widen_activations` gives the fewest layers 16-bit activations (and, within them, weights); where
-both miss it, 32-bit LMU states are tried. :func:`narrow` is the search for targets whose model is
-costly to run (ONNX Runtime, LiteRT), and :func:`widen_db_option` checks their ``widen_db`` option.
-The weight rounding each candidate is built with is :mod:`lmu_edge.rounding`.
+both miss it, 32-bit LMU states are tried. :func:`narrow` is the search for targets whose model is costly
+to run (ONNX Runtime, LiteRT); :func:`widen_db_option` checks their ``widen_db``; rounding: :mod:`.rounding`.
 """
 
 from __future__ import annotations
@@ -345,12 +344,11 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
     return sqnr, qg, caught
 
 
-#: the search scores a candidate on about this many calibration steps, whole sequences evenly spaced over
-#: the set, not on every one (issue 54: the psMNIST-sized model's 16 candidates on 200 x 784 steps took
-#: 12.7 s each, 203 of a 293 s conversion); the one chosen is scored on every sequence after it
+#: the search scores a candidate on about this many calibration steps, whole sequences evenly spaced over the
+#: set (issue 54: the psMNIST-sized model's 16 candidates on 200 x 784 steps took 12.7 s each, 203 of 293 s);
+#: the one chosen is scored on every sequence after it
 SEARCH_STEPS = 16384
-#: a candidate the subsample scores within this of the target is scored on every sequence instead: the
-#: subsample decides only what it decides by a margin
+#: a candidate the subsample scores within this of the target is scored on every sequence instead
 NEAR_DB = 1.0
 
 
@@ -374,19 +372,23 @@ def narrower_state(result, build, use_gptq, bits, loops=False, target_db=WIDEN_D
     LMU states and feedback loops spanning LOOP16_SPAN) or, where it misses ``target_db`` (the 16-bit
     activations' target), the best of the 16-bit state's build and, with ``loops`` (the graph has a feedback
     loop: :func:`lmu_edge.qlinear.loops_back`), both widths with the loops at the activations' 2x headroom
-    (:func:`narrower_loops`), each kept only where it does better on the calibration data (the metadata's
+    (:func:`narrower_loops`) and, where the best so far still misses it, at their calibrated range
+    (LOOP16_TIGHT_SPAN), each kept only where it does better on the calibration data (the metadata's
     ``narrowed_state_bits``, ``loop_span``). A 32-bit state leaves a high-order memory's coefficients
     62 - 32 - log2(q) bits: issue 52's seed 72 (Euler, order 168, theta 4338) kept 22, an impulse-response
     error of 2.9%, and gave 35.5 dB held out where the 16-bit state's 32-bit coefficients gave 44.3.
     Returns ``(SQNR, graph, warnings, widest state bits tried, kept)``; ``bits``: those of ``result``."""
-    from .qlinear import RANGE16_HEADROOM
+    from .qlinear import LOOP16_TIGHT_SPAN, RANGE16_HEADROOM
 
     sqnr, qg, caught = result
     if sqnr >= target_db:
         return (sqnr, qg, caught, *bits)
     tried = {"32": float(sqnr)}
     best, kept = result, bits[1]
-    for sb, span in [(16, None)] + ([(32, RANGE16_HEADROOM), (16, RANGE16_HEADROOM)] if loops else []):
+    spans = [RANGE16_HEADROOM, LOOP16_TIGHT_SPAN] if loops else []
+    for sb, span in [(16, None)] + [(b, s) for s in spans for b in (32, 16)]:
+        if span == LOOP16_TIGHT_SPAN and best[0] >= target_db:  # the calibrated range only where 2x misses too
+            break
         got = build(use_gptq, sb=sb) if span is None else build(use_gptq, sb=sb, span=span)
         tried[f"{sb}" + ("" if span is None else f", loops {span:g}x")] = float(got[0])
         if got[0] > best[0]:
@@ -397,21 +399,27 @@ def narrower_state(result, build, use_gptq, bits, loops=False, target_db=WIDEN_D
     return best[0], noted(best[1], **info), best[2], bits[0], kept
 
 
-def narrower_loops(result, again) -> tuple:
-    """:func:`search`'s ``result`` or, where ``again()`` (the same search with every feedback loop's 16-bit
-    values at the activations' 2x headroom instead of LOOP16_SPAN's 8x) does better by
-    :data:`WIDEN_MIN_GAIN_DB` on the calibration data, that (the metadata's ``loop_span``). The 8x span holds
-    loops that run past their calibration (issue 52, seed 1041: a ReLU SimpleRNN cell at 5.3x on held-out
-    steps) at 3 of the 16 bits, and loops that do not lose them: seed 18 (a linear SimpleRNN cell) gave C
-    int16x8 36.5 dB held out. Taken only where the 8x span misses the target, and then held to the held-out
-    check, whose second search (at 8x) joins it where the half runs past the narrower span."""
-    from .qlinear import RANGE16_HEADROOM
+def narrower_loops(result, again, target_db: float) -> tuple:
+    """:func:`search`'s ``result`` or, where ``again(span)`` (the search with every feedback loop's 16-bit values
+    at the 2x headroom instead of LOOP16_SPAN's 8x; where that misses ``target_db`` too, at their calibrated
+    range, LOOP16_TIGHT_SPAN) gains :data:`WIDEN_MIN_GAIN_DB` on the calibration data, that (``loop_span``).
+    8x holds loops that run past their calibration (seed 1041: a ReLU SimpleRNN cell at 5.3x on held-out steps)
+    at 3 of the 16 bits, and loops that do not lose them (seed 18: C int16x8 36.5 dB held out). Taken only where
+    8x misses the target, then held to the held-out check, whose second search (8x) joins where it runs past."""
+    from .qlinear import LOOP16_TIGHT_SPAN, RANGE16_HEADROOM
 
-    alt = again()
-    if not alt[1] >= result[1] + WIDEN_MIN_GAIN_DB:
+    best, tried, span = result, {"8": float(result[1])}, None
+    for s in (RANGE16_HEADROOM, LOOP16_TIGHT_SPAN):  # the calibrated range itself where 2x misses the target too
+        alt = again(s)
+        tried[f"{s:g}"] = float(alt[1])
+        if alt[1] >= best[1] + WIDEN_MIN_GAIN_DB:
+            best, span = alt, s
+        if best[1] >= target_db:
+            break
+    if span is None:
         return result
-    info = {"loop_span": RANGE16_HEADROOM, "loop_span_sqnr_db": {"8": float(result[1]), "2": float(alt[1])}}
-    return (alt[0], alt[1], noted(alt[2], **info), *alt[3:])
+    info = {"loop_span": span, "loop_span_sqnr_db": tried}
+    return (best[0], best[1], noted(best[2], **info), *best[3:])
 
 
 def held_out_rule(n: int, got: float, target_db: float, half, join) -> tuple:

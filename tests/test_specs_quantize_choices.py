@@ -219,23 +219,45 @@ def test_the_int16_mode_keeps_the_better_state_width_where_32_bits_miss_the_targ
         assert (sqnr, qg, caught, used, kept) == (db32, q32, ["w32"], 32, 32)
 
 
-@pytest.mark.parametrize(("db8", "db2"), [(40.0, 45.0), (40.0, 40.4), (40.0, 38.0)])
-def test_feedback_loops_take_the_narrower_span_only_where_it_does_better(db8, db2):
-    """Spec of ``widening.narrower_loops``: the search again with the loops at the activations' 2x headroom is
-    kept only where it gains WIDEN_MIN_GAIN_DB on the first (LOOP16_SPAN's 8x), its metadata naming the span
-    and both figures; else the first result, untouched."""
+@pytest.mark.parametrize(
+    ("db8", "db2", "db1"),
+    [(40.0, 45.0, 47.0), (40.0, 49.0, 52.0), (40.0, 40.4, 40.8), (40.0, 38.0, 41.0), (40.0, 42.0, 42.2)],
+)
+def test_feedback_loops_take_the_narrower_span_only_where_it_does_better(db8, db2, db1):
+    """Spec of ``widening.narrower_loops``: the search again with the loops at the activations' 2x headroom,
+    and where that misses the target (48 here) at their calibrated range (LOOP16_TIGHT_SPAN), each kept only
+    where it gains WIDEN_MIN_GAIN_DB on the best before it (LOOP16_SPAN's 8x first), its metadata naming the
+    span and every figure tried; else the first result, untouched."""
     from lmu_edge import widening
+    from lmu_edge.qlinear import LOOP16_TIGHT_SPAN
 
     rng = np.random.default_rng(4)
     g = lmu_edge.fold(chain(rng, q=6, theta=8.0))
     x = rng.standard_normal((2, 20, 2))
     q8 = lmu_edge.quantize(g, x, activation_bits=16)
     q2 = lmu_edge.quantize(g, x, activation_bits=16, state_bits=32)
+    q1 = lmu_edge.quantize(g, x, activation_bits=16, state_bits=24)
     first = ([1], db8, q8, ["w8"], 16, 16)
-    got = widening.narrower_loops(first, lambda: ([2], db2, q2, ["w2"], 32, 32))
-    if db2 >= db8 + widening.WIDEN_MIN_GAIN_DB:
-        assert got[:2] == ([2], db2) and got[3:] == (["w2"], 32, 32) and got[2].layers is q2.layers
-        q = got[2].metadata["quantization"]
-        assert q["loop_span"] == 2.0 and q["loop_span_sqnr_db"] == {"8": db8, "2": db2}
-    else:
+    runs = {2.0: ([2], db2, q2, ["w2"], 32, 32), LOOP16_TIGHT_SPAN: ([3], db1, q1, ["w1"], 24, 24)}
+    asked = []
+
+    def again(span):
+        asked.append(span)
+        return runs[span]
+
+    got = widening.narrower_loops(first, again, 48.0)
+    gain = widening.WIDEN_MIN_GAIN_DB
+    best, span = (db8, None), None
+    for s, db in ((2.0, db2), (LOOP16_TIGHT_SPAN, db1)):
+        if s == LOOP16_TIGHT_SPAN and best[0] >= 48.0:
+            break
+        if db >= best[0] + gain:
+            best, span = (db, s), s
+    assert asked == ([2.0] if db2 >= db8 + gain and db2 >= 48.0 else [2.0, LOOP16_TIGHT_SPAN])
+    if span is None:
         assert got is first
+    else:
+        assert got[1] == best[0] and got[2].layers is runs[span][2].layers and got[3:] == runs[span][3:]
+        q = got[2].metadata["quantization"]
+        assert q["loop_span"] == span
+        assert q["loop_span_sqnr_db"] == {"8": db8, "2": db2, **({"1": db1} if len(asked) == 2 else {})}
