@@ -15,8 +15,8 @@
 
 /* Kernel path, chosen at compile time from the ACLE feature macros. LMU_PATH_DSP is 1 on ARMv7E-M and
  * ARMv8-M Mainline with the DSP extension (Cortex-M4, M7, M33, M55); define LMU_PORTABLE to force the
- * portable C99 path everywhere. The paths read the same arrays in the same layout and compute the same
- * exact integers: only the instructions differ. */
+ * portable C99 path everywhere. The paths read the same arrays in the same layout (but LMU_WX, below: the
+ * same integers in a second layout) and compute the same exact integers: only the instructions differ. */
 #if !defined(LMU_PORTABLE) && defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
 #define LMU_PATH_DSP 1
 #else
@@ -47,10 +47,23 @@
 #define LMU_PATH_MVE 0
 #endif
 
+/* Expanded weights (LMU_WX) on DSP cores without Helium (Cortex-M4, M7, M33): the int8 weights of a layer with
+ * 16-bit activations are stored as halfwords in blocks of 4 rows x 4 columns, so its dense rows load four
+ * weights of two rows with one LDM and feed SMLAD directly (0.8 instructions per MAC against 1.6 with SXTB16 on
+ * the int8 array). That doubles those layers' weight flash: define LMU_COMPACT_WEIGHTS to keep the int8 arrays
+ * (the code generator's model.c does so for a --device whose flash the halfwords would overflow). Helium reads
+ * int8 weights at full speed (VLDRB.S16) and ARMv6-M gains nothing from halfwords, so they keep the int8 arrays.
+ * The values are the same int8 integers in either layout: the results are identical (docs/firmware.md). */
+#if LMU_PATH_DSP && !LMU_PATH_MVE && !defined(LMU_COMPACT_WEIGHTS)
+#define LMU_WX 1
+#else
+#define LMU_WX 0
+#endif
+
 /* The DSP and Helium kernels of every family: each does the part of a loop its instructions do well and
- * returns where it stopped; the portable loop beside it finishes. They read the same arrays in the same
- * layout as the portable loops and compute the same exact integers (the proofs are beside each kernel),
- * so one model.c gives the same outputs and state on every core. */
+ * returns where it stopped; the portable loop beside it finishes. They read the same arrays as the portable
+ * loops (LMU_WX: the same weights as halfwords) and compute the same exact integers (the proofs are beside
+ * each kernel), so one model.c gives the same outputs and state on every core. */
 #define LMU_PATH_ARM (LMU_PATH_DSP || LMU_PATH_MVE)
 
 /* ------------------------------------------------------------------------------------------ */
@@ -106,6 +119,32 @@ static inline uint32_t lmu_sxtb16_hi(uint32_t w) {
     uint32_t r;
     __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(w));
     return r;
+}
+
+/* (lo(a), lo(b)) and (hi(a), hi(b)) as halfword pairs: PKHBT / PKHTB */
+static inline uint32_t lmu_pkhbt16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+static inline uint32_t lmu_pkhtb16(uint32_t a, uint32_t b) {
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* s + (w0, w2) . xe + (w1, w3) . xo for the four int8 weights of u (SXTB16, SXTB16 ROR #8, two SMLAD) in one
+ * statement with one scratch register: written as intrinsics, gcc expanded every row's weights before the
+ * first SMLAD and spilled them at four rows */
+static inline int32_t lmu_smlad_b4(int32_t s, uint32_t u, uint32_t xe, uint32_t xo) {
+    uint32_t t;
+    __asm__("sxtb16 %[t], %[u]\n\t"
+            "smlad %[s], %[t], %[xe], %[s]\n\t"
+            "sxtb16 %[t], %[u], ror #8\n\t"
+            "smlad %[s], %[t], %[xo], %[s]"
+            : [s] "+r"(s), [t] "=&r"(t)
+            : [u] "r"(u), [xe] "r"(xe), [xo] "r"(xo));
+    return s;
 }
 #endif
 #endif

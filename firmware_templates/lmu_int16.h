@@ -38,20 +38,6 @@ static inline int32_t lmu_qdot16w_arm(const int16_t *x, const int16_t *w, int32_
     return i;
 }
 
-#if LMU_PATH_DSP
-/* (lo(a), lo(b)) and (hi(a), hi(b)) as halfword pairs: PKHBT / PKHTB */
-static inline uint32_t lmu_pkhbt16(uint32_t a, uint32_t b) {
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-static inline uint32_t lmu_pkhtb16(uint32_t a, uint32_t b) {
-    uint32_t r;
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-#endif
-
 /* int16 x int8 dot product of lmu_qdot16 (int16x8 rows, below) for a zero point of 0: adds the
  * first i products to *s and returns i; exact in int64 in any order (each product is below 2^23), so the
  * result is the portable loop's. Helium: per 8 inputs 1 VLDRH, 1 VLDRB (sign-extending) and 1
@@ -76,31 +62,13 @@ static inline int32_t lmu_qdot16_arm(const int16_t *x, const int8_t *w, int32_t 
     return i;
 }
 
-#if LMU_PATH_DSP
-/* s + (w0, w2) . xe + (w1, w3) . xo for the four int8 weights of u (SXTB16, SXTB16 ROR #8, two SMLAD) in one
- * statement with one scratch register: written as intrinsics, gcc expanded every row's weights before the
- * first SMLAD and spilled them at four rows */
-static inline int32_t lmu_smlad_b4(int32_t s, uint32_t u, uint32_t xe, uint32_t xo) {
-    uint32_t t;
-    __asm__("sxtb16 %[t], %[u]\n\t"
-            "smlad %[s], %[t], %[xe], %[s]\n\t"
-            "sxtb16 %[t], %[u], ror #8\n\t"
-            "smlad %[s], %[t], %[xo], %[s]"
-            : [s] "+r"(s), [t] "=&r"(t)
-            : [u] "r"(u), [xe] "r"(xe), [xo] "r"(xo));
-    return s;
-}
-#endif
-
 /* The int16 x int8 rows of lmu_qdot16_run (below; ranges and proof there): adds the first i of len
  * inputs (a run of at most 256) of rows w + r n, r < rows (1, 2 or 4), to s[r] in int32 and returns i. The
  * sums are exact: no product exceeds 2^22 in magnitude. Helium: per 8 inputs one VLDRH of x, then per row one
  * VLDRB.S16 (the weights sign-extended to halfwords) and one VMLADAVA.S16; the last len % 8 inputs predicated
  * (VCTP), so the kernel does them all. DSP: per 4 inputs two LDR and PKHBT / PKHTB put x in (x0, x2), (x1, x3),
  * shared by the rows, then per row one LDR and two SXTB16 of weights ((w0, w2), (w1, w3)) and two SMLAD:
- * 24 instructions for 16 MACs at four rows. The int8 weights are expanded here rather than stored as
- * halfwords: pre-expanded weights would save the SXTB16s and the PKHs (about 1.1 instructions per MAC
- * against 1.5) but double the flash of every widened layer and change the array every core reads. */
+ * 24 instructions for 16 MACs at four rows (with LMU_WX the expanded weights take lmu_wx_run instead). */
 LMU_SPECIALIZE int32_t lmu_qdot16_rows_arm(const int16_t *x, const int8_t *w, int32_t n, int32_t len, int32_t rows,
                                            int32_t *s) {
     int32_t i = 0;
@@ -380,6 +348,24 @@ LMU_SPECIALIZE void lmu_qout16(const lmu_qlinear_t *L, int64_t total, int32_t j,
     }
 }
 
+/* lmu_qdot16_run for part p's rows j .. j + rows - 1, inputs i0 .. i0 + len - 1; from expanded weights where the
+ * part has them (the four sums of j's block; a last single row may start at 4b + 2) */
+LMU_ALWAYS_INLINE void lmu_q16_dot(const lmu_qpart_t *p, const int16_t *x, int32_t j, int32_t i0, int32_t len,
+                                   int32_t rows, int32_t *s) {
+    const int32_t n = p->n_in;
+#if LMU_WX
+    if (p->wx) {
+        const int16_t *wb = p->wx + ((j / 4) * ((n + 3) / 4) + i0 / 4) * 16;
+        int32_t b[4] = {0, 0, 0, 0}, o = j % 4;
+        lmu_wx_run(x + i0, wb, len, rows == 4 ? s : b);
+        s[0] += rows == 4 ? 0 : b[o];
+        s[1] += rows == 2 ? b[o + 1] : 0;
+        return;
+    }
+#endif
+    lmu_qdot16_run(x + i0, p->w + j * n + i0, n, len, rows, s);
+}
+
 /* Part k's contribution to `rows` (1, 2 or 4, a constant) consecutive rows from j of an int16 layer with int8
  * weights and zero point 0: t_r += MBQM16([bias_(j+r) if k == 0] + sum_i x_i W[j + r, i]). Rows written out
  * (no arrays indexed by a variable), so the sums stay in registers. */
@@ -387,11 +373,10 @@ LMU_ALWAYS_INLINE void lmu_q16_part(const lmu_qlinear_t *L, const int16_t *x, in
                                     int64_t *t0, int64_t *t1, int64_t *t2, int64_t *t3) {
     const lmu_qpart_t *p = &L->parts[k];
     const int32_t n = p->n_in;
-    const int8_t *w = p->w + j * n;
     const int32_t *b = (k == 0 && L->bias) ? L->bias + j : NULL;
     int32_t s[4] = {0, 0, 0, 0};
     if (n <= LMU_Q16_RUN) { /* one run: int32 sums, the bias added after the loop (no 64-bit sums in it) */
-        lmu_qdot16_run(x, w, n, n, rows, s);
+        lmu_q16_dot(p, x, j, 0, n, rows, s);
         *t0 += lmu_qreq16_2(b ? b[0] : 0, s[0], p->mult[j], p->shift[j]);
         if (rows > 1) {
             *t1 += lmu_qreq16_2(b ? b[1] : 0, s[1], p->mult[j + 1], p->shift[j + 1]);
@@ -412,7 +397,7 @@ LMU_ALWAYS_INLINE void lmu_q16_part(const lmu_qlinear_t *L, const int16_t *x, in
         }
         for (i0 = 0; i0 < n; i0 += LMU_Q16_RUN) {
             s[0] = s[1] = s[2] = s[3] = 0;
-            lmu_qdot16_run(x + i0, w + i0, n, n - i0 < LMU_Q16_RUN ? n - i0 : LMU_Q16_RUN, rows, s);
+            lmu_q16_dot(p, x, j, i0, n - i0 < LMU_Q16_RUN ? n - i0 : LMU_Q16_RUN, rows, s);
             a0 += s[0];
             a1 += s[1];
             a2 += s[2];

@@ -10,6 +10,7 @@
 
 #include "lmu_config.h"
 #include "lmu_fixedpoint.h"
+#include "lmu_wx.h"
 
 #if LMU_PATH_ARM /* the DSP and Helium kernels */
 /* int8 dot products of lmu_qdot2 (see its comment below for the ranges and the proof): adds
@@ -194,6 +195,7 @@ typedef struct {
     const int32_t *zsum;  /* (n_out): -in_zp * sum_i w[j, i] (+ bias_j in an int8 layer's first part), or NULL */
     const int32_t *mult;  /* (n_out) */
     const int32_t *shift; /* (n_out) */
+    const int16_t *wx;    /* LMU_WX builds: w's int8 values as halfwords in 4 x 4 blocks (lmu_int16.h), w NULL */
 } lmu_qpart_t;
 
 typedef struct {
@@ -348,6 +350,19 @@ LMU_SPECIALIZE void lmu_qlinear30(const lmu_qlinear_t *L, const int8_t *x, int32
         }
     }
 #endif
+#if LMU_WX
+    if (p->wx) { /* expanded weights: every block of four rows, the last one's rows past n_out not stored */
+        for (; j < L->n_out; j += 4) {
+            const int32_t rows = L->n_out - j < 4 ? L->n_out - j : 4;
+            int32_t a[4] = {0, 0, 0, 0}, r;
+            lmu_wx8_block(x, p->wx + (j / 4) * ((n + 3) / 4) * 16, n, a);
+            for (r = 0; r < rows; ++r) {
+                lmu_qrow30(L, (int32_t)((uint32_t)a[r] + (uint32_t)lmu_qstart(L, p, 0, j + r)), j + r, out, y);
+            }
+        }
+        return;
+    }
+#endif
 #if LMU_PATH_DSP && !LMU_PATH_MVE
     if (n == 1) { /* one input (a layer on a scalar signal): one multiply-accumulate per row */
         for (; j < L->n_out; ++j) {
@@ -394,6 +409,31 @@ LMU_SPECIALIZE void lmu_qlinear(const lmu_qlinear_t *L, const int8_t *const *in,
         lmu_qlinear30(L, in[0], out, NULL);
         return;
     }
+#if LMU_WX
+    if (L->parts[0].wx) { /* expanded weights (every part has them): blocks of four, the last one's rows past
+                           * n_out not stored */
+        for (; j < L->n_out; j += 4) {
+            const int32_t rows = L->n_out - j < 4 ? L->n_out - j : 4;
+            int64_t total[4];
+            for (r = 0; r < 4; ++r) {
+                total[r] = L->out_zp;
+            }
+            for (k = 0; k < L->n_parts; ++k) {
+                const lmu_qpart_t *p = &L->parts[k];
+                int32_t a[4] = {0, 0, 0, 0};
+                lmu_wx8_block(in[k], p->wx + (j / 4) * ((p->n_in + 3) / 4) * 16, p->n_in, a);
+                for (r = 0; r < rows; ++r) {
+                    a[r] = (int32_t)((uint32_t)a[r] + (uint32_t)lmu_qstart(L, p, k, j + r));
+                    total[r] += lmu_qrequant(L, a[r], p->mult[j + r], p->shift[j + r]);
+                }
+            }
+            for (r = 0; r < rows; ++r) {
+                out[j + r] = lmu_qout(L, total[r]);
+            }
+        }
+        return;
+    }
+#endif
 #if LMU_PATH_DSP && !LMU_PATH_MVE
     for (; j + 4 <= L->n_out; j += 4) { /* DSP: four rows share each unpacked input word (lmu_qdot4_arm) */
         int64_t total[4];

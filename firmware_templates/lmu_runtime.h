@@ -4,6 +4,7 @@
  *
  *   lmu_config.h          kernel path (portable, DSP, Helium, ARMv6-M), compiler macros, Cortex-M primitives
  *   lmu_fixedpoint.h      saturation, rounding shifts, TFLite-style requantization (lmu_mbqm)
+ *   lmu_wx.h              the DSP cores' dense rows of expanded weights (LMU_WX)
  *   lmu_qlinear.h         int8 linear layers (lmu_qlinear), tables, softmax, running-mean pooling
  *   lmu_requant.h         an LMU state requantized into int8 activations
  *   lmu_int16.h           the 16-bit layers (int16x8, int16): lmu_mbqm16, interpolated tables
@@ -45,6 +46,7 @@
 
 #include "lmu_config.h"
 #include "lmu_fixedpoint.h"
+#include "lmu_wx.h"
 #include "lmu_qlinear.h"
 #include "lmu_requant.h"
 #include "lmu_int16.h"

@@ -290,9 +290,20 @@ def emit(graph, out_dir, options) -> dict:
         sizes["accumulators"] = code.accumulators
     if options.get("flash", True) or device is not None:
         flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
+        dev = DEVICES.get(device or "", {})
+        used = flash.get(f"flash_bytes_{dev.get('cpu', '')[-2:]}") or 0
+        if quantized and code.wx_bytes and used > dev.get("flash", used):
+            # the DSP cores' expanded weights (LMU_WX) overflow the device's flash: the int8 arrays alone
+            code = c_codegen.generate_int(qg, prefix, expand_weights=False)
+            ctx.update(arrays=code.arrays, objects=code.objects)
+            files = write_kit(out_dir, ctx)
+            sizes["const_data_bytes"] = code.const_bytes
+            flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
+            report.setdefault("quantization", {})["weights_expanded"] = False
     else:
         flash = {"flash_bytes": None, "flash_note": "not measured (flash=False)"}
     sizes.update(flash)
+    sizes["expanded_weight_bytes"] = code.wx_bytes  # added on DSP cores by LMU_WX (0: none, or not used)
     report["c"] = {"prefix": prefix, "quantized": quantized, "activation_bits": act_bits, "int_api": int_api, **sizes}
     if device is not None:
         used = _check_fit(

@@ -11,6 +11,7 @@ from typing import List
 
 import numpy as np
 
+from .. import qir
 from ..escape import c_comment
 
 C_KEYWORDS = {
@@ -110,10 +111,15 @@ class Code:
     const_bytes: int = 0
     macs: int = 0
     accumulators: List[dict] = field(default_factory=list)  # the sum-width proof of each dense memory
+    #: the int16x8 layers' weights also in the expanded layout for DSP cores (LMU_WX); False: int8 only
+    expand_weights: bool = True
+    wx_bytes: int = 0  # what the expanded layout adds to the constants of a DSP build
 
-    def array(self, name, ctype, values, comment="", align=False) -> str:
+    def array(self, name, ctype, values, comment="", align=False, guard=None, count_bytes=True) -> str:
         """Add a constant array ``<prefix>_<name>`` of ``ctype`` holding ``values``; returns its symbol.
-        int16 arrays, and any with ``align``, are word-aligned (``LMU_ALIGN4``: the DSP kernels' LDRD)."""
+        int16 arrays, and any with ``align``, are word-aligned (``LMU_ALIGN4``: the DSP kernels' LDRD).
+        ``guard``: a preprocessor condition under which the array exists; elsewhere its name is ``NULL``.
+        ``count_bytes=False`` leaves it out of ``const_bytes`` (the other layout of the same weights)."""
         sym = f"{self.prefix}_{name}"
         vals = np.asarray(values).ravel()
         self.arrays.append(
@@ -124,9 +130,11 @@ class Code:
                 "body": _body(vals, ctype),
                 "comment": c_comment(comment or name),
                 "align": bool(align) or ctype == "int16_t",
+                "guard": guard,
             }
         )
-        self.const_bytes += SIZES[ctype] * max(vals.size, 1)
+        if count_bytes:
+            self.const_bytes += SIZES[ctype] * max(vals.size, 1)
         return sym
 
     def params(self, ctype, name, fields) -> str:
@@ -156,3 +164,38 @@ class Code:
         total = sum(SIZES[t] * c for t, _, c in self.fields)
         align = max((SIZES[t] for t, _, _ in self.fields), default=1)
         return -(-total // align) * align
+
+
+# --- expanded weights (LMU_WX) ----------------------------------------------------------------
+
+
+def wx_layout(w, int8_inputs: bool = False) -> np.ndarray:
+    """The expanded weights' order (``LMU_WX``, lmu_int16.h) of an (n_out, n_in) matrix: blocks of 4 rows by 4
+    columns, zero-padded, block b's group g at ((b G + g) 4 + r) 4 + c for row 4b + r and column 4g + c; for
+    int8 inputs (lmu_qlinear.h) each group's columns in the order 0, 2, 1, 3 (the pairs SXTB16 makes)."""
+    w = np.asarray(w, dtype=np.int64)
+    n_out, n_in = w.shape
+    b, g = -(-n_out // 4), -(-n_in // 4)
+    pad = np.zeros((4 * b, 4 * g), dtype=np.int64)
+    pad[:n_out, :n_in] = w
+    blocks = pad.reshape(b, 4, g, 4).transpose(0, 2, 1, 3)
+    return (blocks[..., [0, 2, 1, 3]] if int8_inputs else blocks).ravel()
+
+
+#: the fewest inputs of a part whose weights get the expanded layout: four groups (below, the call costs more
+#: than the assembly saves: measured on the bench model's 8-input output layer)
+WX_MIN_INPUTS = 16
+
+
+def expands(q: qir.QLinear, p: qir.QPart) -> bool:
+    """Whether part ``p`` of a layer also gets the expanded layout (LMU_WX). 16-bit activations: zero point 0
+    and int8 weights in every part (lmu_qlinear16_rows' rows of four), and at least WX_MIN_INPUTS inputs in
+    this part (below that the int8 rows are cheaper: nothing for the assembly). 8-bit activations: every part
+    of the layer has WX_MIN_INPUTS inputs (its kernels take expanded weights for all parts or none)."""
+    if q.in_bits == 8:
+        return all(int(r.kernel.shape[0]) >= WX_MIN_INPUTS for r in q.parts)
+    return (
+        q.in_bits == 16
+        and int(p.kernel.shape[0]) >= WX_MIN_INPUTS
+        and all(int(r.in_zp) == 0 and (not r.kernel.size or int(np.abs(r.kernel).max()) <= 127) for r in q.parts)
+    )

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import ir, lti, qir
 from ..escape import c_comment
-from .c_code import SIZES, Code, c_float, check_prefix, ctype_bits  # noqa: F401  (re-exported: c.py, tests)
+from .c_code import SIZES, Code, c_float, check_prefix, ctype_bits, expands, wx_layout  # noqa: F401  (re-exported: c.py, tests)
 from .c_layers import band_conv_lines, band_pack, pade_memory_call
 from .c_proofs import dense_acc32, dense_chunk, dense_step32, dense_wrap32, qlinear_acc_bound  # noqa: F401  (dense_acc32: re-exported for the tests)
 
@@ -44,10 +44,26 @@ class _Bufs:
 def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
     parts = []
     for k, p in enumerate(q.parts):
+        wx = code.expand_weights and expands(q, p)
         wide = q.in_bits == 16 and p.kernel.size and int(np.abs(p.kernel).max()) > 127  # int16 weights
         w = code.array(
-            f"{name}_p{k}_w", "int16_t" if wide else "int8_t", p.kernel.T, f"{name}: part {k} weights (out, in)"
+            f"{name}_p{k}_w",
+            "int16_t" if wide else "int8_t",
+            p.kernel.T,
+            f"{name}: part {k} weights (out, in)",
+            guard="!LMU_WX" if wx else None,
         )
+        x = "NULL"
+        if wx:
+            x = code.array(
+                f"{name}_p{k}_wx",
+                "int16_t",
+                wx_layout(p.kernel.T, int8_inputs=q.in_bits == 8),
+                f"{name}: part {k} weights expanded to halfwords, 4 x 4 blocks (DSP cores, lmu_int16.h)",
+                guard="LMU_WX",
+                count_bytes=False,
+            )
+            code.wx_bytes += 2 * int(wx_layout(p.kernel.T).size) - int(p.kernel.size)
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
         zsum = "NULL"
@@ -62,7 +78,7 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
             zsum = code.array(f"{name}_p{k}_z", "int32_t", z, f"{name}: part {k} {what}")
         parts.append(
             f"{{.{'w16' if wide else 'w'} = {w}, .n_in = {p.kernel.shape[0]}, .in_zp = {p.in_zp}, .zsum = {zsum}, "
-            f".mult = {m}, .shift = {s}}}"
+            f".mult = {m}, .shift = {s}" + (f", .wx = {x}" if wx else "") + "}"
         )
         code.macs += int(p.kernel.size)
     bias = "NULL"  # int8 layers: folded into part 0's zsum above
@@ -123,12 +139,13 @@ def act_ctype(graph: ir.Graph) -> str:
     return "int16_t" if getattr(first, "bits", 8) == 16 else "int8_t"
 
 
-def generate_int(graph: ir.Graph, prefix: str) -> Code:
+def generate_int(graph: ir.Graph, prefix: str, expand_weights: bool = True) -> Code:
     """The integer C (data, state fields, reset and step lines) for a quantized graph (int8, int16x8, or
-    int8 with some layers at 16 bits: :class:`lmu_edge.qir.QConvert` between them)."""
+    int8 with some layers at 16 bits: :class:`lmu_edge.qir.QConvert` between them). ``expand_weights``:
+    the dense layers' weights also as halfwords for the DSP cores (LMU_WX, docs/firmware.md)."""
     from lmu_edge import intsim
 
-    code = Code(prefix)
+    code = Code(prefix, expand_weights=expand_weights)
     at = act_ctype(graph)
     shapes = graph.shapes()
     widths = [n_in for _, n_in, _, _ in shapes] + [n_out for _, _, n_out, _ in shapes]

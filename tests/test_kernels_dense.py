@@ -28,6 +28,9 @@ _LAYERS = [
     (12, 48, 1, 1, 0, 0),
     (13, 32, 0, 1, 1, 1),
 ]
+#: the expanded weights' extra cases (DSP path): odd numbers of groups (11, 5: the one group before the pairs),
+#: a tail of two columns (22: the int8 layout's column order read by the C loop)
+_WX_LAYERS = [(6, 44, 1, 1, 0, 1), (5, 22, 0, 1, 0, 0)]
 
 _DENSE_C = r"""
 #include <stdio.h>
@@ -78,10 +81,73 @@ int main(void) {
 }
 """
 
+#: _DENSE_C with expanded weights (LMU_WX) for parts of 8 or more inputs: read by the DSP cores only
+_DENSE_WX_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include "lmu_runtime.h"
+/* Crafted acc30 layers (one part, right shifts 0..31, |bias| + |zsum| + 128 * 128 * n_in < 2^30): random
+ * int8 weights and inputs, multipliers in [2^30, 2^31), per-row shifts (0 and the far ones included, so
+ * outputs saturate at both ends and round everywhere between), a random table; a canary after the output. */
+static uint32_t st = 2463534242u;
+static int32_t rnd(int32_t lo, int32_t hi) {
+    st ^= st << 13; st ^= st >> 17; st ^= st << 5;
+    return lo + (int32_t)(st % (uint32_t)(hi - lo + 1));
+}
+static uint32_t h = 2166136261u;
+static long n = 0, bad = 0;
+/* the expanded weights' layout of an int8 layer (LMU_WX, lmu_qlinear.h): 4 x 4 blocks, zero-padded, each group's
+ * columns in the order 0, 2, 1, 3; read on the DSP cores only */
+static void expand8(int16_t *wx, const int8_t *w, int32_t no, int32_t ni) {
+    static const int32_t col[4] = {0, 2, 1, 3};
+    const int32_t g = (ni + 3) / 4;
+    int32_t r, c;
+    memset(wx, 0, sizeof(int16_t) * 16 * (size_t)((no + 3) / 4) * (size_t)g);
+    for (r = 0; r < no; ++r)
+        for (c = 0; c < ni; ++c) wx[((r / 4 * g + c / 4) * 4 + r % 4) * 4 + col[c % 4]] = w[r * ni + c];
+}
+#define CASE(NO, NI, BIAS, ZSUM, TABLE, Y8)                                                                    \
+    {                                                                                                         \
+        static int8_t w[NO * NI], x[NI], lut[256], y[NO + 8];                                                 \
+        static int16_t wx[16 * ((NO + 3) / 4) * ((NI + 3) / 4)] LMU_ALIGN4;                                   \
+        static int32_t zs[NO], bi[NO], mu[NO], sh[NO], acc[NO], out[NO + 8];                                  \
+        static const lmu_qpart_t part = {.w = w, .n_in = NI, .zsum = ZSUM ? zs : NULL, .mult = mu, .shift = sh, \
+                                         .wx = NI >= 8 ? wx : NULL};                                          \
+        static const lmu_qlinear_t L = {.parts = &part, .n_parts = 1, .n_out = NO, .bias = BIAS ? bi : NULL,   \
+                                         .out_zp = Y8 ? -3 : 11, .clamp_min = Y8 ? -128 : -32768,             \
+                                         .clamp_max = Y8 ? 127 : 32767, .lut = TABLE ? lut : NULL,            \
+                                         .right_shifts = 1, .acc30 = 1};                                      \
+        const int8_t *in_[1];                                                                                 \
+        int32_t t, i;                                                                                         \
+        in_[0] = x;                                                                                           \
+        for (i = 0; i < 256; ++i) lut[i] = (int8_t)rnd(-128, 127);                                            \
+        for (t = 0; t < 60; ++t) {                                                                            \
+            for (i = 0; i < NO * NI; ++i) w[i] = (int8_t)rnd(-128, 127);                                      \
+            expand8(wx, w, NO, NI);                                                                           \
+            for (i = 0; i < NI; ++i) x[i] = (int8_t)rnd(-128, 127);                                           \
+            for (i = 0; i < NO; ++i) {                                                                        \
+                zs[i] = rnd(-(1 << 26), 1 << 26);                                                             \
+                bi[i] = rnd(-(1 << 26), 1 << 26);                                                             \
+                mu[i] = rnd(1 << 30, 2147483647);                                                             \
+                sh[i] = i % 5 == 0 ? 0 : (i % 5 == 1 ? -31 : -rnd(6, 24));                                    \
+            }                                                                                                 \
+            for (i = 0; i < 8; ++i) y[NO + i] = 0x5A, out[NO + i] = 0x5A5A5A5A;                                \
+            if (Y8) lmu_qlinear_i8(&L, in_, acc, y); else lmu_qlinear(&L, in_, out);                          \
+            for (i = 0; i < NO; ++i, ++n) h = (h ^ (uint32_t)(Y8 ? y[i] : out[i])) * 16777619u;               \
+            for (i = 0; i < 8; ++i) bad += Y8 ? y[NO + i] != 0x5A : out[NO + i] != 0x5A5A5A5A;                \
+        }                                                                                                     \
+    }
+int main(void) {
+    CASES
+    printf("n %ld bad %ld hash %lu\n", n, bad, (unsigned long)h);
+    return 0;
+}
+"""
 
-def _source() -> str:
-    cases = " ".join(f"CASE({', '.join(str(v) for v in c)})" for c in _LAYERS)
-    return _DENSE_C.replace("CASES", cases)
+
+def _source(wx: bool = False) -> str:
+    cases = " ".join(f"CASE({', '.join(str(v) for v in c)})" for c in _LAYERS + (_WX_LAYERS if wx else []))
+    return (_DENSE_WX_C if wx else _DENSE_C).replace("CASES", cases)
 
 
 @pytest.mark.parametrize("runtime", ["cortex-m55", "cortex-m4", "cortex-m0"])
@@ -89,10 +155,13 @@ def test_acc30_dense_layers_give_the_host_integers_on_every_path(tmp_path, runti
     """Every crafted layer's outputs hash to the host's (the portable loop) on the Helium, DSP and ARMv6-M
     paths, and nothing is written past a layer's last output: the vector requantization (VQRDMULH, the
     rounding term only where the shift is not 0, VRSHL, out_zp, clamp, table gather) and the four-row
-    sums (assembly and intrinsics, full and predicated blocks) are exact."""
-    src = _source()
+    sums (assembly and intrinsics, full and predicated blocks) are exact. On the DSP path (Cortex-M4) layers of
+    8 or more inputs carry expanded weights (LMU_WX: lmu_wx8_pairs, the odd group and the n % 4 tail in C,
+    the last block's rows past n_out)."""
+    src = _source(wx=runtime == "cortex-m4")
     want = _host_output(tmp_path, src, runtime)
-    assert want.split()[1] == str(60 * sum(c[0] for c in _LAYERS)) and want.split()[3] == "0", want
+    rows = sum(c[0] for c in _LAYERS + (_WX_LAYERS if runtime == "cortex-m4" else []))
+    assert want.split()[1] == str(60 * rows) and want.split()[3] == "0", want
     assert _run_program(tmp_path, src, runtime) == want
 
 
@@ -211,25 +280,37 @@ static int32_t ref_row(const lmu_qlinear_t *L, const int16_t *const *in, int32_t
     t = lmu_clamp64(total, L->clamp_min, L->clamp_max);
     return L->lut16 ? lmu_interp16(L->lut16, (int32_t)t + 32768) : (int32_t)t;
 }
+/* the expanded weights' layout (LMU_WX, lmu_int16.h): 4 x 4 blocks, zero-padded; read on the DSP cores only */
+static void expand(int16_t *wx, const int8_t *w, int32_t no, int32_t ni) {
+    const int32_t g = (ni + 3) / 4;
+    int32_t r, c;
+    memset(wx, 0, sizeof(int16_t) * 16 * (size_t)((no + 3) / 4) * (size_t)g);
+    for (r = 0; r < no; ++r)
+        for (c = 0; c < ni; ++c) wx[((r / 4 * g + c / 4) * 4 + r % 4) * 4 + c % 4] = w[r * ni + c];
+}
 #define CASE(NO, NI, PARTS, BIAS, TABLE, RELU, ZP, Y16)                                                       \
     {                                                                                                         \
         static int8_t w[2][NO * NI];                                                                          \
-        static int16_t x[2][NI], lut[513], y[NO + 8];                                                         \
+        static int16_t x[2][NI + 2] LMU_ALIGN4, lut[513], y[NO + 8];                                          \
+        static int16_t wx[2][16 * ((NO + 3) / 4) * ((NI + 3) / 4)] LMU_ALIGN4;                                \
         static int32_t bi[NO], mu[2][NO], sh[2][NO], out[NO + 8];                                             \
-        static const lmu_qpart_t parts[2] = {{.w = w[0], .n_in = NI, .mult = mu[0], .shift = sh[0]},          \
-                                             {.w = w[1], .n_in = NI, .mult = mu[1], .shift = sh[1]}};         \
+        static const lmu_qpart_t parts[2] = {                                                                 \
+            {.w = w[0], .n_in = NI, .mult = mu[0], .shift = sh[0], .wx = NI >= 8 ? wx[0] : NULL},             \
+            {.w = w[1], .n_in = NI, .mult = mu[1], .shift = sh[1], .wx = NI >= 8 ? wx[1] : NULL}};            \
         static const lmu_qlinear_t L = {.parts = parts, .n_parts = PARTS, .n_out = NO, .bias = BIAS ? bi : NULL, \
                                          .out_zp = ZP, .clamp_min = RELU ? 0 : -32768, .clamp_max = 32767,    \
                                          .lut16 = TABLE ? lut : NULL};                                        \
         const int16_t *in_[2];                                                                                \
         int32_t t, i, k;                                                                                      \
-        in_[0] = x[0];                                                                                        \
-        in_[1] = x[1];                                                                                        \
         for (i = 0; i < 513; ++i) lut[i] = (int16_t)rnd(-32768, 32767);                                       \
         for (t = 0; t < 24; ++t) {                                                                            \
+            in_[0] = x[0] + (t % 4 == 3); /* every fourth pass an input at an odd halfword (no LDRD) */       \
+            in_[1] = x[1] + (t % 8 == 7);                                                                     \
             for (k = 0; k < 2; ++k) {                                                                         \
                 for (i = 0; i < NO * NI; ++i) w[k][i] = (int8_t)(t < 2 ? -128 : rnd(-128, 127));              \
-                for (i = 0; i < NI; ++i) x[k][i] = (int16_t)(t == 0 ? -32768 : t == 1 ? 32767 : rnd(-32768, 32767)); \
+                for (i = 0; i < NI + 2; ++i)                                                                  \
+                    x[k][i] = (int16_t)(t == 0 ? -32768 : t == 1 ? 32767 : rnd(-32768, 32767));               \
+                expand(wx[k], w[k], NO, NI);                                                                  \
                 for (i = 0; i < NO; ++i) {                                                                    \
                     mu[k][i] = i % 4 == 0 ? 2147483647 : (i % 4 == 1 ? 2147450000 : rnd(1 << 30, 2147483647)); \
                     sh[k][i] = t % 6 == 5 ? (i % 3 == 1 ? 1 : rnd(-33, 1)) : -rnd(2, 14);            \
@@ -287,7 +368,8 @@ int main(void) {
 #: DSP tails (n_in % 4) and Helium predicated tails (n_in % 8), one run of 256 inputs and runs past it (257, 300:
 #: the 64-bit sum of 32-bit runs; 520 at the extremes would wrap a 512-input run), two parts, a table, a relu
 #: clamp, a nonzero out_zp (the 64-bit clamp); Helium's vector finish of four-row blocks (layers of more than
-#: four rows or with a table: 7, 8 and 9 rows) with int16 and int32 outputs, a relu clamp, no bias
+#: four rows or with a table: 7, 8 and 9 rows) with int16 and int32 outputs, a relu clamp, no bias; 23 inputs: a
+#: tail of three columns after the expanded weights' groups (LMU_WX)
 _Q16_LAYERS = [
     (1, 1, 1, 1, 0, 0, 0, 1),
     (3, 5, 1, 1, 1, 0, 0, 1),
@@ -301,6 +383,7 @@ _Q16_LAYERS = [
     (2, 520, 1, 1, 0, 0, 0, 1),
     (8, 16, 1, 1, 0, 1, 0, 0),
     (9, 64, 1, 0, 1, 0, 0, 1),
+    (5, 23, 1, 1, 0, 0, 0, 1),
 ]
 
 
@@ -311,7 +394,10 @@ def test_int16x8_dense_rows_equal_the_64_bit_formula_on_every_path(tmp_path, run
     runs of up to 256 inputs, the 32-bit requantization (QADD + SMLAWT) and its 64-bit fallback (bias + sum past
     int32, shifts outside -31..-2) give, on every path, the one-row 64-bit formula's integers at every extreme,
     and write nothing past a layer; a recurrent layer's rows all read the old h it overwrites. -O0
-    (cortex-m4-O0): the DSP intrinsic loops the four-row assembly takes over in an optimized build."""
+    (cortex-m4-O0): the DSP intrinsic loops the four-row assembly takes over in an optimized build. Parts of 8
+    or more inputs carry expanded weights (LMU_WX, read on the DSP cores: lmu_wx_pairs' LDM / SMLAD pairs of
+    groups, the odd group and the n_in % 4 tail in C, the last block's padding rows; inputs at an odd halfword,
+    every fourth pass, take the C loop instead of LDRD)."""
     cases = " ".join(f"CASE({', '.join(str(v) for v in c)})" for c in _Q16_LAYERS)
     src = _Q16_C.replace("CASES", cases)
     want = f"n {24 * sum(c[0] for c in _Q16_LAYERS) + 40 * 5} bad 0\n"
