@@ -51,7 +51,7 @@
  * 16-bit activations are stored as halfwords in blocks of 4 rows x 4 columns, so its dense rows load four
  * weights of two rows with one LDM and feed SMLAD directly (0.8 instructions per MAC against 1.6 with SXTB16 on
  * the int8 array). That doubles those layers' weight flash: define LMU_COMPACT_WEIGHTS to keep the int8 arrays
- * (the code generator's model.c does so for a --device whose flash the halfwords would overflow). Helium reads
+ * (--device leaves them out where they would take the model past half its flash). Helium reads
  * int8 weights at full speed (VLDRB.S16) and ARMv6-M gains nothing from halfwords, so they keep the int8 arrays.
  * The values are the same int8 integers in either layout: the results are identical (docs/firmware.md). */
 #if LMU_PATH_DSP && !LMU_PATH_MVE && !defined(LMU_COMPACT_WEIGHTS)

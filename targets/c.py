@@ -292,8 +292,9 @@ def emit(graph, out_dir, options) -> dict:
         flash = _arm_flash(out_dir, quantized, every_core=bool(options.get("measure", True)))
         dev = DEVICES.get(device or "", {})
         used = flash.get(f"flash_bytes_{dev.get('cpu', '')[-2:]}") or 0
-        if quantized and code.wx_bytes and used > dev.get("flash", used):
-            # the DSP cores' expanded weights (LMU_WX) overflow the device's flash: the int8 arrays alone
+        if quantized and code.wx_bytes and 2 * used > dev.get("flash", 2 * used):
+            # the DSP cores' expanded weights (LMU_WX) would take the model past half the device's flash (the
+            # other half is the firmware's): the int8 arrays alone
             code = c_codegen.generate_int(qg, prefix, expand_weights=False)
             ctx.update(arrays=code.arrays, objects=code.objects)
             files = write_kit(out_dir, ctx)

@@ -224,9 +224,9 @@ def test_inspect_marks_the_choice_convert_makes_when_quantized(tmp_path):
 
 def test_a_device_drops_the_expanded_weights_where_they_overflow_its_flash(tmp_path, monkeypatch):
     """docs/firmware.md (LMU_WX): on a DSP core the dense layers' int8 weights are also stored as halfwords, and a
-    --device whose flash they would overflow gets model.c without them (the int8 arrays alone), converted again
-    and fitting. Catches a fallback that never happens, one that leaves the halfwords in, and a report that
-    keeps the first build's flash figure."""
+    --device where they would take the model past half its flash gets model.c without them (the int8 arrays
+    alone), converted again. Catches a fallback that never happens or always happens, one that leaves the
+    halfwords in, and a report that keeps the first build's flash figure."""
     from lmu_edge.targets import c as c_target
 
     _need_gcc_and_make()
@@ -237,7 +237,10 @@ def test_a_device_drops_the_expanded_weights_where_they_overflow_its_flash(tmp_p
     expanded, flash = rep["c"]["expanded_weight_bytes"], rep["c"]["flash_bytes_m4"]
     assert expanded > 0 and "#if LMU_WX" in src and "_wx[" in src, expanded
     assert rep["quantization"].get("weights_expanded", True)
-    monkeypatch.setitem(c_target.DEVICES, "m4-part", dict(part, flash=flash - 1))
+    monkeypatch.setitem(c_target.DEVICES, "m4-part", dict(part, flash=2 * flash))  # half of it: still room
+    rep, _ = _convert_chain(tmp_path / "half", device="m4-part")
+    assert rep["c"]["expanded_weight_bytes"] == expanded and rep["c"]["flash_bytes_m4"] == flash
+    monkeypatch.setitem(c_target.DEVICES, "m4-part", dict(part, flash=2 * flash - 1))
     rep, _ = _convert_chain(tmp_path / "tight", device="m4-part")
     src = (tmp_path / "tight" / "model" / "model.c").read_text()
     assert rep["quantization"]["weights_expanded"] is False and "LMU_WX" not in src

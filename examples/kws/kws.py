@@ -476,7 +476,10 @@ def build_stream(
     (d / "kws_detect.h").write_text(detector.header("kws"))
     (d / "kws_norm.h").write_text(norm_header or "/* no speaker normalization */\n")
     shutil.copyfile(HERE / "stream.c", d / "stream.c")
-    return {rt: frontend.build_c(d, sources, rt, "stream_" + rt.replace("-", "_")) for rt in runtimes}
+    # the keyword firmware is sized for a 256 KB part: the int8 weight arrays only, not the halfwords the DSP
+    # cores could read faster (LMU_WX, docs/firmware.md), which would not leave it room
+    flags = ("-DLMU_COMPACT_WEIGHTS",)
+    return {rt: frontend.build_c(d, sources, rt, "stream_" + rt.replace("-", "_"), flags=flags) for rt in runtimes}
 
 
 def run_stream(exe, runtime, audio, n_outputs=N_CLASSES) -> tuple:
