@@ -341,7 +341,7 @@ class FloatStep:
             am = ops.add(ops.matmul(m2, hi), ops.matmul(m2, lo))
         else:
             am = ops.matmul(m2, W)
-        return ops.add(am, ops.mul(u2, ops.const(Bt[None, :])))
+        return ops.add(am, ops.mul(u2, ops.const(Bt)))  # (q,): a fold into the encoder keeps a vector bias
 
     def _rk_memory(self, ops, i, L: ir.LMU, m, u):
         """The structured RK step of :func:`lmu_edge.lti.rk_step` (two CUMSUMs per stage, no q*q matrix)."""

@@ -83,3 +83,27 @@ def test_tflite_int8_state_path_gets_int16x8_weights_where_nearest_ones_miss(tmp
     got = sqnr_db(art.run(data["x_test"]), lmu_edge.simulate(src, data["x_test"].astype(np.float64)))
     q = json.loads((art.path / "report.json").read_text())["quantization"]
     assert got >= FLOORS["tflite", "int8"] and q["weight_rounding"] == "gptq", (got, q)
+
+
+def test_tflite_int16x8_converts_an_order_1_memory_of_one_channel(tmp_path):
+    """Seeds 107 and 155 of the long run: TFLite int16x8 refused by the TF converter ("Expected bias tensor
+    to be a vector"). An order-1 memory of one channel multiplied its (1, 1) encoder output by Bbar as a
+    (1, q) row; the converter folded that product into the encoder's FULLY_CONNECTED, whose bias became the
+    (1, 1) matrix the int16x8 quantizer refuses. Bbar is now a (q,) vector (the same broadcast): the fold
+    keeps a vector bias. Floors as docs/matrix.md."""
+    import graphs
+
+    rng = np.random.default_rng(107)
+    g = ir.Graph(
+        "order1",
+        input_features=8,
+        seq_len=None,
+        layers=(
+            graphs.lmu(rng, n_in=8, q=1, theta=43.1, units=1, input_to_hidden=True, return_sequences=False),
+            ir.Dense("head", rng.standard_normal((1, 4)), rng.standard_normal(4) * 0.1, "softmax"),
+        ),
+    )
+    x = rng.standard_normal((96, 39, 8))
+    art = lmu_edge.convert(g, "tflite", tmp_path / "a", quantize="int16x8", calibration=x[:64])
+    got = sqnr_db(art.run(x[64:]), lmu_edge.simulate(g, x[64:]))
+    assert got >= FLOORS["tflite", "int16x8"], got
