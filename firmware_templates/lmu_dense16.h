@@ -11,6 +11,7 @@
 #include "lmu_fixedpoint.h"
 #include "lmu_memory.h"
 #include "lmu_dense16_blocks.h"
+#include "lmu_dense16_v6m.h"
 
 #if LMU_PATH_ARM /* the DSP and Helium kernels */
 #if LMU_PATH_DSP
@@ -309,83 +310,6 @@ static inline int32_t lmu_dense_mve_rows(int16_t *mc, int32_t uc, int32_t q, con
 }
 #endif
 
-#if LMU_PATH_V6M
-/* ARMv6-M: *a0 = sum_j p0[j] pm[j], *a1 = sum_j p1[j] pm[j] over n >= 1 columns, each 32-bit sum proven to
- * fit by the caller's chunk. Per column 3 LDRSH (register offset, one shared index), 2 MULS, 2 ADD, then
- * ADDS / CMP / BNE: 10 instructions for 2 MACs, no stack traffic. The sums take ADD (no flags), which
- * reaches any register, so gcc may keep them high and the loop needs only six of the eight low registers:
- * it builds inside any step, at every optimization level that defines __OPTIMIZE__. */
-static inline void lmu_v6m_dot2(const int16_t *pm, const int16_t *p0, const int16_t *p1, int32_t n, int32_t *a0,
-                                int32_t *a1) {
-    int32_t s0 = 0, s1 = 0, i = 0, x, c;
-    const int32_t end = 2 * n;
-    __asm__(".syntax unified\n" /* gcc hands Thumb-1 inline assembly over in divided syntax */
-            "1:\n\t"
-            "ldrsh %[x], [%[pm], %[i]]\n\t"
-            "ldrsh %[c], [%[p0], %[i]]\n\t"
-            "muls %[c], %[x], %[c]\n\t"
-            "add %[s0], %[c]\n\t"
-            "ldrsh %[c], [%[p1], %[i]]\n\t"
-            "muls %[c], %[x], %[c]\n\t"
-            "add %[s1], %[c]\n\t"
-            "adds %[i], %[i], #2\n\t"
-            "cmp %[i], %[end]\n\t"
-            "bne 1b"
-            : [s0] "+r"(s0), [s1] "+r"(s1), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
-            : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [end] "r"(end)
-            : "cc", "memory");
-    *a0 = s0;
-    *a1 = s1;
-}
-
-/* ARMv6-M, three rows: *a0..*a2 = sum_j pk[j] pm[j] over n >= 2 columns, n even, each row's sum modulo
- * 2^32 (the wrap32 rows, whose end results the code generator proved to fit int32). Per column 4 LDRSH,
- * 3 MULS, 3 ADD and one ADDS (11 instructions for 3 MACs; lmu_v6m_dot2 takes 10 for 2), four columns per
- * pass, then CMP / BNE; a last pair of columns when n % 4 = 2. Seven low registers (the loads take
- * register offsets only) and four high ones, which ADD and CMP reach. */
-#define LMU_V6M_COL3                                                                                                   \
-    "ldrsh %[x], [%[pm], %[i]]\n\t"                                                                                    \
-    "ldrsh %[c], [%[p0], %[i]]\n\t"                                                                                    \
-    "muls %[c], %[x], %[c]\n\t"                                                                                        \
-    "add %[s0], %[c]\n\t"                                                                                              \
-    "ldrsh %[c], [%[p1], %[i]]\n\t"                                                                                    \
-    "muls %[c], %[x], %[c]\n\t"                                                                                        \
-    "add %[s1], %[c]\n\t"                                                                                              \
-    "ldrsh %[c], [%[p2], %[i]]\n\t"                                                                                    \
-    "muls %[c], %[x], %[c]\n\t"                                                                                        \
-    "add %[s2], %[c]\n\t"                                                                                              \
-    "adds %[i], %[i], #2\n\t"
-
-static inline void lmu_v6m_dot3(const int16_t *pm, const int16_t *p0, int32_t q, int32_t n, int32_t *a0, int32_t *a1,
-                                int32_t *a2) {
-    /* the sums and the end in fixed high registers (local register variables: gcc places asm operands
-     * there), which leaves gcc every low register for the rest at every optimization level */
-    register int32_t s0 __asm__("r8") = 0;
-    register int32_t s1 __asm__("r9") = 0;
-    register int32_t s2 __asm__("r10") = 0;
-    register int32_t end __asm__("r11") = 2 * (n - n % 4);
-    int32_t i = 0, x, c;
-    const int16_t *p1 = p0 + q, *p2 = p1 + q;
-    if (end > 0) {
-        __asm__(".syntax unified\n"
-                "1:\n\t" LMU_V6M_COL3 LMU_V6M_COL3 LMU_V6M_COL3 LMU_V6M_COL3 "cmp %[i], %[end]\n\t"
-                "bne 1b"
-                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
-                : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [p2] "l"(p2), [end] "r"(end)
-                : "cc", "memory");
-    }
-    if (n % 4) {
-        __asm__(".syntax unified\n\t" LMU_V6M_COL3 LMU_V6M_COL3
-                : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [i] "+l"(i), [x] "=&l"(x), [c] "=&l"(c)
-                : [pm] "l"(pm), [p0] "l"(p0), [p1] "l"(p1), [p2] "l"(p2)
-                : "cc", "memory");
-    }
-    *a0 = s0;
-    *a1 = s1;
-    *a2 = s2;
-}
-#endif
-
 /* Dense memory with a 16-bit state and 16-bit coefficients (the quantizer's default): the equation, ranges
  * and proof of LMU_DEFINE_DENSE_MEMORY above. Rows the DSP path leaves (all of them on the portable path)
  * go two at a time, so one state load serves two rows. Where a 64-bit multiply-accumulate costs several
@@ -487,7 +411,22 @@ LMU_SPECIALIZE void lmu_dense_memory_s16_c16(const lmu_dense_memory_c16_t *cfg, 
                     s1 += (int32_t)r1[j0] * mj;
                 }
             } else {
-                for (j0 = 0; j0 < q; j0 += chunk) {
+#if LMU_PATH_V6M
+                if (chunk >= 1 && q > 0) { /* the chunks in one call: lmu_v6m_rows2_chunks */
+                    int32_t a[9];
+                    const int16_t *pp[3];
+                    pp[0] = mc;
+                    pp[1] = r0;
+                    pp[2] = r1;
+                    memcpy(a, pp, sizeof(pp)); /* three 32-bit pointers (ARMv6-M) */
+                    a[3] = 2 * chunk;
+                    a[4] = 2 * q;
+                    lmu_v6m_rows2_chunks(a);
+                    s0 = (int64_t)a[6] * 65536 + a[5];
+                    s1 = (int64_t)a[8] * 65536 + a[7];
+                }
+#endif
+                for (j0 = LMU_PATH_V6M && chunk >= 1 ? q : 0; j0 < q; j0 += chunk) {
                     const int32_t n = q - j0 > chunk ? chunk : q - j0;
                     const int16_t *p0 = r0 + j0, *p1 = r1 + j0, *pm = mc + j0;
                     int32_t a0 = 0, a1 = 0;

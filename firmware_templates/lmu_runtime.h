@@ -10,7 +10,8 @@
  *   lmu_int16.h           the 16-bit layers (int16x8, int16): lmu_mbqm16, interpolated tables
  *   lmu_memory.h          fixed-point LMU memories: generic dense, Runge-Kutta, FIR
  *   lmu_dense16.h         the 16 x 16 dense memory (the quantizer's default) on every path,
- *   lmu_dense16_blocks.h    and its DSP and Helium row blocks
+ *   lmu_dense16_blocks.h    and its DSP and Helium row blocks,
+ *   lmu_dense16_v6m.h       and its ARMv6-M row sums
  *   lmu_float.h           the float32 path (define LMU_NO_FLOAT to leave it out)
  *
  * Integer path (no floating point at all, so it runs on an FPU-less Cortex-M0):
@@ -52,6 +53,7 @@
 #include "lmu_int16.h"
 #include "lmu_memory.h"
 #include "lmu_dense16_blocks.h"
+#include "lmu_dense16_v6m.h"
 #include "lmu_dense16.h"
 #include "lmu_float.h"
 
