@@ -53,8 +53,9 @@
  * the int8 array). That doubles those layers' weight flash: define LMU_COMPACT_WEIGHTS to keep the int8 arrays
  * (--device leaves them out where they would take the model past half its flash). Helium reads
  * int8 weights at full speed (VLDRB.S16) and ARMv6-M gains nothing from halfwords, so they keep the int8 arrays.
- * The values are the same int8 integers in either layout: the results are identical (docs/firmware.md). */
-#if LMU_PATH_DSP && !LMU_PATH_MVE && !defined(LMU_COMPACT_WEIGHTS)
+ * The values are the same int8 integers in either layout: the results are identical (docs/firmware.md). Its
+ * kernels are naked functions (GNU C: gcc and clang); other compilers keep the int8 arrays. */
+#if LMU_PATH_DSP && !LMU_PATH_MVE && !defined(LMU_COMPACT_WEIGHTS) && (defined(__GNUC__) || defined(__clang__))
 #define LMU_WX 1
 #else
 #define LMU_WX 0
@@ -98,6 +99,11 @@
 #endif
 #if LMU_PATH_MVE
 #include <arm_mve.h>
+/* Before a predicated Helium store (VSTRxT under VPST): gcc 12 treats vstrbq_p / vstrhq_p / vstrwq_p as if they
+ * stored every lane, so its dead-store elimination dropped earlier stores to the lanes the predicate leaves
+ * off (a layer's last partial block: the int32 past its last output, found by a canary under QEMU). A compiler
+ * barrier keeps them: no instruction. */
+#define LMU_MVE_STORE_FENCE() __asm__ volatile("" ::: "memory")
 #endif
 
 #if LMU_PATH_DSP

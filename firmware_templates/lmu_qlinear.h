@@ -342,6 +342,9 @@ LMU_SPECIALIZE void lmu_qlinear30(const lmu_qlinear_t *L, const int8_t *x, int32
             if (L->lut) {
                 a = vldrbq_gather_offset_s32(L->lut, vreinterpretq_u32_s32(vaddq_n_s32(a, 128)));
             }
+            if (left < 4) {
+                LMU_MVE_STORE_FENCE();
+            }
             if (y) {
                 vstrbq_p_s32(y + j, a, pr);
             } else {

@@ -56,6 +56,7 @@ LMU_SPECIALIZE int32_t lmu_requant8_s16_mve(const int16_t *v, int8_t *z, int32_t
         const mve_pred16_t p = vctp32q((uint32_t)(n - i));
         int32x4_t y = vqrdmulhq_n_s32(vldrhq_z_s32(v + i, p), m);
         y = e > 0 ? vshlq_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), right) : vaddq_n_s32(y, k);
+        LMU_MVE_STORE_FENCE();
         vstrbq_p_s32(z + i, vmaxq_s32(vminq_s32(y, hi), lo), p);
     }
     return 1;
@@ -109,6 +110,7 @@ LMU_SPECIALIZE int32_t lmu_requant16_s16_mve(const int16_t *v, int16_t *z, int32
             y = vshlq_r_s32(vaddq_s32(vaddq_n_s32(y, k), vshrq_n_s32(y, 31)), -e);
         }
         h = vqmovnbq_s32(h, vaddq_n_s32(y, zp));
+        LMU_MVE_STORE_FENCE();
         vstrhq_p_s32(z + i, vreinterpretq_s32_s16(h), p);
     }
     return 1;
