@@ -331,6 +331,11 @@ def _c_summary(rep: dict) -> str:
             + ", ".join(f"{n:,.0f} on Cortex-{name}" for n, name in insn)
             + f" (QEMU -icount, mean over the first {steps} steps of the first sequence)"
         )
+    notes = [
+        f"Cortex-{k.upper()}: {v[f'instructions_note_{k}']}" for k in ("m4", "m0") if v.get(f"instructions_note_{k}")
+    ]
+    if notes:  # a model larger than QEMU's board: converted, not measured there
+        parts.append("instructions per step " + "; ".join(notes))
     if c.get("flash_bytes"):
         flash = f"flash {c['flash_bytes']:,} B on the M4"
         flash += f" ({c['flash_bytes_m0']:,} on the M0)" if c.get("flash_bytes_m0") else ""
