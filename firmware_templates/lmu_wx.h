@@ -12,6 +12,43 @@
 #if LMU_WX
 #define LMU_UNUSED __attribute__((unused)) /* a naked function's parameters are read by its assembly only */
 
+/* The two naked functions' shared assembly: entry (r0 x, r1 weights, r2 groups -> the end of x, r3 the sums,
+ * loaded into r4-r7; SHIFT: log2 of a group's input bytes), the four rows of one group (two LDM of four weight
+ * pairs, eight SMLAD against the input pairs in lr and r3), an odd group first, then pairs of groups, exit */
+#define LMU_WX_ENTER(SHIFT)                                                                                            \
+    "push {r3, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"                                                              \
+    "ldm r3, {r4, r5, r6, r7}\n\t"                                                                                     \
+    "lsls r12, r2, #31\n\t"                                                                                            \
+    "add r2, r0, r2, lsl #" SHIFT "\n\t"                                                                               \
+    "beq 2f\n\t"
+#define LMU_WX_ROWS                                                                                                    \
+    "ldm r1!, {r8, r10, r11, r12}\n\t"                                                                                 \
+    "smlad r4, r8, lr, r4\n\t"                                                                                         \
+    "smlad r4, r10, r3, r4\n\t"                                                                                        \
+    "smlad r5, r11, lr, r5\n\t"                                                                                        \
+    "smlad r5, r12, r3, r5\n\t"                                                                                        \
+    "ldm r1!, {r8, r10, r11, r12}\n\t"                                                                                 \
+    "smlad r6, r8, lr, r6\n\t"                                                                                         \
+    "smlad r6, r10, r3, r6\n\t"                                                                                        \
+    "smlad r7, r11, lr, r7\n\t"                                                                                        \
+    "smlad r7, r12, r3, r7\n\t"
+#define LMU_WX_PAIRS(GROUP)                                                                                            \
+    GROUP LMU_WX_ROWS "2:\n\t"                                                                                         \
+                      "cmp r0, r2\n\t"                                                                                 \
+                      "beq 3f\n"                                                                                       \
+                      "1:\n\t" GROUP LMU_WX_ROWS GROUP LMU_WX_ROWS "cmp r0, r2\n\t"                                    \
+                      "bne 1b\n"                                                                                       \
+                      "3:\n\t"                                                                                         \
+                      "ldr r3, [sp]\n\t"                                                                               \
+                      "stm r3, {r4, r5, r6, r7}\n\t"                                                                   \
+                      "pop {r3, r4, r5, r6, r7, r8, r9, r10, r11, pc}"
+/* a group's four int16 inputs as (x0, x1) and (x2, x3); four int8 ones as (x0, x2) and (x1, x3) (SXTB16) */
+#define LMU_WX_X16 "ldrd lr, r3, [r0], #8\n\t"
+#define LMU_WX_X8                                                                                                      \
+    "ldr r3, [r0], #4\n\t"                                                                                             \
+    "sxtb16 lr, r3\n\t"                                                                                                \
+    "sxtb16 r3, r3, ror #8\n\t"
+
 /* Expanded weights (LMU_WX, lmu_config.h): part k's int8 weights as halfwords, blocks of 4 rows (j = 4b .. 4b + 3)
  * by 4 columns (i = 4g .. 4g + 3), rows past n_out and columns past n_in zero. Block b, group g starts at
  * wx + (b G + g) 16 with G = ceil(n_in / 4), row j's four weights at + 4 (j - 4b), in column order.
@@ -25,54 +62,7 @@
  * untouched), so no inlining can leave its assembly without registers. Arguments per AAPCS in r0-r3. */
 __attribute__((naked, noinline)) static void lmu_wx_groups(const int16_t *x LMU_UNUSED, const int16_t *w LMU_UNUSED,
                                                            int32_t pairs LMU_UNUSED, int32_t *s LMU_UNUSED) {
-    __asm__("push {r3, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-            "ldm r3, {r4, r5, r6, r7}\n\t"
-            "lsls r12, r2, #31\n\t"
-            "add r2, r0, r2, lsl #3\n\t"
-            "beq 2f\n\t"
-            "ldrd lr, r3, [r0], #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "2:\n\t"
-            "cmp r0, r2\n\t"
-            "beq 3f\n\t"
-            "1:\n\t"
-            "ldrd lr, r3, [r0], #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "ldrd lr, r3, [r0], #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "cmp r0, r2\n\t"
-            "bne 1b\n\t"
-            "3:\n\t"
-            "ldr r3, [sp]\n\t"
-            "stm r3, {r4, r5, r6, r7}\n\t"
-            "pop {r3, r4, r5, r6, r7, r8, r9, r10, r11, pc}");
+    __asm__(LMU_WX_ENTER("3") LMU_WX_PAIRS(LMU_WX_X16));
 }
 
 /* s[r] += sum_(i < len) x_i W[4b + r, i0 + i] for the four rows of block b, w = its group at i0 (i0 a multiple of
@@ -107,60 +97,7 @@ static inline void lmu_wx_run(const int16_t *x, const int16_t *w, int32_t len, i
  * lmu_wx_groups (lmu_int16.h). */
 __attribute__((naked, noinline)) static void lmu_wx8_groups(const int8_t *x LMU_UNUSED, const int16_t *w LMU_UNUSED,
                                                             int32_t pairs LMU_UNUSED, int32_t *s LMU_UNUSED) {
-    __asm__("push {r3, r4, r5, r6, r7, r8, r9, r10, r11, lr}\n\t"
-            "ldm r3, {r4, r5, r6, r7}\n\t"
-            "lsls r12, r2, #31\n\t"
-            "add r2, r0, r2, lsl #2\n\t"
-            "beq 2f\n\t"
-            "ldr r3, [r0], #4\n\t"
-            "sxtb16 lr, r3\n\t"
-            "sxtb16 r3, r3, ror #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "2:\n\t"
-            "cmp r0, r2\n\t"
-            "beq 3f\n\t"
-            "1:\n\t"
-            "ldr r3, [r0], #4\n\t"
-            "sxtb16 lr, r3\n\t"
-            "sxtb16 r3, r3, ror #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "ldr r3, [r0], #4\n\t"
-            "sxtb16 lr, r3\n\t"
-            "sxtb16 r3, r3, ror #8\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r4, r8, lr, r4\n\t"
-            "smlad r4, r10, r3, r4\n\t"
-            "smlad r5, r11, lr, r5\n\t"
-            "smlad r5, r12, r3, r5\n\t"
-            "ldm r1!, {r8, r10, r11, r12}\n\t"
-            "smlad r6, r8, lr, r6\n\t"
-            "smlad r6, r10, r3, r6\n\t"
-            "smlad r7, r11, lr, r7\n\t"
-            "smlad r7, r12, r3, r7\n\t"
-            "cmp r0, r2\n\t"
-            "bne 1b\n\t"
-            "3:\n\t"
-            "ldr r3, [sp]\n\t"
-            "stm r3, {r4, r5, r6, r7}\n\t"
-            "pop {r3, r4, r5, r6, r7, r8, r9, r10, r11, pc}");
+    __asm__(LMU_WX_ENTER("2") LMU_WX_PAIRS(LMU_WX_X8));
 }
 
 /* a[r] += sum_(i < n) x_i W[4b + r, i] (modulo 2^32) for the four rows of block b of an int8 layer's part with
