@@ -49,7 +49,7 @@
     "sxtb16 lr, r3\n\t"                                                                                                \
     "sxtb16 r3, r3, ror #8\n\t"
 
-/* Expanded weights (LMU_WX, lmu_config.h): part k's int8 weights as halfwords, blocks of 4 rows (j = 4b .. 4b + 3)
+/* Expanded weights of a 16-bit layer (LMU_WX, lmu_config.h): part k's int8 weights as halfwords, blocks of 4 rows (j = 4b .. 4b + 3)
  * by 4 columns (i = 4g .. 4g + 3), rows past n_out and columns past n_in zero. Block b, group g starts at
  * wx + (b G + g) 16 with G = ceil(n_in / 4), row j's four weights at + 4 (j - 4b), in column order.
  *
@@ -61,7 +61,7 @@
  * integers. A naked function (its registers chosen here, saved and restored here; r9, the platform register,
  * untouched), so no inlining can leave its assembly without registers. Arguments per AAPCS in r0-r3. */
 __attribute__((naked, noinline)) static void lmu_wx_groups(const int16_t *x LMU_UNUSED, const int16_t *w LMU_UNUSED,
-                                                           int32_t pairs LMU_UNUSED, int32_t *s LMU_UNUSED) {
+                                                           int32_t groups LMU_UNUSED, int32_t *s LMU_UNUSED) {
     __asm__(LMU_WX_ENTER("3") LMU_WX_PAIRS(LMU_WX_X16));
 }
 
@@ -87,16 +87,17 @@ static inline void lmu_wx_run(const int16_t *x, const int16_t *w, int32_t len, i
         }
     }
 }
-/* Expanded weights of an int8 layer (LMU_WX, lmu_config.h; the layout of lmu_int16.h's, blocks of 4 rows by 4
+
+/* Expanded weights of an int8 layer (LMU_WX, lmu_config.h; the 16-bit layers' layout above, blocks of 4 rows by 4
  * columns, with the columns of each group stored in the order 0, 2, 1, 3 so that each row's two LDM words are
  * (w0, w2) and (w1, w3), the pairs SXTB16 makes of the inputs). lmu_wx8_groups(x, w, groups, s): s[r] += sum
  * over 4 groups int8 inputs x_i w_r,i for the four rows of one block, from the block's group at w, modulo 2^32
- * (the int8 dot product's contract, below). Per group of 16 MACs: one LDR of four inputs, SXTB16 and SXTB16
+ * (the int8 dot product's contract, lmu_qlinear.h). Per group of 16 MACs: one LDR of four inputs, SXTB16 and SXTB16
  * ROR #8, two LDM of four weight pairs each and eight SMLAD; two groups per pass, then CMP and BNE (28
  * instructions per 32 MACs, against 46 for lmu_qdot4_arm), an odd group first. A naked function, as
- * lmu_wx_groups (lmu_int16.h). */
+ * lmu_wx_groups above. */
 __attribute__((naked, noinline)) static void lmu_wx8_groups(const int8_t *x LMU_UNUSED, const int16_t *w LMU_UNUSED,
-                                                            int32_t pairs LMU_UNUSED, int32_t *s LMU_UNUSED) {
+                                                            int32_t groups LMU_UNUSED, int32_t *s LMU_UNUSED) {
     __asm__(LMU_WX_ENTER("2") LMU_WX_PAIRS(LMU_WX_X8));
 }
 
