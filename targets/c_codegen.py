@@ -55,15 +55,16 @@ def _qlinear(code: Code, name: str, q: qir.QLinear) -> str:
         )
         x = "NULL"
         if wx:
+            blocks = wx_layout(p.kernel.T, int8_inputs=q.in_bits == 8)
             x = code.array(
                 f"{name}_p{k}_wx",
                 "int16_t",
-                wx_layout(p.kernel.T, int8_inputs=q.in_bits == 8),
-                f"{name}: part {k} weights expanded to halfwords, 4 x 4 blocks (DSP cores, lmu_int16.h)",
+                blocks,
+                f"{name}: part {k} weights expanded to halfwords, 4 x 4 blocks (DSP cores, lmu_wx.h)",
                 guard="LMU_WX",
                 count_bytes=False,
             )
-            code.wx_bytes += 2 * int(wx_layout(p.kernel.T).size) - int(p.kernel.size)
+            code.wx_bytes += 2 * int(blocks.size) - int(p.kernel.size)
         m = code.array(f"{name}_p{k}_m", "int32_t", p.multiplier, f"{name}: part {k} multipliers")
         s = code.array(f"{name}_p{k}_s", "int32_t", p.shift, f"{name}: part {k} shifts")
         zsum = "NULL"
