@@ -30,7 +30,8 @@ branch 3 (1 + pipeline refill of 2), LDRD and LDM 1 + words); Cortex-M33 and M7 
 the dual-issue M7 an upper bound); Cortex-M55 (dual-beat Helium): 2 cycles per 128-bit vector
 instruction, scalar as on the M4. An estimate, not a measurement: QEMU does not model cycles.
 Flash: text + rodata + data of model.o for that core and path (the paths read the same arrays, so any
-difference is code). Prints, asserts nothing.
+difference is code). est/QEMU: the C target's estimate of the step (``targets/c_cost.py``, what the widening search
+weighs) over the measured count: where a kernel got faster, its rate there is stale. Prints, asserts nothing.
 """
 
 import argparse
@@ -48,6 +49,7 @@ import numpy as np
 import lmu_edge
 from lmu_edge import intsim, toolchain
 from lmu_edge.targets import c as c_target
+from lmu_edge.targets import c_cost
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -342,7 +344,7 @@ def main(argv=None):
     )
     print(
         f"{'model':<18} {'runtime':<11} {'path':<9} {'insn/step':>9} {'insn/MAC':>8} {'cyc/MAC~':>8} {'dense':>6} "
-        f"{'memory':>6} {'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11}"
+        f"{'memory':>6} {'other insn':>10} {'flash B':>8} {'exact':>5} {'vs portable':>11} {'est/QEMU':>8}"
     )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -381,17 +383,19 @@ def main(argv=None):
                         dense = per["dense"][0] / max(per["dense"][1], 1)
                         mem = per["memory"][0] / max(per["memory"][1], 1)
                         vs = f"{base['insn'] / r['insn']:10.2f}x" if base else f"{'-':>11}"
+                        est = c_cost.step_instructions(qg, name) / r["insn"] if not portable else float("nan")
                         print(
                             f"{label:<18} {name:<11} {path:<9} {r['insn']:9.0f} {r['insn'] / macs:8.3f} "
                             f"{r['insn'] * r['cpi'] / macs:8.2f} {dense:6.2f} {mem:6.2f} {per['other'][0]:10.0f} "
-                            f"{r['flash']:8d} {str(r['exact']):>5} {vs}"
+                            f"{r['flash']:8d} {str(r['exact']):>5} {vs} {est:8.2f}"
                         )
                         if a.statements:
                             print("    " + "  ".join(f"{k}:{m}:{n:.0f}" for k, m, n in r["statements"]))
                         rows.append({"order": q, "mode": mode, "runtime": name, "path": path, "macs": macs, **r})
     print(
         "dense / memory: instructions per MAC of those layers; other: instructions per step outside them; "
-        "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data"
+        "cyc/MAC~: estimate (see the docstring); flash: model.o text + rodata + data; est/QEMU: the widening search's "
+        "estimate of the step (targets/c_cost.py) over the count"
     )
     return rows
 

@@ -262,6 +262,14 @@ def convert(
             f"{qinfo['int8_weights_sqnr_db']:.1f} dB against the source on the calibration data, below "
             f"{qinfo['widen_db']:g} dB ({qinfo['calibration_sqnr_db']:.1f} dB now); --weight-bits 8 keeps int8 weights"
         )
+    cost = qinfo.get("step_instructions") or {}
+    if cost.get("chosen") != cost.get("unwidened") and cost.get("core"):  # what the widening costs, estimated
+        d, core = cost["chosen"] - cost["unwidened"], escape.printable(cost["core"]).replace("cortex-m", "Cortex-M")
+        click.echo(
+            f"  widening {'costs' if d > 0 else 'saves'} about {abs(d):,} instructions per step on the {core} "
+            f"({cost['unwidened']:,} -> {cost['chosen']:,}, estimated; of two choices that reach the target the "
+            f"search takes the faster)"
+        )
     held = qinfo.get("held_out") or {}
     if held.get("widened_further"):  # the choice missed on sequences its ranges did not see: widened further
         click.echo(

@@ -6,23 +6,18 @@ int32 biases, requantization by a fixed-point multiplier and shift
 (:func:`lmu_edge.fixedpoint.quantize_multiplier`). tanh, sigmoid and silu are
 256-entry tables, softmax an exp table and an integer division.
 
-With ``activation_bits=16`` (the ``int16x8`` mode, as TFLite's 16x8 and
-CMSIS-NN's s16 kernels) every activation is int16, symmetric (zero point 0),
-weights stay int8. Calibrated ranges get one bit of headroom (x2), and the
-int16 view ``z`` of an LMU state spans the state's proven bound (up to 64x
-its calibrated range), so test inputs beyond the calibration data are not
-clipped. A row's accumulator is int64: ``n`` products of at most
-``2^15 * 2^7`` plus an int32 bias stay below ``2^47`` for ``n < 2^24`` inputs
-(checked), the range TFLite's 64-bit requantization (:func:`lmu_edge.qir.mbqm16`,
-the multiplier rounded to 16 bits) is exact for. tanh, sigmoid and silu are
-513-entry int16 tables (one per 128 input values) read with linear
-interpolation: a 256-entry table would leave 8 of the 16 bits unused, a
-65536-entry one costs 128 KB per layer. The interpolation error is at most
-``h^2 max|f''| / 8`` for a segment of ``h = 128 * input scale``; tanh's input is
-capped at +-8 and sigmoid's at +-12 (beyond which the output is within 0.4
-16-bit LSB of its limit), so ``h <= 3/128``: measured over every int16 input,
-the tables are within 3.9 (tanh) and 1.8 (sigmoid) output LSBs (2^-15) of the
-exact function. Softmax uses a 513-entry exp table read the same way.
+With ``activation_bits=16`` (the ``int16x8`` mode, as TFLite's 16x8 and CMSIS-NN's s16 kernels) every
+activation is int16, symmetric (zero point 0), weights stay int8. Calibrated ranges get one bit of headroom
+(x2), and the int16 view ``z`` of an LMU state spans the state's proven bound (up to 64x its calibrated range),
+so test inputs beyond the calibration data are not clipped. A row's accumulator is int64: ``n`` products of at
+most ``2^15 * 2^7`` plus an int32 bias stay below ``2^47`` for ``n < 2^24`` inputs (checked), the range
+TFLite's 64-bit requantization (:func:`lmu_edge.qir.mbqm16`, the multiplier rounded to 16 bits) is exact for.
+tanh, sigmoid and silu are 513-entry int16 tables (one per 128 input values) read with linear interpolation: a
+256-entry table would leave 8 of the 16 bits unused, a 65536-entry one costs 128 KB per layer. The
+interpolation error is at most ``h^2 max|f''| / 8`` for a segment of ``h = 128 * input scale``; tanh's input
+is capped at +-8 and sigmoid's at +-12 (beyond which the output is within 0.4 16-bit LSB of its limit), so ``h
+<= 3/128``: measured over every int16 input, the tables are within 3.9 (tanh) and 1.8 (sigmoid) output LSBs
+(2^-15) of the exact function. Softmax uses a 513-entry exp table read the same way.
 
 The LMU state is a :class:`FixedType` of ``state_bits`` (8..32) with a
 power-of-two scale, chosen from a **proven bound**: the encoder output ``u``
@@ -111,6 +106,7 @@ def quantize(
     progress=None,
     search_steps: Optional[int] = widening.SEARCH_STEPS,
     held_out: bool = True,
+    cost=None,
 ) -> ir.Graph:
     """Quantize a recurrent float graph to integers, calibrated on ``calibration`` ``(N, T, F)``.
 
@@ -143,6 +139,8 @@ def quantize(
     :data:`GARBAGE_DB` on the calibration data is warned about with its measured SQNR. ``held_out``: the
     search's choice is checked on half the calibration sequences with ranges from the other half, and the
     search runs again there where it falls short (:class:`lmu_edge.widening.HeldOut`; docs/quantization.md).
+    ``cost``: the target's estimate of a graph's instructions per step (its ``.core`` names where), weighed by
+    the search (:func:`lmu_edge.widening.search`); the metadata's ``step_instructions`` says what widening cost.
 
     Returns a graph of :mod:`lmu_edge.qir` layers; ``lmu_edge.simulate`` runs it in exact
     integer arithmetic. ``graph.metadata["quantization"]`` records every choice and bound.
@@ -207,6 +205,7 @@ def quantize(
                 qg = _integer_graph(*args, correct, wide, wide_acts, measured, span)
                 qg = scorer.near(qg)
             chosen[id(qg.layers)] = (qg.layers, (use_gptq, wide, wide_acts, sb, measured, span))
+            chosen.setdefault("first", qg)  # nothing widened: what the widening's cost is measured from
             return qg.metadata["quantization"]["calibration_sqnr_db"], qg, caught
 
         return build
@@ -225,6 +224,7 @@ def quantize(
                 ab == 8 and widening.window_seen(graph, x.shape[1]),
                 progress,
                 scorer,
+                cost,
             )
         )
 
@@ -256,6 +256,9 @@ def quantize(
             f"({kept}-bit state, {wb}-bit weights, {ab}-bit activations): its outputs are not the model's{wider}",
             stacklevel=2,
         )
+    if cost is not None and "first" in chosen:
+        per = {"core": getattr(cost, "core", None), "unwidened": cost(chosen["first"]), "chosen": cost(qg)}
+        qg = widening.noted(qg, step_instructions={k: v for k, v in per.items() if v is not None})
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data
         meta = dict(qg.metadata)
         meta["quantization"] = dict(meta["quantization"])

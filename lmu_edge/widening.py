@@ -17,15 +17,30 @@ import time
 import numpy as np
 
 from . import ir
-from .budget import spread_rows
 from .errors import QuantizationError
 from .precision import WIDEN_DB
 from .rounding import weight_parts
+from .scoring import NEAR_DB, SCORE_FIELDS, SEARCH_STEPS, Scorer, noted  # noqa: F401 (re-exported)
 
 #: int16x8 with ``widen_db``: the weight width of a part :func:`widen` widens
 WIDE_BITS = 16
 #: ``widen_db``: a part is widened only when that lifts the calibration SQNR by at least this much
 WIDEN_MIN_GAIN_DB = 0.5
+#: :func:`search`'s ``cost`` (a target's estimate of a graph's instructions per step on its device) decides between
+#: two choices that both reach the target where their costs differ by more than this share of the step; within it
+#: the estimate's error could decide, and the SQNR does, as it does without a cost
+COST_TIE = 0.02
+
+
+def cheapest_first(items: list, costs: list, step: float) -> list:
+    """``items`` (in the order the SQNR ranks them) by their ``costs``, cheapest first, where costs within
+    :data:`COST_TIE` of the ``step`` of their neighbour's are one group that keeps the SQNR's order."""
+    ranked = sorted(range(len(items)), key=lambda k: costs[k])
+    group, keyed = 0, {}
+    for prev, k in zip([None, *ranked], ranked, strict=False):
+        group += prev is not None and costs[k] - costs[prev] > COST_TIE * step
+        keyed[k] = group
+    return [items[k] for k in sorted(range(len(items)), key=lambda k: (keyed[k], k))]
 
 
 def check_widen_db(widen_db, weight_bits) -> None:
@@ -123,6 +138,7 @@ def search(
     measured_ok=False,
     progress=None,
     scorer=None,
+    cost=None,
 ):
     """:func:`lmu_edge.quantization.quantize`'s mixed-precision search: ``build_at(use_gptq, wide, wide_acts,
     sb=state bits)`` builds the integer graph and returns ``(calibration SQNR, graph, warnings)``; ``tries``
@@ -135,7 +151,9 @@ def search(
     32-bit LMU states, kept if it does better. Returns ``(built, sqnr, graph, warnings, state bits
     tried last, state bits kept)``; ``built`` holds one result per entry of ``tries``. ``progress``: a
     callback for lines on how the search goes (:class:`Ticker`). ``scorer``: the :class:`Scorer` whose
-    subsample ``build_at`` scores on; its near-ties and thresholds are decided on every sequence."""
+    subsample ``build_at`` scores on; its near-ties and thresholds are decided on every sequence. ``cost``: the
+    target's estimate of a built graph's instructions per step (``cost(graph) -> number``); where two choices
+    reach the target, the cheaper is taken where they differ by more than :data:`COST_TIE` of the step."""
     settle, mark = (scorer.settle, scorer.mark) if scorer is not None else (list, lambda db: None)
     if progress is not None:
         build_at = Ticker(build_at, progress, candidates_per_width(graph, tries, widen_db, ab))
@@ -161,7 +179,8 @@ def search(
     def _widened(build, built, stop_short):
         sqnr, qg, caught = max(built, key=lambda b: b[0])  # the first of equals: GPTQ
         if widen_db is not None and ab == 16:
-            sqnr, qg, caught = widen(build, tries[0], graph, (sqnr, qg, caught), float(widen_db), settle, mark)
+            start = (sqnr, qg, caught)
+            sqnr, qg, caught = widen(build, tries[0], graph, start, float(widen_db), settle, mark, cost)
         elif widen_db is not None or wide_layers is not None:
             use = next(t for t, b in zip(tries, built, strict=True) if b[1] is qg)
             if wide_layers is not None:
@@ -177,7 +196,8 @@ def search(
                 sqnr, qg, caught = build(use, frozenset(), acts)
             elif widen_db is not None:
                 start = (sqnr, qg, caught)
-                sqnr, qg, caught = widen_activations(build, use, graph, start, float(widen_db), stop_short, mark)
+                args = (build, use, graph, start, float(widen_db), stop_short, mark, cost)
+                sqnr, qg, caught = widen_activations(*args)
         return built, sqnr, qg, caught
 
     retry = (
@@ -220,7 +240,7 @@ def search(
     return built, sqnr, qg, caught, used, kept
 
 
-def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db: None):
+def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db: None, cost=None):
     """:func:`lmu_edge.quantization.quantize`'s ``widen_db``: ``build(use_gptq, wide)`` builds the
     integer graph with the parts ``wide`` 16-bit and returns ``(calibration SQNR, graph, warnings)``;
     ``start`` is that of no part widened. Widening parts one at a time stalls where several int8 parts
@@ -228,7 +248,9 @@ def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db:
     then, one at a time, the part whose int8 weights keep the SQNR highest goes back to int8, as long
     as the SQNR stays at ``target_db`` (or, where 16-bit weights everywhere miss it, within
     :data:`WIDEN_MIN_GAIN_DB` of what they reach). ``settle`` and ``mark``: :meth:`Scorer.settle` and
-    :meth:`Scorer.mark`, where the search scores on a subsample."""
+    :meth:`Scorer.mark`, where the search scores on a subsample. With a ``cost`` (:func:`search`) the
+    elimination runs again taking first, of the parts whose int8 weights keep the SQNR there, the one that
+    saves the most instructions (:func:`cheapest_first`); its choice is kept where it is :func:`faster`."""
     keys = weight_parts(graph)
     wide = frozenset(keys) if start[0] < target_db else frozenset()
     best = build(use_gptq, wide) if wide else start
@@ -238,31 +260,40 @@ def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db:
     # reaches (min() of the two let a search end below a target it could keep: tests/test_widening_search.py)
     floor = target_db if best[0] >= target_db else best[0] - WIDEN_MIN_GAIN_DB
     mark(floor)
-    while wide:
-        keys_left = sorted(wide)
-        trials = list(
-            zip(
-                settle([build(use_gptq, wide - {k}) if len(wide) > 1 else start for k in keys_left]),
-                keys_left,
-                strict=True,
-            )
-        )
-        trial, key = max(trials, key=lambda t: t[0][0])
-        if trial[0] < floor:
-            break
-        best, wide = trial, wide - {key}
-    widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in wide]
-    return best[0], noted(best[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), best[2]
+    memo: dict = {}
+
+    def trial(w):
+        if w not in memo:
+            memo[w] = build(use_gptq, w) if w else start
+        return memo[w]
+
+    def eliminate(wide, best, by_cost):
+        while wide:
+            keys_left = sorted(wide)
+            trials = list(zip(settle([trial(wide - {k}) for k in keys_left]), keys_left, strict=True))
+            keep = sorted((t for t in trials if t[0][0] >= floor), key=lambda t: -t[0][0])  # stable: first of equals
+            if not keep:
+                break
+            if by_cost:
+                keep = cheapest_first(keep, [cost(t[0][1]) for t in keep], cost(best[1]))
+            best, wide = keep[0][0], wide - {keep[0][1]}
+        return wide, best
+
+    chosen, got = eliminate(wide, best, False)
+    if cost is not None and chosen:
+        alt = eliminate(wide, best, True)
+        chosen, got = alt if faster(cost, alt[1][1], got[1]) else (chosen, got)
+    widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in chosen]
+    return got[0], noted(got[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), got[2]
 
 
-def noted(qg, **fields):
-    """``qg`` with ``fields`` (what a widening search chose and why) added to its quantization metadata."""
-    meta = dict(qg.metadata)
-    meta["quantization"] = {**meta["quantization"], **fields}
-    return qg.replace(metadata=meta)
+def faster(cost, a, b) -> bool:
+    """Whether ``a`` is faster than ``b`` by ``cost`` by more than :data:`COST_TIE` of ``b``'s step: where the
+    widening searches take a choice ordered by cost over the one ordered by SQNR."""
+    return float(cost(b)) - float(cost(a)) > COST_TIE * float(cost(b))
 
 
-def narrow(candidates, score, target_db: float, stop_short: bool = False, mark=lambda db: None) -> tuple:
+def narrow(candidates, score, target_db: float, stop_short: bool = False, mark=lambda db: None, cost=None) -> tuple:
     """Mixed precision for a target whose model is costly to run (ONNX Runtime, LiteRT): the fewest of
     ``candidates`` (tensors or operators) at 16 bits that lift ``score(wide)`` (an SQNR in dB on the
     calibration data, ``wide`` a frozenset of candidates at 16 bits) to ``target_db``, or within
@@ -275,7 +306,10 @@ def narrow(candidates, score, target_db: float, stop_short: bool = False, mark=l
     about 2N + 2W runs of the model for N candidates and W widened, not the N^2 of :func:`widen`'s full
     backward elimination, which a runtime's per-run cost makes too slow. ``stop_short``: where every
     candidate at 16 bits misses ``target_db``, return them all at once (the caller tries something else
-    first, :func:`search`). ``mark(goal)`` is told the goal the candidates are held to (:meth:`Scorer.mark`)."""
+    first, :func:`search`). ``mark(goal)`` is told the goal the candidates are held to (:meth:`Scorer.mark`).
+    ``cost(wide)``: the instructions per step of a set already scored (:func:`search`'s ``cost``): candidates
+    then go back to 8 bits in the order of what that saves, of their SQNR among savings alike
+    (:func:`cheapest_first`)."""
     candidates = list(candidates)
     start = score(frozenset())
     if start >= target_db or not candidates:
@@ -290,6 +324,8 @@ def narrow(candidates, score, target_db: float, stop_short: bool = False, mark=l
     mark(goal)
     alone = {n: score(wide - {n}) for n in candidates}
     order = sorted(candidates, key=lambda n: -alone[n])
+    if cost is not None:
+        order = cheapest_first(order, [cost(wide - {n}) for n in order], cost(wide))
     narrowed = True
     while narrowed:  # until no widened candidate alone can go back to 8 bits (usually two passes)
         narrowed = False
@@ -316,12 +352,14 @@ def widen_db_option(v, target: str, default: float):
     return float(v)
 
 
-def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False, mark=lambda db: None):
+def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False, mark=lambda db: None, cost=None):
     """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
     misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
     or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
     (:func:`narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
-    help with its neighbour's, as a feedback loop's weights do)."""
+    help with its neighbour's, as a feedback loop's weights do). With a ``cost`` (:func:`search`) the narrowing
+    runs again in the order of what each candidate saves; its choice is kept where it is :func:`faster` and
+    widens the input (the C API's width, the user's interface) no more than the first."""
     runs: dict = {(frozenset(), frozenset()): start}
 
     def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
@@ -336,20 +374,20 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
 
     cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
     wide, _, first = narrow(cands, score, target_db, stop_short, mark)
+    if cost is not None and wide:  # again in the order of what each saves; kept where faster, never for the API
+
+        def step(w):
+            return cost(runs[split(w)][1])
+
+        alt, _, _ = narrow(cands, score, target_db, stop_short, cost=step)
+        if faster(step, alt, wide) and ("x" in alt) <= ("x" in wide):
+            wide = alt
     acts, parts = split(wide)
     sqnr, qg, caught = runs[acts, parts]
     widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]
     weights = [f"{graph.layers[i].name}.{f}" for i, f in weight_parts(graph) if (i, f) in parts]
     qg = noted(qg, widen_db=target_db, int8_sqnr_db=first, widened=widened, widened_weights=weights)
     return sqnr, qg, caught
-
-
-#: the search scores a candidate on about this many calibration steps, whole sequences evenly spaced over the
-#: set (issue 54: the psMNIST-sized model's 16 candidates on 200 x 784 steps took 12.7 s each, 203 of 293 s);
-#: the one chosen is scored on every sequence after it
-SEARCH_STEPS = 16384
-#: a candidate the subsample scores within this of the target is scored on every sequence instead
-NEAR_DB = 1.0
 
 
 #: the calibration sequences the held-out check needs (:func:`_held_out`): fewer give no second half worth the name
@@ -524,77 +562,3 @@ class HeldOut:
             return {**out, "widened": parts}
         layers = ["input"] * ("x" in acts) + [n for i, n in enumerate(names) if i in acts]
         return {**out, "widened": layers, "widened_weights": parts}
-
-
-class Scorer:
-    """Where :func:`search` measures its candidates: ``score(qg, x, y_f)`` annotates an integer graph with
-    its SQNR against the float outputs ``y_f`` on inputs ``x``. With a ``target_db`` and calibration
-    longer than ``search_steps`` steps, :attr:`x` and :attr:`y_f` are every k-th sequence, the fewest
-    with at least ``search_steps`` steps; :meth:`near` scores a candidate within :data:`NEAR_DB` of the
-    target on every sequence, and :meth:`run` scores the search's choice on every sequence and, where
-    that puts it on the other side of the target than the subsample did, runs the search again on every
-    sequence. ``search_steps=None`` scores everything on every sequence."""
-
-    def __init__(self, x, y_f, score, target_db, search_steps=SEARCH_STEPS):
-        self.all, self.score, self.target = (x, y_f), score, target_db
-        self.rows = spread_rows(x.shape[0], x.shape[1], None if target_db is None else search_steps)
-        self.x, self.y_f = (x, y_f) if self.rows is None else (x[self.rows], y_f[self.rows])
-        self.marks = [] if target_db is None else [float(target_db)]
-        self.on_all: dict = {}  # id(layers) -> (layers, their SCORE_FIELDS on every sequence): kept, no id reused
-
-    def mark(self, db: float) -> None:
-        """Add a threshold the search compares candidates with (the target is one)."""
-        self.marks.append(float(db))
-
-    def _all(self, qg):
-        """``qg`` scored on every sequence, once per set of integers: a graph :func:`noted` after its scoring
-        (the search's choice) keeps its layers, and takes the figures already measured for them."""
-        seen = self.on_all.get(id(qg.layers))
-        if seen is None or seen[0] is not qg.layers:
-            info = self.score(qg, *self.all).metadata["quantization"]
-            seen = self.on_all[id(qg.layers)] = (qg.layers, {k: info[k] for k in SCORE_FIELDS})
-        return qg.replace(metadata={**qg.metadata, "quantization": {**qg.metadata["quantization"], **seen[1]}})
-
-    def near(self, qg):
-        """``qg`` scored on every sequence where the subsample puts it within :data:`NEAR_DB` of a threshold
-        (:meth:`mark`), else as it is."""
-        if self.rows is None or all(abs(_db(qg) - m) >= NEAR_DB for m in self.marks):
-            return qg
-        return self._all(qg)
-
-    def settle(self, results: list) -> list:
-        """``results`` (``(SQNR, graph, warnings)`` the search picks the best of) with those within
-        :data:`NEAR_DB` of the best scored on every sequence: a near-tie decided there, not by the subsample
-        (the GPTQ and nearest roundings of the drawn models in tests/test_search_subsample.py)."""
-        if self.rows is None or len(results) < 2:
-            return list(results)
-        top = max(r[0] for r in results)
-        out = []
-        for sq, qg, caught in results:
-            full = self._all(qg) if top - sq < NEAR_DB else qg
-            out.append((_db(full), full, caught))
-        return out
-
-    def run(self, search):
-        """``search()`` (returning :func:`search`'s tuple) on the subsample, its choice scored on every
-        sequence (the search again on every sequence where the subsample misjudged the target)."""
-        res = search()
-        if self.rows is None:
-            return res
-        built, sqnr, qg, caught, used, kept = res
-        full = self._all(qg)
-        part = f"{len(self.rows)} of {self.all[0].shape[0]} calibration sequences"
-        on = f"{part} (the choice on every one)"
-        if (sqnr >= float(self.target)) != (_db(full) >= float(self.target)):
-            on = f"every calibration sequence ({part} put the choice on the wrong side of {self.target:.3g} dB)"
-            self.rows, (self.x, self.y_f) = None, self.all
-            built, sqnr, full, caught, used, kept = search()
-        return built, _db(full), noted(full, search_on=on), caught, used, kept
-
-
-#: what a scoring adds to a graph's quantization metadata (quantization._scored)
-SCORE_FIELDS = ("calibration_error", "calibration_sqnr_db")
-
-
-def _db(qg) -> float:
-    return float(qg.metadata["quantization"]["calibration_sqnr_db"])

@@ -10,6 +10,8 @@ its output error about a quantized artifact also defines ``check(artifact, x)``
 (it imports no target): ``PADE_MODES`` (``"float"`` / ``"int"``: where it runs the implicit Pade
 realization; default none), ``RK_QUANTIZED`` (False: no integer Runge-Kutta state path; default True) and
 ``state_bits(quantize, options)`` (a state width other than :mod:`lmu_edge.precision`'s; default None).
+A target that quantizes in ``emit`` may hand :func:`lmu_edge.quantization.quantize` its ``cost``, an estimate
+of a candidate's instructions per step on its device, and the widening search weighs it (C: ``c_cost``).
 Register it in :data:`lmu_edge.registry.TARGETS`;
 :func:`load` imports it and checks the contract. CONTRIBUTING.md walks through
 adding one.

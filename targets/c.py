@@ -52,7 +52,7 @@ from ..precision import state_bits as state_bits_of
 from ..toolchain import ToolMissingError  # noqa: F401  (re-exported: the error a missing tool raises)
 from ..version import __version__
 from ..widening import SEARCH_STEPS
-from . import c_codegen
+from . import c_codegen, c_cost
 from .c_build import BUILD_DIR, BUILD_OUTPUTS, make, make_what_fits  # noqa: F401  (BUILD_*: the target contract)
 from .c_harness import DTYPE_CODES, read_output, run_native, write_input  # noqa: F401  (re-exported)
 from .c_kit import RESERVED_PREFIXES, kit_context, write_kit
@@ -222,6 +222,7 @@ def emit(graph, out_dir, options) -> dict:
                 progress=options.get("progress"),
                 search_steps=options.get("search_steps", OPTIONS["search_steps"]),
                 held_out=options.get("held_out", True) is not False,
+                cost=c_cost.Estimate(DEVICES.get(device or "", {}).get("cpu", "cortex-m4")),  # what widening costs
             )
             return qg, c_codegen.generate_int(qg, prefix)
 

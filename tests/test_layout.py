@@ -510,7 +510,7 @@ STAGES = [
     ("graph", "layers ir irfile qir lti budget loading converters converters.*"),
     ("fold", "pade impulse folding"),
     ("oracles", "reference intsim"),
-    ("quantize", "qlinear quantization _quantization_checks _quantization_memory rounding widening"),
+    ("quantize", "qlinear quantization _quantization_checks _quantization_memory rounding widening scoring"),
     ("targets", "targets targets.* audio audio.* torch firmware_templates"),
     ("artifact, report, sweep", "artifact conversion report report_html sweep sweep_html"),
     ("command line", "cli _cli_* __init__"),
