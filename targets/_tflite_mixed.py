@@ -92,6 +92,7 @@ def widen_state_path(
         raise SpliceError("only single-subgraph step models can be spliced")
     sa, sb = a.subgraphs[0], b.subgraphs[0]
     _match_requantize(a, b, schema)
+    _requantize_early(a), _requantize_early(b)
     if len(sa.operators) != len(sb.operators):
         raise SpliceError(f"the int8 and int16x8 conversions differ: {len(sa.operators)} vs {len(sb.operators)} ops")
     for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators, strict=True)):
@@ -101,19 +102,24 @@ def widen_state_path(
             or len(oa.outputs) != len(ob.outputs)
         ):
             raise SpliceError(f"the int8 and int16x8 conversions differ at operator {k}")
+    _rewire_requantized(a, b, _region(a, state_names, state_readers) | set(extra))
     ins_a, outs_a = _signature_io(a)
     ins_b, outs_b = _signature_io(b)
     # tensor correspondence a -> b, by operator position (graph inputs/outputs by signature name)
     t_ab = {ins_a[n]: ins_b[n] for n in ins_a}
     t_ab.update({outs_a[n]: outs_b[n] for n in outs_a})
-    for oa, ob in zip(sa.operators, sb.operators, strict=True):
+    seen: dict = {}  # every int16x8 tensor an int8 one stands for: two where one conversion requantizes for some
+    for oa, ob in zip(sa.operators, sb.operators, strict=True):  # readers only (seed 189: a softmax's output)
         for ta, tb in zip(list(oa.inputs) + list(oa.outputs), list(ob.inputs) + list(ob.outputs), strict=True):
             if ta >= 0:
-                if t_ab.setdefault(ta, tb) != tb:
-                    raise SpliceError(f"tensor {ta} of the int8 model maps to two int16x8 tensors")
+                t_ab.setdefault(ta, tb)
+                seen.setdefault(ta, set()).add(tb)
 
     producer = {t: k for k, op in enumerate(sa.operators) for t in op.outputs}
     region = _region(a, state_names, state_readers) | set(extra)
+    for ta, tbs in seen.items():  # R reads such a tensor made outside it through one int16 copy per reading
+        if len(tbs) > 1 and (producer.get(ta) in region or ta in set(sa.inputs)):
+            raise SpliceError(f"tensor {ta} of the int8 model maps to two int16x8 tensors")
 
     def new_tensor(template, name_suffix):
         t = copy.deepcopy(template)
@@ -192,12 +198,13 @@ def widen_state_path(
             # made outside R (an int8 op, or the int8 input x): R reads an int16 copy
             if ta not in graph_inputs and producer.get(ta) is None:
                 raise SpliceError(f"tensor {_name(sa.tensors[ta].name)!r} has no producer")
-            t16 = new_tensor(sb.tensors[tb], name_suffix="_int16")
-            sa.tensors[t16].buffer = sa.tensors[ta].buffer
-            for k in region:
-                op = sa.operators[k]
-                op.inputs = [t16 if t == ta else t for t in op.inputs]
-            quant_ops.append((ta, t16))
+            for tb in sorted(seen[ta]):  # one copy for each int16x8 quantization R's operators read it in
+                t16 = new_tensor(sb.tensors[tb], name_suffix="_int16")
+                sa.tensors[t16].buffer = sa.tensors[ta].buffer
+                for k in region:
+                    op, ob = sa.operators[k], sb.operators[k]
+                    op.inputs = [t16 if t == ta and u == tb else t for t, u in zip(op.inputs, ob.inputs, strict=True)]
+                quant_ops.append((ta, t16))
 
     # 2. opcodes: versions at least those of the int16x8 model, plus QUANTIZE
     versions: dict[int, int] = {}
@@ -240,6 +247,53 @@ def _match_requantize(a, b, schema) -> None:
     if _requantize_into(work, b, schema) and (_concats_agree(work) or not _concats_agree(a)):
         a.subgraphs[0].__dict__.update(work.subgraphs[0].__dict__)  # in place: the caller holds a.subgraphs[0]
         a.operatorCodes[:], a.buffers[:] = work.operatorCodes, work.buffers
+
+
+def _rewire_requantized(a, b, region) -> None:
+    """The operators of R (``region``) in the int8 model ``a`` read a QUANTIZE's input where the int16x8 model ``b``
+    reads it unrequantized: the int8 conversion requantized a softmax's output for every reader, the int16x8 one
+    only for the CONCATENATION whose scale it must share (seed 189), and one int8 tensor stood for two int16x8
+    ones. R takes the int16x8 model's constants, so its operators may read what that model's read."""
+    sa, sb = a.subgraphs[0], b.subgraphs[0]
+    made_a = {t: k for k, op in enumerate(sa.operators) for t in op.outputs}
+    made_b = {t: k for k, op in enumerate(sb.operators) for t in op.outputs}
+    for k in region:
+        oa, ob = sa.operators[k], sb.operators[k]
+        for j, (ta, tb) in enumerate(zip(oa.inputs, ob.inputs, strict=True)):
+            q = made_a.get(ta) if ta >= 0 else None
+            if q is None or _code(a.operatorCodes[sa.operators[q].opcodeIndex]) != _QUANTIZE:
+                continue
+            src = sa.operators[q].inputs[0]
+            if made_b.get(tb) is not None and made_b.get(tb) == made_a.get(src):
+                oa.inputs[j] = src
+
+
+def _requantize_early(m) -> None:
+    """``m``'s operators (in place) with each QUANTIZE right after the operator that writes its input (first where
+    nothing does), an order both conversions agree on: the converter puts the requantization of a softmax's
+    output to its fixed scale straight after the SOFTMAX in the int8 model and just before its reader in the
+    int16x8 one (issue 52, seed 189: operator 12 against 18), and the splice pairs operators by position (it
+    had fallen back to an 8-bit state: -6.3 dB). Every operator still follows what it reads."""
+    sg = m.subgraphs[0]
+    quant = [op for op in sg.operators if _code(m.operatorCodes[op.opcodeIndex]) == _QUANTIZE]
+    if not quant:
+        return
+    rest = [op for op in sg.operators if _code(m.operatorCodes[op.opcodeIndex]) != _QUANTIZE]
+    made = {t for op in rest for t in op.outputs}
+    out: list = []
+
+    def place(tensors):  # the QUANTIZE ops reading these, each followed by those reading it
+        for q in [q for q in quant if q.inputs[0] in tensors]:
+            quant.remove(q)
+            out.append(q)
+            place(set(q.outputs))
+
+    by_quant = {t for q in quant for t in q.outputs}
+    place({q.inputs[0] for q in quant if q.inputs[0] not in made | by_quant})
+    for op in rest:
+        out.append(op)
+        place(set(op.outputs))
+    sg.operators = out + quant  # none left unless a QUANTIZE reads itself
 
 
 def _concats_agree(a) -> bool:
@@ -393,6 +447,7 @@ def candidate_ops(model8: bytes, model16: bytes, state_names, state_readers: boo
     a = fb.convert_bytearray_to_object(bytearray(model8))
     # indices as widen_state_path reads extra: after the QUANTIZE ops _match_requantize inserts
     _match_requantize(a, fb.convert_bytearray_to_object(bytearray(model16)), schema)
+    _requantize_early(a)
     sa = a.subgraphs[0]
     region = _region(a, state_names, state_readers)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}

@@ -216,8 +216,11 @@ def _held_out_ops(cands, states, plan, widen, wide, got, refit) -> tuple:
     def half(fit, out, _mark):
         m8, m16, tight16, y_range = refit(x[fit])
         build = _tflite_mixed.builder(m8, m16, states, tight16, y_range)
+        # the half's conversions may list other operators (a requantization its ranges need): by name, not index
+        here = {v: k for k, v in _tflite_mixed.candidate_ops(m8, m16, states).items()}
 
         def score(w):
+            w = frozenset(here.get(cands.get(k)) if isinstance(k, int) else k for k in w) - {None}
             return _stream_error(build(w), None, widen["graph"], x[out], plan.spec)[1]
 
         def search():
