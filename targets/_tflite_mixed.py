@@ -92,7 +92,8 @@ def widen_state_path(
         raise SpliceError("only single-subgraph step models can be spliced")
     sa, sb = a.subgraphs[0], b.subgraphs[0]
     _match_requantize(a, b, schema)
-    _requantize_early(a), _requantize_early(b)
+    _requantize_early(a)
+    _requantize_early(b)
     if len(sa.operators) != len(sb.operators):
         raise SpliceError(f"the int8 and int16x8 conversions differ: {len(sa.operators)} vs {len(sb.operators)} ops")
     for k, (oa, ob) in enumerate(zip(sa.operators, sb.operators, strict=True)):
