@@ -250,7 +250,8 @@ def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db:
     :data:`WIDEN_MIN_GAIN_DB` of what they reach). ``settle`` and ``mark``: :meth:`Scorer.settle` and
     :meth:`Scorer.mark`, where the search scores on a subsample. With a ``cost`` (:func:`search`) the
     elimination runs again taking first, of the parts whose int8 weights keep the SQNR there, the one that
-    saves the most instructions (:func:`cheapest_first`); its choice is kept where it is :func:`faster`."""
+    saves the most instructions (:func:`cheapest_first`); its choice is kept where it is :func:`faster` and no
+    less accurate on the calibration data (the target stays, and no SQNR drops for speed)."""
     keys = weight_parts(graph)
     wide = frozenset(keys) if start[0] < target_db else frozenset()
     best = build(use_gptq, wide) if wide else start
@@ -282,7 +283,7 @@ def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db:
     chosen, got = eliminate(wide, best, False)
     if cost is not None and chosen:
         alt = eliminate(wide, best, True)
-        chosen, got = alt if faster(cost, alt[1][1], got[1]) else (chosen, got)
+        chosen, got = alt if faster(cost, alt[1][1], got[1]) and alt[1][0] >= got[0] else (chosen, got)
     widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in chosen]
     return got[0], noted(got[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), got[2]
 
@@ -358,8 +359,9 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
     or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
     (:func:`narrow`: the integer graph is cheap to run, but a layer's 16 bits may only
     help with its neighbour's, as a feedback loop's weights do). With a ``cost`` (:func:`search`) the narrowing
-    runs again in the order of what each candidate saves; its choice is kept where it is :func:`faster` and
-    widens the input (the C API's width, the user's interface) no more than the first."""
+    runs again in the order of what each candidate saves; its choice is kept where it is :func:`faster`, no less
+    accurate on the calibration data, and widens the input (the C API's width, the user's interface) no more
+    than the first."""
     runs: dict = {(frozenset(), frozenset()): start}
 
     def split(wide):  # a weight part's 16 bits count only in a 16-bit layer (the int8 kernels take int8 weights)
@@ -373,14 +375,14 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
         return runs[key][0]
 
     cands = [*range(len(graph.layers)), *weight_parts(graph), "x"]
-    wide, _, first = narrow(cands, score, target_db, stop_short, mark)
+    wide, got, first = narrow(cands, score, target_db, stop_short, mark)
     if cost is not None and wide:  # again in the order of what each saves; kept where faster, never for the API
 
         def step(w):
             return cost(runs[split(w)][1])
 
-        alt, _, _ = narrow(cands, score, target_db, stop_short, cost=step)
-        if faster(step, alt, wide) and ("x" in alt) <= ("x" in wide):
+        alt, alt_db, _ = narrow(cands, score, target_db, stop_short, cost=step)
+        if faster(step, alt, wide) and alt_db >= got and ("x" in alt) <= ("x" in wide):
             wide = alt
     acts, parts = split(wide)
     sqnr, qg, caught = runs[acts, parts]

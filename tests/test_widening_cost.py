@@ -55,23 +55,47 @@ def _run_both(g, qg, score, target, prices, monkeypatch):
     return frozenset(tuple(p) for p in out.metadata["wide"]), wide_n
 
 
-def test_of_two_choices_that_reach_the_target_the_cheaper_is_taken(quantized, monkeypatch):
-    # two parts, each alone enough: the SQNR prefers 16 bits in part b, the cost part a (b's 16-bit kernel
-    # costs 10x: a weight matrix at 16 bits on the Cortex-M0); a cost within COST_TIE leaves the SQNR's choice
-    g, qg = quantized
-    a, b = PARTS[0], PARTS[1]
-    table = {frozenset(): 20.0, frozenset({a}): 34.0, frozenset({b}): 36.0}
+#: calibration SQNRs over the sets of three candidates a, b, c at 16 bits: ordered by SQNR, both searches end at
+#: {c} (33.5 dB); ordered by cost (c dear) at {a}, faster and 2.5 dB better; {b} alone is useless
+TABLE = {"": 20.0, "a": 36.0, "b": 20.0, "c": 33.5, "ab": 38.0, "ac": 37.0, "bc": 39.0, "abc": 40.0}
+
+
+def _score_of(a, b, c, d=None):
+    """``score(wide)`` from :data:`TABLE` with the candidates ``a``, ``b``, ``c``; ``d`` does nothing."""
 
     def score(wide):
-        return table.get(frozenset(wide) & {a, b}, 38.0) - 0.1 * len(frozenset(wide) - {a, b})
+        key = "".join(n for n, k in (("a", a), ("b", b), ("c", c)) if k in wide)
+        return TABLE[key] - 0.01 * (d is not None and d in wide)
 
+    return score
+
+
+def test_of_two_choices_that_reach_the_target_the_faster_and_no_worse_is_taken(quantized, monkeypatch):
+    # widen (int16x8's elimination) and narrow (int8's) over TABLE: the cost's choice where it is faster by
+    # more than COST_TIE and no less accurate; a cost within COST_TIE, or a faster choice that would lose
+    # SQNR, leaves the SQNR's choice
+    g, qg = quantized
+    a, b, c, d = PARTS
+    score = _score_of(a, b, c, d)
     free = {p: 0.0 for p in PARTS}
-    assert _run_both(g, qg, score, 33.0, None, monkeypatch) == (frozenset({b}), frozenset({b}))
-    dear_b = {**free, a: 100.0, b: 1000.0}
-    assert _run_both(g, qg, score, 33.0, dear_b, monkeypatch) == (frozenset({a}), frozenset({a}))
-    near = {**free, a: 100.0, b: 110.0}  # 10 instructions of a 1100-instruction step: within COST_TIE
-    assert 10.0 < widening.COST_TIE * 1100.0
-    assert _run_both(g, qg, score, 33.0, near, monkeypatch) == (frozenset({b}), frozenset({b}))
+    assert _run_both(g, qg, score, 33.0, None, monkeypatch) == (frozenset({c}), frozenset({c}))
+    dear_c = {**free, a: 100.0, c: 1000.0}
+    assert _run_both(g, qg, score, 33.0, dear_c, monkeypatch) == (frozenset({a}), frozenset({a}))
+    near = {**free, a: 100.0, c: 110.0}  # {a}: 1100 instructions, {c}: 1110: within COST_TIE
+    assert 10.0 < widening.COST_TIE * 1110.0
+    assert _run_both(g, qg, score, 33.0, near, monkeypatch) == (frozenset({c}), frozenset({c}))
+    TABLE["a"] = 33.4  # faster, but below the SQNR's choice: no SQNR drops for speed
+    try:
+        assert _run_both(g, qg, score, 33.0, dear_c, monkeypatch)[0] == frozenset({c})  # narrow: below
+    finally:
+        TABLE["a"] = 36.0
+
+
+def test_cheapest_first_groups_costs_within_the_tie_and_keeps_the_sqnr_order_there():
+    # costs 101 and 100 are one group on a 1000-instruction step (COST_TIE 2%: 20): the SQNR's order stays
+    # there; 50 is cheaper by more and goes first
+    assert widening.cheapest_first(["p", "q", "r"], [101.0, 100.0, 50.0], 1000.0) == ["r", "p", "q"]
+    assert widening.cheapest_first(["p", "q", "r"], [101.0, 60.0, 50.0], 1000.0) == ["q", "r", "p"]  # 60, 50: a group
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -97,28 +121,30 @@ def test_a_costed_search_still_ends_at_the_target_and_minimal(quantized, seed, m
 
 
 def test_the_int8_search_takes_the_faster_layers_and_never_widens_the_api_for_speed(quantized, monkeypatch):
-    # C int8's search over layers (0, 1, 2) and the input "x": 16 bits in layer 0 or in layer 2 each reach the
-    # target, layer 2's with the better SQNR; where layer 2's 16 bits cost more, layer 0's are taken. Where layer
-    # 0 needs the input's 16 bits too (an int16 C API), the SQNR's choice stays, however much faster
+    # C int8's search over the layers 0, 1, 2 and the input "x" (TABLE's a, b, c): the faster, no worse layer 0
+    # is taken over layer 2; where the faster choice is the input alone (an int16 C API), the SQNR's choice stays
     g, qg = quantized
     monkeypatch.setattr(widening, "weight_parts", lambda graph: [])
 
-    def run(gain0, gain_x, prices):
-        def score(acts):
-            acts = frozenset(acts)
-            return 20.0 + gain0 * (0 in acts) + 16.0 * (2 in acts) + gain_x * ("x" in acts) - 0.1 * len(acts)
+    def run(a, b, c, prices):
+        score = _score_of(a, b, c)
 
         def build(use_gptq, parts=frozenset(), acts=frozenset()):
-            return score(acts), _tagged(qg, acts), []
+            return score(frozenset(acts)), _tagged(qg, acts), []
 
         cost = None if prices is None else _cost_of(prices)
         _, out, _ = widening.widen_activations(build, True, g, build(True), 33.0, cost=cost)
         return set(out.metadata["wide"])
 
-    assert run(14.0, 0.5, None) == {2}
-    assert run(14.0, 0.5, {0: 100.0, 1: 0.0, 2: 1000.0, "x": 0.0}) == {0}
-    assert run(12.0, 2.0, None) == {2}
-    assert run(12.0, 2.0, {0: 100.0, 1: 0.0, 2: 3000.0, "x": 100.0}) == {2}  # {0, x}: 1200 of 4000 instructions
+    assert run(0, "x", 2, None) == {2}
+    assert run(0, "x", 2, {0: 100.0, 1: 0.0, 2: 1000.0, "x": 0.0}) == {0}
+    assert run("x", 0, 2, None) == {2}
+    assert run("x", 0, 2, {0: 0.0, 1: 0.0, 2: 1000.0, "x": 100.0}) == {2}  # not {x}: 1100 of 2000 instructions
+    TABLE["a"] = 33.4  # layer 0 alone still faster, but below layer 2's SQNR: no SQNR drops for speed
+    try:
+        assert run(0, "x", 2, {0: 100.0, 1: 0.0, 2: 1000.0, "x": 0.0}) == {2}
+    finally:
+        TABLE["a"] = 36.0
 
 
 def _graphs():
