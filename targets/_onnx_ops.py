@@ -40,7 +40,7 @@ class OnnxOps:
         self.wide = False  # while True, activations are LMU input / state: 16-bit in a QDQ model
         self.wide_values = set()
         self.weights = []  # the weight matrices' names (widening candidates)
-        self.output = None  # the tensor the output y is (kept 8-bit: int8 I/O)
+        self.output = None  # the tensor the output y is (int16 with headroom in a QDQ model: the interface is float)
         self._ints = {}  # int64 vectors (shapes, slice bounds, axes) -> initializer name
         self._axis = None  # CumSum's axis
         self.bits: dict = {}  # a QDQ model's activation (its DequantizeLinear output) -> its bits

@@ -27,7 +27,8 @@ hi + lo``; int16, as the state reads them).
 int8 is mixed precision where 8 bits cannot carry the model (option ``widen_db``, default
 :data:`WIDEN_DB`): when the QDQ model's SQNR against the float oracle on the calibration data is below
 it, :func:`widen` makes the fewest activations and weight matrices 16-bit that lift it there (the
-output stays int8), or gives the LMU memory path its calibrated ranges with less headroom (:data:`TIGHT`).
+output is always 16-bit, with 2x headroom: the interface is float32), or gives the LMU memory path its
+calibrated ranges with less headroom (:data:`TIGHT`).
 The layer-option matrix needs it: five of its ten models were at 17-29 dB with 8 bits everywhere but
 the LMU state, 8-bit activations and, on the RNN-path model, 8-bit weights in its feedback loop being
 the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU state path 8-bit.
