@@ -268,7 +268,7 @@ def convert(
         click.echo(
             f"  widening {'costs' if d > 0 else 'saves'} about {abs(d):,} instructions per step on the {core} "
             f"({cost['unwidened']:,} -> {cost['chosen']:,}, estimated; of two choices that reach the target the "
-            f"search takes the faster)"
+            f"search takes the faster where no less accurate)"
         )
     held = qinfo.get("held_out") or {}
     if held.get("widened_further"):  # the choice missed on sequences its ranges did not see: widened further

@@ -256,7 +256,7 @@ def quantize(
             f"({kept}-bit state, {wb}-bit weights, {ab}-bit activations): its outputs are not the model's{wider}",
             stacklevel=2,
         )
-    if cost is not None and "first" in chosen:
+    if cost is not None and "first" in chosen and widen_db is not None:  # what the widening search chose
         per = {"core": getattr(cost, "core", None), "unwidened": cost(chosen["first"]), "chosen": cost(qg)}
         qg = widening.noted(qg, step_instructions={k: v for k, v in per.items() if v is not None})
     if len(built) > 1:  # auto with 8-bit activations: both measured on the calibration data

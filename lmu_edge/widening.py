@@ -34,11 +34,13 @@ COST_TIE = 0.02
 
 def cheapest_first(items: list, costs: list, step: float) -> list:
     """``items`` (in the order the SQNR ranks them) by their ``costs``, cheapest first, where costs within
-    :data:`COST_TIE` of the ``step`` of their neighbour's are one group that keeps the SQNR's order."""
+    :data:`COST_TIE` of the ``step`` of their group's cheapest are one group that keeps the SQNR's order (not of
+    their neighbour's: costs 0, 15, 30, ... would chain into one group however far apart its ends)."""
     ranked = sorted(range(len(items)), key=lambda k: costs[k])
-    group, keyed = 0, {}
-    for prev, k in zip([None, *ranked], ranked, strict=False):
-        group += prev is not None and costs[k] - costs[prev] > COST_TIE * step
+    group, first, keyed = 0, None, {}
+    for k in ranked:
+        if first is None or costs[k] - costs[first] > COST_TIE * step:
+            group, first = group + (first is not None), k
         keyed[k] = group
     return [items[k] for k in sorted(range(len(items)), key=lambda k: (keyed[k], k))]
 
@@ -153,7 +155,8 @@ def search(
     callback for lines on how the search goes (:class:`Ticker`). ``scorer``: the :class:`Scorer` whose
     subsample ``build_at`` scores on; its near-ties and thresholds are decided on every sequence. ``cost``: the
     target's estimate of a built graph's instructions per step (``cost(graph) -> number``); where two choices
-    reach the target, the cheaper is taken where they differ by more than :data:`COST_TIE` of the step."""
+    reach the target, the cheaper is taken where they differ by more than :data:`COST_TIE` of the step and it is no
+    less accurate on the calibration data (a near-tie scored on every sequence)."""
     settle, mark = (scorer.settle, scorer.mark) if scorer is not None else (list, lambda db: None)
     if progress is not None:
         build_at = Ticker(build_at, progress, candidates_per_width(graph, tries, widen_db, ab))
@@ -196,7 +199,7 @@ def search(
                 sqnr, qg, caught = build(use, frozenset(), acts)
             elif widen_db is not None:
                 start = (sqnr, qg, caught)
-                args = (build, use, graph, start, float(widen_db), stop_short, mark, cost)
+                args = (build, use, graph, start, float(widen_db), stop_short, mark, cost, settle)
                 sqnr, qg, caught = widen_activations(*args)
         return built, sqnr, qg, caught
 
@@ -282,8 +285,10 @@ def widen(build, use_gptq, graph, start, target_db, settle=list, mark=lambda db:
 
     chosen, got = eliminate(wide, best, False)
     if cost is not None and chosen:
-        alt = eliminate(wide, best, True)
-        chosen, got = alt if faster(cost, alt[1][1], got[1]) and alt[1][0] >= got[0] else (chosen, got)
+        alt, alt_got = eliminate(wide, best, True)
+        if faster(cost, alt_got[1], got[1]):
+            mine, theirs = settle([got, alt_got])  # near-ties compared on every sequence, as the search's own
+            chosen, got = (alt, theirs) if theirs[0] >= mine[0] else (chosen, mine)
     widened = [f"{graph.layers[i].name}.{field}" for i, field in keys if (i, field) in chosen]
     return got[0], noted(got[1], widen_db=target_db, int8_weights_sqnr_db=start[0], widened=widened), got[2]
 
@@ -353,7 +358,9 @@ def widen_db_option(v, target: str, default: float):
     return float(v)
 
 
-def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False, mark=lambda db: None, cost=None):
+def widen_activations(
+    build, use_gptq, graph, start, target_db, stop_short=False, mark=lambda db: None, cost=None, settle=list
+):
     """``quantize(widen_db=)`` with 8-bit activations (the C target's int8): where the calibration SQNR
     misses ``target_db``, the fewest layers (and the input) given 16-bit activations that lift it there,
     or within :data:`WIDEN_MIN_GAIN_DB` of every layer at 16 bits where that misses it
@@ -381,9 +388,10 @@ def widen_activations(build, use_gptq, graph, start, target_db, stop_short=False
         def step(w):
             return cost(runs[split(w)][1])
 
-        alt, alt_db, _ = narrow(cands, score, target_db, stop_short, cost=step)
-        if faster(step, alt, wide) and alt_db >= got and ("x" in alt) <= ("x" in wide):
-            wide = alt
+        alt, _, _ = narrow(cands, score, target_db, stop_short, cost=step)
+        if faster(step, alt, wide) and ("x" in alt) <= ("x" in wide):
+            mine, theirs = settle([runs[split(wide)], runs[split(alt)]])  # near-ties on every sequence
+            wide = alt if theirs[0] >= mine[0] else wide
     acts, parts = split(wide)
     sqnr, qg, caught = runs[acts, parts]
     widened = ["input"] * ("x" in acts) + [lay.name for i, lay in enumerate(graph.layers) if i in acts]

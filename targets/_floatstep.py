@@ -269,9 +269,10 @@ class FloatStep:
         return ops.add(ops.matmul(x, hi, b), ops.matmul(x, lo))
 
     def _fir_matmul(self, ops, buf, H):
-        """``buf @ H^T``, in the split form as ``hi + lo`` (:func:`split_weights`): a trained raw kernel's taps at
-        the lags a short sequence reaches can be a few percent of their row's largest (issue 52's seed 192: 3.8%,
-        2 of int8's 7 bits on the taps that mattered: TFLite int8 and int16x8 20.6 dB)."""
+        """``buf @ H^T``, in the split form (TFLite's, and ONNX's QDQ build) as ``hi + lo`` (:func:`split_weights`):
+        a trained raw kernel's taps at the lags a short sequence reaches can be a few percent of their row's largest
+        (issue 52's seed 192: 3.8%, 2 of int8's 7 bits on the taps that mattered: TFLite int8 and int16x8 20.6 dB).
+        The memory's own feedback (``memory_encoders`` reading the previous ``m``) reads it the same way."""
         if not self.split:
             return ops.matmul(buf, H.T)
         hi, lo = split_weights(H.T, self.per_tensor)
@@ -300,7 +301,7 @@ class FloatStep:
             else:
                 buf = ops.reshape(states[f"L{i}_buf"], (-1, K))
                 if L.memory_encoders is not None:  # m_prev from the previous buffer
-                    m_prev = ops.reshape(ops.matmul(buf, H.T), (-1, d * q))
+                    m_prev = ops.reshape(self._fir_matmul(ops, buf, H), (-1, d * q))
                     u = ops.add(u, self._loop_matmul(ops, m_prev, L.memory_encoders))
                 buf = ops.concat([ops.reshape(u, (-1, 1)), ops.cols(buf, 0, K - 1)], axis=1)
                 new[f"L{i}_buf"] = ops.reshape(buf, (-1, d * K))

@@ -9,8 +9,11 @@ multiply-accumulate of the LMU memory for its state (a 16-bit state proven to fi
 its calibration, a 32-bit one). The rates are those ``bench/kernels.py`` measured (QEMU ``-icount``, gcc 12
 -O2) on the bench models; ``bench/kernels.py`` prints this estimate beside every count it takes, so a kernel
 that gets faster shows where the table is stale. The estimate ranks widenings (a 16-bit weight matrix on the
-Cortex-M0 costs ten times its int8 one; 16-bit activations on Helium three times; on the DSP cores, with
-expanded weights, about the same), it is no substitute for the measured count in the report.
+Cortex-M0 costs twelve times its int8 one; a 16-bit activation's rows on Helium 1.2 times, on the DSP cores, with
+expanded weights, about the same), it is no substitute for the measured count in the report. Validated on dense
+memories (ZOH, Euler): the Runge-Kutta, Pade and FIR memories are priced at the dense kernels' rates per the code
+generator's own MAC counts, and a softmax hidden cell, the input_to_hidden view and a band convolution's max-pool
+per value; the DSP cores' rates assume the expanded weights, which ``--device`` may drop where flash is tight.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ output is always 16-bit, with 2x headroom: the interface is float32), or gives t
 calibrated ranges with less headroom (:data:`TIGHT`).
 The layer-option matrix needs it: five of its ten models were at 17-29 dB with 8 bits everywhere but
 the LMU state, 8-bit activations and, on the RNN-path model, 8-bit weights in its feedback loop being
-the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU state path 8-bit.
+the limit (docs/tflite_onnx.md). ``widen_db=None`` keeps every tensor but the LMU state path and the output
+8-bit.
 
 Runtimes: ``onnxruntime`` (default; runs ``sequence.onnx``), ``onnx-reference``
 (``onnx.reference.ReferenceEvaluator`` on ``sequence.onnx``); ``stream`` steps ``step.onnx``.
@@ -63,7 +64,7 @@ from ._onnx_quant import qdq_sqnr as _sqnr  # noqa: F401  (re-exported: the targ
 QUANTIZE = ("float", "int8")
 RUNTIMES = ("onnxruntime", "onnx-reference")
 DEFAULT_RUNTIME = "onnxruntime"
-#: int8's mixed precision (option ``widen_db``; None: int8 everywhere but the LMU state path): where the
+#: int8's mixed precision (option ``widen_db``; None: int8 everywhere but the LMU state path and the output): where the
 #: calibration SQNR misses this, activations and weight matrices are made 16-bit (:func:`widen`). The
 #: floor is 30 dB on unseen inputs; on the layer-option matrix the test SQNR sat up to 3.1 dB below the
 #: calibration SQNR, hence 6 dB of margin.

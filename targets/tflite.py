@@ -176,12 +176,11 @@ def _stream_error(model_bytes: bytes, io, graph, x: np.ndarray, spec=None) -> tu
 
 
 def _widen_ops(m8: bytes, m16: bytes, plan, widen, tight16=None, refit=None) -> tuple:
-    """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest
-    more operators taken into the int16 path (:func:`lmu_edge.widening.narrow`) that lift it there, and
-    (``tight16()``: the int16x8 conversion with less headroom on the memory path) the state path's ranges
-    at ``TIGHT16_HEADROOM`` (:func:`_tight_memory`). ``refit(x)``: ``(m8, m16, tight16, y_range)`` converted
-    from calibration sequences ``x`` alone, for the held-out check (:func:`_held_out_ops`). Returns ``(model,
-    {"widened": [...], "int8_sqnr_db": ...})``."""
+    """int8 with an int16 state path and, where its calibration SQNR misses ``widen["db"]``, the fewest more
+    operators taken into the int16 path (:func:`lmu_edge.widening.narrow`) that lift it there, and (``tight16()``:
+    the int16x8 conversion with less headroom on the memory path) the state path's ranges at ``TIGHT16_HEADROOM``
+    (:func:`_tight_memory`). ``refit(x)``: ``(m8, m16, tight16, y_range)`` converted from calibration sequences
+    ``x`` alone, for the held-out check (:func:`_held_out_ops`). Returns ``(model, {"widened", "int8_sqnr_db"})``."""
     from . import _tflite_mixed
 
     states = [n for n, *_ in plan.spec]
@@ -216,8 +215,9 @@ def _held_out_ops(cands, states, plan, widen, wide, got, refit) -> tuple:
     def half(fit, out, _mark):
         m8, m16, tight16, y_range = refit(x[fit])
         build = _tflite_mixed.builder(m8, m16, states, tight16, y_range)
-        # the half's conversions may list other operators (a requantization its ranges need): by name, not index
-        here = {v: k for k, v in _tflite_mixed.candidate_ops(m8, m16, states).items()}
+        # the half's conversions may list other operators (a requantization its ranges need): by name where unique
+        local = _tflite_mixed.candidate_ops(m8, m16, states)
+        here = {v: k for k, v in (local if len(set(local.values())) == len(local) else cands).items() if k in local}
 
         def score(w):
             w = frozenset(here.get(cands.get(k)) if isinstance(k, int) else k for k in w) - {None}

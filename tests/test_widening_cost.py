@@ -86,7 +86,7 @@ def test_of_two_choices_that_reach_the_target_the_faster_and_no_worse_is_taken(q
     assert _run_both(g, qg, score, 33.0, near, monkeypatch) == (frozenset({c}), frozenset({c}))
     TABLE["a"] = 33.4  # faster, but below the SQNR's choice: no SQNR drops for speed
     try:
-        assert _run_both(g, qg, score, 33.0, dear_c, monkeypatch)[0] == frozenset({c})  # narrow: below
+        assert _run_both(g, qg, score, 33.0, dear_c, monkeypatch)[0] == frozenset({c})  # widen's choice
     finally:
         TABLE["a"] = 36.0
 
@@ -96,6 +96,8 @@ def test_cheapest_first_groups_costs_within_the_tie_and_keeps_the_sqnr_order_the
     # there; 50 is cheaper by more and goes first
     assert widening.cheapest_first(["p", "q", "r"], [101.0, 100.0, 50.0], 1000.0) == ["r", "p", "q"]
     assert widening.cheapest_first(["p", "q", "r"], [101.0, 60.0, 50.0], 1000.0) == ["q", "r", "p"]  # 60, 50: a group
+    # a group is held to its cheapest: 0, 15 and 30 do not chain into one (30 is 30 above 0)
+    assert widening.cheapest_first(["p", "q", "r"], [30.0, 15.0, 0.0], 1000.0) == ["q", "r", "p"]
 
 
 @pytest.mark.parametrize("seed", range(30))
