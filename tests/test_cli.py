@@ -191,7 +191,7 @@ def test_c_int8_says_which_layers_it_widened(tmp_path):
 
 
 def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
-    # the matrix's tanh model: 8-bit activations give ONNX int8 24.4 dB on its calibration data, so a few
+    # the matrix's tanh model: 8-bit activations give ONNX int8 24.3 dB on its calibration data, so a few
     # tensors get 16 bits; convert says how many and why, and --option widen_db=null turns it off
     here = EXAMPLES.parent / "matrix"
     np.save(tmp_path / "cal.npy", np.load(here / "ff_fft_zoh_tanh_before_dense.npz")["x_cal"])
@@ -202,7 +202,8 @@ def test_onnx_int8_says_which_tensors_it_widened(tmp_path):
     line = next(ln for ln in r.stdout.splitlines() if "16 bits for" in ln)
     widened = r"16 bits for \d+ activations?((, | and )\d+ weight matri(x|ces))?( and the input)? \("
     assert re.search(widened, line), line
-    assert "8 bits gave 24.4 dB against the source on the calibration data, below 36 dB (" in line, line
+    gave = re.search(r"8 bits gave (\d+\.\d) dB against the source on the calibration data, below 36 dB \(", line)
+    assert gave and float(gave.group(1)) < 30.0, line  # 24.3 (24.4 while the output was 8-bit too)
     assert line.endswith("dB now); --option widen_db=null keeps them 8-bit"), line
     layers = {layer.name for layer in lmu_edge.load(here / "ff_fft_zoh_tanh_before_dense.keras").layers}
     names = line.split(" (", 1)[1].split("): ", 1)[0].split(", ")  # issue 55: by the Keras layer, not add_24
