@@ -97,6 +97,7 @@ def test_a_fir_kernel_whose_early_taps_are_small_keeps_them(tmp_path, feedback):
     post = ir.Dense("post", rng.standard_normal((mid.out_features(3), 3)) * 0.5, None, "linear")
     g = ir.Graph("fir_long", input_features=2, seq_len=None, layers=(pre, mid, post))
     x, x_test = rng.standard_normal((64, steps, 2)), rng.standard_normal((32, steps, 2))
-    for mode, floor in (("int8", 30.0), ("int16x8", 35.0)):
+    # the floors; with the feedback, int16x8 is held to 47 dB: 51.7 with the feedback split, 42.4 without
+    for mode, floor in (("int8", 30.0), ("int16x8", 47.0 if feedback else 35.0)):
         art = lmu_edge.convert(g, "tflite", tmp_path / mode, calibration=x, quantize=mode)
         assert sqnr_db(art.run(x_test), reference.simulate(g, x_test)) >= floor, mode
