@@ -56,7 +56,7 @@ import numpy as np
 from lmu_edge import reference, widening
 from lmu_edge.errors import ArtifactError, QuantizationError
 from lmu_edge.metrics import relative_error, sqnr_db
-from lmu_edge.qlinear import RANGE16_HEADROOM, TIGHT16_HEADROOM
+from lmu_edge.qlinear import TIGHT16_HEADROOM
 from lmu_edge.registry import require
 
 from . import _stepplan, _tflite_run, _tflite_session
@@ -83,6 +83,8 @@ DEFAULT_RUNTIME = "litert"
 WIDEN_DB = 36.0
 #: int16x8 aims this much above ``widen_db``: its floor is 35 dB, int8's 30 (docs/matrix.md)
 INT16X8_ABOVE_INT8_DB = 5.0
+#: the held-out floors (docs/matrix.md; ``lmu_edge.report.FLOORS_DB``, which the orchestration imports)
+FLOOR_DB = {"int8": 30.0, "int16x8": 35.0}
 #: the report's ``memory_ranges`` where widening keeps the LMU memory path's int16 ranges as calibrated
 TIGHT_MEMORY = f"calibrated, {TIGHT16_HEADROOM}x headroom"
 OPTIONS = {
@@ -261,39 +263,13 @@ def _better_all_int8(graph, plan, form, rep, model: bytes, widen) -> tuple:
 
 
 def _tight_memory(graph, plan, form, rep, model: bytes, widen) -> tuple:
-    """int16x8's mixed precision: every activation is already 16-bit, but the memory path's ranges carry
-    2x headroom (:func:`._tflite_build.widen_int16_ranges`). A memory whose dynamics amplify its state's
-    rounding noise (issue 52, seed 22: euler, order 52, theta 296, ~48 dB from a step's rounding to the
-    output) loses that bit: 30.5 dB on the calibration data with it, 37.4 without. Where ``model`` misses
-    ``widen["db"]``, the conversion with the memory path's headroom cut to ``TIGHT16_HEADROOM`` (1.25x, the C
-    target's for an unproven state), then, if still short, to none, each kept where it does better by
-    :data:`lmu_edge.widening.WIDEN_MIN_GAIN_DB` (none at all fits the calibration's states exactly: seed 25's
-    ONNX int8 clipped held-out states with it, 25.0 dB, so it is int16x8's last try only, where nothing else
-    is left to widen; seed 22: 34.7 dB held out at 1.25x, 36.4 at none). A graph with a feedback loop first
-    tries the loop's tensors at the activations' 2x instead of LOOP16_SPAN's 8x, as the C target does (issue
-    52, seed 105: two stacked SimpleRNN loops, 27.9 -> 37.6 dB held out; with the memory path at 1.25x too,
-    34.9; ``loop_span``). Returns ``(model, widening info)``."""
-    from . import _tflite_build, _tflite_tflm
+    """int16x8's mixed precision: :func:`._tflite_tight.tight_memory`, scored in LiteRT."""
+    from . import _tflite_tflm, _tflite_tight
 
-    def score(m):
-        return _stream_error(_tflite_tflm.conform(m), None, widen["graph"], widen["x"], plan.spec)[1]
+    def score_x(m, x):
+        return _stream_error(_tflite_tflm.conform(m), None, widen["graph"], x, plan.spec)[1]
 
-    start = score(model)
-    if start >= widen["db"]:
-        return model, {}
-    info = {"widen_db": widen["db"], "int16x8_sqnr_db": start}
-    best, best_db, room_kept, loops_kept = model, start, None, True
-    first = [(None, False)] if _stepplan.loop_tensors(graph) is not None else []
-    for room, loops in first + [(TIGHT16_HEADROOM, None), (1.0, None)]:  # none at all only where it gains (it may clip)
-        loops = loops_kept if loops is None else loops
-        tight = _tflite_build.convert(graph, plan, form, False, "int16x8", rep, memory_room=room, loops=loops)
-        got = score(tight)
-        if got >= best_db + widening.WIDEN_MIN_GAIN_DB:
-            best, best_db, room_kept, loops_kept = tight, got, room, loops
-        if best_db >= widen["db"]:
-            break
-    kept = {} if room_kept is None else {"memory_ranges": f"calibrated, {room_kept}x headroom"}
-    return best, {**info, **kept, **({} if loops_kept else {"loop_span": RANGE16_HEADROOM})}
+    return _tflite_tight.tight_memory(graph, plan, form, rep, model, widen, score_x)
 
 
 def _int16x8_weights(graph, out_dir, plan, form, rep, widen, cal, first) -> tuple:
@@ -334,6 +310,13 @@ def _plain(graph, rec, variant, quantize, cal) -> dict:
     except (QuantizationError, RuntimeError, ValueError) as e:
         return {"error": _one_line(e)}
     return {"error_vs_float": err, "sqnr_db_vs_float": sq}
+
+
+def _rep_of(source, n_rep: int, plan, x, full: bool = False) -> dict:
+    """The representative data of calibration sequences ``x`` in ``plan``'s coordinates (``source``: the float
+    graph they are recorded on): what the int16x8 conversion calibrates on; ``full``: every step's."""
+    rec = _stepplan.record(source, x, max_samples=0 if full else n_rep)
+    return _stepplan.with_long_counts(source, {"x": rec["x"], **plan.model_states(rec)}, COUNT_RANGE)
 
 
 def _refit(source, n_rep: int, graph, plan, form, x) -> tuple:
@@ -550,8 +533,9 @@ def emit(graph, out_dir, options) -> dict:
         y_range = (float(rec["y"].min()), float(rec["y"].max()))
         db = widen_db + (INT16X8_ABOVE_INT8_DB if quantize == "int16x8" else 0.0)
         widen = {"db": db, "graph": graph, "x": _widen_x(options, cal), "y_range": y_range}
-        if wide and _bool(options.get("held_out", True)):  # checked on sequences the converter did not see
-            widen["refit"] = functools.partial(_refit, graph, n_rep)
+        widen["floor"] = FLOOR_DB[quantize]  # a cut headroom's held-out check (._tflite_tight)
+        if _bool(options.get("held_out", True)):  # checked on sequences the converter did not see
+            widen["refit" if wide else "rep_of"] = functools.partial(_refit if wide else _rep_of, graph, n_rep)
     model, io, state_path, widening = _emit_one(built, out_dir, plan, form, variant, quantize, rep, wide, widen)
     if widen is not None and wide and rounding == "auto":
         model, io, state_path, widening, use_gptq = _int16x8_weights(
