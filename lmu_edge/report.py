@@ -14,16 +14,25 @@ signal-to-quantization-noise ratio drops the most as the main source of error.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
-from . import intsim, ir, lti, qir, reference, registry
+from . import intsim, ir, lti, reference, registry
 from .metrics import relative_error, sqnr_db
+from .report_trace import (  # noqa: F401 (re-exported: the report's tables)
+    finite_db,
+    layer_origins,
+    tensor_label,
+    tensor_table,
+    trace_float,
+    trace_int,
+)
 
 SCHEMA_VERSION = 1
+
+_finite = finite_db  # (the name artifact and sweep read it by)
 
 #: The SQNR (dB, against the source model) below which a target's verdict is "fail", per (target, mode):
 #: the floors of the trained-model matrix (docs/matrix.md), which every shipped model meets on held-out data
@@ -50,155 +59,6 @@ def floor_db(target: str, quantize: Optional[str]) -> Optional[float]:
     return FLOAT_FLOOR_DB if quantize in ("float", "float32") else 30.0
 
 
-_TENSOR_WORDS = {"u": "encoder output u", "state": "memory state", "out": "output"}
-_LAYER_KINDS = {
-    "lmu": "LMU",
-    "dense": "Dense",
-    "activation": "activation",
-    "time_pooling": "time pooling",
-    "band_conv": "band convolution",
-}
-
-
-def layer_origins(graph: ir.Graph) -> dict:
-    """Each layer's name -> where it comes from in the user's model: the Keras layer of that name, the
-    index in the exported ``torch.nn.Sequential`` (lmu-edge names its layers ``lmu_0``, ``dense_1``, ...
-    after it), or the IR layer; with its kind (``LMU``, ``Dense (softmax)``, ...)."""
-    source = str(graph.metadata.get("source", ""))
-    out = {}
-    for i, layer in enumerate(graph.layers):
-        kind = _LAYER_KINDS.get(layer.TYPE, layer.TYPE)
-        act = getattr(layer, "activation", None)
-        if act and act != "linear":
-            kind += f" ({act})"
-        if source == "lmu_edge.torch":
-            idx = layer.name.rsplit("_", 1)[-1]
-            where = f"torch Sequential[{idx}]" if idx.isdigit() else f"torch layer {layer.name!r}"
-        elif source == "keras":
-            where = f"Keras layer {layer.name!r}"
-        else:
-            where = f"layer {i} {layer.name!r}"
-        out[layer.name] = f"{where}, {kind}"
-    return out
-
-
-def tensor_label(row: dict) -> str:
-    """A tensor of :func:`tensor_table` in words: ``lmu_0 memory state``, ``classifier output (softmax)``."""
-    return f"{row['layer']} {_TENSOR_WORDS.get(row['tensor'], row['tensor'])}"
-
-
-def _finite(v):
-    """JSON has no infinity: an exact match (infinite SQNR) is written as null and shown as 'exact'."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-# --- traces --------------------------------------------------------------------------------
-
-
-def trace_float(graph: ir.Graph, x: np.ndarray) -> dict:
-    """Per layer: its output, and for LMU layers ``u`` and ``state``, every step ``(N, T, ...)``."""
-    N, T = x.shape[:2]
-    stream = reference.Stream(graph, np.float64)
-    stream.reset(N)
-    runners = stream.runners
-    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in graph.layers}
-    for t in range(T):
-        v = x[:, t]
-        for layer, r in zip(graph.layers, runners, strict=True):
-            v = r.step(v)
-            rec = out[layer.name]
-            rec["out"].append(v)
-            if isinstance(layer, ir.LMU):
-                rec.setdefault("u", []).append(r.last["u"])
-                rec.setdefault("state", []).append(r.last["state"])
-    return {k: {kk: np.stack(vv, axis=1) for kk, vv in d.items()} for k, d in out.items()}
-
-
-def trace_int(qg: ir.Graph, x: np.ndarray) -> dict:
-    """As :func:`trace_float` for an integer graph, dequantized to real values."""
-    xq = intsim.quantize_input(qg, x)
-    N, T = x.shape[:2]
-    stream = intsim.IntStream(qg)
-    stream.reset(N)
-    runners = stream.runners
-    out: dict[str, dict[str, list]] = {layer.name: {"out": []} for layer in qg.layers}
-    for t in range(T):
-        v = xq[:, t]
-        for layer, r in zip(qg.layers, runners, strict=True):
-            v = r.step(v)
-            rec = out[layer.name]
-            rec["out"].append((v - layer.out_zp) * layer.out_scale)
-            if isinstance(layer, qir.QLMU):
-                rec.setdefault("u", []).append(layer.u_type.dequantize(r.last["u"]))
-                rec.setdefault("state", []).append(layer.state_type.dequantize(r.last["state"]))
-    return {k: {kk: np.stack(vv, axis=1) for kk, vv in d.items()} for k, d in out.items()}
-
-
-def _q_name(layer, qg) -> Optional[str]:
-    names = {q.name for q in qg.layers}
-    if isinstance(layer, ir.Dense) and layer.activation == "softmax" and layer.name + "_softmax" in names:
-        return layer.name + "_softmax"
-    return layer.name if layer.name in names else None
-
-
-def _type_range(qlayer, key, bits=8) -> list:
-    if key == "state":
-        return [qlayer.state_type.min, qlayer.state_type.max]
-    if key == "u":
-        return [qlayer.u_type.min, qlayer.u_type.max]
-    lo, hi = qir.act_range(bits)
-    return [(lo - qlayer.out_zp) * qlayer.out_scale, (hi - qlayer.out_zp) * qlayer.out_scale]
-
-
-def tensor_table(graph: ir.Graph, qg: ir.Graph, x: np.ndarray) -> list:
-    """Per tensor, in data-flow order: SQNR, errors, the range used against the type's range."""
-    tf, ti = trace_float(graph, x), trace_int(qg, x)
-    qlayers = {q.name: q for q in qg.layers}
-    origins = layer_origins(graph)
-    rows = []
-    for layer in graph.layers:
-        qn = _q_name(layer, qg)
-        if qn is None:
-            continue
-        keys = (["u", "state"] if isinstance(layer, ir.LMU) else []) + ["out"]
-        for key in keys:
-            a, b = ti[qn][key], tf[layer.name][key]
-            src = ti[layer.name][key] if key != "out" else a
-            ql = qlayers[layer.name if key != "out" else qn]
-            bits = intsim.layer_bits(ql)  # per layer: an int8 graph may have 16-bit layers (mixed precision)
-            rng = _type_range(ql, key, bits)
-            hi = max(abs(float(b.min())), abs(float(b.max())), 1e-30)
-            row = {
-                "layer": layer.name,
-                "tensor": key,
-                "name": f"{layer.name}.{key}",
-                "label": f"{layer.name} {_TENSOR_WORDS[key]}",
-                "source_layer": origins[layer.name],
-                "sqnr_db": _finite(sqnr_db(src, b)),
-                "max_error": float(np.max(np.abs(src - b))),
-                "relative_error": relative_error(src, b),
-                "float_range": [float(b.min()), float(b.max())],
-                "type_range": [float(v) for v in rng],
-                "range_used": hi / max(abs(rng[0]), abs(rng[1]), 1e-30),
-                "type": str(ql.state_type) if key == "state" else (str(ql.u_type) if key == "u" else f"int{bits}"),
-                "hist": np.histogram(b, bins=40)[0].tolist(),
-                "hist_edges": np.histogram(b, bins=40)[1].tolist(),
-            }
-            if key == "state":
-                row["bound"] = float(ql.state_bound)
-                row["saturated"] = bool(np.max(np.abs(ti[layer.name]["state"])) >= ql.state_type.max * (1 - 1e-12))
-            rows.append(row)
-    # attribution: the largest SQNR drop from one tensor to the next
-    prev = None
-    for row in rows:
-        s = row["sqnr_db"] if row["sqnr_db"] is not None else 300.0  # null: exact
-        row["sqnr_drop_db"] = 0.0 if prev is None else max(0.0, prev - s)
-        prev = min(s, prev) if prev is not None else s
-    return rows
-
-
 def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = False) -> dict:
     """The tensor of :func:`tensor_table`'s rows where most of the error appears, and what to do about it
     (``mixed``: an int8 graph whose search gave some layers 16-bit activations)."""
@@ -221,6 +81,18 @@ def diagnose(rows: list, act_bits: int = 8, weight_bits: int = 8, mixed: bool = 
         text += (
             f"; the LMU state type {worst['type']} is too narrow for this memory; "
             f"raise --state-bits (or use the delta form / more coefficient bits)"
+        )
+    elif worst["tensor"] == "api":
+        past, bits = worst.get("clipped", 0.0), worst["type"]
+        text += (
+            (
+                f"; the artifact's {bits} output spans the calibrated range of the model's outputs and the data go "
+                f"{worst['range_used']:.2f}x past it ({100 * past:.2g}% of outputs clipped): calibrate on data that "
+                "covers the outputs' range, or use --quantize int16x8 (a 16-bit output with 2x headroom: c and tflite)"
+            )
+            if past
+            else f"; the artifact's {bits} output rounds the last layer's 16 bits: use --quantize int16x8 (a 16-bit "
+            "output: c and tflite)"
         )
     elif worst["tensor"] == "u":
         text += "; the encoder output u loses precision; raise --state-bits (u has the state's width)"

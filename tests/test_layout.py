@@ -512,7 +512,7 @@ STAGES = [
     ("oracles", "reference intsim"),
     ("quantize", "qlinear quantization _quantization_checks _quantization_memory rounding widening scoring"),
     ("targets", "targets targets.* audio audio.* torch firmware_templates"),
-    ("artifact, report, sweep", "artifact conversion report report_html sweep sweep_html"),
+    ("artifact, report, sweep", "artifact conversion report report_trace report_html sweep sweep_html"),
     ("command line", "cli _cli_* __init__"),
 ]
 # imports that still run against the pipeline (issue 56), exactly: none left
